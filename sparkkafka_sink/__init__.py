@@ -1,0 +1,33 @@
+"""sparkkafka_sink: a PySpark sink (format ``pyprod-kafka``) with its own Python Kafka producer."""
+
+from __future__ import annotations
+
+from sparkkafka_sink.errors import (  # noqa: F401
+    BrokerResponseError,
+    BufferExhaustedError,
+    ConfigError,
+    InvalidPartitionError,
+    InvalidRecordError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    ProtocolError,
+    RecordTooLargeError,
+    UnknownTopicError,
+)
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # Lazy: importing the package must not start Spark or pull in the producer's threads.
+    if name in ("Producer", "RecordMetadata", "FutureRecordMetadata"):
+        from sparkkafka_sink import producer
+
+        return getattr(producer, name)
+    if name in ("register", "SinkMetrics"):
+        from sparkkafka_sink import spark
+
+        return getattr(spark, name)
+    raise AttributeError(f"module 'sparkkafka_sink' has no attribute {name!r}")

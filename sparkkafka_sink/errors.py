@@ -1,0 +1,93 @@
+"""Exception hierarchy shared by every layer.
+
+It sits below ``protocol/`` so that codecs, the network client, the producer and
+the Spark sink raise and catch the same types.  Broker error codes get one
+subclass of :class:`BrokerResponseError` each, generated in
+``sparkkafka_sink.protocol.errors`` from the protocol's error table.
+"""
+
+from __future__ import annotations
+
+
+class KafkaError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+    #: True when the same operation may succeed if tried again.
+    retriable: bool = False
+
+
+class ConfigError(KafkaError, ValueError):
+    """A configuration key is unknown, or its value is out of range."""
+
+
+class ProtocolError(KafkaError):
+    """Bytes from the wire that do not decode as the Kafka protocol says.
+
+    The connection that produced them is closed and in-flight requests are
+    retried, so it is retriable.
+    """
+
+    retriable = True
+
+
+class UnsupportedVersionError(KafkaError):
+    """The broker does not support any version of an API we can speak."""
+
+
+class KafkaConnectionError(KafkaError):
+    """A connection to a broker failed or was closed."""
+
+    retriable = True
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """An operation did not complete within its configured bound."""
+
+    retriable = True
+
+
+class BufferExhaustedError(KafkaTimeoutError):
+    """``send()`` waited ``max.block.ms`` for ``buffer.memory`` to free up."""
+
+
+class RecordTooLargeError(KafkaError):
+    """A record is larger than ``max.request.size`` or ``buffer.memory``."""
+
+
+class InvalidRecordError(KafkaError, TypeError):
+    """A record's key, value, headers, timestamp or topic is malformed."""
+
+
+class InvalidPartitionError(KafkaError, ValueError):
+    """An explicit partition does not exist for the topic."""
+
+
+class UnknownTopicError(KafkaError):
+    """The topic does not exist on the cluster (and was not created)."""
+
+
+class ProducerClosedError(KafkaError):
+    """``send()`` was called after ``close()``."""
+
+
+class ProducerFencedError(KafkaError):
+    """Another producer with the same transactional id took over."""
+
+
+class BrokerResponseError(KafkaError):
+    """A broker answered with a non-zero error code.
+
+    Subclasses (one per code) are generated in ``protocol.errors``; the code,
+    its protocol name and whether it is retriable are class attributes.
+    """
+
+    code: int = -1
+    name: str = "UNKNOWN_SERVER_ERROR"
+    description: str = "The server experienced an unexpected error."
+
+    def __init__(self, message: str | None = None):
+        self.message = message
+        text = f"[Error {self.code}] {self.name}: {self.description}"
+        if message:
+            text += f" ({message})"
+        super().__init__(text)

@@ -1,0 +1,434 @@
+"""NetworkClient: every broker connection of one producer, driven by one thread.
+
+Only the Sender thread calls it (``ready``/``send``/``poll``); other threads
+may only ``wakeup()`` it, through a socketpair registered in the selector, so
+``send()`` never waits for the I/O thread.  It owns connection states with
+exponential reconnect backoff, the ApiVersions handshake of each connection
+(versions are negotiated per broker), in-flight caps, request and
+connection-setup timeouts (which close the connection so its requests are
+retried), and the metadata refresh loop (bootstrap first, then periodic and
+on demand).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import selectors
+import socket
+import time
+from collections import deque
+from typing import Any, Callable
+
+from sparkkafka_sink.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
+from sparkkafka_sink.network.cluster import BrokerNode, Cluster
+from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
+from sparkkafka_sink.network.in_flight import ClientResponse, InFlightRequest, InFlightRequests
+from sparkkafka_sink.network.metadata import Metadata
+from sparkkafka_sink.protocol.api import SUPPORTED_VERSIONS, ApiKey, negotiate
+from sparkkafka_sink.protocol.api_versions import ApiVersionsRequest
+from sparkkafka_sink.protocol.errors import error_for_code
+from sparkkafka_sink.protocol.header import decode_response_header, encode_request
+from sparkkafka_sink.protocol.metadata import MetadataRequest
+
+log = logging.getLogger(__name__)
+
+_UNSUPPORTED_VERSION = 35
+_WAKEUP = object()
+
+
+def now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class NetworkClient:
+    def __init__(self, metadata: Metadata, *, client_id: str, request_timeout_ms: int,
+                 max_in_flight: int, reconnect_backoff_ms: int, reconnect_backoff_max_ms: int,
+                 connection_setup_timeout_ms: int, connection_setup_timeout_max_ms: int,
+                 connections_max_idle_ms: int = -1, send_buffer_bytes: int = -1,
+                 receive_buffer_bytes: int = -1, allow_auto_topic_creation: bool = True,
+                 software_version: str = "0"):
+        self.metadata = metadata
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.reconnect_backoff_max_ms = max(reconnect_backoff_max_ms, reconnect_backoff_ms)
+        self.setup_timeout_ms = connection_setup_timeout_ms
+        self.setup_timeout_max_ms = max(connection_setup_timeout_max_ms, connection_setup_timeout_ms)
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.software_version = software_version
+        self.in_flight = InFlightRequests(max_in_flight)
+        self.selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, _WAKEUP)
+        self._wakeup_pending = False
+        self._conns: dict[int, BrokerConnection] = {}
+        self._bootstrap_nodes = Cluster.bootstrap(metadata.bootstrap).brokers
+        self._failures: dict[int, int] = {}
+        self._reconnect_at: dict[int, float] = {}
+        self._correlation = itertools.count(1)
+        self._no_response_ids: dict[int, deque[int]] = {}
+        self._completed: list[ClientResponse] = []
+        self._metadata_in_flight = False
+        self._api_versions_version: dict[int, int] = {}
+        #: last connection error per broker address, so timeouts can say what went wrong
+        self.connect_errors: dict[str, BaseException] = {}
+        self.closed = False
+
+    # -- nodes and connections -----------------------------------------------------------
+    def _node(self, node_id: int) -> BrokerNode | None:
+        return self.metadata.cluster.broker(node_id) or self._bootstrap_nodes.get(node_id)
+
+    def connection(self, node_id: int) -> BrokerConnection | None:
+        return self._conns.get(node_id)
+
+    def is_ready(self, node_id: int) -> bool:
+        conn = self._conns.get(node_id)
+        return conn is not None and conn.state is ConnectionState.READY and self.in_flight.can_send_more(node_id)
+
+    def ready(self, node_id: int, now: float) -> bool:
+        """True if a request can go to ``node_id`` now; otherwise start connecting if allowed."""
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.state is ConnectionState.READY:
+            return self.in_flight.can_send_more(node_id)
+        if (conn is None or conn.state is ConnectionState.DISCONNECTED) and self._can_connect(node_id, now):
+            self._initiate_connect(node_id, now)
+        return False
+
+    def connection_delay(self, node_id: int, now: float) -> float:
+        """How long until ``node_id`` may be tried again (0 if now, inf while connecting)."""
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.state is not ConnectionState.DISCONNECTED:
+            return float("inf") if conn.state is not ConnectionState.READY else 0.0
+        return max(self._reconnect_at.get(node_id, 0.0) - now, 0.0)
+
+    def _can_connect(self, node_id: int, now: float) -> bool:
+        return now >= self._reconnect_at.get(node_id, 0.0)
+
+    def _initiate_connect(self, node_id: int, now: float) -> None:
+        node = self._node(node_id)
+        if node is None:
+            return
+        conn = self._conns.get(node_id)
+        if conn is None or (conn.host, conn.port) != (node.host, node.port):
+            conn = BrokerConnection(node_id, node.host, node.port, self.selector,
+                                    send_buffer_bytes=self.send_buffer_bytes,
+                                    receive_buffer_bytes=self.receive_buffer_bytes)
+            self._conns[node_id] = conn
+        log.debug("connecting to node %s at %s", node_id, conn.address)
+        try:
+            conn.connect(now)
+        except (OSError, KafkaError) as e:
+            err = e if isinstance(e, KafkaError) else KafkaConnectionError(
+                f"Connection to {conn.address} failed: {e}")
+            self._close(conn, err, now)
+
+    def _backoff(self, node_id: int) -> float:
+        failures = self._failures.get(node_id, 0)
+        if failures <= 0:
+            return 0.0
+        base = min(self.reconnect_backoff_ms * (2 ** (failures - 1)), self.reconnect_backoff_max_ms)
+        return base * random.uniform(0.8, 1.2)
+
+    def _setup_timeout(self, node_id: int) -> float:
+        failures = self._failures.get(node_id, 0)
+        base = min(self.setup_timeout_ms * (2 ** failures), self.setup_timeout_max_ms)
+        return base * random.uniform(0.8, 1.2)
+
+    def least_loaded_node(self, now: float) -> int | None:
+        """A node to ask for metadata: ready with the fewest in-flight, else connectable."""
+        cluster = self.metadata.cluster
+        candidates = list(cluster.brokers) or list(self._bootstrap_nodes)
+        random.shuffle(candidates)
+        best, best_load = None, None
+        connecting = None
+        connectable = None
+        for node_id in candidates:
+            conn = self._conns.get(node_id)
+            if conn is not None and conn.state is ConnectionState.READY:
+                load = self.in_flight.count(node_id)
+                if self.in_flight.can_send_more(node_id) and (best_load is None or load < best_load):
+                    best, best_load = node_id, load
+            elif conn is not None and conn.state is not ConnectionState.DISCONNECTED:
+                connecting = node_id
+            elif self._can_connect(node_id, now):
+                connectable = node_id
+        if best is not None:
+            return best
+        if connecting is not None:
+            return connecting
+        if connectable is not None:
+            return connectable
+        if not cluster.is_bootstrap and self._all_failing(candidates):
+            # Every known broker is failing: fall back to the bootstrap list (brokers may have moved).
+            for node_id in self._bootstrap_nodes:
+                if self._can_connect(node_id, now):
+                    return node_id
+        return None
+
+    def _all_failing(self, nodes) -> bool:
+        return all(self._failures.get(n, 0) > 0 for n in nodes)
+
+    # -- sending -----------------------------------------------------------------------
+    def api_version(self, node_id: int, api_key: int) -> int:
+        conn = self._conns[node_id]
+        rng = conn.api_versions.get(api_key)
+        if rng is None:
+            raise UnsupportedVersionError(
+                f"Broker {conn.address} does not support {ApiKey(api_key).name} at all")
+        return negotiate(api_key, rng[0], rng[1])
+
+    def send(self, node_id: int, request: Any, callback: Callable[[ClientResponse], None] | None,
+             now: float, *, expect_response: bool = True, context: Any = None,
+             version: int | None = None) -> InFlightRequest:
+        """Queue ``request`` to a READY node (check ``ready()`` first)."""
+        conn = self._conns[node_id]
+        api_key = type(request).API_KEY
+        if version is None:
+            version = self.api_version(node_id, api_key)
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        req = InFlightRequest(node_id, correlation_id, api_key, version, request, callback, now,
+                              expect_response, now, context)
+        frame = encode_request(api_key, version, correlation_id, self.client_id, request.encode(version))
+        if expect_response:
+            self.in_flight.add(req)
+            conn.enqueue(frame)
+        else:
+            ids = self._no_response_ids.setdefault(node_id, deque(maxlen=4096))
+            ids.append(correlation_id)
+            conn.enqueue(frame, lambda: self._completed.append(ClientResponse(req, None, now_ms())))
+        try:
+            conn.write(now)
+        except KafkaError as e:
+            self._close(conn, e, now)
+        return req
+
+    # -- the poll loop -----------------------------------------------------------------
+    def wakeup(self) -> None:
+        """Interrupt a blocking ``poll`` (safe from any thread)."""
+        if self._wakeup_pending:
+            return
+        self._wakeup_pending = True
+        try:
+            self._wake_w.send(b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def poll(self, timeout_ms: float, now: float) -> list[ClientResponse]:
+        """Do I/O for up to ``timeout_ms``; run and return the completed requests' responses."""
+        metadata_timeout = self._maybe_update_metadata(now)
+        timeout = min(timeout_ms, metadata_timeout, self.request_timeout_ms)
+        if self._completed:
+            timeout = 0
+        for key, mask in self.selector.select(max(timeout, 0) / 1000.0):
+            if key.data is _WAKEUP:
+                self._drain_wakeup()
+                continue
+            conn: BrokerConnection = key.data
+            if conn.sock is None:
+                continue
+            now = now_ms()
+            try:
+                if conn.state is ConnectionState.CONNECTING:
+                    if mask & selectors.EVENT_WRITE:
+                        conn.finish_connect(now)
+                        self._send_api_versions(conn, now)
+                    continue
+                if mask & selectors.EVENT_WRITE:
+                    conn.write(now)
+                if mask & selectors.EVENT_READ:
+                    for frame in conn.read(now):
+                        self._handle_frame(conn, frame, now)
+            except (KafkaError, OSError) as e:
+                frames = getattr(e, "frames", ())
+                try:
+                    for frame in frames:
+                        self._handle_frame(conn, frame, now)
+                except KafkaError as e2:
+                    e = e2
+                err = e if isinstance(e, KafkaError) else KafkaConnectionError(f"{conn.address}: {e}")
+                self._close(conn, err, now)
+        now = now_ms()
+        self._handle_timeouts(now)
+        completed, self._completed = self._completed, []
+        for resp in completed:
+            if resp.request.callback is not None:
+                resp.request.callback(resp)
+        return completed
+
+    def _drain_wakeup(self) -> None:
+        self._wakeup_pending = False
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _handle_frame(self, conn: BrokerConnection, frame: memoryview, now: float) -> None:
+        node_id = conn.node_id
+        if len(frame) < 4:
+            raise ProtocolError(f"Response frame of {len(frame)} bytes from {conn.address} is too short")
+        correlation_id = int.from_bytes(frame[:4], "big", signed=True)
+        req = self.in_flight.peek_oldest(node_id)
+        if req is None or req.correlation_id != correlation_id:
+            ids = self._no_response_ids.get(node_id)
+            if ids and correlation_id in ids:
+                # Some brokers (tansu, noida) answer acks=0 produce requests: nobody waits for it.
+                ids.remove(correlation_id)
+                log.debug("dropping unexpected response %s from %s", correlation_id, conn.address)
+                return
+            raise ProtocolError(
+                f"Response with correlation id {correlation_id} from {conn.address} does not match the "
+                f"oldest in-flight request ({req.correlation_id if req else 'none'})")
+        _, offset = decode_response_header(frame, req.api_key, req.api_version)
+        response = type(req.request).RESPONSE.decode(frame[offset:], req.api_version)
+        self.in_flight.complete_next(node_id)
+        self._completed.append(ClientResponse(req, response, now))
+
+    def _handle_timeouts(self, now: float) -> None:
+        for node_id in self.in_flight.nodes_with_timed_out_requests(now, self.request_timeout_ms):
+            conn = self._conns.get(node_id)
+            if conn is not None:
+                self._close(conn, KafkaTimeoutError(
+                    f"Request to node {node_id} ({conn.address}) timed out after "
+                    f"{self.request_timeout_ms} ms (request.timeout.ms); closing the connection"), now)
+        for conn in list(self._conns.values()):
+            if conn.state in (ConnectionState.CONNECTING, ConnectionState.CHECKING_API_VERSIONS):
+                limit = self._setup_timeout(conn.node_id)
+                if now - conn.state_since_ms > limit:
+                    self._close(conn, KafkaTimeoutError(
+                        f"Connection to {conn.address} was not set up within {limit:.0f} ms "
+                        "(socket.connection.setup.timeout.ms)"), now)
+            elif (conn.state is ConnectionState.READY and self.connections_max_idle_ms >= 0
+                  and now - conn.last_activity_ms > self.connections_max_idle_ms
+                  and self.in_flight.count(conn.node_id) == 0 and not conn.has_pending_writes):
+                log.debug("closing idle connection to %s", conn.address)
+                self._close(conn, None, now)
+
+    def _close(self, conn: BrokerConnection, error: BaseException | None, now: float) -> None:
+        """Close a connection; every request it carried completes as disconnected."""
+        was_ready = conn.state is ConnectionState.READY
+        dropped = conn.close()
+        for cb in dropped:
+            cb()  # acks=0 sends that never left: completed (as Java does, data may be lost)
+        if error is not None:
+            self.connect_errors[conn.address] = error
+            if not was_ready:
+                self._failures[conn.node_id] = self._failures.get(conn.node_id, 0) + 1
+            else:
+                self._failures[conn.node_id] = max(self._failures.get(conn.node_id, 0), 1)
+            log.info("connection to node %s (%s) closed: %s", conn.node_id, conn.address, error)
+        self._reconnect_at[conn.node_id] = now + self._backoff(conn.node_id)
+        self._no_response_ids.pop(conn.node_id, None)
+        for req in self.in_flight.clear_all(conn.node_id):
+            self._completed.append(ClientResponse(req, None, now, disconnected=True,
+                                                  error=error or KafkaConnectionError(
+                                                      f"Connection to {conn.address} closed")))
+        if error is not None:
+            self.metadata.request_update()
+
+    # -- ApiVersions handshake ---------------------------------------------------------
+    def _send_api_versions(self, conn: BrokerConnection, now: float) -> None:
+        version = self._api_versions_version.get(conn.node_id, SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1])
+        request = ApiVersionsRequest("sparkkafka-sink", self.software_version)
+        self.send(conn.node_id, request, lambda resp: self._handle_api_versions(conn, resp), now,
+                  version=version)
+
+    def _handle_api_versions(self, conn: BrokerConnection, resp: ClientResponse) -> None:
+        if resp.response is None or conn.sock is None:
+            return  # the close path already accounted for it
+        body = resp.response
+        now = resp.received_ms
+        if body.error_code == _UNSUPPORTED_VERSION:
+            rng = body.version_range(ApiKey.API_VERSIONS)
+            ours = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
+            if rng is not None and resp.request.api_version > max(rng[1], ours[0]):
+                self._api_versions_version[conn.node_id] = max(min(rng[1], ours[1]), ours[0])
+                self._send_api_versions(conn, now)
+                return
+        if body.error_code:
+            self._close(conn, error_for_code(body.error_code, f"ApiVersions from {conn.address}"), now)
+            return
+        conn.mark_ready({k.api_key: (k.min_version, k.max_version) for k in body.api_keys}, now)
+        self._failures[conn.node_id] = 0
+        self.connect_errors.pop(conn.address, None)
+        log.debug("node %s (%s) ready", conn.node_id, conn.address)
+
+    # -- metadata ----------------------------------------------------------------------
+    def _maybe_update_metadata(self, now: float) -> float:
+        """Send a Metadata request when one is due; returns ms until the next check."""
+        md = self.metadata
+        wait = md.time_to_next_update(now)
+        if wait > 0 or self._metadata_in_flight:
+            return wait if wait > 0 else self.request_timeout_ms
+        node_id = self.least_loaded_node(now)
+        if node_id is None:
+            # nothing to connect to yet: wait for the shortest reconnect backoff
+            delays = [self.connection_delay(n, now) for n in (list(md.cluster.brokers) or
+                                                              list(self._bootstrap_nodes))]
+            if not self._conns and not delays:
+                return self.reconnect_backoff_ms
+            self._note_unreachable(now)
+            return max(min(delays, default=self.reconnect_backoff_ms), 1.0)
+        if self.ready(node_id, now):
+            topics = md.topics(now)
+            request = MetadataRequest(topics=topics, allow_auto_topic_creation=self.allow_auto_topic_creation)
+            self._metadata_in_flight = True
+            self.send(node_id, request, self._handle_metadata, now)
+            return self.request_timeout_ms
+        conn = self._conns.get(node_id)
+        if conn is None or conn.state is ConnectionState.DISCONNECTED:
+            self._note_unreachable(now)
+            return max(self.connection_delay(node_id, now), 1.0)
+        return self.reconnect_backoff_ms
+
+    def _note_unreachable(self, now: float) -> None:
+        if self.connect_errors:
+            addresses = "; ".join(f"{a}: {e}" for a, e in self.connect_errors.items())
+            self.metadata.failed_update(now, KafkaConnectionError(f"No broker reachable ({addresses})"))
+
+    def _handle_metadata(self, resp: ClientResponse) -> None:
+        self._metadata_in_flight = False
+        if resp.response is None:
+            self.metadata.failed_update(resp.received_ms, resp.error or KafkaConnectionError("metadata request failed"))
+            return
+        self.metadata.update(resp.response, resp.received_ms)
+        # Bootstrap connections (negative ids) are no longer needed once real brokers are known.
+        for node_id, conn in list(self._conns.items()):
+            if node_id < 0 and self.in_flight.count(node_id) == 0:
+                conn.close()
+                del self._conns[node_id]
+
+    # -- shutdown ----------------------------------------------------------------------
+    def has_in_flight(self) -> bool:
+        return self.in_flight.count() > 0
+
+    def close(self) -> None:
+        now = now_ms()
+        for conn in list(self._conns.values()):
+            self._close(conn, None, now)
+        completed, self._completed = self._completed, []
+        for resp in completed:
+            if resp.request.callback is not None:
+                resp.request.callback(resp)
+        self._conns.clear()
+        try:
+            self.selector.unregister(self._wake_r)
+        except (KeyError, ValueError):
+            pass
+        self.selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+        self.closed = True

@@ -1,0 +1,7 @@
+"""The embedded Kafka producer: facade, accumulator, buffer pool, sender, partitioners."""
+
+from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.producer.future import FutureRecordMetadata, RecordMetadata
+from sparkkafka_sink.producer.producer import Producer
+
+__all__ = ["Producer", "ProducerConfig", "FutureRecordMetadata", "RecordMetadata"]

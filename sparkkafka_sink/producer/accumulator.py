@@ -1,0 +1,309 @@
+"""RecordAccumulator: per-partition queues of batches between send() and the Sender.
+
+``send()`` appends to the last batch of its partition's deque (or opens a new
+one, reserving memory from the BufferPool).  The Sender asks ``ready()`` which
+leaders have a sendable batch (full, lingered long enough, flushing, or
+closing), ``drain()`` takes at most one batch per partition per request, and
+``expired_batches()`` fails batches past ``delivery.timeout.ms``.  Retried
+batches go back to the front of their deque so per-partition order holds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, ProducerClosedError
+from sparkkafka_sink.producer.batch import ProducerBatch
+from sparkkafka_sink.producer.buffer_pool import BufferPool
+from sparkkafka_sink.producer.future import FutureRecordMetadata
+from sparkkafka_sink.record.batch import RecordBatchBuilder
+
+
+@dataclass
+class ReadyCheckResult:
+    ready_nodes: set[int]
+    next_ready_check_delay_ms: float
+    unknown_leader_topics: set[str] = field(default_factory=set)
+
+
+class _PartitionQueue:
+    __slots__ = ("lock", "batches")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.batches: deque[ProducerBatch] = deque()
+
+
+class RecordAccumulator:
+    def __init__(self, *, batch_size: int, compression_type: int, linger_ms: int, retry_backoff_ms: int,
+                 retry_backoff_max_ms: int, delivery_timeout_ms: int, pool: BufferPool, idempotence=None):
+        self.batch_size = batch_size
+        self.compression_type = compression_type
+        self.linger_ms = linger_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = max(retry_backoff_max_ms, retry_backoff_ms)
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.pool = pool
+        self.idempotence = idempotence
+        self._queues: dict[tuple[str, int], _PartitionQueue] = {}
+        self._queues_lock = threading.Lock()
+        self._incomplete: set[ProducerBatch] = set()
+        self._incomplete_lock = threading.Lock()
+        self._flushes_in_progress = 0
+        self._appends_in_progress = 0
+        self._closed = False
+        self._drain_index = 0
+        self._muted: set[tuple[str, int]] = set()
+
+    # -- appending ---------------------------------------------------------------------
+    def _queue(self, tp: tuple[str, int]) -> _PartitionQueue:
+        q = self._queues.get(tp)
+        if q is None:
+            with self._queues_lock:
+                q = self._queues.setdefault(tp, _PartitionQueue())
+        return q
+
+    def append(self, topic: str, partition: int, timestamp: int, key: bytes | None, value: bytes | None,
+               headers: Sequence[tuple[str, bytes | None]] | None, record_size: int,
+               max_block_ms: float, now_ms: float) -> tuple[FutureRecordMetadata, bool, bool]:
+        """Append one record; returns (future, batch_is_full, new_batch_created)."""
+        q = self._queue((topic, partition))
+        self._appends_in_progress += 1
+        try:
+            with q.lock:
+                self._check_open()
+                fut = self._try_append(q, timestamp, key, value, headers)
+                if fut is not None:
+                    return fut, len(q.batches) > 1 or q.batches[-1].is_full, False
+            size = max(self.batch_size, record_size)
+            self.pool.allocate(size, max_block_ms)
+            with q.lock:
+                try:
+                    self._check_open()
+                except KafkaError:
+                    self.pool.deallocate(size)
+                    raise
+                fut = self._try_append(q, timestamp, key, value, headers)
+                if fut is not None:  # another thread opened a batch while we waited for memory
+                    self.pool.deallocate(size)
+                    return fut, len(q.batches) > 1 or q.batches[-1].is_full, False
+                builder = RecordBatchBuilder(self.compression_type, size)
+                batch = ProducerBatch(topic, partition, builder, size, now_ms, size)
+                fut = batch.try_append(timestamp, key, value, headers)
+                q.batches.append(batch)
+                with self._incomplete_lock:
+                    self._incomplete.add(batch)
+                return fut, len(q.batches) > 1 or batch.is_full, True
+        finally:
+            self._appends_in_progress -= 1
+
+    def append_prebuilt(self, batch: ProducerBatch, max_block_ms: float) -> None:
+        """Queue a batch encoded elsewhere (bulk path); its memory is reserved here."""
+        self.pool.allocate(batch.reserved, max_block_ms)
+        q = self._queue(batch.tp)
+        with q.lock:
+            try:
+                self._check_open()
+            except KafkaError:
+                self.pool.deallocate(batch.reserved)
+                raise
+            if q.batches:
+                q.batches[-1].seal()  # keep order: nothing may be appended before this batch
+            q.batches.append(batch)
+            with self._incomplete_lock:
+                self._incomplete.add(batch)
+
+    @staticmethod
+    def _try_append(q: _PartitionQueue, timestamp, key, value, headers) -> FutureRecordMetadata | None:
+        if not q.batches:
+            return None
+        return q.batches[-1].try_append(timestamp, key, value, headers)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ProducerClosedError("Producer is closed: send() is not possible any more")
+
+    # -- the Sender's side -------------------------------------------------------------
+    def ready(self, cluster, now_ms: float) -> ReadyCheckResult:
+        ready_nodes: set[int] = set()
+        unknown: set[str] = set()
+        next_delay = float("inf")
+        exhausted = self.pool.queued > 0
+        forced = exhausted or self._closed or self._flushes_in_progress > 0
+        for tp, q in list(self._queues.items()):
+            with q.lock:
+                if not q.batches:
+                    continue
+                batch = q.batches[0]
+                full = len(q.batches) > 1 or batch.is_full
+            leader = cluster.leader_for(tp[0], tp[1])
+            if leader is None:
+                unknown.add(tp[0])
+                continue
+            if leader in ready_nodes or tp in self._muted:
+                continue
+            backing_off = batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch)
+            if backing_off:
+                waited = now_ms - batch.last_attempt_ms
+                next_delay = min(next_delay, self._backoff(batch) - waited)
+                continue
+            waited = now_ms - batch.created_ms
+            if full or forced or waited >= self.linger_ms or batch.attempts > 0:
+                ready_nodes.add(leader)
+            else:
+                next_delay = min(next_delay, self.linger_ms - waited)
+        return ReadyCheckResult(ready_nodes, max(next_delay, 0.0), unknown)
+
+    def _backoff(self, batch: ProducerBatch) -> float:
+        """Exponential retry backoff (KIP-580), capped at retry.backoff.max.ms."""
+        if batch.attempts <= 0:
+            return 0.0
+        return min(self.retry_backoff_ms * (2 ** (batch.attempts - 1)), self.retry_backoff_max_ms)
+
+    def drain(self, cluster, nodes: Iterable[int], max_request_size: int, now_ms: float
+              ) -> dict[int, list[ProducerBatch]]:
+        """At most one batch per partition for each ready node, up to max_request_size bytes."""
+        nodes = set(nodes)
+        result: dict[int, list[ProducerBatch]] = {n: [] for n in nodes}
+        sizes: dict[int, int] = {n: 0 for n in nodes}
+        items = list(self._queues.items())
+        if not items:
+            return result
+        start = self._drain_index % len(items)
+        self._drain_index += 1
+        idem = self.idempotence
+        for tp, q in itertools.chain(items[start:], items[:start]):
+            leader = cluster.leader_for(tp[0], tp[1])
+            if leader not in nodes or tp in self._muted:
+                continue
+            with q.lock:
+                if not q.batches:
+                    continue
+                batch = q.batches[0]
+                if batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch):
+                    continue
+                size = batch.estimated_size
+                if sizes[leader] + size > max_request_size and result[leader]:
+                    continue
+                if idem is not None and not idem.may_drain(batch):
+                    continue
+                q.batches.popleft()
+                batch.seal()
+            if idem is not None:
+                idem.assign_and_close(batch)
+            else:
+                batch.close()
+            batch.drained_ms = now_ms
+            sizes[leader] += len(batch.built)
+            result[leader].append(batch)
+        return result
+
+    def expired_batches(self, now_ms: float) -> list[ProducerBatch]:
+        """Batches still queued (not in flight) whose delivery.timeout.ms has passed."""
+        expired = []
+        for q in list(self._queues.values()):
+            with q.lock:
+                while q.batches and q.batches[0].has_reached_delivery_timeout(self.delivery_timeout_ms, now_ms):
+                    batch = q.batches.popleft()
+                    batch.seal()
+                    expired.append(batch)
+        return expired
+
+    def reenqueue(self, batch: ProducerBatch, now_ms: float) -> None:
+        """Put a failed batch back at the front of its deque, in sequence order."""
+        batch.reenqueued(now_ms)
+        q = self._queue(batch.tp)
+        with q.lock:
+            if batch.base_sequence >= 0 and self.idempotence is not None:
+                i = 0
+                for i, other in enumerate(q.batches):
+                    if other.base_sequence < 0 or other.base_sequence > batch.base_sequence:
+                        break
+                else:
+                    i = len(q.batches)
+                q.batches.insert(i, batch)
+            else:
+                q.batches.appendleft(batch)
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """Give a completed batch's memory back (once, whoever completes it)."""
+        with self._incomplete_lock:
+            if batch not in self._incomplete:
+                return
+            self._incomplete.discard(batch)
+        self.pool.deallocate(batch.reserved)
+
+    def mute(self, tp) -> None:
+        self._muted.add(tp)
+
+    def unmute(self, tp) -> None:
+        self._muted.discard(tp)
+
+    def has_undrained(self) -> bool:
+        return any(q.batches for q in list(self._queues.values()))
+
+    def has_incomplete(self) -> bool:
+        with self._incomplete_lock:
+            return bool(self._incomplete)
+
+    def incomplete_batches(self) -> list[ProducerBatch]:
+        with self._incomplete_lock:
+            return list(self._incomplete)
+
+    def queued_batches(self) -> list[ProducerBatch]:
+        out = []
+        for q in list(self._queues.values()):
+            with q.lock:
+                out.extend(q.batches)
+        return out
+
+    def unsequenced_reset(self) -> None:
+        """After a producer-id reset, queued batches get fresh sequences when drained."""
+        for batch in self.queued_batches():
+            batch.base_sequence = -1
+
+    # -- flush / close -----------------------------------------------------------------
+    def begin_flush(self) -> None:
+        self._flushes_in_progress += 1
+
+    def end_flush(self) -> None:
+        self._flushes_in_progress -= 1
+
+    def await_flush_completion(self, timeout_s: float | None) -> None:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for batch in self.incomplete_batches():
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not batch.result.wait(remaining):
+                pending = len(self.incomplete_batches())
+                raise KafkaTimeoutError(
+                    f"flush() timed out after {timeout_s} s with {pending} batch(es) still pending "
+                    f"(first: {batch.topic}-{batch.partition}, {batch.record_count} record(s))"
+                )
+
+    def close(self) -> None:
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def appends_in_progress(self) -> bool:
+        return self._appends_in_progress > 0
+
+    def abort_incomplete(self, error: BaseException) -> int:
+        """Fail every batch not yet acknowledged (forced close); returns records failed."""
+        failed = 0
+        for q in list(self._queues.values()):
+            with q.lock:
+                q.batches.clear()
+        for batch in self.incomplete_batches():
+            if batch.done(-1, -1, error):
+                failed += batch.record_count
+            self.deallocate(batch)
+        return failed

@@ -1,0 +1,122 @@
+"""ProducerBatch: the records bound for one partition, and their shared fate.
+
+The batch owns a ``RecordBatchBuilder`` while it is open, the built wire bytes
+once the Sender drains it, and the :class:`ProduceRequestResult` its records'
+futures wait on.  Retries resend the same bytes, so the broker can recognise
+an idempotent duplicate by its sequence number.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from sparkkafka_sink.producer.future import FutureRecordMetadata, ProduceRequestResult
+from sparkkafka_sink.record.batch import RecordBatchBuilder, set_producer_state
+
+
+class ProducerBatch:
+    __slots__ = (
+        "topic", "partition", "tp", "builder", "write_limit", "created_ms", "last_attempt_ms", "drained_ms",
+        "attempts", "record_count", "result", "reserved", "built", "producer_id", "producer_epoch",
+        "base_sequence", "in_retry", "bytes_uncompressed", "_full", "bulk_count", "last_error",
+    )
+
+    def __init__(self, topic: str, partition: int, builder: RecordBatchBuilder | None, write_limit: int,
+                 created_ms: float, reserved: int):
+        self.topic = topic
+        self.partition = partition
+        self.tp = (topic, partition)
+        self.builder = builder
+        self.write_limit = write_limit
+        self.created_ms = created_ms
+        self.last_attempt_ms = created_ms
+        self.drained_ms = created_ms
+        self.attempts = 0
+        self.record_count = 0
+        self.result = ProduceRequestResult(topic, partition)
+        self.reserved = reserved
+        self.built: bytes | None = None
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.in_retry = False
+        self.bytes_uncompressed = 0
+        self._full = False
+        self.bulk_count = 0
+        self.last_error: BaseException | None = None
+
+    @classmethod
+    def prebuilt(cls, topic: str, partition: int, data: bytes, record_count: int, uncompressed: int,
+                 created_ms: float, reserved: int) -> "ProducerBatch":
+        """A batch encoded elsewhere (the Arrow bulk path): sealed, ready to drain."""
+        batch = cls(topic, partition, None, len(data), created_ms, reserved)
+        batch.built = data
+        batch.record_count = record_count
+        batch.bytes_uncompressed = uncompressed
+        batch._full = True
+        return batch
+
+    def try_append(self, timestamp: int, key: bytes | None, value: bytes | None,
+                   headers: Sequence[tuple[str, bytes | None]] | None) -> FutureRecordMetadata | None:
+        """Append a record, or None when the batch is sealed or would grow past its limit."""
+        builder = self.builder
+        if builder is None or self._full:
+            return None
+        if not builder.try_append(timestamp, key, value, headers):
+            self._full = True
+            return None
+        relative = self.record_count
+        self.record_count = relative + 1
+        if builder.estimated_size >= self.write_limit:
+            self._full = True
+        return FutureRecordMetadata(self.result, relative, timestamp,
+                                    len(key) if key is not None else -1,
+                                    len(value) if value is not None else -1)
+
+    @property
+    def is_full(self) -> bool:
+        return self._full
+
+    @property
+    def estimated_size(self) -> int:
+        if self.built is not None:
+            return len(self.built)
+        return self.builder.estimated_size
+
+    def seal(self) -> None:
+        """Stop further appends (the batch is about to be drained)."""
+        self._full = True
+
+    def close(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+        """Build (or re-stamp) the wire bytes with the producer state for this attempt."""
+        if self.built is None:
+            self.bytes_uncompressed = self.builder.estimated_size
+            self.built = self.builder.build(producer_id, producer_epoch, base_sequence)
+            self.builder = None
+        elif (producer_id, producer_epoch, base_sequence) != (self.producer_id, self.producer_epoch,
+                                                              self.base_sequence):
+            self.built = set_producer_state(self.built, producer_id, producer_epoch, base_sequence)
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self._full = True
+        return self.built
+
+    def reenqueued(self, now_ms: float) -> None:
+        self.attempts += 1
+        self.last_attempt_ms = now_ms
+        self.in_retry = True
+
+    def done(self, base_offset: int, log_append_time: int, error: BaseException | None) -> bool:
+        """Complete every record of the batch; False if it had completed already."""
+        if self.result.is_done():
+            return False
+        self.result.done(base_offset, log_append_time, error)
+        return True
+
+    def has_reached_delivery_timeout(self, delivery_timeout_ms: int, now_ms: float) -> bool:
+        return now_ms - self.created_ms >= delivery_timeout_ms
+
+    def __repr__(self) -> str:
+        return (f"ProducerBatch({self.topic}-{self.partition}, records={self.record_count}, "
+                f"attempts={self.attempts}, seq={self.base_sequence})")

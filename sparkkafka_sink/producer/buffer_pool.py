@@ -1,0 +1,83 @@
+"""BufferPool: the bound on memory held by records waiting to be sent.
+
+Batches reserve their size here when they are created and give it back when
+they complete, so ``buffer.memory`` caps what a fast ``send()`` loop can pile
+up in front of a slow broker.  Waiters are served first come, first served
+(as the Java client does) so one large record cannot starve behind a stream
+of small ones.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+from sparkkafka_sink.errors import BufferExhaustedError, KafkaError, RecordTooLargeError
+
+
+class BufferPool:
+    def __init__(self, total_memory: int):
+        self.total_memory = total_memory
+        self._available = total_memory
+        self._lock = threading.Lock()
+        self._waiters: deque[threading.Condition] = deque()
+        self._closed = False
+
+    @property
+    def available_memory(self) -> int:
+        return self._available
+
+    @property
+    def queued(self) -> int:
+        """How many threads are blocked waiting for memory."""
+        return len(self._waiters)
+
+    def allocate(self, size: int, max_time_ms: float) -> None:
+        """Reserve ``size`` bytes, waiting up to ``max_time_ms`` for them."""
+        if size > self.total_memory:
+            raise RecordTooLargeError(
+                f"Attempt to allocate {size} bytes, but buffer.memory is only {self.total_memory} bytes"
+            )
+        with self._lock:
+            if self._closed:
+                raise KafkaError("Producer closed while allocating memory")
+            if not self._waiters and self._available >= size:
+                self._available -= size
+                return
+            cond = threading.Condition(self._lock)
+            self._waiters.append(cond)
+            deadline = time.monotonic() + max_time_ms / 1000.0
+            try:
+                while True:
+                    if self._closed:
+                        raise KafkaError("Producer closed while allocating memory")
+                    if self._waiters[0] is cond and self._available >= size:
+                        self._available -= size
+                        return
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise BufferExhaustedError(
+                            f"Failed to allocate {size} bytes within the configured max blocking time "
+                            f"{max_time_ms:.0f} ms (max.block.ms). Total memory: {self.total_memory} bytes "
+                            f"(buffer.memory). Available memory: {self._available} bytes. The broker is not "
+                            "keeping up with send(): raise buffer.memory or max.block.ms, or slow down."
+                        )
+                    cond.wait(remaining)
+            finally:
+                self._waiters.remove(cond)
+                if self._waiters:
+                    self._waiters[0].notify()
+
+    def deallocate(self, size: int) -> None:
+        with self._lock:
+            self._available += size
+            if self._waiters:
+                self._waiters[0].notify()
+
+    def close(self) -> None:
+        """Wake every waiter so a closing producer does not leave threads blocked."""
+        with self._lock:
+            self._closed = True
+            for cond in self._waiters:
+                cond.notify()

@@ -1,0 +1,250 @@
+"""Producer configuration: the Java producer's key names, defaults and checks.
+
+Values may arrive as strings (Spark options, properties files), so each key
+parses its own value.  Every error names the key, the value and what is
+allowed; an unknown key suggests the closest valid one.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from sparkkafka_sink.errors import ConfigError
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+PARTITIONERS = ("murmur2", "round_robin", "random")
+SECURITY_PROTOCOLS = ("PLAINTEXT",)
+
+
+@dataclass(frozen=True)
+class _Key:
+    name: str
+    default: Any
+    parse: Callable[[str, Any], Any]
+    doc: str
+
+
+def _fail(key: str, value: Any, allowed: str) -> ConfigError:
+    return ConfigError(f"Invalid value {value!r} for configuration '{key}': expected {allowed}")
+
+
+def _int(lo: int, hi: int = INT_MAX) -> Callable[[str, Any], int]:
+    def parse(key: str, value: Any) -> int:
+        allowed = f"an integer in [{lo}, {hi}]"
+        if isinstance(value, bool):
+            raise _fail(key, value, allowed)
+        if isinstance(value, str):
+            try:
+                value_i = int(value.strip())
+            except ValueError:
+                raise _fail(key, value, allowed) from None
+        elif isinstance(value, int):
+            value_i = value
+        elif isinstance(value, float) and value.is_integer():
+            value_i = int(value)
+        else:
+            raise _fail(key, value, allowed)
+        if not lo <= value_i <= hi:
+            raise _fail(key, value, allowed)
+        return value_i
+
+    return parse
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise _fail(key, value, "true or false")
+
+
+def _choice(options: tuple[str, ...], lower: bool = True) -> Callable[[str, Any], str]:
+    def parse(key: str, value: Any) -> str:
+        if isinstance(value, str):
+            v = value.strip().lower() if lower else value.strip()
+            if v in options:
+                return v
+        raise _fail(key, value, "one of " + ", ".join(options))
+
+    return parse
+
+
+def _str(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _fail(key, value, "a string")
+    return value
+
+
+def _acks(key: str, value: Any) -> int:
+    v = value.strip().lower() if isinstance(value, str) else value
+    if isinstance(v, bool):
+        raise _fail(key, value, "one of all, -1, 0, 1")
+    if v == "all" or v in (-1, "-1"):
+        return -1
+    if v in (0, "0"):
+        return 0
+    if v in (1, "1"):
+        return 1
+    raise _fail(key, value, "one of all, -1, 0, 1")
+
+
+def parse_bootstrap(key: str, value: Any) -> list[tuple[str, int]]:
+    """'h1:9092,h2:9093' (or a list of such) -> [(host, port), ...]."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise _fail(key, value, "a comma-separated list of host:port")
+    out = []
+    for item in items:
+        item = str(item).strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(
+                f"Invalid value {value!r} for configuration '{key}': "
+                f"{item!r} is not host:port with a port in [1, 65535]"
+            )
+        out.append((host, int(port)))
+    if not out:
+        raise _fail(key, value, "at least one host:port")
+    return out
+
+
+def _partitioner(key: str, value: Any):
+    if callable(value):
+        return value
+    return _choice(PARTITIONERS)(key, value)
+
+
+def _transactional_id(key: str, value: Any):
+    if value is None:
+        return None
+    raise ConfigError(
+        f"Invalid value {value!r} for configuration '{key}': transactions are not supported yet; "
+        "leave it unset (idempotence still gives exactly-once delivery per partition within a producer)"
+    )
+
+
+_KEYS = [
+    _Key("bootstrap.servers", None, parse_bootstrap, "host:port list used to discover the cluster"),
+    _Key("client.id", "sparkkafka-sink", _str, "name sent to brokers in every request"),
+    _Key("acks", "all", _acks, "acknowledgements the leader waits for: 0, 1 or all (-1)"),
+    _Key("linger.ms", 5, _int(0), "how long a batch waits for more records before it is sent"),
+    _Key("batch.size", 16384, _int(0), "target size in bytes of one partition's batch"),
+    _Key("buffer.memory", 33554432, _int(0, LONG_MAX), "bytes that buffered records may use"),
+    _Key("max.block.ms", 60000, _int(0, LONG_MAX), "how long send()/partitions_for() may block"),
+    _Key("compression.type", "none", _choice(COMPRESSION_TYPES), "codec for record batches"),
+    _Key("max.request.size", 1048576, _int(0), "largest request (and so record) the producer sends"),
+    _Key("retries", INT_MAX, _int(0), "how many times a failed batch is resent"),
+    _Key("retry.backoff.ms", 100, _int(0, LONG_MAX), "wait before resending a failed batch"),
+    _Key("retry.backoff.max.ms", 1000, _int(0, LONG_MAX), "cap of the exponential retry backoff"),
+    _Key("delivery.timeout.ms", 120000, _int(0), "upper bound on the time from send() to success or failure"),
+    _Key("request.timeout.ms", 30000, _int(0), "how long to wait for a broker's answer before retrying"),
+    _Key("max.in.flight.requests.per.connection", 5, _int(1), "unanswered requests per broker connection"),
+    _Key("enable.idempotence", True, _bool, "producer id + sequence numbers: no duplicates on retry"),
+    _Key("reconnect.backoff.ms", 50, _int(0, LONG_MAX), "first wait before reconnecting to a broker"),
+    _Key("reconnect.backoff.max.ms", 1000, _int(0, LONG_MAX), "cap of the exponential reconnect backoff"),
+    _Key("socket.connection.setup.timeout.ms", 10000, _int(0, LONG_MAX), "how long a connection attempt may take"),
+    _Key("socket.connection.setup.timeout.max.ms", 30000, _int(0, LONG_MAX), "cap of the growing connection timeout"),
+    _Key("connections.max.idle.ms", 540000, _int(-1, LONG_MAX), "close connections idle this long (-1: never)"),
+    _Key("metadata.max.age.ms", 300000, _int(0, LONG_MAX), "refresh metadata at least this often"),
+    _Key("metadata.max.idle.ms", 300000, _int(5000, LONG_MAX), "forget topics not produced to for this long"),
+    _Key("allow.auto.create.topics", True, _bool, "let Metadata requests create missing topics"),
+    _Key("partitioner", "murmur2", _partitioner, "murmur2 (Java default), round_robin, random, or a callable"),
+    _Key("partitioner.ignore.keys", False, _bool, "spread keyed records like null keys"),
+    _Key("send.buffer.bytes", 131072, _int(-1), "SO_SNDBUF (-1: OS default)"),
+    _Key("receive.buffer.bytes", 32768, _int(-1), "SO_RCVBUF (-1: OS default)"),
+    _Key("security.protocol", "PLAINTEXT", _choice(SECURITY_PROTOCOLS, lower=False), "only PLAINTEXT so far"),
+    _Key("transactional.id", None, _transactional_id, "not supported yet"),
+]
+KEYS: dict[str, _Key] = {k.name: k for k in _KEYS}
+
+
+class ProducerConfig(Mapping[str, Any]):
+    """Validated producer settings; read like a dict with the Java key names."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
+        given = dict(config or {})
+        given.update({k.replace("_", "."): v for k, v in kwargs.items()})
+        values: dict[str, Any] = {}
+        for key, raw in given.items():
+            spec = KEYS.get(key)
+            if spec is None:
+                raise ConfigError(_unknown_key_message(key))
+            values[key] = spec.parse(key, raw) if raw is not None or spec.default is None else spec.parse(key, spec.default)
+        if values.get("bootstrap.servers") is None:
+            raise ConfigError("Missing required configuration 'bootstrap.servers' (a comma-separated host:port list)")
+        self.explicit = frozenset(values)
+        for spec in _KEYS:
+            if spec.name not in values:
+                values[spec.name] = spec.parse(spec.name, spec.default) if spec.default is not None else None
+        self._values = values
+        self._check_combinations()
+
+    def _check_combinations(self) -> None:
+        v = self._values
+        linger_plus_request = v["linger.ms"] + v["request.timeout.ms"]
+        if v["delivery.timeout.ms"] < linger_plus_request:
+            if "delivery.timeout.ms" in self.explicit:
+                raise ConfigError(
+                    f"delivery.timeout.ms ({v['delivery.timeout.ms']}) must be >= linger.ms + request.timeout.ms "
+                    f"({v['linger.ms']} + {v['request.timeout.ms']} = {linger_plus_request})"
+                )
+            v["delivery.timeout.ms"] = linger_plus_request
+        if v["enable.idempotence"]:
+            conflicts = []
+            if v["acks"] != -1:
+                conflicts.append(f"acks must be 'all' (got {v['acks']})")
+            if v["max.in.flight.requests.per.connection"] > 5:
+                conflicts.append(
+                    "max.in.flight.requests.per.connection must be <= 5 "
+                    f"(got {v['max.in.flight.requests.per.connection']})"
+                )
+            if v["retries"] == 0:
+                conflicts.append("retries must be > 0")
+            if conflicts:
+                if "enable.idempotence" in self.explicit:
+                    raise ConfigError(
+                        "enable.idempotence=true conflicts with the configuration: " + "; ".join(conflicts)
+                        + ". Set enable.idempotence=false or fix those keys."
+                    )
+                # As the Java client (>= 3.2): idempotence is on by default but silently
+                # yields to settings the user chose explicitly.
+                v["enable.idempotence"] = False
+        if v["buffer.memory"] < v["batch.size"]:
+            raise ConfigError(
+                f"buffer.memory ({v['buffer.memory']}) must be >= batch.size ({v['batch.size']})"
+            )
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise KeyError(_unknown_key_message(key)) from None
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"ProducerConfig({self._values!r})"
+
+
+def _unknown_key_message(key: str) -> str:
+    close = difflib.get_close_matches(str(key), list(KEYS), n=1, cutoff=0.6)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return f"Unknown configuration '{key}'.{hint} Valid keys: {', '.join(sorted(KEYS))}"
+
+
+def describe() -> list[tuple[str, Any, str]]:
+    """(key, default, doc) for every key: the README's config table comes from here."""
+    return [(k.name, k.default, k.doc) for k in _KEYS]

@@ -1,0 +1,282 @@
+"""Producer: the public facade over the accumulator, the Sender thread and the network.
+
+``send()`` validates the record, waits (up to ``max.block.ms``) for the topic's
+metadata, picks the partition, appends to the accumulator and returns a
+future at once; the Sender thread does all network I/O.  ``flush()`` and
+``close()`` are bounded by their timeouts, and every record either succeeds
+or fails with an error within ``delivery.timeout.ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from typing import Any, Iterable, Mapping
+
+from sparkkafka_sink.errors import (
+    InvalidPartitionError,
+    InvalidRecordError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    RecordTooLargeError,
+    UnknownTopicError,
+)
+from sparkkafka_sink.network.client import NetworkClient, now_ms
+from sparkkafka_sink.network.cluster import Cluster
+from sparkkafka_sink.network.metadata import Metadata
+from sparkkafka_sink.producer.accumulator import RecordAccumulator
+from sparkkafka_sink.producer.buffer_pool import BufferPool
+from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.producer.future import FutureRecordMetadata
+from sparkkafka_sink.producer.idempotence import IdempotenceManager
+from sparkkafka_sink.producer.metrics import ProducerMetrics
+from sparkkafka_sink.producer.partitioner import Partitioner
+from sparkkafka_sink.producer.sender import Sender
+from sparkkafka_sink.protocol.errors import error_for_code
+from sparkkafka_sink.record.batch import BATCH_OVERHEAD, estimate_record_size
+from sparkkafka_sink.record.compression import from_name
+
+log = logging.getLogger(__name__)
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_FATAL_TOPIC_ERRORS = {17, 29}  # INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED
+_MAX_TIMESTAMP = 2**63 - 1
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+_client_ids = iter(range(1, 1 << 62))
+
+
+def validate_topic(topic: Any) -> str:
+    if not isinstance(topic, str):
+        raise InvalidRecordError(f"Topic must be a str, got {type(topic).__name__}: {topic!r}")
+    if topic in (".", "..") or not _LEGAL_TOPIC.match(topic):
+        raise InvalidRecordError(
+            f"Invalid topic name {topic!r}: Kafka topic names are 1-249 characters of "
+            "ASCII letters, digits, '.', '_' and '-', and not '.' or '..'")
+    return topic
+
+
+def _as_bytes(what: str, data: Any) -> bytes | None:
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise InvalidRecordError(
+        f"Record {what} must be bytes, bytearray, memoryview, str or None, got {type(data).__name__}")
+
+
+def _headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
+    if headers is None:
+        return None
+    items: Iterable = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    try:
+        for item in items:
+            k, v = item
+            if not isinstance(k, str):
+                raise InvalidRecordError(f"Header keys must be str, got {type(k).__name__}: {k!r}")
+            out.append((k, _as_bytes(f"header {k!r} value", v)))
+    except (TypeError, ValueError) as e:
+        if isinstance(e, InvalidRecordError):
+            raise
+        raise InvalidRecordError(
+            f"Headers must be a list of (str, bytes|None) pairs or a dict, got {headers!r}") from None
+    return out
+
+
+class Producer:
+    """A Kafka producer: ``send()`` returns a future; records are batched per partition."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
+        self.config = c = ProducerConfig(config, **kwargs)
+        self.client_id = c["client.id"] if "client.id" in c.explicit else f"{c['client.id']}-{next(_client_ids)}"
+        self._closed = False
+        self._metrics = ProducerMetrics()
+        self._metadata = Metadata(c["bootstrap.servers"], max_age_ms=c["metadata.max.age.ms"],
+                                  refresh_backoff_ms=c["retry.backoff.ms"], max_idle_ms=c["metadata.max.idle.ms"])
+        self._pool = BufferPool(c["buffer.memory"])
+        self._idempotence = IdempotenceManager() if c["enable.idempotence"] else None
+        self._compression = from_name(c["compression.type"])
+        self._accumulator = RecordAccumulator(
+            batch_size=c["batch.size"], compression_type=self._compression, linger_ms=c["linger.ms"],
+            retry_backoff_ms=c["retry.backoff.ms"], retry_backoff_max_ms=c["retry.backoff.max.ms"],
+            delivery_timeout_ms=c["delivery.timeout.ms"], pool=self._pool, idempotence=self._idempotence)
+        from sparkkafka_sink import __version__
+
+        self._client = NetworkClient(
+            self._metadata, client_id=self.client_id, request_timeout_ms=c["request.timeout.ms"],
+            max_in_flight=c["max.in.flight.requests.per.connection"],
+            reconnect_backoff_ms=c["reconnect.backoff.ms"], reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
+            connection_setup_timeout_ms=c["socket.connection.setup.timeout.ms"],
+            connection_setup_timeout_max_ms=c["socket.connection.setup.timeout.max.ms"],
+            connections_max_idle_ms=c["connections.max.idle.ms"], send_buffer_bytes=c["send.buffer.bytes"],
+            receive_buffer_bytes=c["receive.buffer.bytes"],
+            allow_auto_topic_creation=c["allow.auto.create.topics"], software_version=__version__)
+        self._partitioner = Partitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
+        self._sender = Sender(
+            self._client, self._metadata, self._accumulator, acks=c["acks"], retries=c["retries"],
+            request_timeout_ms=c["request.timeout.ms"], delivery_timeout_ms=c["delivery.timeout.ms"],
+            max_request_size=c["max.request.size"], retry_backoff_ms=c["retry.backoff.ms"],
+            guarantee_order=c["max.in.flight.requests.per.connection"] == 1,
+            idempotence=self._idempotence, idempotence_explicit="enable.idempotence" in c.explicit,
+            metrics=self._metrics, client_id=self.client_id)
+        self._sender.start()
+
+    # -- context manager ---------------------------------------------------------------
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- sending -----------------------------------------------------------------------
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+             partition: int | None = None, timestamp_ms: int | None = None) -> FutureRecordMetadata:
+        """Queue one record; the returned future resolves to its RecordMetadata."""
+        if self._closed:
+            raise ProducerClosedError("Cannot send: the producer is closed")
+        start = now_ms()
+        validate_topic(topic)
+        key = _as_bytes("key", key)
+        value = _as_bytes("value", value)
+        headers = _headers(headers)
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        elif isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int) or \
+                not 0 <= timestamp_ms <= _MAX_TIMESTAMP:
+            raise InvalidRecordError(
+                f"Invalid timestamp {timestamp_ms!r} for topic {topic!r}: it must be an int of "
+                f"milliseconds since the epoch in [0, {_MAX_TIMESTAMP}], or None")
+        if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)
+                                      or partition < 0):
+            raise InvalidPartitionError(
+                f"Invalid partition {partition!r} for topic {topic!r}: must be an int >= 0 or None")
+        size = BATCH_OVERHEAD + estimate_record_size(
+            None if key is None else len(key), None if value is None else len(value), headers)
+        self._ensure_valid_size(topic, size)
+        max_block = self.config["max.block.ms"]
+        cluster = self._wait_on_metadata(topic, partition, max_block)
+        if partition is None:
+            partition = self._partitioner.partition(
+                topic, key, cluster.partition_count(topic), cluster.available_partitions(topic), size)
+        remaining = max(max_block - (now_ms() - start), 0)
+        fut, full, new_batch = self._accumulator.append(
+            topic, partition, timestamp_ms, key, value, headers, size, remaining, now_ms())
+        if full or new_batch:
+            self._sender.wakeup()
+        return fut
+
+    def _ensure_valid_size(self, topic: str, size: int) -> None:
+        c = self.config
+        if size > c["max.request.size"]:
+            raise RecordTooLargeError(
+                f"The record for topic {topic!r} is {size} bytes when serialized, which is larger than "
+                f"{c['max.request.size']}, the value of max.request.size")
+        if size > c["buffer.memory"]:
+            raise RecordTooLargeError(
+                f"The record for topic {topic!r} is {size} bytes when serialized, which is larger than "
+                f"{c['buffer.memory']}, the value of buffer.memory")
+
+    def _wait_on_metadata(self, topic: str, partition: int | None, max_block_ms: float) -> Cluster:
+        """The cluster once it knows ``topic`` (and ``partition``), waiting up to max_block_ms."""
+        md = self._metadata
+        start = now_ms()
+        md.add_topic(topic, start)
+        cluster = md.cluster
+        count = cluster.partition_count(topic)
+        if count and (partition is None or partition < count):
+            return cluster
+        refreshed = False
+        while True:
+            code = cluster.topic_errors.get(topic)
+            if code in _FATAL_TOPIC_ERRORS:
+                raise error_for_code(code, f"topic {topic!r}")
+            if count and partition is not None and partition >= count and refreshed:
+                raise InvalidPartitionError(
+                    f"Partition {partition} of topic {topic!r} does not exist: the topic has {count} "
+                    f"partition(s) [0..{count - 1}]")
+            version = md.request_update()
+            self._sender.wakeup()
+            elapsed = now_ms() - start
+            if elapsed >= max_block_ms:
+                raise self._metadata_timeout(topic, partition, max_block_ms, code)
+            md.await_update(version, (max_block_ms - elapsed) / 1000.0)
+            if md.version > version:
+                refreshed = True
+            cluster = md.cluster
+            count = cluster.partition_count(topic)
+            if count and (partition is None or partition < count):
+                return cluster
+            if self._closed:
+                raise ProducerClosedError("Producer closed while waiting for metadata")
+
+    def _metadata_timeout(self, topic: str, partition: int | None, max_block_ms: float, code: int | None):
+        what = f"Topic {topic!r}" if partition is None else f"Partition {partition} of topic {topic!r}"
+        msg = f"{what} not present in metadata after {max_block_ms:.0f} ms (max.block.ms)"
+        if code == _UNKNOWN_TOPIC_OR_PARTITION:
+            return UnknownTopicError(
+                f"{msg}: the broker says UNKNOWN_TOPIC_OR_PARTITION; create the topic first"
+                + ("" if self.config["allow.auto.create.topics"] else " (allow.auto.create.topics is false)"))
+        md = self._metadata
+        if md.last_error is not None:
+            msg += f"; last error: {md.last_error}"
+        elif md.cluster.is_bootstrap:
+            addrs = ", ".join(f"{h}:{p}" for h, p in md.bootstrap)
+            msg += f"; no metadata could be fetched from bootstrap.servers {addrs}"
+        return KafkaTimeoutError(msg)
+
+    # -- flush / close -----------------------------------------------------------------
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now and wait until it is acknowledged or failed."""
+        self._accumulator.begin_flush()
+        try:
+            self._sender.wakeup()
+            self._accumulator.await_flush_completion(timeout)
+        finally:
+            self._accumulator.end_flush()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is buffered (waiting up to ``timeout`` s), then stop the Sender thread.
+
+        Records not acknowledged by then fail.  ``timeout=None`` waits until every record
+        is delivered or expired (bounded by delivery.timeout.ms).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._sender.initiate_close()
+        if threading.current_thread() is self._sender:
+            log.warning("close() called from a callback on the sender thread: not waiting")
+            return
+        self._sender.join(timeout)
+        if self._sender.is_alive():
+            log.warning("producer %s did not finish within %s s: failing what is left", self.client_id, timeout)
+            self._sender.force_close()
+            self._sender.join()
+        self._pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- introspection -----------------------------------------------------------------
+    def partitions_for(self, topic: str) -> list[int]:
+        validate_topic(topic)
+        cluster = self._wait_on_metadata(topic, None, self.config["max.block.ms"])
+        return cluster.partitions_for(topic)
+
+    def metrics(self) -> dict:
+        snap = self._metrics.snapshot()
+        snap["buffer_available_bytes"] = self._pool.available_memory
+        return snap
+
+    def __del__(self):
+        try:
+            if not self._closed:
+                self._sender.force_close()
+        except Exception:
+            pass

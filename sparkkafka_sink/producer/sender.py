@@ -1,0 +1,329 @@
+"""Sender: the background thread that moves batches from the accumulator to brokers.
+
+Each loop: get a producer id if idempotence needs one, ask the accumulator
+which leaders have sendable data, refresh metadata for partitions without a
+known leader, drain one batch per partition into one Produce request per
+broker, fail what outlived ``delivery.timeout.ms``, then poll the network.
+Responses complete batches, re-enqueue retriable failures (in sequence order)
+or fail them with the broker's error naming the topic-partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+
+from sparkkafka_sink.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
+from sparkkafka_sink.network.client import NetworkClient, now_ms
+from sparkkafka_sink.network.in_flight import ClientResponse
+from sparkkafka_sink.network.metadata import Metadata
+from sparkkafka_sink.producer.accumulator import RecordAccumulator
+from sparkkafka_sink.producer.batch import ProducerBatch
+from sparkkafka_sink.producer.idempotence import IdempotenceManager
+from sparkkafka_sink.producer.metrics import ProducerMetrics
+from sparkkafka_sink.protocol.errors import error_for_code, is_retriable, needs_metadata_refresh
+from sparkkafka_sink.protocol.init_producer_id import InitProducerIdRequest
+from sparkkafka_sink.protocol.produce import ProduceRequest
+
+log = logging.getLogger(__name__)
+
+DUPLICATE_SEQUENCE_NUMBER = 46
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+UNKNOWN_PRODUCER_ID = 59
+INVALID_PRODUCER_EPOCH = 47
+
+
+class Sender(threading.Thread):
+    def __init__(self, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator, *,
+                 acks: int, retries: int, request_timeout_ms: int, delivery_timeout_ms: int,
+                 max_request_size: int, retry_backoff_ms: int, guarantee_order: bool,
+                 idempotence: IdempotenceManager | None, idempotence_explicit: bool,
+                 metrics: ProducerMetrics, client_id: str):
+        super().__init__(name=f"sparkkafka-sink-sender-{client_id}", daemon=True)
+        self.client = client
+        self.metadata = metadata
+        self.accumulator = accumulator
+        self.acks = acks
+        self.retries = retries
+        self.request_timeout_ms = request_timeout_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.max_request_size = max_request_size
+        self.retry_backoff_ms = retry_backoff_ms
+        self.guarantee_order = guarantee_order
+        self.idempotence = idempotence
+        self.idempotence_explicit = idempotence_explicit
+        self.metrics = metrics
+        self._running = True
+        self._force_close = False
+        self._in_flight: dict[tuple[str, int], list[ProducerBatch]] = defaultdict(list)
+        self._pid_request_pending = False
+        self._pid_retry_at = 0.0
+        self.fatal_error: BaseException | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            while self._running:
+                self._run_once_safely()
+            # Graceful close: deliver (or expire) everything already accepted.
+            while not self._force_close and (self.accumulator.has_incomplete() or self.client.has_in_flight()
+                                             or self.accumulator.appends_in_progress):
+                self._run_once_safely()
+            if self._force_close:
+                failed = self.accumulator.abort_incomplete(
+                    KafkaError("Producer was closed forcefully before the record was acknowledged"))
+                self.metrics.records_failed += failed
+        finally:
+            self.client.close()
+
+    def _run_once_safely(self) -> None:
+        try:
+            self.run_once()
+        except Exception:  # the I/O thread must survive any bug in one iteration
+            log.exception("unexpected error in the sender loop")
+            self.client.poll(self.retry_backoff_ms, now_ms())
+
+    def initiate_close(self) -> None:
+        self._running = False
+        self.accumulator.close()
+        self.client.wakeup()
+
+    def force_close(self) -> None:
+        self._force_close = True
+        self.initiate_close()
+
+    def wakeup(self) -> None:
+        self.client.wakeup()
+
+    # -- one loop ----------------------------------------------------------------------
+    def run_once(self) -> None:
+        now = now_ms()
+        idem = self.idempotence
+        if idem is not None and not idem.has_producer_id():
+            self._maybe_init_producer_id(now)
+        poll_timeout = self._send_producer_data(now)
+        self.client.poll(poll_timeout, now)
+
+    def _send_producer_data(self, now: float) -> float:
+        cluster = self.metadata.cluster
+        result = self.accumulator.ready(cluster, now)
+        if result.unknown_leader_topics:
+            for topic in result.unknown_leader_topics:
+                self.metadata.add_topic(topic, now)
+            self.metadata.request_update()
+        not_ready_timeout = float("inf")
+        ready_nodes = set()
+        for node in result.ready_nodes:
+            if self.client.ready(node, now):
+                ready_nodes.add(node)
+            else:
+                not_ready_timeout = min(not_ready_timeout, self.client.connection_delay(node, now))
+        batches = self.accumulator.drain(cluster, ready_nodes, self.max_request_size, now)
+        if self.guarantee_order:
+            for node_batches in batches.values():
+                for b in node_batches:
+                    self.accumulator.mute(b.tp)
+        self._expire(now)
+        sent_any = False
+        for node, node_batches in batches.items():
+            if node_batches:
+                self._send_produce_request(node, node_batches, now)
+                sent_any = True
+        timeout = min(result.next_ready_check_delay_ms, not_ready_timeout, self._time_to_next_expiry(now))
+        if sent_any:
+            timeout = 0
+        elif self.idempotence is not None and not self.idempotence.has_producer_id():
+            timeout = min(timeout, self.retry_backoff_ms)
+        return max(min(timeout, self.request_timeout_ms), 0)
+
+    def _time_to_next_expiry(self, now: float) -> float:
+        batches = self.accumulator.incomplete_batches()
+        if not batches:
+            return float("inf")
+        oldest = min(b.created_ms for b in batches)
+        return max(oldest + self.delivery_timeout_ms - now, 0.0) + 1
+
+    def _expire(self, now: float) -> None:
+        expired = self.accumulator.expired_batches(now)
+        for tp, flights in list(self._in_flight.items()):
+            for batch in list(flights):
+                if batch.has_reached_delivery_timeout(self.delivery_timeout_ms, now):
+                    expired.append(batch)
+                    if self.idempotence is not None:
+                        # It may or may not have reached the broker: sequences are now unknown.
+                        self.idempotence.request_reset()
+        for batch in expired:
+            elapsed = now - batch.created_ms
+            cause = f"; last error: {batch.last_error}" if batch.last_error is not None else ""
+            self._fail_batch(batch, KafkaTimeoutError(
+                f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
+                f"{elapsed:.0f} ms has passed since batch creation (delivery.timeout.ms="
+                f"{self.delivery_timeout_ms}){cause}"), now)
+
+    # -- producer id -------------------------------------------------------------------
+    def _maybe_init_producer_id(self, now: float) -> None:
+        idem = self.idempotence
+        if self._pid_request_pending or now < self._pid_retry_at:
+            return
+        if idem.needs_reset and (self.client.has_in_flight() or any(self._in_flight.values())):
+            return  # wait until every request with old sequences is resolved
+        node = self.client.least_loaded_node(now)
+        if node is None or not self.client.ready(node, now):
+            return
+        try:
+            self.client.send(node, InitProducerIdRequest(None, 60000, -1, -1), self._handle_init_pid, now)
+            self._pid_request_pending = True
+        except UnsupportedVersionError as e:
+            self._idempotence_unsupported(e)
+
+    def _idempotence_unsupported(self, error: BaseException) -> None:
+        if self.idempotence_explicit:
+            self.fatal_error = KafkaError(f"enable.idempotence=true but the broker cannot give a producer id: {error}")
+            for batch in self.accumulator.queued_batches():
+                self._fail_batch(batch, self.fatal_error, now_ms())
+            self.accumulator.expired_batches(float("inf"))
+        else:
+            log.warning("broker cannot give a producer id (%s); continuing without idempotence", error)
+            self.accumulator.idempotence = None
+            self.idempotence = None
+
+    def _handle_init_pid(self, resp: ClientResponse) -> None:
+        self._pid_request_pending = False
+        now = resp.received_ms
+        body = resp.response
+        if body is None:
+            self._pid_retry_at = now + self.retry_backoff_ms
+            return
+        if body.error_code:
+            err = error_for_code(body.error_code, "InitProducerId")
+            if is_retriable(body.error_code):
+                self._pid_retry_at = now + self.retry_backoff_ms
+                return
+            self._idempotence_unsupported(err)
+            return
+        if body.producer_id < 0:
+            self._idempotence_unsupported(KafkaError(f"InitProducerId returned producer id {body.producer_id}"))
+            return
+        log.debug("producer id %s epoch %s", body.producer_id, body.producer_epoch)
+        was_reset = self.idempotence.producer_id >= 0
+        self.idempotence.set_producer_id(body.producer_id, body.producer_epoch)
+        if was_reset:
+            self.accumulator.unsequenced_reset()
+
+    # -- produce -----------------------------------------------------------------------
+    def _send_produce_request(self, node: int, batches: list[ProducerBatch], now: float) -> None:
+        by_topic: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
+        by_tp: dict[tuple[str, int], ProducerBatch] = {}
+        for b in batches:
+            by_topic[b.topic].append((b.partition, b.built))
+            by_tp[b.tp] = b
+            self._in_flight[b.tp].append(b)
+        request = ProduceRequest(None, self.acks, self.request_timeout_ms, list(by_topic.items()))
+        try:
+            self.client.send(node, request, lambda resp: self._handle_produce_response(resp, by_tp), now,
+                             expect_response=self.acks != 0)
+        except KafkaError as e:
+            for b in batches:
+                self._complete_batch(b, e, -1, -1, now, retriable=e.retriable)
+
+    def _handle_produce_response(self, resp: ClientResponse, by_tp: dict) -> None:
+        now = resp.received_ms
+        if resp.disconnected or (resp.response is None and resp.error is not None):
+            error = resp.error or KafkaConnectionError("disconnected")
+            for batch in by_tp.values():
+                self._complete_batch(batch, error, -1, -1, now, retriable=True)
+            return
+        self.metrics.record_request(resp.latency_ms)
+        if resp.response is None:  # acks=0: nothing to wait for
+            for batch in by_tp.values():
+                self._complete_batch(batch, None, -1, -1, now)
+            return
+        for topic in resp.response.responses:
+            for p in topic.partition_responses:
+                batch = by_tp.pop((topic.name, p.index), None)
+                if batch is None:
+                    continue
+                if p.error_code == 0 or p.error_code == DUPLICATE_SEQUENCE_NUMBER:
+                    offset = p.base_offset if p.error_code == 0 else -1
+                    self._complete_batch(batch, None, offset, p.log_append_time_ms, now)
+                else:
+                    detail = f"{batch.topic}-{batch.partition}"
+                    if p.error_message:
+                        detail += f": {p.error_message}"
+                    if p.record_errors:
+                        detail += "; record errors: " + ", ".join(
+                            f"#{i} {m or ''}".strip() for i, m in p.record_errors[:5])
+                    self._complete_batch(batch, error_for_code(p.error_code, detail), -1, -1, now,
+                                         code=p.error_code)
+        for batch in by_tp.values():
+            self._complete_batch(batch, ProtocolError(
+                f"Produce response from node {resp.request.node_id} has no answer for "
+                f"{batch.topic}-{batch.partition}"), -1, -1, now, retriable=True)
+
+    def _complete_batch(self, batch: ProducerBatch, error: BaseException | None, base_offset: int,
+                        log_append_time: int, now: float, *, code: int = 0, retriable: bool | None = None) -> None:
+        flights = self._in_flight.get(batch.tp)
+        if flights and batch in flights:
+            flights.remove(batch)
+        if self.guarantee_order:
+            self.accumulator.unmute(batch.tp)
+        if error is None:
+            if self.idempotence is not None:
+                self.idempotence.complete(batch)
+            if batch.done(base_offset, log_append_time, None):
+                self.metrics.record_batch_sent(batch.record_count, len(batch.built))
+            self.accumulator.deallocate(batch)
+            return
+        if batch.result.is_done():  # expired while in flight: already failed
+            if self.idempotence is not None:
+                self.idempotence.complete(batch)
+            self.accumulator.deallocate(batch)
+            return
+        batch.last_error = error
+        if retriable is None:
+            retriable = is_retriable(code)
+        idem = self.idempotence
+        if idem is not None and code == OUT_OF_ORDER_SEQUENCE_NUMBER:
+            # Retriable when an earlier batch of this partition failed and will be resent first;
+            # if this batch is the oldest outstanding one the broker lost our state: new producer id.
+            retriable = True
+            if idem.is_first_in_flight(batch):
+                idem.request_reset()
+        if idem is not None and code in (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH):
+            retriable = True
+            idem.request_reset()
+        if retriable and self._can_retry(batch, now):
+            log.debug("retrying %s after %s", batch, error)
+            self.metrics.retries += 1
+            if needs_metadata_refresh(code) or isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
+                self.metadata.request_update()
+            self.accumulator.reenqueue(batch, now)
+            return
+        if idem is not None and batch.base_sequence >= 0:
+            # Later batches were numbered after this one, which never landed: renumber them.
+            idem.complete(batch)
+            idem.request_reset()
+        self._fail_batch(batch, error, now)
+
+    def _can_retry(self, batch: ProducerBatch, now: float) -> bool:
+        return (batch.attempts < self.retries and not self._force_close
+                and not batch.has_reached_delivery_timeout(self.delivery_timeout_ms, now))
+
+    def _fail_batch(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
+        flights = self._in_flight.get(batch.tp)
+        if flights and batch in flights:
+            flights.remove(batch)
+        if self.idempotence is not None:
+            self.idempotence.complete(batch)
+        if self.guarantee_order:
+            self.accumulator.unmute(batch.tp)
+        if batch.done(-1, -1, error):
+            self.metrics.records_failed += batch.record_count
+        self.accumulator.deallocate(batch)

@@ -1,0 +1,92 @@
+"""ProducerConfig: Java key names, parsing of string values, clear errors."""
+
+import pytest
+
+from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.producer.config import ProducerConfig, describe
+
+BS = {"bootstrap.servers": "127.0.0.1:9092"}
+
+
+def test_defaults_follow_the_java_client():
+    c = ProducerConfig(BS)
+    assert c["acks"] == -1
+    assert c["enable.idempotence"] is True
+    assert c["linger.ms"] == 5
+    assert c["batch.size"] == 16384
+    assert c["buffer.memory"] == 32 * 1024 * 1024
+    assert c["max.in.flight.requests.per.connection"] == 5
+    assert c["delivery.timeout.ms"] == 120000
+    assert c["bootstrap.servers"] == [("127.0.0.1", 9092)]
+
+
+def test_string_values_are_parsed():
+    c = ProducerConfig({**BS, "linger.ms": "20", "enable.idempotence": "false", "acks": "1",
+                        "compression.type": "LZ4"})
+    assert c["linger.ms"] == 20 and c["enable.idempotence"] is False and c["acks"] == 1
+    assert c["compression.type"] == "lz4"
+
+
+@pytest.mark.parametrize("acks,expected", [("all", -1), ("-1", -1), (-1, -1), (0, 0), ("1", 1)])
+def test_acks_forms(acks, expected):
+    assert ProducerConfig({**BS, "acks": acks, "enable.idempotence": False})["acks"] == expected
+
+
+def test_unknown_key_suggests_the_closest():
+    with pytest.raises(ConfigError, match=r"Unknown configuration 'linger\.msx'\. Did you mean 'linger\.ms'\?"):
+        ProducerConfig({**BS, "linger.msx": 5})
+
+
+@pytest.mark.parametrize("key,value,allowed", [
+    ("linger.ms", -1, r"an integer in \[0, 2147483647\]"),
+    ("linger.ms", "soon", r"an integer in \[0, 2147483647\]"),
+    ("batch.size", 1.5, "an integer"),
+    ("acks", "2", "one of all, -1, 0, 1"),
+    ("compression.type", "brotli", "one of none, gzip, snappy, lz4, zstd"),
+    ("enable.idempotence", "yes", "true or false"),
+    ("max.in.flight.requests.per.connection", 0, r"\[1, "),
+])
+def test_bad_values_name_key_value_and_range(key, value, allowed):
+    with pytest.raises(ConfigError) as e:
+        ProducerConfig({**BS, key: value})
+    assert f"'{key}'" in str(e.value) and repr(value) in str(e.value)
+    assert e.match(allowed)
+
+
+def test_missing_or_bad_bootstrap():
+    with pytest.raises(ConfigError, match="Missing required configuration 'bootstrap.servers'"):
+        ProducerConfig({})
+    with pytest.raises(ConfigError, match="'localhost' is not host:port"):
+        ProducerConfig({"bootstrap.servers": "localhost"})
+    with pytest.raises(ConfigError, match="port in"):
+        ProducerConfig({"bootstrap.servers": "h:99999"})
+
+
+def test_explicit_idempotence_conflicts_are_rejected_like_java():
+    with pytest.raises(ConfigError, match="acks must be 'all'"):
+        ProducerConfig({**BS, "enable.idempotence": True, "acks": 1})
+    with pytest.raises(ConfigError, match="max.in.flight.requests.per.connection must be <= 5"):
+        ProducerConfig({**BS, "enable.idempotence": "true", "max.in.flight.requests.per.connection": 6})
+    with pytest.raises(ConfigError, match="retries must be > 0"):
+        ProducerConfig({**BS, "enable.idempotence": True, "retries": 0})
+
+
+def test_default_idempotence_yields_to_explicit_acks():
+    c = ProducerConfig({**BS, "acks": 1})
+    assert c["enable.idempotence"] is False
+
+
+def test_delivery_timeout_must_cover_linger_plus_request_timeout():
+    with pytest.raises(ConfigError, match=r"delivery.timeout.ms \(1000\) must be >= linger.ms \+ request.timeout.ms"):
+        ProducerConfig({**BS, "delivery.timeout.ms": 1000, "request.timeout.ms": 2000})
+    assert ProducerConfig({**BS, "request.timeout.ms": 200000})["delivery.timeout.ms"] == 200005
+
+
+def test_transactions_are_refused_clearly():
+    with pytest.raises(ConfigError, match="transactions are not supported yet"):
+        ProducerConfig({**BS, "transactional.id": "tx"})
+
+
+def test_every_key_is_documented():
+    for key, default, doc in describe():
+        assert doc, key

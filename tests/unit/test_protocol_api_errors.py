@@ -1,0 +1,116 @@
+"""Version negotiation and the broker error-code table."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkkafka_sink import errors as base
+from sparkkafka_sink.errors import BrokerResponseError, UnsupportedVersionError
+from sparkkafka_sink.protocol import (
+    FLEXIBLE_FROM,
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    check_version,
+    is_flexible,
+    negotiate,
+)
+from sparkkafka_sink.protocol import errors as perr
+
+
+def test_api_key_values():
+    assert [ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.FIND_COORDINATOR,
+            ApiKey.SASL_HANDSHAKE, ApiKey.API_VERSIONS, ApiKey.CREATE_TOPICS, ApiKey.INIT_PRODUCER_ID,
+            ApiKey.SASL_AUTHENTICATE] == [0, 1, 2, 3, 10, 17, 18, 19, 22, 36]
+
+
+def test_supported_and_flexible_versions():
+    assert SUPPORTED_VERSIONS == {ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (1, 12),
+                                  ApiKey.PRODUCE: (3, 11), ApiKey.INIT_PRODUCER_ID: (3, 5)}
+    assert {k: FLEXIBLE_FROM[k] for k in SUPPORTED_VERSIONS} == {
+        ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 9, ApiKey.PRODUCE: 9, ApiKey.INIT_PRODUCER_ID: 2}
+    assert not is_flexible(ApiKey.PRODUCE, 8) and is_flexible(ApiKey.PRODUCE, 9)
+    assert not is_flexible(ApiKey.SASL_HANDSHAKE, 1)
+    with pytest.raises(UnsupportedVersionError):
+        is_flexible(999, 0)
+
+
+@pytest.mark.parametrize("api_key, broker, expected", [
+    (ApiKey.PRODUCE, (0, 11), 11), (ApiKey.PRODUCE, (0, 9), 9), (ApiKey.PRODUCE, (3, 13), 11),
+    (ApiKey.METADATA, (0, 12), 12), (ApiKey.METADATA, (0, 13), 12), (ApiKey.METADATA, (1, 1), 1),
+    (ApiKey.INIT_PRODUCER_ID, (0, 4), 4), (ApiKey.API_VERSIONS, (0, 4), 3),
+])
+def test_negotiate_picks_highest_common(api_key, broker, expected):
+    assert negotiate(api_key, *broker) == expected
+
+
+def test_negotiate_without_overlap_names_api_and_ranges():
+    with pytest.raises(UnsupportedVersionError) as info:
+        negotiate(ApiKey.INIT_PRODUCER_ID, 0, 2)
+    assert "INIT_PRODUCER_ID" in str(info.value) and "v3-v5" in str(info.value) and "v0-v2" in str(info.value)
+    with pytest.raises(UnsupportedVersionError):
+        negotiate(ApiKey.PRODUCE, 12, 13)
+    with pytest.raises(UnsupportedVersionError):
+        negotiate(ApiKey.FETCH, 0, 17)
+
+
+def test_check_version():
+    check_version(ApiKey.PRODUCE, 3)
+    with pytest.raises(UnsupportedVersionError):
+        check_version(ApiKey.PRODUCE, 12)
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+def test_table_covers_codes_and_has_unique_names():
+    assert set(perr.ERROR_CLASSES) == {-1} | set(range(1, 134))
+    names = [c.__name__ for c in perr.ERROR_CLASSES.values()]
+    assert len(names) == len(set(names))
+    for code, cls in perr.ERROR_CLASSES.items():
+        assert issubclass(cls, BrokerResponseError) and cls.code == code and cls.description
+        assert getattr(perr, cls.__name__) is cls
+
+
+@pytest.mark.parametrize("name, code, retriable", [
+    ("MessageTooLargeError", 10, False), ("CorruptMessageError", 2, True),
+    ("NotLeaderOrFollowerError", 6, True), ("UnknownTopicOrPartitionError", 3, True),
+    ("TopicAuthorizationFailedError", 29, False), ("InvalidRequiredAcksError", 21, False),
+    ("DuplicateSequenceNumberError", 46, False), ("OutOfOrderSequenceNumberError", 45, False),
+    ("UnknownProducerIdError", 59, False), ("InvalidProducerEpochError", 47, False),
+    ("RecordListTooLargeError", 18, False), ("InvalidRecordBrokerError", 87, False),
+    ("NotEnoughReplicasError", 19, True), ("NotEnoughReplicasAfterAppendError", 20, True),
+    ("RequestTimedOutError", 7, True), ("NetworkExceptionError", 13, True),
+    ("LeaderNotAvailableError", 5, True), ("UnsupportedVersionBrokerError", 35, False),
+    ("ProducerFencedBrokerError", 90, False), ("InvalidTopicExceptionError", 17, False),
+    ("KafkaStorageError", 56, True), ("UnknownServerError", -1, False),
+    ("TransactionAbortableError", 120, False), ("ThrottlingQuotaExceededError", 89, True),
+])
+def test_named_classes(name, code, retriable):
+    cls = getattr(perr, name)
+    assert (cls.code, cls.retriable) == (code, retriable)
+    assert perr.is_retriable(code) is retriable
+
+
+def test_broker_classes_do_not_shadow_client_errors():
+    assert perr.InvalidRecordBrokerError is not base.InvalidRecordError
+    assert issubclass(perr.ProducerFencedBrokerError, base.ProducerFencedError)
+    assert issubclass(perr.UnsupportedVersionBrokerError, base.UnsupportedVersionError)
+
+
+def test_error_for_code():
+    err = perr.error_for_code(10, "batch of 2 MB")
+    assert isinstance(err, perr.MessageTooLargeError)
+    assert str(err) == ("[Error 10] MESSAGE_TOO_LARGE: The request included a message larger than "
+                        "the max message size the server will accept. (batch of 2 MB)")
+    assert perr.error_for_code(0) is None
+    unknown = perr.error_for_code(4242)
+    assert isinstance(unknown, BrokerResponseError) and unknown.code == 4242
+    assert not unknown.retriable and not perr.is_retriable(4242)
+    assert perr.error_name(6) == "NOT_LEADER_OR_FOLLOWER" and perr.error_name(0) == "NONE"
+
+
+def test_metadata_refresh_codes():
+    for code in (3, 5, 6, 13, 56, 74, 75):
+        assert perr.needs_metadata_refresh(code)
+    for code in (0, 2, 10, 19, 45, 46, 47):
+        assert not perr.needs_metadata_refresh(code)
+    assert all(perr.is_retriable(c) for c in perr.METADATA_REFRESH_CODES)

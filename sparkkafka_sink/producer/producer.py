@@ -27,7 +27,9 @@ from sparkkafka_sink.network.client import NetworkClient, now_ms
 from sparkkafka_sink.network.cluster import Cluster
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
+from sparkkafka_sink.producer.batch import ProducerBatch
 from sparkkafka_sink.producer.buffer_pool import BufferPool
+from sparkkafka_sink.producer.bulk import BulkFuture, BulkPartitioner, plan_and_encode
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
@@ -117,6 +119,7 @@ class Producer:
             receive_buffer_bytes=c["receive.buffer.bytes"],
             allow_auto_topic_creation=c["allow.auto.create.topics"], software_version=__version__)
         self._partitioner = Partitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
+        self._bulk_partitioner = BulkPartitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
         self._sender = Sender(
             self._client, self._metadata, self._accumulator, acks=c["acks"], retries=c["retries"],
             request_timeout_ms=c["request.timeout.ms"], delivery_timeout_ms=c["delivery.timeout.ms"],
@@ -169,6 +172,39 @@ class Producer:
         if full or new_batch:
             self._sender.wakeup()
         return fut
+
+    def send_batch(self, topic: str, values: Any = None, keys: Any = None, headers: Any = None,
+                   partitions: Any = None, timestamps: Any = None) -> BulkFuture:
+        """Queue many records at once from Arrow columns (or sequences); one future for all.
+
+        ``values``/``keys``: binary or string columns (nulls allowed: tombstones, null keys);
+        ``headers``: ``list<struct<key: string, value: binary>>`` column or per-row pair lists;
+        ``partitions``: int column (nulls use the partitioner) or one int; ``timestamps``: int64
+        milliseconds or timestamp column, or one int (nulls and None: now).  Records are encoded
+        straight from the columns into batches of ``batch.size``; the result is byte-identical
+        to sending them one by one.  Blocks up to max.block.ms for metadata and buffer memory.
+        """
+        if self._closed:
+            raise ProducerClosedError("Cannot send: the producer is closed")
+        start = now_ms()
+        validate_topic(topic)
+        c = self.config
+        max_block = c["max.block.ms"]
+        cluster = self._wait_on_metadata(topic, None, max_block)
+        planned = plan_and_encode(
+            topic, values=values, keys=keys, headers=headers, partitions=partitions, timestamps=timestamps,
+            num_partitions=cluster.partition_count(topic), available=cluster.available_partitions(topic),
+            partitioner=self._bulk_partitioner, compression_type=self._compression,
+            batch_size=c["batch.size"], max_request_size=c["max.request.size"])
+        batches = []
+        now = now_ms()
+        for partition, count, data, rows in planned:
+            batch = ProducerBatch.prebuilt(topic, partition, data, count, len(data), now, len(data))
+            remaining = max(max_block - (now_ms() - start), 0)
+            self._accumulator.append_prebuilt(batch, remaining)
+            batches.append((batch, rows))
+            self._sender.wakeup()
+        return BulkFuture(topic, batches)
 
     def _ensure_valid_size(self, topic: str, size: int) -> None:
         c = self.config

@@ -1,0 +1,263 @@
+"""The bulk path: many records from Arrow columns, no Python object per record.
+
+Partitions are computed for whole columns (vectorised murmur2 for keys,
+sticky chunks for null keys), rows are grouped per partition with one stable
+argsort and one ``take`` per column, and each partition's rows are encoded
+into record batches by ``record.arrow`` in one vectorised pass.  The result
+is a :class:`BulkFuture` over those batches: one future per batch, not per row,
+that still tells which original rows a failure concerns.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, KafkaTimeoutError, RecordTooLargeError
+from sparkkafka_sink.producer.batch import ProducerBatch
+from sparkkafka_sink.producer.partitioner import murmur2_partitions
+from sparkkafka_sink.record.arrow import encode_batches_from_arrow, record_size_bounds
+from sparkkafka_sink.record.batch import BATCH_OVERHEAD
+
+
+def as_binary(col: Any, n: int | None, what: str) -> pa.Array | None:
+    """A key/value column as ``pa.binary()`` (strings reinterpreted, not copied)."""
+    if col is None:
+        return None
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if not isinstance(col, pa.Array):
+        try:
+            col = pa.array([c.encode("utf-8") if isinstance(c, str) else c for c in col], pa.binary())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+            raise InvalidRecordError(f"{what} must be a column of bytes or str: {e}") from None
+    t = col.type
+    if pa.types.is_string(t):
+        col = col.view(pa.binary())
+    elif pa.types.is_large_string(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t) \
+            or pa.types.is_string_view(t):
+        col = col.cast(pa.binary())
+    elif pa.types.is_null(t):
+        col = pa.nulls(len(col), pa.binary())
+    elif not pa.types.is_binary(t):
+        raise InvalidRecordError(f"{what} column must be binary or string, not {t}")
+    if n is not None and len(col) != n:
+        raise InvalidRecordError(f"{what} column has {len(col)} rows, expected {n}")
+    return col
+
+
+def _key_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(data uint8, offsets int64) of a binary array, zero-copy where possible."""
+    offsets = np.frombuffer(keys.buffers()[1], np.int32, len(keys) + 1, keys.offset * 4).astype(np.int64)
+    data_buf = keys.buffers()[2]
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return data, offsets
+
+
+@dataclass
+class BulkPartitioner:
+    """Vectorised counterparts of ``Partitioner`` for a whole column."""
+
+    kind: str | Callable
+    batch_size: int
+    ignore_keys: bool = False
+    _counter: dict = field(default_factory=dict)
+
+    def partitions(self, topic: str, keys: pa.Array | None, sizes: np.ndarray, num_partitions: int,
+                   available: list[int]) -> np.ndarray:
+        n = len(sizes)
+        out = np.empty(n, dtype=np.int32)
+        if callable(self.kind):
+            key_list = keys.to_pylist() if keys is not None else [None] * n
+            for i, k in enumerate(key_list):
+                out[i] = int(self.kind(topic, k, num_partitions))
+            return out
+        keyed = np.zeros(n, dtype=bool)
+        if keys is not None and self.kind == "murmur2" and not self.ignore_keys:
+            keyed = keys.is_valid().to_numpy(zero_copy_only=False)
+            if keyed.any():
+                data, offsets = _key_buffers(keys)
+                out[keyed] = murmur2_partitions(data, offsets, num_partitions)[keyed]
+        rest = ~keyed
+        m = int(rest.sum())
+        if m:
+            choices = np.asarray(available or list(range(num_partitions)), dtype=np.int32)
+            if self.kind == "random":
+                out[rest] = np.random.default_rng().choice(choices, m)
+            elif self.kind == "round_robin":
+                start = self._counter.get(topic, 0)
+                self._counter[topic] = start + m
+                out[rest] = choices[(start + np.arange(m)) % len(choices)]
+            else:
+                # Sticky: consecutive chunks of ~batch.size bytes share a partition.
+                chunk = np.cumsum(sizes[rest]) // max(self.batch_size, 1)
+                first = random.randrange(len(choices))
+                out[rest] = choices[(first + chunk) % len(choices)]
+        return out
+
+
+class BulkResult:
+    """What a bulk send achieved: counts and offsets per partition."""
+
+    def __init__(self, topic: str, batches: list[tuple[ProducerBatch, np.ndarray]]):
+        self.topic = topic
+        self.record_count = sum(b.record_count for b, _ in batches)
+        per: dict[int, list[int]] = {}
+        for batch, _rows in batches:
+            r = batch.result
+            entry = per.setdefault(batch.partition, [0, -1, -1])
+            entry[0] += batch.record_count
+            if r.base_offset >= 0:
+                last = r.base_offset + batch.record_count - 1
+                entry[1] = r.base_offset if entry[1] < 0 else min(entry[1], r.base_offset)
+                entry[2] = max(entry[2], last)
+        #: partition -> (records, first offset, last offset); offsets -1 when unknown (acks=0)
+        self.partitions = {p: tuple(v) for p, v in sorted(per.items())}
+
+    def __repr__(self) -> str:
+        return f"BulkResult(topic={self.topic!r}, records={self.record_count}, partitions={self.partitions})"
+
+
+class BulkFuture:
+    """One future for a whole ``send_batch`` call, resolved batch by batch."""
+
+    def __init__(self, topic: str, batches: list[tuple[ProducerBatch, np.ndarray]]):
+        self.topic = topic
+        self._batches = batches
+        self.record_count = sum(b.record_count for b, _ in batches)
+
+    def done(self) -> bool:
+        return all(b.result.is_done() for b, _ in self._batches)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for batch, _ in self._batches:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not batch.result.wait(remaining):
+                return False
+        return True
+
+    def errors(self) -> list[tuple[BaseException, int, np.ndarray]]:
+        """(error, partition, original row indices) for every failed batch."""
+        return [(b.result.error, b.partition, rows) for b, rows in self._batches
+                if b.result.is_done() and b.result.error is not None]
+
+    def failed_count(self) -> int:
+        return sum(b.record_count for b, _ in self._batches if b.result.is_done() and b.result.error)
+
+    def get(self, timeout: float | None = None) -> BulkResult:
+        """Wait for every batch; raise the first error (annotated with how many rows failed)."""
+        if not self.wait(timeout):
+            raise KafkaTimeoutError(
+                f"{self.topic}: bulk send of {self.record_count} record(s) not acknowledged within {timeout} s")
+        errors = self.errors()
+        if errors:
+            err, partition, rows = errors[0]
+            failed = self.failed_count()
+            try:
+                err.add_note(f"{failed} of {self.record_count} record(s) of this bulk send failed; first failed "
+                             f"batch: {self.topic}-{partition}, rows {int(rows.min())}..{int(rows.max())}")
+            except AttributeError:
+                pass
+            raise err
+        return BulkResult(self.topic, self._batches)
+
+    def add_callback(self, fn: Callable[[BulkResult | None, BaseException | None], Any]) -> None:
+        """``fn(result, error)`` once every batch completed (on the Sender thread)."""
+        remaining = [len(self._batches)]
+
+        def one_done(_):
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                errs = self.errors()
+                fn(None, errs[0][0]) if errs else fn(BulkResult(self.topic, self._batches), None)
+
+        if not self._batches:
+            fn(BulkResult(self.topic, []), None)
+        for batch, _ in self._batches:
+            batch.result.add_callback(one_done)
+
+
+def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps, num_partitions: int,
+                    available: list[int], partitioner: BulkPartitioner, compression_type: int,
+                    batch_size: int, max_request_size: int):
+    """Encode the rows into ``[(partition, start, stop, batch_bytes, original_rows)]``."""
+    values_b = as_binary(values, None, "value")
+    n = len(values_b) if values_b is not None else (len(keys) if keys is not None else 0)
+    if values_b is None:
+        values_b = pa.nulls(n, pa.binary())
+    keys_b = as_binary(keys, n, "key")
+    if headers is not None and not isinstance(headers, (pa.Array, pa.ChunkedArray)):
+        headers = list(headers)
+        if len(headers) != n:
+            raise InvalidRecordError(f"headers has {len(headers)} rows, expected {n}")
+    if isinstance(headers, pa.ChunkedArray):
+        headers = headers.combine_chunks()
+    if timestamps is not None and isinstance(timestamps, pa.ChunkedArray):
+        timestamps = timestamps.combine_chunks()
+    if n == 0:
+        return []
+    sizes = record_size_bounds(keys_b, values_b, timestamps, headers)
+    too_big = np.nonzero(sizes + BATCH_OVERHEAD > max_request_size)[0]
+    if len(too_big):
+        row = int(too_big[0])
+        raise RecordTooLargeError(
+            f"Row {row} for topic {topic!r} is {int(sizes[row]) + BATCH_OVERHEAD} bytes when serialized, which "
+            f"is larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)")
+    parts = _resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, available, partitioner)
+    order = np.argsort(parts, kind="stable")
+    sorted_parts = parts[order]
+    bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+    starts = np.concatenate([[0], bounds])
+    stops = np.concatenate([bounds, [n]])
+    identity = bool((order == np.arange(n)).all())
+    take = (lambda col: col) if identity else (lambda col: None if col is None else (
+        [col[i] for i in order] if isinstance(col, list) else col.take(pa.array(order))))
+    k_s, v_s, h_s = take(keys_b), take(values_b), take(headers)
+    ts_s = timestamps
+    if timestamps is not None and not isinstance(timestamps, int):
+        ts_arr = timestamps if isinstance(timestamps, pa.Array) else pa.array(timestamps, pa.int64())
+        ts_s = take(ts_arr)
+    out = []
+    for a, b in zip(starts.tolist(), stops.tolist()):
+        sl = slice(a, b)
+        encoded = encode_batches_from_arrow(
+            None if k_s is None else k_s[sl], v_s[sl],
+            ts_s if (ts_s is None or isinstance(ts_s, int)) else ts_s[sl],
+            None if h_s is None else h_s[sl], compression_type, batch_size)
+        p = int(sorted_parts[a])
+        for s, e, data in encoded:
+            out.append((p, e - s, data, order[a + s:a + e]))
+    return out
+
+
+def _resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, available, partitioner) -> np.ndarray:
+    n = len(sizes)
+    if partitions is None:
+        return partitioner.partitions(topic, keys_b, sizes, num_partitions, available)
+    if isinstance(partitions, int):
+        parts_arr = pa.array(np.full(n, partitions, dtype=np.int64))
+    elif isinstance(partitions, (pa.Array, pa.ChunkedArray)):
+        parts_arr = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
+    else:
+        parts_arr = pa.array(list(partitions), pa.int64())
+    if len(parts_arr) != n:
+        raise InvalidRecordError(f"partitions has {len(parts_arr)} rows, expected {n}")
+    valid = parts_arr.is_valid().to_numpy(zero_copy_only=False)
+    explicit = pc.fill_null(parts_arr.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
+    bad = valid & ((explicit < 0) | (explicit >= num_partitions))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InvalidPartitionError(
+            f"Row {row}: partition {int(explicit[row])} of topic {topic!r} does not exist: the topic has "
+            f"{num_partitions} partition(s) [0..{num_partitions - 1}] ({int(bad.sum())} row(s) out of range)")
+    if valid.all():
+        return explicit.astype(np.int32)
+    chosen = partitioner.partitions(topic, keys_b, sizes, num_partitions, available)
+    return np.where(valid, explicit, chosen).astype(np.int32)

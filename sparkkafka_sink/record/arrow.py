@@ -1,0 +1,456 @@
+"""Vectorized record batch encoding straight from Arrow columns (the Spark sink's fast path).
+
+Each record is ``P1 | key | P2 | value | P3`` with
+``P1 = length, attributes, timestampDelta, offsetDelta, keyLength`` (varints), ``P2 =
+valueLength`` and ``P3`` the headers.  The varints of whole columns are packed into one uint64
+per row with numpy (:func:`~sparkkafka_sink.record.varint.pack_words`), handed to Arrow as
+inline binary views, and Arrow's ``binary_join_element_wise`` kernel interleaves them with the
+key/value bytes in one C++ pass.  :func:`encode_batches_from_arrow` does this once for all rows
+of a table, every batch at once (deltas are taken from each row's batch start, and uncompressed
+batches get their header written into a gap left in the same buffer), so the per-batch cost is
+compression, a header and a CRC.  Output is byte-identical to
+:class:`~sparkkafka_sink.record.batch.RecordBatchBuilder` fed the same rows; there is no
+per-row Python code unless headers are given as Python objects.  One call's rows must encode
+to less than 2 GiB (Arrow binary offsets are int32; Spark hands over far smaller batches).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkkafka_sink.errors import InvalidRecordError
+from sparkkafka_sink.record.batch import (
+    BATCH_OVERHEAD,
+    NO_TIMESTAMP,
+    batch_attributes,
+    encode_headers,
+    finish_batch,
+    finish_batch_in_place,
+)
+from sparkkafka_sink.record.compression import CompressionType, compress
+from sparkkafka_sink.record.varint import (
+    encode_varint_rows,
+    encode_varints,
+    pack_words,
+    unsigned_varint_sizes_np,
+    varint_words,
+    zigzag_np,
+)
+
+__all__ = [
+    "HEADERS_TYPE",
+    "encode_batch_from_arrow",
+    "encode_batches_from_arrow",
+    "record_size_bounds",
+    "plan_batches",
+]
+
+#: Spark's Kafka ``headers`` column: ``array<struct<key: string, value: binary>>``.
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+_EMPTY = pa.scalar(b"", pa.binary())
+_NO_HEADERS = pa.scalar(b"\x00", pa.binary())
+_JOIN = pc.JoinOptions(null_handling="replace", null_replacement="")
+_ZERO_BYTE = (np.uint64(0), np.uint64(8))  # record attributes: one 0 byte
+
+
+def _views_supported() -> bool:
+    """Binary views (pyarrow >= 16) and their cast to binary, which ``_view_column`` relies on."""
+    try:
+        words = np.array([[1 | (0x61 << 32), 0]], dtype=np.uint64)
+        arr = pa.Array.from_buffers(pa.binary_view(), 1, [None, pa.py_buffer(words)])
+        return arr.cast(pa.binary()).to_pylist() == [b"a"]
+    except (AttributeError, pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        return False
+
+
+_VIEWS = _views_supported()
+
+
+# ------------------------------------------------------------------------------ input columns
+
+
+class _Rows:
+    """Validated, normalized columns of one table: binary keys/values, int64 ms timestamps."""
+
+    __slots__ = ("n", "keys", "values", "key_len", "value_len", "key_words", "value_words", "ts",
+                 "ts_spread", "ts_mixed_default", "headers", "tail_size")
+
+    def __init__(self, keys, values, timestamps_ms, headers, default_timestamp_ms):
+        n = next((len(c) for c in (keys, values) if c is not None), None)
+        if n is None:
+            raise InvalidRecordError("at least one of keys and values must be a column")
+        self.keys = _binary_column(keys, n, "key")
+        self.values = _binary_column(values, n, "value")
+        if len(self.keys) != len(self.values):
+            raise InvalidRecordError(f"{len(self.keys)} keys but {len(self.values)} values")
+        self.n = n = len(self.keys)
+        self.key_len = _lengths(self.keys)
+        self.value_len = _lengths(self.values)
+        self.ts, self.ts_mixed_default = _timestamps(timestamps_ms, n, default_timestamp_ms)
+        self.ts_spread = int(self.ts.max()) - int(self.ts.min()) if n else 0
+        self.headers, header_size = _header_column(headers, n)
+        self.key_words = varint_words(self.key_len)  # lengths < 2**31: always <= 5 bytes
+        self.value_words = varint_words(self.value_len)
+        # Bytes from the key length field to the record's end: independent of the batch.
+        self.tail_size = (
+            _nbytes(self.key_words)
+            + np.maximum(self.key_len, 0)
+            + _nbytes(self.value_words)
+            + np.maximum(self.value_len, 0)
+            + header_size
+        )
+
+
+def _nbytes(words) -> np.ndarray:
+    """Byte sizes from a :func:`varint_words` pair."""
+    return (words[1] >> np.uint64(3)).astype(np.int64)
+
+
+def _varint_sizes(signed: np.ndarray) -> np.ndarray:
+    return unsigned_varint_sizes_np(zigzag_np(signed))
+
+
+def _binary_column(col, n: int, what: str) -> pa.Array:
+    """Key/value column as ``pa.binary()``; strings are reinterpreted, not copied."""
+    if col is None:
+        return pa.nulls(n, pa.binary())
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    elif not isinstance(col, pa.Array):
+        try:
+            col = pa.array(col, pa.binary())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+            raise InvalidRecordError(f"{what} must be binary or string: {exc}") from exc
+    t = col.type
+    if pa.types.is_binary(t):
+        return col
+    if pa.types.is_string(t):
+        return col.view(pa.binary())
+    if pa.types.is_null(t):
+        return pa.nulls(len(col), pa.binary())
+    if (
+        pa.types.is_large_binary(t)
+        or pa.types.is_large_string(t)
+        or getattr(pa.types, "is_binary_view", bool)(t)
+        or getattr(pa.types, "is_string_view", bool)(t)
+    ):
+        return col.cast(pa.binary())
+    raise InvalidRecordError(f"{what} column must be binary or string, not {t}")
+
+
+def _lengths(col: pa.Array) -> np.ndarray:
+    """Byte lengths of a ``pa.binary()`` array as int64, -1 for nulls, read from its buffers."""
+    n = len(col)
+    validity, offsets = col.buffers()[:2]
+    if offsets is None or n == 0:
+        return np.full(n, -1, dtype=np.int64)
+    lengths = np.diff(np.frombuffer(offsets, np.int32, n + 1, col.offset * 4)).astype(np.int64)
+    if col.null_count:
+        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+        lengths[~bits[col.offset : col.offset + n].view(bool)] = -1
+    return lengths
+
+
+def _timestamps(timestamps_ms, n: int, default_ms: int | None) -> tuple[np.ndarray, bool]:
+    """int64 milliseconds per row; nulls (and ``None``) become ``default_ms``, else now.
+
+    Also says whether some but not all rows took the default (see ``_size_bounds``).
+    """
+    if default_ms is None:
+        default_ms = int(time.time() * 1000)
+    if timestamps_ms is None:
+        return np.full(n, default_ms, dtype=np.int64), False
+    if isinstance(timestamps_ms, (int, np.integer)):
+        return np.full(n, int(timestamps_ms), dtype=np.int64), False
+    mixed = False
+    col = timestamps_ms
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if isinstance(col, pa.Array):
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.timestamp("ms"), safe=False).cast(pa.int64())
+        elif not pa.types.is_integer(col.type):
+            raise InvalidRecordError(f"timestamps must be int64 ms or timestamp, not {col.type}")
+        if col.null_count:
+            mixed = col.null_count < len(col)
+            col = col.fill_null(default_ms)
+        col = col.to_numpy(zero_copy_only=False)
+    out = np.asarray(col, dtype=np.int64)
+    if out.shape != (n,):
+        raise InvalidRecordError(f"expected {n} timestamps, got shape {out.shape}")
+    return out, mixed
+
+
+def _header_column(headers, n: int):
+    """Encoded headers per row (``P3``: count + headers) and their sizes."""
+    if headers is None:
+        return _NO_HEADERS, np.ones(n, dtype=np.int64)
+    if isinstance(headers, pa.ChunkedArray):
+        headers = headers.combine_chunks()
+    if isinstance(headers, pa.Array):
+        return _arrow_headers(headers, n)
+    # Python objects: one sequence of (str, bytes | None) per row.  The slower path.
+    try:
+        encoded = [encode_headers(h) for h in headers]
+    except (TypeError, AttributeError, ValueError) as exc:
+        raise InvalidRecordError(f"cannot encode headers: {exc}") from exc
+    if len(encoded) != n:
+        raise InvalidRecordError(f"expected {n} header rows, got {len(encoded)}")
+    col = pa.array(encoded, pa.binary())
+    return col, _lengths(col)
+
+
+def _arrow_headers(headers: pa.Array, n: int):
+    """Vectorized headers from a ``list<struct<key, value>>`` column (Spark's layout)."""
+    if len(headers) != n:
+        raise InvalidRecordError(f"expected {n} header rows, got {len(headers)}")
+    if not pa.types.is_list(headers.type):
+        raise InvalidRecordError(f"headers must be list<struct<key, value>>, not {headers.type}")
+    counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
+    items = pc.list_flatten(headers)  # headers of non-null rows, in row order
+    if len(items) == 0:
+        return _NO_HEADERS, np.ones(n, dtype=np.int64)
+    try:
+        hkeys = _binary_column(items.field("key"), len(items), "header key")
+        hvals = _binary_column(items.field("value"), len(items), "header value")
+    except (KeyError, ValueError, AttributeError, pa.ArrowInvalid) as exc:
+        raise InvalidRecordError(f"header structs need 'key' and 'value' fields: {exc}") from exc
+    if hkeys.null_count or items.null_count:
+        raise InvalidRecordError("header keys must not be null")
+    each = pc.binary_join_element_wise(
+        _binary(*encode_varints(_lengths(hkeys))), hkeys,
+        _binary(*encode_varints(_lengths(hvals))), hvals, _EMPTY, options=_JOIN,
+    )
+    grouped = pa.ListArray.from_arrays(pa.array(_offsets(counts), pa.int32()), each)
+    col = pc.binary_join_element_wise(
+        _binary(*encode_varints(counts)), pc.binary_join(grouped, _EMPTY), _EMPTY, options=_JOIN
+    )
+    return col, _lengths(col)
+
+
+def _binary(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """A binary array viewing concatenated bytes; row i is ``data[offsets[i]:offsets[i + 1]]``."""
+    offsets = offsets.astype(np.int32)
+    return pa.Array.from_buffers(
+        pa.binary(), offsets.shape[0] - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
+def _view_column(word: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    """Binary column of row i = the low ``sizes[i]`` (<= 8) bytes of ``word[i]``.
+
+    The words become inline binary views (16-byte structs: int32 length + up to 12 data
+    bytes) that Arrow's cast compacts in C++: no per-byte work in numpy.
+    """
+    if not _VIEWS:  # old pyarrow: compact in numpy instead
+        data, sizes = _compact_words(word, sizes)
+        return _binary_from_sizes(data, sizes)
+    views = np.empty((word.shape[0], 2), dtype=np.uint64)
+    views[:, 0] = sizes.view(np.uint64) | (word << np.uint64(32))
+    views[:, 1] = word >> np.uint64(32)
+    view_array = pa.Array.from_buffers(pa.binary_view(), word.shape[0], [None, pa.py_buffer(views)])
+    return view_array.cast(pa.binary())
+
+
+def _compact_words(word: np.ndarray, sizes: np.ndarray):
+    groups = word.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8)  # low bytes first
+    return groups[np.arange(8) < sizes[:, None]], sizes
+
+
+def _binary_from_sizes(data: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    return _binary(data, _offsets(sizes))
+
+
+def _offsets(sizes: np.ndarray) -> np.ndarray:
+    out = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return out
+
+
+# --------------------------------------------------------------------------------- encoding
+
+
+def _encode_records(rows: _Rows, batch_start: np.ndarray, starts: np.ndarray | None = None):
+    """All records, each with deltas relative to its batch's first row ``batch_start[i]``.
+
+    With ``starts`` (the first row of each batch), 61 zero bytes are left before each batch
+    for its header, so uncompressed batches can be finished in place.  Returns
+    ``(data pa.Buffer, offsets int64[n + 1])``: row i's bytes (led by its batch's header gap,
+    if any) start at ``offsets[i]``.
+    """
+    n = rows.n
+    offset_delta = np.arange(n, dtype=np.int64) - batch_start
+    od_words = varint_words(offset_delta, nonnegative=True)
+    ts_delta = rows.ts - rows.ts[batch_start] if rows.ts_spread else 0
+    ts_words = varint_words(ts_delta)
+    if ts_words[0] is None:  # a delta beyond 8 bytes: the general path below
+        body = 1 + _nbytes(od_words) + _varint_sizes(ts_delta) + rows.tail_size
+        packed = None
+    else:
+        body = 1 + _nbytes(od_words) + _nbytes(ts_words) + rows.tail_size
+        # P1 = length | attributes (0 encodes as the byte 0) | tsDelta | offsetDelta | keyLength
+        packed = pack_words(
+            [varint_words(body, nonnegative=True), _ZERO_BYTE, ts_words, od_words, rows.key_words]
+        )
+    if packed is None:
+        columns = (body, 0, ts_delta, offset_delta, rows.key_len)
+        p1 = _binary_from_sizes(*encode_varint_rows(columns))
+    else:
+        p1 = _view_column(*packed)
+    p2 = _view_column(*pack_words([rows.value_words]))
+    parts = [p1, rows.keys, p2, rows.values, rows.headers]
+    if starts is not None:
+        gap = np.zeros(n, dtype=np.int64)
+        gap[starts] = BATCH_OVERHEAD
+        parts.insert(0, _binary(np.zeros(BATCH_OVERHEAD * len(starts), np.uint8), _offsets(gap)))
+    joined = pc.binary_join_element_wise(*parts, _EMPTY, options=_JOIN)
+    offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
+    return joined.buffers()[2], offsets.astype(np.int64)
+
+
+def _finish_batches(rows, data, offsets, starts, plan, ctype, level, attributes, producer_state):
+    """Compress and frame each planned slice; per-batch metadata is computed column-wise.
+
+    Uncompressed batches are framed in place (their header gap is in ``data``) and returned as
+    memoryviews over it; compressed ones are new bytes.
+    """
+    base_ts = rows.ts[starts].tolist()
+    max_ts = np.maximum(np.maximum.reduceat(rows.ts, starts), NO_TIMESTAMP).tolist()
+    bounds = offsets[np.append(starts, plan[-1][1])].tolist()  # byte range of each batch
+    view = memoryview(data).cast("B")  # pa.Buffer exports signed chars
+    out = []
+    if not ctype:  # rows were encoded with header gaps: a batch spans its gap and its rows
+        for i, (a, b) in enumerate(plan):
+            batch = view[bounds[i] : bounds[i + 1]]
+            out.append(finish_batch_in_place(
+                batch, attributes, b - a, base_ts[i], max_ts[i], *producer_state
+            ))
+        return out
+    for i, (a, b) in enumerate(plan):
+        records = compress(ctype, view[bounds[i] : bounds[i + 1]], level)
+        out.append(finish_batch(records, attributes, b - a, base_ts[i], max_ts[i], *producer_state))
+    return out
+
+
+def encode_batch_from_arrow(
+    keys,
+    values,
+    timestamps_ms,
+    headers=None,
+    compression_type: CompressionType | int = CompressionType.NONE,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    default_timestamp_ms: int | None = None,
+    compression_level: int | None = None,
+) -> bytes:
+    """One record batch holding every given row (the caller slices rows into batches).
+
+    ``keys``/``values``: binary, large_binary, string (utf-8 bytes) or view columns, nulls
+    allowed; ``None`` means all null.  ``timestamps_ms``: int64 (or timestamp) column, one int
+    for every row, or ``None``; nulls and ``None`` take ``default_timestamp_ms`` (now if unset).
+    ``headers``: ``None``, a ``list<struct<key: string, value: binary>>`` column, or per-row
+    sequences of ``(str, bytes | None)``.  Byte-identical to ``RecordBatchBuilder``.
+    """
+    rows = _Rows(keys, values, timestamps_ms, headers, default_timestamp_ms)
+    ctype = CompressionType(compression_type)
+    attributes = batch_attributes(ctype, is_transactional)
+    if rows.n == 0:
+        return finish_batch(compress(ctype, b""), attributes, 0, NO_TIMESTAMP, NO_TIMESTAMP,
+                            producer_id, producer_epoch, base_sequence)
+    (batch,) = _encode(rows, [(0, rows.n)], ctype, compression_level, attributes,
+                       (producer_id, producer_epoch, base_sequence))
+    return batch if isinstance(batch, bytes) else bytes(batch)
+
+
+def encode_batches_from_arrow(
+    keys,
+    values,
+    timestamps_ms,
+    headers=None,
+    compression_type: CompressionType | int = CompressionType.NONE,
+    write_limit: int = 16384,
+    *,
+    default_timestamp_ms: int | None = None,
+    compression_level: int | None = None,
+) -> list[tuple[int, int, bytes | memoryview]]:
+    """Split all rows into batches within ``write_limit`` and encode them in one vectorized pass.
+
+    Returns ``[(start, stop, batch)]`` covering the rows in order.  Each batch equals
+    ``encode_batch_from_arrow`` of its slice and carries no producer id (stamp it with
+    ``batch.set_producer_state``); a row alone above the limit gets its own batch.
+    Uncompressed batches are memoryviews sharing one buffer (no copy), others are bytes.
+    """
+    rows = _Rows(keys, values, timestamps_ms, headers, default_timestamp_ms)
+    if rows.n == 0:
+        return []
+    plan = plan_batches(_size_bounds(rows), write_limit)
+    ctype = CompressionType(compression_type)
+    batches = _encode(rows, plan, ctype, compression_level, batch_attributes(ctype), (-1, -1, -1))
+    return [(a, b, batch) for (a, b), batch in zip(plan, batches)]
+
+
+def _encode(rows, plan, ctype, level, attributes, producer_state):
+    starts = np.fromiter((a for a, _ in plan), np.int64, len(plan))
+    stops = np.fromiter((b for _, b in plan), np.int64, len(plan))
+    batch_start = np.repeat(starts, stops - starts)
+    data, offsets = _encode_records(rows, batch_start, None if ctype else starts)
+    return _finish_batches(
+        rows, data, offsets, starts, plan, ctype, level, attributes, producer_state
+    )
+
+
+# --------------------------------------------------------------------------------- planning
+
+
+_NOW_SLACK_MS = 3_600_000
+
+
+def _size_bounds(rows: _Rows) -> np.ndarray:
+    if rows.n == 0:
+        return np.zeros(0, dtype=np.int64)
+    spread = rows.ts_spread  # any |ts[i] - ts[start]| is at most this
+    if rows.ts_mixed_default:
+        # Null timestamps become "now" when encoding, a little later than now: leave room.
+        spread += _NOW_SLACK_MS
+    ts_size = max(_varint_sizes(np.array([spread, -spread], dtype=np.int64)))
+    od_size = _varint_sizes(np.arange(rows.n, dtype=np.int64))  # offset delta <= row index
+    body = 1 + ts_size + od_size + rows.tail_size
+    return body + _varint_sizes(body)
+
+
+def record_size_bounds(
+    keys, values, timestamps_ms=None, headers=None, *, default_timestamp_ms=None
+) -> np.ndarray:
+    """Per-row upper bound of the encoded record size, wherever a batch starts before it.
+
+    Exact key/value/header sizes; the offset delta is bounded by the row's index and the
+    timestamp delta by the column's timestamp spread, so slices planned from these sizes stay
+    within the limit once encoded (null timestamps: within an hour of this call).
+    """
+    return _size_bounds(_Rows(keys, values, timestamps_ms, headers, default_timestamp_ms))
+
+
+def plan_batches(sizes, write_limit: int) -> list[tuple[int, int]]:
+    """Split rows into ``[start, stop)`` slices whose ``61 + sum(sizes)`` fits ``write_limit``.
+
+    Greedy like ``RecordBatchBuilder.try_append``: each slice takes as many rows as fit and at
+    least one.  One ``searchsorted`` per slice, not per row.
+    """
+    cum = _offsets(np.asarray(sizes, dtype=np.int64))
+    n = cum.shape[0] - 1
+    budget = write_limit - BATCH_OVERHEAD
+    out, start = [], 0
+    while start < n:
+        stop = int(np.searchsorted(cum, cum[start] + budget, side="right")) - 1
+        stop = min(max(stop, start + 1), n)
+        out.append((start, stop))
+        start = stop
+    return out

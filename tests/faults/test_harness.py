@@ -1,0 +1,364 @@
+"""Tests of the fault harness itself: byte-exact faults against a fake server, and
+confluent-kafka (a reference client) behaving as expected through the proxy."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient
+
+from kafka_helpers import consume_all, produce_all
+from sparkkafka_sink.testing.brokers import create_topics, free_port
+
+from .harness import (FIND_COORDINATOR, METADATA, PRODUCE, FaultProxy, _rewrite_addresses,
+                      _uvarint)
+
+
+# ---------------------------------------------------------------------------------------------
+# A fake "broker" speaking only Kafka framing: answers each request with a fixed payload.
+# ---------------------------------------------------------------------------------------------
+
+class FakeServer:
+    """Answers every request frame with ``[size][correlation id][payload]``."""
+
+    def __init__(self, payload: bytes):
+        self.payload = payload
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn):
+        with conn:
+            try:
+                while True:
+                    size = struct.unpack(">i", _recv_exact(conn, 4))[0]
+                    req = _recv_exact(conn, size)
+                    corr = req[4:8]
+                    conn.sendall(struct.pack(">i", 4 + len(self.payload)) + corr + self.payload)
+            except (OSError, ConnectionError):
+                return
+
+    def close(self):
+        self.sock.close()
+
+
+def _recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"EOF after {len(buf)} of {n} bytes")
+        buf += chunk
+    return buf
+
+
+def _request(api_key: int, corr: int) -> bytes:
+    body = struct.pack(">hhih", api_key, 0, corr, 1) + b"c"
+    return struct.pack(">i", len(body)) + body
+
+
+@pytest.fixture
+def fake():
+    server = FakeServer(bytes(range(40)))
+    proxy = FaultProxy(0, "127.0.0.1", server.port)
+    yield server, proxy
+    proxy.close()
+    server.close()
+
+
+def _connect(proxy):
+    s = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+    return s
+
+
+def test_passthrough_and_counters(fake):
+    server, proxy = fake
+    with _connect(proxy) as s:
+        for corr in (1, 2):
+            s.sendall(_request(PRODUCE, corr))
+            size, got_corr = struct.unpack(">ii", _recv_exact(s, 8))
+            assert (size, got_corr) == (44, corr)
+            assert _recv_exact(s, 40) == bytes(range(40))
+    st = proxy.stats()
+    assert st["connections"] == 1 and st["requests"] == 2 and st["responses"] == 2
+    assert st["bytes_to_client"] == 2 * 48 and st["bytes_to_server"] == 2 * len(_request(0, 1))
+
+
+def test_corrupt_flips_bytes_of_matching_response_only(fake):
+    server, proxy = fake
+    handle = proxy.corrupt_next_response(api_key=PRODUCE, offset=8, length=3)
+    with _connect(proxy) as s:
+        s.sendall(_request(METADATA, 7))  # not a Produce: untouched
+        assert _recv_exact(s, 48)[8:] == bytes(range(40))
+        s.sendall(_request(PRODUCE, 8))
+        frame = _recv_exact(s, 48)
+    assert struct.unpack(">ii", frame[:8]) == (44, 8)  # size and correlation id intact
+    expected = bytearray(range(40))
+    for i in range(3):
+        expected[i] ^= 0xFF
+    assert frame[8:] == bytes(expected)
+    assert handle.wait(1) and handle.hit_api_key == PRODUCE
+    assert proxy.stats()["corrupted"] == 1
+
+
+def test_truncate_forwards_prefix_then_closes(fake):
+    server, proxy = fake
+    handle = proxy.truncate_next_response(13)
+    with _connect(proxy) as s:
+        s.sendall(_request(PRODUCE, 3))
+        got = b""
+        while True:
+            chunk = s.recv(100)
+            if not chunk:
+                break
+            got += chunk
+    assert got == struct.pack(">ii", 44, 3) + bytes(range(5))
+    assert handle.wait(1) and proxy.stats()["truncated"] == 1
+    with _connect(proxy) as s:  # later connections are unaffected
+        s.sendall(_request(PRODUCE, 4))
+        assert len(_recv_exact(s, 48)) == 48
+
+
+def test_cut_all_blackhole_latency(fake):
+    server, proxy = fake
+    s1, s2 = _connect(proxy), _connect(proxy)
+    s1.sendall(_request(PRODUCE, 1))
+    _recv_exact(s1, 48)
+    assert proxy.cut_all() == 2
+    assert s1.recv(10) == b"" and s2.recv(10) == b""
+    s1.close(), s2.close()
+
+    proxy.blackhole(True)
+    with _connect(proxy) as s:
+        s.sendall(_request(PRODUCE, 2))
+        s.settimeout(0.3)
+        with pytest.raises(socket.timeout):
+            s.recv(10)
+        proxy.blackhole(False)  # the desynchronised connection is cut
+        s.settimeout(2)
+        assert s.recv(10) == b""
+    assert proxy.stats()["bytes_dropped"] > 0
+
+    proxy.latency(100)
+    with _connect(proxy) as s:
+        t = time.monotonic()
+        s.sendall(_request(PRODUCE, 3))
+        _recv_exact(s, 48)
+        assert time.monotonic() - t >= 0.19  # 100 ms each way
+    proxy.latency(0)
+
+
+def test_cut_every_and_refused_target():
+    dead_port = free_port()
+    with FaultProxy(0, "127.0.0.1", dead_port) as proxy:
+        with _connect(proxy) as s:
+            assert s.recv(10) == b""  # broker down: connection dropped at once
+        assert proxy.stats()["refused"] == 1
+    server = FakeServer(b"x")
+    try:
+        with FaultProxy(0, "127.0.0.1", server.port) as proxy:
+            proxy.cut_every(0.1)
+            with _connect(proxy) as s:
+                s.settimeout(3)
+                assert s.recv(10) == b""
+            proxy.stop_cutting()
+            assert proxy.stats()["cuts"] >= 1
+            with _connect(proxy) as s:
+                s.sendall(_request(PRODUCE, 1))
+                assert len(_recv_exact(s, 9)) == 9
+    finally:
+        server.close()
+
+
+def test_close_joins_thread(fake):
+    server, proxy = fake
+    s = _connect(proxy)
+    proxy.close()
+    assert not proxy._thread.is_alive()
+    s.settimeout(2)
+    assert s.recv(10) == b""
+    s.close()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=1).close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Address rewriting (hand-built responses)
+# ---------------------------------------------------------------------------------------------
+
+def _s(b: bytes, compact: bool) -> bytes:
+    return _uvarint(len(b) + 1) + b if compact else struct.pack(">h", len(b)) + b
+
+
+@pytest.mark.parametrize("version", [0, 1, 3, 8, 9, 12])
+def test_rewrite_metadata(version):
+    flex = version >= 9
+    tags = b"\x00" if flex else b""
+    body = struct.pack(">i", 5) + tags
+    if version >= 3:
+        body += struct.pack(">i", 0)
+    broker = struct.pack(">i", 1) + _s(b"10.0.0.9", flex) + struct.pack(">i", 9092)
+    if version >= 1:
+        broker += _s(b"rack1", flex)
+    broker += tags
+    body += (_uvarint(2) if flex else struct.pack(">i", 1)) + broker + b"REST-OF-RESPONSE"
+    out = _rewrite_addresses(body, METADATA, version, "127.0.0.1", 4242)
+    new_broker = struct.pack(">i", 1) + _s(b"127.0.0.1", flex) + struct.pack(">i", 4242)
+    if version >= 1:
+        new_broker += _s(b"rack1", flex)
+    assert out == body.replace(broker, new_broker + tags)
+
+
+@pytest.mark.parametrize("version", [0, 1, 3, 4])
+def test_rewrite_find_coordinator(version):
+    flex = version >= 3
+    head = struct.pack(">i", 5) + (b"\x00" if flex else b"")
+    if version >= 4:
+        entry = lambda host, port: (_s(b"txn-id", True) + struct.pack(">i", 1) + _s(host, True)
+                                    + struct.pack(">ih", port, 0) + _uvarint(0) + b"\x00")
+        body = head + struct.pack(">i", 0) + _uvarint(2) + entry(b"far", 9092) + b"\x00"
+        want = head + struct.pack(">i", 0) + _uvarint(2) + entry(b"127.0.0.1", 4242) + b"\x00"
+    else:
+        pre = head + (struct.pack(">i", 0) if version >= 1 else b"") + struct.pack(">h", 0)
+        if version >= 1:
+            pre += _uvarint(0) if flex else struct.pack(">h", -1)
+        pre += struct.pack(">i", 1)
+        tail = b"\x00" if flex else b""
+        body = pre + _s(b"far", flex) + struct.pack(">i", 9092) + tail
+        want = pre + _s(b"127.0.0.1", flex) + struct.pack(">i", 4242) + tail
+    assert _rewrite_addresses(body, FIND_COORDINATOR, version, "127.0.0.1", 4242) == want
+
+
+# ---------------------------------------------------------------------------------------------
+# confluent-kafka through the proxy, against the real embedded brokers
+# ---------------------------------------------------------------------------------------------
+
+KINDS = ["tansu", "noida"]
+
+
+def _producer(bootstrap, **extra):
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 2, "enable.idempotence": True,
+            "retry.backoff.ms": 50, "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200,
+            "message.timeout.ms": 20000}
+    conf.update(extra)
+    return Producer(conf)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_metadata_routes_clients_through_proxy(proxied_broker, kind):
+    pb = proxied_broker(kind)
+    md = AdminClient({"bootstrap.servers": pb.bootstrap_servers}).list_topics(timeout=10)
+    assert [f"{b.host}:{b.port}" for b in md.brokers.values()] == [pb.proxy.address]
+    create_topics(pb.bootstrap_servers, {"routed": 2})
+    produce_all(pb.bootstrap_servers, "routed", [b"v" * 1000] * 200)
+    assert pb.proxy.stats()["bytes_to_server"] > 200_000  # the data went through the proxy
+    assert len(consume_all(pb.direct_bootstrap_servers, "routed", 200)) == 200
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cut_all_mid_stream_confluent_still_delivers(proxied_broker, kind):
+    pb = proxied_broker(kind)
+    create_topics(pb.bootstrap_servers, {"cut": 3})
+    p = _producer(pb.bootstrap_servers)
+    errors, n = [], 3000
+    cuts = 0
+    for i in range(n):
+        p.produce("cut", b"%d" % i, on_delivery=lambda err, msg: err and errors.append(err))
+        if i % 1000 == 500:
+            p.poll(0.02)
+            cuts += pb.proxy.cut_all()
+        if i % 100 == 0:
+            p.poll(0)
+    assert p.flush(20) == 0 and not errors
+    assert cuts >= 1
+    got = consume_all(pb.direct_bootstrap_servers, "cut", n)
+    assert {r.value for r in got} == {b"%d" % i for i in range(n)}
+    if kind == "noida":  # strict idempotence: a resent batch is not stored twice
+        assert len(got) == n
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cut_every_confluent_still_delivers(proxied_broker, kind):
+    pb = proxied_broker(kind)
+    create_topics(pb.bootstrap_servers, {"flappy": 1})
+    p = _producer(pb.bootstrap_servers)
+    p.produce("flappy", b"warmup")
+    assert p.flush(10) == 0
+    errors, sent = [], []
+    pb.proxy.cut_every(0.2)
+    end = time.monotonic() + 0.8
+    while time.monotonic() < end:  # produce steadily while connections keep dropping
+        sent.append(b"%d" % len(sent))
+        p.produce("flappy", sent[-1], on_delivery=lambda err, msg: err and errors.append(err))
+        p.poll(0.002)
+    pb.proxy.stop_cutting()
+    assert p.flush(20) == 0 and not errors
+    assert pb.proxy.stats()["cuts"] >= 2
+    got = consume_all(pb.direct_bootstrap_servers, "flappy", len(sent) + 1)
+    assert {r.value for r in got} == set(sent) | {b"warmup"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_blackhole_confluent_times_out(proxied_broker, kind):
+    pb = proxied_broker(kind)
+    create_topics(pb.bootstrap_servers, {"void": 1})
+    pb.proxy.blackhole(True)
+    p = _producer(pb.bootstrap_servers, **{"message.timeout.ms": 1000, "enable.idempotence": False})
+    results = []
+    for i in range(5):
+        p.produce("void", b"x", on_delivery=lambda err, msg: results.append(err))
+    start = time.monotonic()
+    p.flush(10)
+    assert time.monotonic() - start < 8
+    assert len(results) == 5 and all(e is not None and e.code() == KafkaError._MSG_TIMED_OUT for e in results)
+    assert pb.proxy.stats()["bytes_dropped"] > 0
+    pb.proxy.blackhole(False)
+    assert produce_all(pb.bootstrap_servers, "void", [b"y"] * 5) == 5
+    assert [r.value for r in consume_all(pb.direct_bootstrap_servers, "void", 5)] == [b"y"] * 5
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_truncated_produce_response_is_retried(proxied_broker, kind):
+    pb = proxied_broker(kind)
+    create_topics(pb.bootstrap_servers, {"trunc": 1})
+    p = _producer(pb.bootstrap_servers)
+    p.produce("trunc", b"warmup")
+    assert p.flush(10) == 0
+    handle = pb.proxy.truncate_next_response(10, api_key=PRODUCE)
+    errors = []
+    p.produce("trunc", b"after", on_delivery=lambda err, msg: err and errors.append(err))
+    assert p.flush(20) == 0 and not errors
+    assert handle.wait(1) and pb.proxy.stats()["truncated"] == 1
+    values = [r.value for r in consume_all(pb.direct_bootstrap_servers, "trunc", 2)]
+    assert values[0] == b"warmup" and set(values[1:]) == {b"after"}
+    if kind == "noida":
+        assert values == [b"warmup", b"after"]
+
+
+def test_corrupted_produce_response_does_not_hang_confluent(proxied_broker):
+    pb = proxied_broker("noida")
+    create_topics(pb.bootstrap_servers, {"garbled": 1})
+    p = _producer(pb.bootstrap_servers, **{"message.timeout.ms": 5000})
+    p.produce("garbled", b"warmup")
+    assert p.flush(10) == 0
+    handle = pb.proxy.corrupt_next_response(api_key=PRODUCE, length=16)
+    outcome = []
+    p.produce("garbled", b"x", on_delivery=lambda err, msg: outcome.append(err))
+    p.flush(15)
+    assert handle.wait(1) and len(outcome) == 1  # delivered or failed, but reported

@@ -1,0 +1,159 @@
+"""Independent read-back of what reached the broker, with confluent-kafka (librdkafka).
+
+Tests check our producer's output with a different client: ``check.crcs=True`` so a bad batch
+CRC fails loudly, and ``assign()`` to explicit partitions from offset 0 (a group join takes
+~23 s on tansu, so never ``subscribe()``).
+
+Stopping rule: librdkafka's partition-EOF events, which come from the *Fetch* high watermark
+(right on both embedded brokers; tansu's ListOffsets is wrong, so ``get_watermark_offsets``
+without ``cached=True`` is never used).  With ``expected_count`` we keep waiting until that many
+records arrived AND every partition is at EOF, so extra (duplicate) records are returned too and
+tests can assert exact counts.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import namedtuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+Record = namedtuple("Record", "topic partition offset key value headers timestamp_ms")
+Record.__doc__ = "One consumed record; headers is a list of (str, bytes), value None for a null."
+
+
+def _consumer(bootstrap: str, isolation_level: str, extra: Optional[dict] = None) -> Consumer:
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"readback-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "check.crcs": True,
+        "enable.partition.eof": True,
+        "isolation.level": isolation_level,
+        "allow.auto.create.topics": False,
+        "topic.metadata.refresh.interval.ms": 1000,
+        "fetch.wait.max.ms": 50,
+        # noida ignores Fetch byte limits: allow big responses rather than failing the read
+        "receive.message.max.bytes": 256 * 1024 * 1024,
+    }
+    if extra:
+        conf.update(extra)
+    return Consumer(conf)
+
+
+def _partitions(client, topic: str, timeout: float) -> List[int]:
+    deadline = time.monotonic() + timeout
+    last = "no metadata"
+    while True:
+        try:
+            md = client.list_topics(topic=topic, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+            t = md.topics.get(topic)
+            if t is not None and t.error is None and t.partitions:
+                return sorted(t.partitions)
+            last = "missing" if t is None else str(t.error or "no partitions")
+        except KafkaException as e:
+            last = str(e)
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"topic {topic!r} not found in metadata: {last}")
+        time.sleep(0.1)
+
+
+def partition_count(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
+    """Number of partitions metadata reports for ``topic`` (AssertionError if it does not exist)."""
+    c = _consumer(bootstrap, "read_uncommitted")
+    try:
+        return len(_partitions(c, topic, timeout))
+    finally:
+        c.close()
+
+
+def _headers(h) -> List[Tuple[str, bytes]]:
+    return [(k, v) for k, v in (h or [])]
+
+
+def consume_all(bootstrap: str, topic: str, expected_count: Optional[int] = None, timeout: float = 30.0,
+                partitions: Optional[Sequence[int]] = None, isolation_level: str = "read_uncommitted",
+                config: Optional[dict] = None) -> List[Record]:
+    """Read ``topic`` from offset 0 and return its records, ordered by (partition, offset).
+
+    Without ``expected_count``: stops once every partition reached its end (Fetch high watermark).
+    With it: stops once at least that many arrived and every partition is at its end; raises
+    AssertionError with per-partition counts if fewer arrived by ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    c = _consumer(bootstrap, isolation_level, config)
+    try:
+        parts = list(partitions) if partitions is not None else _partitions(c, topic, min(timeout, 10.0))
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        at_eof: Dict[int, bool] = {p: False for p in parts}
+        counts: Dict[int, int] = {p: 0 for p in parts}
+        records: List[Record] = []
+        while True:
+            enough = expected_count is None or len(records) >= expected_count
+            if enough and all(at_eof.values()):
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"consume_all({topic!r}): got {len(records)} records"
+                    + (f", expected {expected_count}" if expected_count is not None else "")
+                    + f" within {timeout}s; per partition {counts}; at end {at_eof}")
+            for msg in c.consume(num_messages=10000, timeout=min(0.2, remaining)):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        at_eof[msg.partition()] = True
+                        continue
+                    if err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,) and not err.fatal():
+                        continue  # topic still propagating; keep polling until the deadline
+                    raise AssertionError(f"consume_all({topic!r}) error: {err}")
+                p = msg.partition()
+                at_eof[p] = False
+                counts[p] += 1
+                ts_type, ts = msg.timestamp()
+                records.append(Record(msg.topic(), p, msg.offset(), msg.key(), msg.value(),
+                                      _headers(msg.headers()), ts))
+        records.sort(key=lambda r: (r.partition, r.offset))
+        return records
+    finally:
+        c.close()
+
+
+def produce_all(bootstrap: str, topic: str, records: Iterable, timeout: float = 30.0,
+                config: Optional[dict] = None) -> int:
+    """Produce with confluent-kafka (a reference producer) and return how many were delivered.
+
+    ``records`` items are values, or dicts of ``Producer.produce`` keyword arguments
+    (key, value, headers, partition, timestamp).  Raises on any delivery error.
+    """
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": False}
+    conf.update(config or {})
+    p = Producer(conf)
+    errors: list = []
+    delivered = [0]
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered[0] += 1
+
+    sent = 0
+    for r in records:
+        kwargs = dict(r) if isinstance(r, dict) else {"value": r}
+        while True:
+            try:
+                p.produce(topic, on_delivery=on_delivery, **kwargs)
+                break
+            except BufferError:
+                p.poll(0.05)
+        sent += 1
+    left = p.flush(timeout)
+    if errors or left:
+        raise AssertionError(f"produce_all({topic!r}): {len(errors)} errors ({errors[:3]}), "
+                             f"{left} undelivered of {sent}")
+    return delivered[0]

@@ -1,0 +1,169 @@
+"""Tests of the test infrastructure itself: embedded brokers, topic creation, read-back helpers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kafka_helpers import Record, consume_all, partition_count, produce_all
+from sparkkafka_sink.testing.brokers import (
+    BROKER_KINDS, BrokerStartError, TansuBroker, create_topics, probe_api_versions,
+    start_broker)
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("kind", BROKER_KINDS)
+def test_start_restart_stop(kind):
+    broker = start_broker(kind)
+    try:
+        port, pid = broker.port, broker.pid
+        assert broker.bootstrap_servers == f"127.0.0.1:{port}"
+        assert broker.name == f"{kind}@127.0.0.1:{port}"
+        assert probe_api_versions("127.0.0.1", port) == 0
+        broker.restart()
+        assert broker.port == port and broker.pid != pid and not _pid_alive(pid)
+        assert probe_api_versions("127.0.0.1", port) == 0
+    finally:
+        pid = broker.pid
+        broker.stop()
+    assert not _pid_alive(pid)
+    assert not _port_open(port)
+    assert not os.path.exists(broker.log_path)
+    if kind == "noida":
+        assert broker.data_dir is None
+
+
+def test_start_failure_reports_log_tail():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        broker = TansuBroker(port=port, startup_timeout=10)
+        with pytest.raises(BrokerStartError) as exc:
+            broker.start()
+    assert "log tail" in str(exc.value) and "tansu" in str(exc.value)
+    assert not broker.running
+    broker.stop()
+
+
+@pytest.mark.parametrize("kind", BROKER_KINDS)
+def test_pause_resume_kill(fresh_broker, kind):
+    handle = fresh_broker(kind)
+    broker = handle.broker
+    handle.pause()
+    with pytest.raises(OSError):
+        probe_api_versions("127.0.0.1", broker.port, timeout=0.3)  # connects, never answers
+    handle.resume()
+    assert probe_api_versions("127.0.0.1", broker.port) == 0
+    broker.pause()
+    pid = broker.pid
+    handle.kill()  # works on a stopped process too
+    assert not broker.running and not _pid_alive(pid)
+    handle.restart()
+    assert probe_api_versions("127.0.0.1", broker.port) == 0
+
+
+def test_noida_restart_keeps_data(fresh_broker):
+    handle = fresh_broker("noida")
+    topic = handle.create_topic(partitions=2)
+    produce_all(handle.bootstrap_servers, topic, [{"value": b"v%d" % i, "partition": i % 2} for i in range(20)])
+    handle.restart()
+    assert partition_count(handle.bootstrap_servers, topic) == 2
+    assert sorted(r.value for r in consume_all(handle.bootstrap_servers, topic, 20)) == \
+        sorted(b"v%d" % i for i in range(20))
+
+
+def test_tansu_restart_loses_data(fresh_broker):
+    handle = fresh_broker("tansu")
+    assert not handle.persistent
+    topic = handle.create_topic()
+    produce_all(handle.bootstrap_servers, topic, [b"x"] * 5)
+    handle.restart()
+    with pytest.raises(AssertionError, match="not found in metadata"):
+        partition_count(handle.bootstrap_servers, topic, timeout=1)
+
+
+def test_create_topics_is_idempotent(kafka):
+    name = kafka.create_topic(partitions=3)
+    create_topics(kafka.bootstrap_servers, {name: 3})
+    assert partition_count(kafka.bootstrap_servers, name) == 3
+    a, b = f"{name}-a", f"{name}-b"
+    create_topics(kafka.bootstrap_servers, {a: 1, b: 2})
+    assert partition_count(kafka.bootstrap_servers, a) == 1
+    assert partition_count(kafka.bootstrap_servers, b) == 2
+
+
+def test_roundtrip_keys_headers_nulls(kafka):
+    topic = kafka.create_topic(partitions=3)
+    n = 300
+    sent = [{"key": None if i % 7 == 0 else b"k%d" % i,
+             "value": None if i % 5 == 0 else b"v%d" % i,
+             "headers": [("idx", str(i).encode()), ("empty", b"")] if i % 2 else None,
+             "partition": i % 3,
+             "timestamp": 1_700_000_000_000 + i}
+            for i in range(n)]
+    assert produce_all(kafka.bootstrap_servers, topic, sent) == n
+    got = consume_all(kafka.bootstrap_servers, topic, expected_count=n)
+    assert len(got) == n and all(isinstance(r, Record) for r in got)
+    assert {r.partition for r in got} == {0, 1, 2}
+    by_ts = {r.timestamp_ms - 1_700_000_000_000: r for r in got}
+    for i, s in enumerate(sent):
+        r = by_ts[i]
+        assert (r.topic, r.partition, r.key, r.value) == (topic, i % 3, s["key"], s["value"])
+        assert r.headers == (s["headers"] or [])
+    for p in range(3):  # offsets are dense from 0 in each partition
+        assert [r.offset for r in got if r.partition == p] == list(range(n // 3))
+    assert len(consume_all(kafka.bootstrap_servers, topic)) == n  # no count: stops at the end
+    assert [r.partition for r in consume_all(kafka.bootstrap_servers, topic, partitions=[1])] == [1] * (n // 3)
+
+
+def test_consume_all_reports_shortfall(kafka):
+    topic = kafka.create_topic(partitions=2)
+    produce_all(kafka.bootstrap_servers, topic, [b"a", b"b"])
+    start = time.monotonic()
+    with pytest.raises(AssertionError, match=r"got 2 records, expected 3"):
+        consume_all(kafka.bootstrap_servers, topic, expected_count=3, timeout=1.5)
+    assert time.monotonic() - start < 5
+    assert consume_all(kafka.bootstrap_servers, kafka.create_topic()) == []
+
+
+def test_cli_runs_broker_in_foreground(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "sparkkafka_sink.testing.brokers", "tansu"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        host, port = line.split(":")
+        assert host == "127.0.0.1"
+        assert probe_api_versions(host, int(port)) == 0
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+        assert not _port_open(int(port))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_kafka_fixture_flags(kafka):
+    assert kafka.kind in ("tansu", "noida", "apache", "external")
+    assert kafka.strict_errors == (kafka.kind != "tansu") or kafka.kind == "external"
+    assert kafka.supports_pause == (kafka.kind in BROKER_KINDS)

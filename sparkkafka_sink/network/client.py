@@ -269,12 +269,14 @@ class NetworkClient:
         return completed
 
     def _drain_wakeup(self) -> None:
-        self._wakeup_pending = False
         try:
             while self._wake_r.recv(4096):
                 pass
         except (BlockingIOError, OSError):
             pass
+        # Cleared only after draining: a wakeup() landing between a reset and the recv() would
+        # have its byte swallowed while leaving the flag set, silencing every later wakeup().
+        self._wakeup_pending = False
 
     def _handle_frame(self, conn: BrokerConnection, frame: memoryview, now: float) -> None:
         node_id = conn.node_id
@@ -293,7 +295,11 @@ class NetworkClient:
                 f"Response with correlation id {correlation_id} from {conn.address} does not match the "
                 f"oldest in-flight request ({req.correlation_id if req else 'none'})")
         _, offset = decode_response_header(frame, req.api_key, req.api_version)
-        response = type(req.request).RESPONSE.decode(frame[offset:], req.api_version)
+        version = req.api_version
+        if (req.api_key == ApiKey.API_VERSIONS and version > 0 and len(frame) >= offset + 2
+                and int.from_bytes(frame[offset:offset + 2], "big", signed=True) == _UNSUPPORTED_VERSION):
+            version = 0  # KIP-511: a version the broker does not know is answered with a v0 body
+        response = type(req.request).RESPONSE.decode(frame[offset:], version)
         self.in_flight.complete_next(node_id)
         self._completed.append(ClientResponse(req, response, now))
 
@@ -354,8 +360,10 @@ class NetworkClient:
         if body.error_code == _UNSUPPORTED_VERSION:
             rng = body.version_range(ApiKey.API_VERSIONS)
             ours = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
-            if rng is not None and resp.request.api_version > max(rng[1], ours[0]):
-                self._api_versions_version[conn.node_id] = max(min(rng[1], ours[1]), ours[0])
+            # Brokers before 2.4 do not say which versions they know: fall back to v0 (as Java).
+            fallback = max(min(rng[1], ours[1]), ours[0]) if rng is not None else ours[0]
+            if resp.request.api_version > fallback:
+                self._api_versions_version[conn.node_id] = fallback
                 self._send_api_versions(conn, now)
                 return
         if body.error_code:
@@ -385,8 +393,13 @@ class NetworkClient:
         if self.ready(node_id, now):
             topics = md.topics(now)
             request = MetadataRequest(topics=topics, allow_auto_topic_creation=self.allow_auto_topic_creation)
+            try:
+                self.send(node_id, request, self._handle_metadata, now)
+            except UnsupportedVersionError as e:
+                # Keep the reason, so a metadata timeout in send() can say why.
+                self.metadata.failed_update(now, e)
+                return self.metadata.refresh_backoff_ms
             self._metadata_in_flight = True
-            self.send(node_id, request, self._handle_metadata, now)
             return self.request_timeout_ms
         conn = self._conns.get(node_id)
         if conn is None or conn.state is ConnectionState.DISCONNECTED:

@@ -38,6 +38,10 @@ DUPLICATE_SEQUENCE_NUMBER = 46
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 UNKNOWN_PRODUCER_ID = 59
 INVALID_PRODUCER_EPOCH = 47
+#: Retriable in the protocol's table (a Fetch may read a corrupted copy), but a Produce retry
+#: resends the same bytes, so the broker's verdict cannot change: fail at once, not at the
+#: end of delivery.timeout.ms.
+CORRUPT_MESSAGE = 2
 
 
 class Sender(threading.Thread):
@@ -203,12 +207,15 @@ class Sender(threading.Thread):
             return
         if body.error_code:
             err = error_for_code(body.error_code, "InitProducerId")
+            # Back off on every failure: a refusal is asked again (explicit idempotence fails each
+            # loop's batches), and without a pause the broker would be asked in a tight loop.
+            self._pid_retry_at = now + self.retry_backoff_ms
             if is_retriable(body.error_code):
-                self._pid_retry_at = now + self.retry_backoff_ms
                 return
             self._idempotence_unsupported(err)
             return
         if body.producer_id < 0:
+            self._pid_retry_at = now + self.retry_backoff_ms
             self._idempotence_unsupported(KafkaError(f"InitProducerId returned producer id {body.producer_id}"))
             return
         log.debug("producer id %s epoch %s", body.producer_id, body.producer_epoch)
@@ -288,7 +295,7 @@ class Sender(threading.Thread):
             return
         batch.last_error = error
         if retriable is None:
-            retriable = is_retriable(code)
+            retriable = is_retriable(code) and code != CORRUPT_MESSAGE
         idem = self.idempotence
         if idem is not None and code == OUT_OF_ORDER_SEQUENCE_NUMBER:
             # Retriable when an earlier batch of this partition failed and will be resent first;

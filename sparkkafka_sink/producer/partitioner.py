@@ -10,6 +10,7 @@ one-record batches over every partition.
 from __future__ import annotations
 
 import random
+import struct
 import threading
 from typing import Callable, Sequence
 
@@ -18,31 +19,35 @@ import numpy as np
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
+_WORDS: dict[int, object] = {}
 
 
 def murmur2(data: bytes) -> int:
     """Kafka's murmur2 of ``data`` as a signed 32-bit int (as Java returns it)."""
     length = len(data)
-    h = (_SEED ^ length) & _MASK
-    n4 = length & ~3
-    for i in range(0, n4, 4):
-        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
+    h = _SEED ^ length
+    n4 = length >> 2
+    if n4:
+        unpack = _WORDS.get(n4)
+        if unpack is None:
+            unpack = _WORDS.setdefault(n4, struct.Struct("<%dI" % n4).unpack_from)
+        for k in unpack(data):  # all little-endian 4-byte words in one C call
+            k = (k * _M) & _MASK
+            k ^= k >> 24
+            h = ((h * _M) & _MASK) ^ ((k * _M) & _MASK)
     rem = length & 3
-    if rem == 3:
-        h ^= data[n4 + 2] << 16
-    if rem >= 2:
-        h ^= data[n4 + 1] << 8
-    if rem >= 1:
-        h ^= data[n4]
+    if rem:
+        tail = n4 << 2
+        if rem == 3:
+            h ^= data[tail + 2] << 16
+        if rem >= 2:
+            h ^= data[tail + 1] << 8
+        h ^= data[tail]
         h = (h * _M) & _MASK
     h ^= h >> 13
     h = (h * _M) & _MASK
     h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
+    return h - 0x100000000 if h & 0x80000000 else h
 
 
 def to_positive(n: int) -> int:

@@ -24,6 +24,7 @@ from sparkkafka_sink.errors import (
     UnknownTopicError,
 )
 from sparkkafka_sink.network.client import NetworkClient, now_ms
+from sparkkafka_sink.network.client import now_ms as _monotonic_ms
 from sparkkafka_sink.network.cluster import Cluster
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
@@ -34,10 +35,10 @@ from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
-from sparkkafka_sink.producer.partitioner import Partitioner
+from sparkkafka_sink.producer.partitioner import Partitioner, murmur2_partition
 from sparkkafka_sink.producer.sender import Sender
 from sparkkafka_sink.protocol.errors import error_for_code
-from sparkkafka_sink.record.batch import BATCH_OVERHEAD, estimate_record_size
+from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, estimate_record_size
 from sparkkafka_sink.record.compression import from_name
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,10 @@ _FATAL_TOPIC_ERRORS = {17, 29}  # INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_F
 _MAX_TIMESTAMP = 2**63 - 1
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 _client_ids = iter(range(1, 1 << 62))
+_wall_time = time.time
+#: Size bound of a record with no headers and a null or short (< 64 bytes: one-byte length
+#: varint) key and value; each length of 64..8191 bytes takes one byte more.
+_SMALL_RECORD_BOUND = BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + 1 + 1 + 1
 
 
 def validate_topic(topic: Any) -> str:
@@ -78,6 +83,8 @@ def _headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
     out = []
     try:
         for item in items:
+            if isinstance(item, (str, bytes, bytearray, memoryview)):
+                raise TypeError  # b"kv" would unpack into two ints
             k, v = item
             if not isinstance(k, str):
                 raise InvalidRecordError(f"Header keys must be str, got {type(k).__name__}: {k!r}")
@@ -119,6 +126,10 @@ class Producer:
             receive_buffer_bytes=c["receive.buffer.bytes"],
             allow_auto_topic_creation=c["allow.auto.create.topics"], software_version=__version__)
         self._partitioner = Partitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
+        self._keyed_murmur2 = c["partitioner"] == "murmur2" and not c["partitioner.ignore.keys"]
+        self._max_block_ms = c["max.block.ms"]
+        self._size_limit = min(c["max.request.size"], c["buffer.memory"])
+        self._valid_topics: set[str] = set()
         self._bulk_partitioner = BulkPartitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
         self._sender = Sender(
             self._client, self._metadata, self._accumulator, acks=c["acks"], retries=c["retries"],
@@ -142,33 +153,55 @@ class Producer:
         """Queue one record; the returned future resolves to its RecordMetadata."""
         if self._closed:
             raise ProducerClosedError("Cannot send: the producer is closed")
-        start = now_ms()
-        validate_topic(topic)
-        key = _as_bytes("key", key)
-        value = _as_bytes("value", value)
-        headers = _headers(headers)
+        start = _monotonic_ms()
+        if topic not in self._valid_topics:
+            self._valid_topics.add(validate_topic(topic))
+        # The common case (bytes or None, no headers) stays on a short path: this runs per record.
+        if key is not None and type(key) is not bytes:
+            key = _as_bytes("key", key)
+        if value is not None and type(value) is not bytes:
+            value = _as_bytes("value", value)
+        if headers is not None:
+            headers = _headers(headers) or None
         if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        elif isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int) or \
-                not 0 <= timestamp_ms <= _MAX_TIMESTAMP:
+            timestamp_ms = int(_wall_time() * 1000)
+        elif type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _MAX_TIMESTAMP:
             raise InvalidRecordError(
                 f"Invalid timestamp {timestamp_ms!r} for topic {topic!r}: it must be an int of "
                 f"milliseconds since the epoch in [0, {_MAX_TIMESTAMP}], or None")
-        if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)
-                                      or partition < 0):
+        if partition is not None and (type(partition) is not int or partition < 0):
             raise InvalidPartitionError(
                 f"Invalid partition {partition!r} for topic {topic!r}: must be an int >= 0 or None")
-        size = BATCH_OVERHEAD + estimate_record_size(
-            None if key is None else len(key), None if value is None else len(value), headers)
-        self._ensure_valid_size(topic, size)
-        max_block = self.config["max.block.ms"]
-        cluster = self._wait_on_metadata(topic, partition, max_block)
+        if headers is None and (key is None or len(key) < 8192) and (value is None or len(value) < 8192):
+            size = _SMALL_RECORD_BOUND
+            if key is not None:
+                n = len(key)
+                size += n if n < 64 else n + 1
+            if value is not None:
+                n = len(value)
+                size += n if n < 64 else n + 1
+        else:
+            size = BATCH_OVERHEAD + estimate_record_size(
+                None if key is None else len(key), None if value is None else len(value), headers)
+        if size > self._size_limit:
+            self._ensure_valid_size(topic, size)
+        cluster = self._metadata.cluster
+        parts = cluster.partitions.get(topic)
+        if parts and (partition is None or partition < len(parts)):
+            self._metadata.touch(topic, start)
+        else:
+            cluster = self._wait_on_metadata(topic, partition, self._max_block_ms)
+            parts = cluster.partitions[topic]
         if partition is None:
-            partition = self._partitioner.partition(
-                topic, key, cluster.partition_count(topic), cluster.available_partitions(topic), size)
-        remaining = max(max_block - (now_ms() - start), 0)
+            if key is not None and self._keyed_murmur2:
+                partition = murmur2_partition(key, len(parts))
+            else:
+                partition = self._partitioner.partition(
+                    topic, key, len(parts), cluster.available_partitions(topic), size)
+        now = _monotonic_ms()
         fut, full, new_batch = self._accumulator.append(
-            topic, partition, timestamp_ms, key, value, headers, size, remaining, now_ms())
+            topic, partition, timestamp_ms, key, value, headers, size,
+            max(self._max_block_ms - (now - start), 0), now)
         if full or new_batch:
             self._sender.wakeup()
         return fut

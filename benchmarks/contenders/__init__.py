@@ -1,0 +1,78 @@
+"""The contenders: name -> where it runs and what it is.
+
+Standalone and limit contenders run one per child process (``benchmarks.worker``) so that
+each one's peak RSS is its own; the Spark contenders run one after another inside one Spark
+process (``benchmarks.contenders.spark``).  A standalone contender module provides::
+
+    available() -> str | None            # None, or why it cannot run (the run is "skipped")
+    prepare(spec, keys, values) -> data   # untimed: turn the Arrow pool into the client's input
+    setup(spec) -> client                 # untimed: create the client, fetch metadata
+    run(spec, client, data, progress) -> dict   # timed: send spec.records records, wait for acks
+    teardown(client)                      # untimed: close
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Skip(Exception):
+    """The contender cannot run here (missing API or library): reported, not an error."""
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    group: str  # "standalone" | "limit" | "spark"
+    module: str
+    description: str
+    ours: bool = False
+
+
+CONTENDERS: dict[str, Contender] = {c.name: c for c in [
+    Contender("ours-send", "standalone", "benchmarks.contenders.ours_send",
+              "our Producer.send() once per record, then flush()", ours=True),
+    Contender("ours-batch", "standalone", "benchmarks.contenders.ours_batch",
+              "our Producer.send_batch() with Arrow key/value arrays (arrow-batch rows per call)", ours=True),
+    Contender("confluent", "standalone", "benchmarks.contenders.confluent_loop",
+              "confluent-kafka Producer.produce() loop (poll(0) per chunk), then flush()"),
+    Contender("kafka-python", "standalone", "benchmarks.contenders.kafka_python_loop",
+              "kafka-python KafkaProducer.send() loop, then flush()"),
+    Contender("replay-limit", "limit", "benchmarks.contenders.replay",
+              "pre-encoded Produce requests written on one socket, pipelined: the broker's ceiling"),
+    Contender("spark-pyprod", "spark", "benchmarks.contenders.spark",
+              'df.write.format("pyprod-kafka").save()', ours=True),
+    Contender("spark-mapinarrow-confluent", "spark", "benchmarks.contenders.spark",
+              "df.mapInArrow(fn) where fn produces each row with confluent-kafka"),
+    Contender("spark-foreach-confluent", "spark", "benchmarks.contenders.spark",
+              "df.foreachPartition(fn) where fn produces each Row with confluent-kafka"),
+    Contender("spark-foreach-kafka-python", "spark", "benchmarks.contenders.spark",
+              "df.foreachPartition(fn) where fn sends each Row with kafka-python"),
+    Contender("spark-noop", "spark", "benchmarks.contenders.spark",
+              "df.mapInArrow(fn) where fn only counts rows: what Spark alone costs (the floor)"),
+]}
+
+GROUPS = {
+    "standalone": [n for n, c in CONTENDERS.items() if c.group == "standalone"],
+    "limit": [n for n, c in CONTENDERS.items() if c.group == "limit"],
+    "spark": [n for n, c in CONTENDERS.items() if c.group == "spark"],
+}
+GROUPS["all"] = list(CONTENDERS)
+
+#: the contender each group's "ratio to ours" is taken against
+REFERENCE = {"standalone": "ours-send", "limit": "ours-batch", "spark": "spark-pyprod"}
+
+
+def resolve(spec: str) -> list[str]:
+    """``all`` | group names | contender names, comma-separated -> contender names in order."""
+    wanted: list[str] = []
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        names = GROUPS.get(item) or ([item] if item in CONTENDERS else None)
+        if names is None:
+            raise ValueError(f"unknown contender {item!r}; choose from: "
+                             + ", ".join(list(GROUPS) + list(CONTENDERS)))
+        wanted.extend(n for n in names if n not in wanted)
+    order = list(CONTENDERS)
+    return sorted(wanted, key=order.index)

@@ -1,0 +1,507 @@
+"""The Spark contenders, all run one after another in ONE Spark process (this module's ``main``).
+
+``python -m benchmarks.contenders.spark --config JSON --result FILE`` (started by
+``benchmarks.run``): starts ``local[N]``, builds the DataFrame (the same record pool as the
+standalone contenders, ``spark_rows`` rows of binary ``key``/``value`` in ``spark_partitions``
+partitions), caches it and counts it once, then for each round, compression and contender
+runs the write on a fresh topic, checks the broker's count and deletes the topic.
+
+Timing is the wall time of the Spark action (job start to last task done, i.e. every record
+acknowledged: each contender flushes its producer before its task ends).  Memory is sampled
+from /proc every 100 ms: ``peak_rss_mb`` is the largest Python worker process that worked
+during the run (one task = one producer; a worker's RSS includes its imports and whatever an
+earlier contender grew a reused worker to, so compare with ``meta.worker_floor_mb``, fresh
+workers' RSS measured in the warm-up pass), ``jvm_peak_mb`` the JVM's (it holds the cached
+DataFrame).
+
+The functions shipped to the Python workers are module-level closures of this module; the
+workers import it (the parent puts the repository root on PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+
+from benchmarks.common import (
+    BenchSpec,
+    MiB,
+    ApproxLanded,
+    confluent_config,
+    count_landed,
+    create_topic,
+    delete_topic,
+    descendants,
+    fmt_int,
+    fmt_rate,
+    kafka_python_config,
+    log,
+    make_pool,
+    new_topic,
+    proc_rss_bytes,
+)
+
+WRITES = {"spark-pyprod", "spark-mapinarrow-confluent", "spark-foreach-confluent", "spark-foreach-kafka-python"}
+
+
+# ------------------------------------------------------------------ functions run in the tasks
+
+
+def _count_only(iterator):
+    import pyarrow as pa
+
+    n = 0
+    for batch in iterator:
+        n += batch.num_rows
+    yield pa.RecordBatch.from_pydict({"n": [n]}, schema=pa.schema([("n", pa.int64())]))
+
+
+def _confluent_producer(conf: dict):
+    from confluent_kafka import Producer
+
+    errors: list = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+
+    conf = dict(conf, on_delivery=on_delivery)
+    return Producer(conf), errors
+
+
+def _confluent_finish(p, errors, what: str) -> None:
+    left = p.flush(120)
+    if errors or left:
+        raise RuntimeError(f"{what}: {len(errors)} delivery error(s) (first: {errors[:1]}), "
+                           f"{left} record(s) still queued after flush")
+
+
+def _produce_when_room(produce, poll, topic, v, k):
+    while True:
+        poll(0.005)
+        try:
+            produce(topic, v, k)
+            return
+        except BufferError:
+            continue
+
+
+def make_mapinarrow_confluent(conf: dict, topic: str):
+    """mapInArrow: per batch, the key/value columns to Python lists, produce() per row."""
+
+    def fn(iterator):
+        import pyarrow as pa
+
+        p, errors = _confluent_producer(conf)
+        produce, poll = p.produce, p.poll
+        n = 0
+        for batch in iterator:
+            keys = batch.column("key").to_pylist()
+            values = batch.column("value").to_pylist()
+            for k, v in zip(keys, values):
+                try:
+                    produce(topic, v, k)
+                except BufferError:
+                    _produce_when_room(produce, poll, topic, v, k)
+            poll(0)
+            n += batch.num_rows
+        _confluent_finish(p, errors, "mapInArrow+confluent")
+        yield pa.RecordBatch.from_pydict({"n": [n]}, schema=pa.schema([("n", pa.int64())]))
+
+    return fn
+
+
+def make_foreach_confluent(conf: dict, topic: str):
+    """foreachPartition: Rows; confluent-kafka wants bytes, PySpark gives bytearray."""
+
+    def fn(rows):
+        p, errors = _confluent_producer(conf)
+        produce, poll = p.produce, p.poll
+        for i, row in enumerate(rows):
+            k, v = bytes(row.key), bytes(row.value)
+            try:
+                produce(topic, v, k)
+            except BufferError:
+                _produce_when_room(produce, poll, topic, v, k)
+            if i % 10_000 == 0:
+                poll(0)
+        _confluent_finish(p, errors, "foreachPartition+confluent")
+
+    return fn
+
+
+def make_foreach_kafka_python(conf: dict, topic: str):
+    """foreachPartition: Rows sent with kafka-python (it takes the bytearrays as they are)."""
+
+    def fn(rows):
+        from kafka import KafkaProducer
+
+        kconf = {k: v for k, v in conf.items() if k in KafkaProducer.DEFAULT_CONFIG}
+        p = KafkaProducer(**kconf)
+        send = p.send
+        last = None
+        for row in rows:
+            last = send(topic, value=row.value, key=row.key)
+        p.flush()
+        if last is not None:
+            last.get(timeout=60)  # raises if the last record failed
+        p.close(timeout=30)
+
+    return fn
+
+
+# -------------------------------------------------------------------------------- sampling
+
+
+class Sampler(threading.Thread):
+    """Peak RSS of this process's descendants every ``interval`` s, and progress lines.
+
+    Only Python workers that burnt CPU during the run count (``worker_peak``): reused idle
+    workers of earlier contenders would otherwise set everyone's peak.
+    """
+
+    ACTIVE_TICKS = 5  # 50 ms of CPU (at 100 Hz)
+
+    def __init__(self, interval: float = 0.1, progress=None, progress_interval: float = 2.0,
+                 tracker=None, t0: float | None = None):
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.tracker = tracker
+        self.t0 = time.perf_counter() if t0 is None else t0
+        self.first_stage_s: float | None = None  # first moment a stage with tasks was running
+        self.last_stage_s: float | None = None  # last moment one was
+        self.progress = progress
+        self.progress_interval = progress_interval
+        self._halt = threading.Event()
+        self._me = os.getpid()
+        self._cpu0: dict[int, int] = {pid: cpu for pid, (comm, cpu) in descendants(self._me).items()
+                                      if comm.startswith("python")}
+        self._cpu: dict[int, int] = {}
+        self._rss: dict[int, int] = {}
+        self.jvm_peak = 0
+
+    def sample(self) -> None:
+        for pid, (comm, cpu) in descendants(self._me).items():
+            if comm.startswith("python"):
+                rss = proc_rss_bytes(pid)
+                self._cpu[pid] = cpu
+                self._cpu0.setdefault(pid, 0)  # forked during the run
+                if rss > self._rss.get(pid, 0):
+                    self._rss[pid] = rss
+            elif comm.startswith("java"):
+                self.jvm_peak = max(self.jvm_peak, proc_rss_bytes(pid))
+
+    @property
+    def worker_peak(self) -> int:
+        active = [pid for pid, cpu in self._cpu.items() if cpu - self._cpu0.get(pid, 0) >= self.ACTIVE_TICKS]
+        return max((self._rss[p] for p in active), default=max(self._rss.values(), default=0))
+
+    @property
+    def active_workers(self) -> int:
+        return sum(1 for pid, cpu in self._cpu.items() if cpu - self._cpu0.get(pid, 0) >= self.ACTIVE_TICKS)
+
+    def _stages(self) -> None:
+        if self.tracker is None:
+            return
+        for sid in self.tracker.getActiveStageIds():
+            info = self.tracker.getStageInfo(sid)
+            if info is not None and info.numTasks > 0:
+                now = time.perf_counter() - self.t0
+                if self.first_stage_s is None:
+                    self.first_stage_s = now
+                self.last_stage_s = now
+                return
+
+    def run(self) -> None:
+        next_progress = time.monotonic() + self.progress_interval
+        n = 0
+        while not self._halt.wait(self.interval):
+            try:
+                self.sample()
+                n += 1
+                if n % 2 == 0:
+                    self._stages()
+            except Exception:
+                pass
+            if self.progress is not None and time.monotonic() >= next_progress:
+                next_progress = time.monotonic() + self.progress_interval
+                try:
+                    self.progress()
+                except Exception:
+                    pass
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)
+        try:
+            self.sample()  # the CPU the workers burnt up to the end
+        except Exception:
+            pass
+
+
+def _progress_fn(spark, label: str, total: int, t0: float, landed: ApproxLanded | None):
+    tracker = spark.sparkContext.statusTracker()
+
+    def show():
+        done = tasks = 0
+        for sid in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(sid)
+            if info is not None:
+                done += info.numCompletedTasks
+                tasks += info.numTasks
+        el = time.perf_counter() - t0
+        msg = f"[{label}] {el:.1f}s  tasks {done}/{tasks}"
+        n = landed() if landed is not None else None
+        if n is not None:
+            msg += f"  ~{fmt_int(n)}/{fmt_int(total)} landed  ~{fmt_rate(n / el if el else 0)} rec/s"
+        log(msg)
+
+    return show
+
+
+# ------------------------------------------------------------------------------------ setup
+
+
+def build_session(cfg: dict):
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    b = (SparkSession.builder.master(cfg["spark_master"]).appName("sparkkafka-bench")
+         .config("spark.driver.memory", cfg["spark_driver_memory"])
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", str(cfg["spark_partitions"]))
+         .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(cfg["spark_arrow_batch"]))
+         .config("spark.sql.autoBroadcastJoinThreshold", str(64 * MiB)))
+    for kv in cfg.get("spark_conf") or []:
+        k, _, v = kv.partition("=")
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def build_dataframe(spark, spec: BenchSpec, rows: int, partitions: int):
+    """``rows`` rows of the record pool (row i is pool record i % pool_size), cached."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    pool = min(spec.pool_size, rows) or 1
+    keys, values = make_pool(pool, spec.key_size, spec.value_size, spec.seed)
+    table = pa.table({"pid": pa.array(range(pool), pa.int64()), "key": keys, "value": values})
+    pool_df = spark.createDataFrame(table)
+    df = (spark.range(0, rows, 1, partitions)
+          .withColumn("pid", F.col("id") % F.lit(pool))
+          .join(F.broadcast(pool_df), "pid")
+          .select("key", "value"))
+    df = df.cache()
+    n = df.count()
+    if n != rows:
+        raise RuntimeError(f"cached DataFrame has {n} rows, expected {rows}")
+    return df
+
+
+# -------------------------------------------------------------------------------------- runs
+
+
+def _sink_options(spec: BenchSpec) -> dict:
+    return {
+        "kafka.bootstrap.servers": spec.bootstrap,
+        "topic": spec.topic,
+        "kafka.acks": spec.acks,
+        "kafka.linger.ms": str(spec.linger_ms),
+        "kafka.batch.size": str(spec.batch_size),
+        "kafka.buffer.memory": str(spec.buffer_memory),
+        "kafka.compression.type": spec.compression,
+        "kafka.max.in.flight.requests.per.connection": str(spec.max_in_flight),
+        "kafka.enable.idempotence": str(spec.idempotence).lower(),
+    }
+
+
+def _action(name: str, df, spec: BenchSpec):
+    """Run the contender's Spark action; returns the row count Spark itself reports (or None)."""
+    from pyspark.sql import functions as F
+
+    if name == "spark-pyprod":
+        w = df.write.format("pyprod-kafka").mode("append")
+        for k, v in _sink_options(spec).items():
+            w = w.option(k, v)
+        w.save()
+        return None
+    if name == "spark-noop":
+        return df.mapInArrow(_count_only, "n long").agg(F.sum("n")).collect()[0][0]
+    if name == "spark-mapinarrow-confluent":
+        fn = make_mapinarrow_confluent(confluent_config(spec), spec.topic)
+        return df.mapInArrow(fn, "n long").agg(F.sum("n")).collect()[0][0]
+    if name == "spark-foreach-confluent":
+        df.foreachPartition(make_foreach_confluent(confluent_config(spec), spec.topic))
+        return None
+    if name == "spark-foreach-kafka-python":
+        df.foreachPartition(make_foreach_kafka_python(kafka_python_config(spec), spec.topic))
+        return None
+    raise ValueError(f"unknown spark contender {name!r}")
+
+
+def _available(name: str) -> str | None:
+    if name in ("spark-mapinarrow-confluent", "spark-foreach-confluent"):
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError as e:
+            return f"confluent-kafka not installed: {e}"
+    if name == "spark-foreach-kafka-python":
+        try:
+            import kafka  # noqa: F401
+        except ImportError as e:
+            return f"kafka-python not installed: {e}"
+    if name == "spark-pyprod":
+        try:
+            import pyspark_pyprod_kafka  # noqa: F401
+        except Exception as e:  # noqa: BLE001
+            return f"pyspark_pyprod_kafka does not import: {type(e).__name__}: {e}"
+    return None
+
+
+def _short_error(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    # Py4J/PySpark errors carry whole Java and Python stack traces: keep the informative lines
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    keep = [ln for ln in lines if any(w in ln for w in ("Error", "Exception", "error", "pyprod-kafka"))]
+    out = " | ".join((keep or lines)[:6])
+    return out[:1500]
+
+
+def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, keep_topic: bool = False) -> dict:
+    writes = name in WRITES
+    res = {"contender": name, "group": "spark", "compression": spec.compression, "records": spec.records,
+           "topic": spec.topic if writes else None, "status": "ok"}
+    if writes:
+        create_topic(spec.bootstrap, spec.topic, spec.partitions)
+    landed = ApproxLanded(spec.bootstrap, spec.topic, spec.partitions) if writes else None
+    t0 = time.perf_counter()
+    sampler = Sampler(progress=_progress_fn(spark, spec.label, spec.records, t0, landed),
+                      progress_interval=progress_interval, tracker=spark.sparkContext.statusTracker(), t0=t0)
+    sampler.start()
+    try:
+        spark_count = _action(name, df, spec)
+        elapsed = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001
+        sampler.stop()
+        if landed:
+            landed.close()
+        if writes and not keep_topic:
+            delete_topic(spec.bootstrap, spec.topic)
+        res.update(status="error", note=_short_error(e))
+        return res
+    sampler.stop()
+    if landed:
+        landed.close()
+    res.update(elapsed_s=elapsed, peak_rss_mb=round(sampler.worker_peak / MiB, 1),
+               active_workers=sampler.active_workers, jvm_peak_mb=round(sampler.jvm_peak / MiB, 1))
+    if sampler.first_stage_s is not None:
+        # where the time went (sampled every 0.2 s): before the first task ran (planning, for
+        # pyprod-kafka the Python DataSource's writer() in a worker), while tasks ran, after
+        # (for pyprod-kafka the commit() in a worker)
+        last = min(sampler.last_stage_s, elapsed)
+        res.update(before_tasks_s=round(min(sampler.first_stage_s, last), 2),
+                   tasks_s=round(max(0.0, last - sampler.first_stage_s), 2),
+                   after_tasks_s=round(max(0.0, elapsed - last), 2))
+    if spark_count is not None:
+        res["spark_count"] = int(spark_count)
+    if writes:
+        n, how = count_landed(spec.bootstrap, spec.topic, spec.partitions, spec.broker)
+        res.update(landed=n, verified_by=how)
+        if not keep_topic:
+            delete_topic(spec.bootstrap, spec.topic)
+    else:
+        res.update(landed=res.get("spark_count"), verified_by="rows counted by the tasks")
+    phases = (f" [before tasks {res['before_tasks_s']}s, tasks {res['tasks_s']}s, after {res['after_tasks_s']}s]"
+              if "tasks_s" in res else "")
+    log(f"[{spec.label}] {fmt_int(spec.records)} rows in {elapsed:.2f}s = "
+        f"{fmt_rate(spec.records / elapsed)} rec/s{phases}; landed {res.get('landed')} ({res.get('verified_by')}); "
+        f"worker peak {res['peak_rss_mb']} MB")
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--config", required=True, help="JSON: template spec + spark settings")
+    ap.add_argument("--result", required=True)
+    args = ap.parse_args(argv)
+    cfg = json.loads(args.config)
+    template = BenchSpec(**cfg["spec"])
+    runs: list[dict] = []
+    meta: dict = {}
+
+    def dump():
+        with open(args.result, "w") as f:
+            json.dump({"runs": runs, "meta": meta}, f)
+
+    spark = None
+    try:
+        t = time.perf_counter()
+        spark = build_session(cfg)
+        meta["session_s"] = round(time.perf_counter() - t, 2)
+        log(f"[spark] session up in {meta['session_s']}s ({cfg['spark_master']}); building "
+            f"{fmt_int(cfg['rows'])} rows in {cfg['spark_partitions']} partitions, caching...")
+        t = time.perf_counter()
+        df = build_dataframe(spark, template, cfg["rows"], cfg["spark_partitions"])
+        meta["cache_s"] = round(time.perf_counter() - t, 2)
+        log(f"[spark] DataFrame cached in {meta['cache_s']}s")
+        if cfg.get("warmup", True):  # start the Python workers and import pyarrow (untimed)
+            t = time.perf_counter()
+            sampler = Sampler()
+            sampler.start()
+            _action("spark-noop", df, template)
+            sampler.stop()
+            meta["warmup_s"] = round(time.perf_counter() - t, 2)
+            # fresh workers that only counted rows: the floor of a worker's RSS.  Later runs
+            # reuse workers, which keep what earlier contenders grew them to; the pyprod-kafka
+            # writes run in workers of their own (Spark's data source write daemon).
+            meta["worker_floor_mb"] = round(sampler.worker_peak / MiB, 1)
+            log(f"[spark] warm-up (untimed no-op pass) {meta['warmup_s']}s, fresh worker RSS "
+                f"{meta['worker_floor_mb']} MB")
+        skipped = {}
+        for name in cfg["contenders"]:
+            why = _available(name)
+            if why:
+                skipped[name] = why
+        for rnd in range(1, cfg["rounds"] + 1):
+            for comp in cfg["compressions"]:
+                for name in cfg["contenders"]:
+                    if name in skipped:
+                        if rnd == 1:
+                            runs.append({"contender": name, "group": "spark", "compression": comp,
+                                         "status": "skipped", "note": skipped[name], "round": rnd})
+                        continue
+                    spec = BenchSpec(**dict(cfg["spec"], contender=name, compression=comp,
+                                            topic=new_topic(f"{name}-{comp}"), records=cfg["rows"],
+                                            label=f"{name} {comp} r{rnd}/{cfg['rounds']}"))
+                    res = run_once(spark, df, name, spec, cfg.get("progress_interval", 2.0),
+                                   keep_topic=cfg.get("keep_topics", False))
+                    res["round"] = rnd
+                    runs.append(res)
+                    dump()
+                    if res["status"] == "error":
+                        log(f"[{spec.label}] ERROR: {res['note'][:600]}")
+        meta["ok"] = True
+    except BaseException as e:  # noqa: BLE001
+        traceback.print_exc()
+        meta["error"] = _short_error(e)
+    finally:
+        dump()
+        if spark is not None:
+            try:
+                spark.stop()
+            except Exception:
+                pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

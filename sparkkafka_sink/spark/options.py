@@ -1,0 +1,123 @@
+"""Parse the sink's ``.option(...)`` map into the producer config and sink settings.
+
+Spark passes options as a case-insensitive map of strings.  Keys prefixed with
+``kafka.`` configure the producer (prefix stripped, Java key names), exactly as
+Spark's built-in Kafka sink does; ``topic`` names the default topic.  Everything
+is checked on the driver, so a typo fails the write before any task starts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from sparkkafka_sink.spark.validation import SinkValidationError
+
+KAFKA_PREFIX = "kafka."
+
+# Keys the sink owns or cannot honour; the message says why.
+_REJECTED_KAFKA_KEYS = {
+    "key.serializer": "keys are written as the bytes of the 'key' column (strings as UTF-8)",
+    "value.serializer": "values are written as the bytes of the 'value' column (strings as UTF-8)",
+    "transactional.id": (
+        "each write task runs its own producer, so one transactional id would fence the "
+        "other tasks; the sink is at-least-once"
+    ),
+}
+
+DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """What a write task needs from the options; pickled into every task."""
+
+    bootstrap_servers: str
+    topic: str | None
+    producer_config: dict = field(default_factory=dict)
+
+    @property
+    def delivery_timeout_s(self) -> float:
+        """Upper bound for one record's fate, used to bound the task's final flush."""
+        try:
+            return int(self.producer_config.get("delivery.timeout.ms", DEFAULT_DELIVERY_TIMEOUT_MS)) / 1000
+        except (TypeError, ValueError):
+            return DEFAULT_DELIVERY_TIMEOUT_MS / 1000
+
+
+def producer_config_from_options(options: Mapping[str, str]) -> dict:
+    """The ``kafka.*`` options with the prefix stripped.
+
+    No sink-side defaults: the producer's own (acks=all, idempotence on) apply,
+    and stay implicit so an explicit ``kafka.acks=1`` quietly turns idempotence
+    off instead of conflicting with it.
+    """
+    config = {}
+    for key, value in options.items():
+        if key.lower().startswith(KAFKA_PREFIX):
+            config[key[len(KAFKA_PREFIX):].lower()] = value
+    return config
+
+
+def parse_options(options: Mapping[str, str], *, check_producer_config: bool = True) -> SinkOptions:
+    """Validate the options on the driver and return what the tasks need.
+
+    ``check_producer_config`` runs the producer's own ``ProducerConfig`` over the
+    ``kafka.*`` keys, so unknown keys and out-of-range values are reported with
+    the producer's wording before any data moves.
+    """
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    bootstrap = lowered.get("kafka.bootstrap.servers")
+    if bootstrap is None or not str(bootstrap).strip():
+        raise SinkValidationError(
+            "option 'kafka.bootstrap.servers' is required: "
+            '.option("kafka.bootstrap.servers", "host:9092")'
+        )
+    config = producer_config_from_options(lowered)
+    for key, why in _REJECTED_KAFKA_KEYS.items():
+        if key in config:
+            raise SinkValidationError(f"option 'kafka.{key}' is not supported: {why}")
+    if check_producer_config:
+        _check_producer_config(config)
+    topic = lowered.get("topic")
+    if topic is not None and not str(topic).strip():
+        raise SinkValidationError("option 'topic' is empty; give a topic name or drop the option")
+    return SinkOptions(bootstrap_servers=str(bootstrap), topic=topic, producer_config=config)
+
+
+def _check_producer_config(config: dict) -> None:
+    from sparkkafka_sink.errors import ConfigError
+    from sparkkafka_sink.producer.config import ProducerConfig
+
+    try:
+        ProducerConfig(dict(config))
+    except ConfigError as exc:
+        # Speak in the user's option names: 'linger.ms' -> 'kafka.linger.ms'.
+        text = str(exc)
+        for key in config:
+            text = text.replace(f"'{key}'", f"'{KAFKA_PREFIX}{key}'")
+        text = re.sub(r"Did you mean '([^']+)'", rf"Did you mean '{KAFKA_PREFIX}\1'", text)
+        raise SinkValidationError(
+            f"invalid producer option: {text} (kafka.* options are producer settings with the "
+            f"prefix stripped)"
+        ) from exc
+
+
+def read_properties(path: str) -> dict:
+    """Read a Java-style ``key=value`` properties file (``#``/``!`` comments).
+
+    Used by the spark-submit pipeline to load ``conf/producer.properties`` and
+    pass each entry as a ``kafka.<key>`` option.
+    """
+    props = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            line = raw.strip()
+            if not line or line[0] in "#!":
+                continue
+            sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+            if sep < 0:
+                raise ValueError(f"{path}:{lineno}: expected key=value, got {line!r}")
+            props[line[:sep].strip()] = line[sep + 1:].strip()
+    return props

@@ -1,0 +1,71 @@
+"""``register(spark)``: make the sink's metrics reachable from Spark's processes.
+
+Why a subclass: ``DataSource.writer()`` runs in a separate Python process on
+the driver, with no SparkContext, so the accumulator cannot be created there.
+It is created here, on the driver, and stored as a class attribute of a
+subclass made at run time.  cloudpickle pickles such a class by value (it is
+not importable by name), so the accumulator travels with it to the process
+that builds the writer, inside the pickled writer to every task, and the
+tasks' ``add`` calls come back to this driver.  The subclass is registered in
+the session under the same name, shadowing the auto-discovered class.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource
+from sparkkafka_sink.spark.metrics import MetricsParam, SinkMetrics
+
+_lock = threading.Lock()
+_registered: dict = {}  # id(session) -> (session, SinkMetrics, registered DataSource class)
+
+
+def _spark_context(spark):
+    """The session's SparkContext, or None under Spark Connect (no driver-side context)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 - Connect raises its own "not supported" errors
+        return None
+
+
+def register(spark) -> SinkMetrics:
+    """Register ``pyprod-kafka`` in ``spark`` and return its metrics handle.
+
+    Optional: the format works without it (auto-discovery), only without
+    metrics.  Calling it again for the same session returns the same handle.
+    """
+    with _lock:
+        known = _registered.get(id(spark))
+        if known is not None and known[0] is spark:
+            return known[1]
+        sc = _spark_context(spark)
+        if sc is None:
+            source_cls = PyprodKafkaDataSource
+            spark.dataSource.register(source_cls)
+            metrics = SinkMetrics(None)
+        else:
+            accumulator = sc.accumulator({}, MetricsParam())
+            source_cls = type(
+                "PyprodKafkaDataSourceWithMetrics",
+                (PyprodKafkaDataSource,),
+                {
+                    "metrics_accumulator": accumulator,
+                    "__module__": PyprodKafkaDataSource.__module__,
+                    # A qualname the module does not define: forces pickling by value.
+                    "__qualname__": f"PyprodKafkaDataSource.registered_{accumulator.aid}",
+                    "__doc__": PyprodKafkaDataSource.__doc__,
+                },
+            )
+            spark.dataSource.register(source_cls)
+            metrics = SinkMetrics(accumulator)
+        _registered[id(spark)] = (spark, metrics, source_cls)
+        return metrics
+
+
+def registered_source(spark):
+    """The DataSource class ``register(spark)`` registered in ``spark`` (None if not yet)."""
+    known = _registered.get(id(spark))
+    return known[2] if known is not None and known[0] is spark else None

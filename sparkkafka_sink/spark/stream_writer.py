@@ -1,0 +1,32 @@
+"""Streaming writer: ``df.writeStream.format("pyprod-kafka")``.
+
+Each micro-batch runs the same task as a batch write; ``commit``/``abort`` log
+per micro-batch.  A failed micro-batch is re-run by Spark from the checkpoint,
+so its records can appear twice in Kafka (at-least-once, as with Spark's Kafka
+sink).  Output mode ``complete`` re-sends the whole result every batch; that is
+allowed, since nothing has to be truncated.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql.datasource import DataSourceStreamArrowWriter
+
+from sparkkafka_sink.spark.commit import abort_summary, commit_summary, log_line
+from sparkkafka_sink.spark.task import WritePlan, run_write_task
+
+
+class PyprodKafkaStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, plan: WritePlan, accumulator=None):
+        self.plan = plan
+        self.accumulator = accumulator
+
+    def write(self, iterator):
+        return run_write_task(iterator, self.plan, self.accumulator)
+
+    def commit(self, messages, batchId):
+        log_line(logging.INFO, commit_summary(messages, what=f"micro-batch {batchId}"))
+
+    def abort(self, messages, batchId):
+        log_line(logging.WARNING, abort_summary(messages, what=f"micro-batch {batchId}"))

@@ -1,0 +1,176 @@
+"""One write task: Arrow batches in, one producer, a commit message out.
+
+Shared by the batch and the streaming writer.  The task hands rows to the
+producer batch by batch, stops early once a record has failed, flushes, waits
+until every future's callback has run, and only then either returns its
+``TaskCommitMessage`` or raises ``SinkWriteError`` naming the first failed row.
+Spark's task retry re-sends the whole partition, so delivery is at-least-once;
+within a task the producer's idempotence keeps its own retries duplicate-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+from sparkkafka_sink.errors import (
+    InvalidRecordError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
+from sparkkafka_sink.spark.commit import TaskCommitMessage
+from sparkkafka_sink.spark.delivery import DeliveryTracker
+from sparkkafka_sink.spark.extract import RowError
+from sparkkafka_sink.spark.metrics import task_metrics
+from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.sender import send_arrow_batch
+from sparkkafka_sink.spark.validation import PREFIX, ColumnLayout
+
+# Slack on top of delivery.timeout.ms for the final flush: by then the producer
+# must have failed every record it could not deliver.
+_FLUSH_MARGIN_S = 15.0
+_CLOSE_AFTER_FAILURE_S = 2.0
+
+
+class SinkWriteError(KafkaError):
+    """A write task could not deliver every record; the message says which and where."""
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """Everything a task needs, decided on the driver and pickled into the writer."""
+
+    options: SinkOptions
+    layout: ColumnLayout
+    bulk: bool = True  # Producer.send_batch per Arrow batch; False: Producer.send per row
+
+
+# Local properties Spark sets on every job of a streaming micro-batch (also inside foreachBatch).
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    stage: int = 0
+    partition: int = 0
+    attempt: int = 0
+    micro_batch: Optional[tuple] = None  # (query id, batch id) when streaming
+
+    @classmethod
+    def current(cls) -> "TaskInfo":
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is None:
+            return cls()
+        query, batch = ctx.getLocalProperty(_QUERY_ID_PROPERTY), ctx.getLocalProperty(_BATCH_ID_PROPERTY)
+        micro_batch = (query, int(batch)) if query and batch and batch.lstrip("-").isdigit() else None
+        return cls(ctx.stageId(), ctx.partitionId(), ctx.attemptNumber(), micro_batch)
+
+
+def default_producer_factory(config: dict):
+    from sparkkafka_sink import Producer
+
+    return Producer(config)
+
+
+def run_write_task(
+    batches: Iterator,
+    plan: WritePlan,
+    accumulator=None,
+    producer_factory: Callable[[dict], object] = default_producer_factory,
+    task: Optional[TaskInfo] = None,
+) -> TaskCommitMessage:
+    task = task or TaskInfo.current()
+    tracker = DeliveryTracker()
+    producer = None
+    rows_seen = 0
+    ok = False
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if producer is None:  # empty partitions never open a connection
+                producer = producer_factory(_task_config(plan.options, task))
+            try:
+                send_arrow_batch(producer, batch, plan.layout, plan.options.topic, rows_seen, tracker,
+                                 bulk=plan.bulk)
+            except RowError as exc:
+                tracker.fail_now(rows_seen + exc.index, exc.topic, exc.partition, InvalidRecordError(str(exc)))
+                break
+            rows_seen += batch.num_rows
+            tracker.drain()
+            if tracker.failed:
+                break
+        if producer is not None:
+            _flush(producer, tracker, plan.options)
+        metrics = task_metrics(_producer_metrics(producer), tracker.delivered, tracker.failed, task.micro_batch)
+        if accumulator is not None:
+            accumulator.add(metrics)
+        if tracker.failed:
+            raise _failure(tracker, task, plan.options)
+        ok = True
+        return TaskCommitMessage(
+            partition_id=task.partition,
+            attempt=task.attempt,
+            records=tracker.delivered,
+            offsets={tp: tuple(s) for tp, s in tracker.offsets.items()},
+            metrics=metrics,
+        )
+    finally:
+        if producer is not None:
+            try:
+                producer.close(None if ok else _CLOSE_AFTER_FAILURE_S)
+            except Exception:  # noqa: BLE001 - closing must not mask the task's own error
+                if ok:
+                    raise
+
+
+def _task_config(options: SinkOptions, task: TaskInfo) -> dict:
+    config = dict(options.producer_config)
+    config.setdefault("client.id", f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
+    return config
+
+
+def _flush(producer, tracker: DeliveryTracker, options: SinkOptions) -> None:
+    """Flush, then wait for every callback; a timeout becomes a clear task error."""
+    bound = options.delivery_timeout_s + _FLUSH_MARGIN_S
+    try:
+        producer.flush(bound)
+    except KafkaTimeoutError as exc:
+        raise SinkWriteError(
+            f"{PREFIX}flush did not finish within {bound:.0f}s (delivery.timeout.ms + "
+            f"{_FLUSH_MARGIN_S:.0f}s); {tracker.pending} records unresolved; brokers "
+            f"{options.bootstrap_servers}"
+        ) from exc
+    if not tracker.wait_all(_FLUSH_MARGIN_S):
+        raise SinkWriteError(
+            f"{PREFIX}{tracker.pending} record futures still unresolved after flush() returned"
+        )
+
+
+def _producer_metrics(producer) -> dict:
+    if producer is None:
+        return {}
+    try:
+        return producer.metrics()
+    except Exception:  # noqa: BLE001 - metrics are best effort, delivery is not
+        return {}
+
+
+def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions) -> SinkWriteError:
+    first = tracker.first_failure
+    err = first.error
+    hint = ""
+    if isinstance(err, (KafkaTimeoutError, KafkaConnectionError)):
+        hint = f" (is kafka.bootstrap.servers={options.bootstrap_servers} reachable?)"
+    exc = SinkWriteError(
+        f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt}) "
+        f"failed: {tracker.failed} record(s) failed, {tracker.delivered} delivered (the task stops "
+        f"sending at the first failure). First failure at {first.where()}: "
+        f"{type(err).__name__}: {err}{hint}"
+    )
+    exc.__cause__ = err
+    return exc

@@ -1,0 +1,31 @@
+"""Batch writer: ``df.write.format("pyprod-kafka").mode("append").save()``."""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql.datasource import DataSourceArrowWriter
+
+from sparkkafka_sink.spark.commit import abort_summary, commit_summary, log_line
+from sparkkafka_sink.spark.task import WritePlan, run_write_task
+
+
+class PyprodKafkaWriter(DataSourceArrowWriter):
+    """Built on the driver by ``DataSource.writer()``, pickled into every task.
+
+    ``accumulator`` is the session's metrics accumulator when the source was
+    registered with ``sparkkafka_sink.register(spark)``, else None.
+    """
+
+    def __init__(self, plan: WritePlan, accumulator=None):
+        self.plan = plan
+        self.accumulator = accumulator
+
+    def write(self, iterator):
+        return run_write_task(iterator, self.plan, self.accumulator)
+
+    def commit(self, messages):
+        log_line(logging.INFO, commit_summary(messages))
+
+    def abort(self, messages):
+        log_line(logging.WARNING, abort_summary(messages))

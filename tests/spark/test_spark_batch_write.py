@@ -1,0 +1,147 @@
+"""Batch writes through format("pyprod-kafka") against the embedded brokers, read back with
+confluent-kafka and compared with chispa."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+from readback import as_written, read_records, records_df
+
+from sparkkafka_sink.testing.brokers import free_port
+
+# Recent, whole-millisecond timestamps: brokers enforce retention by timestamp (noida drops
+# records older than 7 days at once), and Kafka keeps milliseconds only.
+BASE_TS_MS = (int(time.time()) - 3600) * 1000
+
+
+def writer(df, kafka, **options):
+    w = df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+    for k, v in options.items():
+        w = w.option(k, v)
+    return w
+
+
+def all_columns_df(spark, topic_a, topic_b, n=40):
+    """Every column the sink reads, with null keys, tombstones and null/multi headers mixed in."""
+    return spark.range(n).select(
+        F.when(F.col("id") % 7 == 3, F.lit(None)).otherwise(F.concat(F.lit("k"), F.col("id"))).cast("binary").alias("key"),
+        F.when(F.col("id") % 5 == 4, F.lit(None)).otherwise(F.concat(F.lit("value-"), F.col("id"))).alias("value"),
+        F.when(F.col("id") % 2 == 0, F.lit(topic_a)).otherwise(F.lit(topic_b)).alias("topic"),
+        (F.col("id") % 2).cast("int").alias("partition"),
+        F.when(F.col("id") % 3 == 0, F.lit(None)).otherwise(F.array(
+            F.struct(F.lit("trace").alias("key"), F.col("id").cast("string").cast("binary").alias("value")),
+            F.struct(F.lit("empty").alias("key"), F.lit(None).cast("binary").alias("value")),
+        )).alias("headers"),
+        F.timestamp_millis(F.lit(BASE_TS_MS) + F.col("id") * 1000).alias("timestamp"),
+        F.col("id").alias("ignored_extra_column"),
+    )
+
+
+def test_every_column_round_trips_to_two_topics(spark, kafka, sink_metrics):
+    a, b = kafka.create_topic(partitions=2), kafka.create_topic(partitions=2)
+    df = all_columns_df(spark, a, b).repartition(3)
+    writer(df, kafka, **{"kafka.compression.type": "zstd"}).save()
+    got = records_df(spark, read_records(kafka, [a, b]))
+    assert_df_equality(got, as_written(df), ignore_row_order=True, ignore_nullable=True)
+    assert got.filter(F.col("topic") == a).count() == 20
+    assert got.filter(F.col("value").isNull()).count() == 8  # tombstones arrive as null values
+
+
+def test_topic_option_overrides_the_column(spark, kafka):
+    t = kafka.create_topic()
+    df = spark.createDataFrame([("a", "elsewhere"), ("b", None)], "value string, topic string")
+    writer(df, kafka, topic=t).save()
+    assert sorted(r.value for r in read_records(kafka, t, expected_count=2)) == [b"a", b"b"]
+
+
+def test_partition_column_is_honoured(spark, kafka):
+    t = kafka.create_topic(partitions=4)
+    df = spark.range(40).select(F.col("id").cast("string").alias("value"), (F.col("id") % 4).cast("int").alias("partition"))
+    writer(df, kafka, topic=t).save()
+    recs = read_records(kafka, t, expected_count=40)
+    assert len(recs) == 40
+    assert all(int(r.value) % 4 == r.partition for r in recs)
+
+
+def test_null_keys_and_tombstones(spark, kafka):
+    t = kafka.create_topic()
+    df = spark.createDataFrame([(None, None), ("k", None), (None, b"v")], "key string, value binary")
+    writer(df, kafka, topic=t).save()
+    got = sorted(((r.key, r.value) for r in read_records(kafka, t, expected_count=3)), key=repr)
+    assert got == sorted([(None, None), (b"k", None), (None, b"v")], key=repr)
+
+
+def test_multi_partition_write_and_metrics_equal_row_count(spark, kafka, sink_metrics):
+    t = kafka.create_topic(partitions=3)
+    n = 2000
+    df = spark.range(n).select(F.col("id").cast("string").alias("key"), F.col("id").cast("string").alias("value")).repartition(5)
+    assert df.rdd.getNumPartitions() >= 4
+    before = sink_metrics.snapshot()
+    writer(df, kafka, topic=t).save()
+    after = sink_metrics.snapshot()
+    recs = read_records(kafka, t, expected_count=n)
+    assert sorted(int(r.value) for r in recs) == list(range(n))
+    assert after["records_sent"] - before["records_sent"] == n
+    assert after["records_failed"] == before["records_failed"]
+    assert after["write_tasks"] - before["write_tasks"] == 5
+    assert after["bytes_sent"] > before["bytes_sent"]
+    assert after["batches_sent"] > before["batches_sent"]
+    assert after["produce_latency_max_ms"] > 0 and after["produce_latency_avg_ms"] > 0
+
+
+def test_auto_discovered_source_writes_without_register(plain_session, kafka, sink_metrics):
+    """A new session has no runtime registration: the format resolves via pyspark_pyprod_kafka."""
+    t = kafka.create_topic()
+    other = plain_session
+    before = sink_metrics.snapshot()["records_sent"]
+    writer(other.range(10).select(F.col("id").cast("string").alias("value")), kafka, topic=t).save()
+    assert len(read_records(kafka, t, expected_count=10)) == 10
+    assert sink_metrics.snapshot()["records_sent"] == before  # metrics only for registered sessions
+
+
+# -- per-row failures: the task fails, naming topic/partition and the row ----------------------
+
+def _fails(w):
+    with pytest.raises(Exception) as e:
+        w.save()
+    return str(e.value)
+
+
+def test_partition_out_of_range_fails_the_task(spark, kafka):
+    t = kafka.create_topic(partitions=2)
+    df = spark.createDataFrame([("a", 0), ("b", 1), ("c", 9)], "value string, partition int").coalesce(1)
+    text = _fails(writer(df, kafka, topic=t, **{"kafka.max.block.ms": "3000"}))
+    assert "pyprod-kafka: write task for Spark partition 0" in text
+    assert f"row 2 of this task's input, topic '{t}', partition 9" in text
+    assert "InvalidPartitionError" in text or "KafkaTimeoutError" in text
+
+
+def test_null_topic_fails_the_task(spark, kafka):
+    t = kafka.create_topic()
+    df = spark.createDataFrame([("a", t), ("b", None)], "value string, topic string").coalesce(1)
+    text = _fails(writer(df, kafka))
+    assert "row 1 of this task's input, topic None" in text
+    assert "topic is null and no 'topic' option is set" in text
+
+
+def test_record_too_large_fails_the_task(spark, kafka):
+    t = kafka.create_topic()
+    df = spark.createDataFrame([("small",), ("x" * 5000,)], "value string").coalesce(1)
+    text = _fails(writer(df, kafka, topic=t, **{"kafka.max.request.size": "2000"}))
+    assert f"row 1 of this task's input, topic '{t}', partition chosen by the partitioner: RecordTooLargeError" in text
+
+
+def test_unreachable_broker_fails_within_the_timeouts(spark):
+    port = free_port()  # nothing listens there
+    df = spark.createDataFrame([("a",), ("b",)], "value string").coalesce(1)
+    w = (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", f"127.0.0.1:{port}")
+         .option("topic", "nowhere").option("kafka.max.block.ms", "2000")
+         .option("kafka.delivery.timeout.ms", "3000").option("kafka.request.timeout.ms", "1000"))
+    start = time.monotonic()
+    text = _fails(w)
+    assert time.monotonic() - start < 30
+    assert "row 0 of this task's input, topic 'nowhere'" in text
+    assert f"is kafka.bootstrap.servers=127.0.0.1:{port} reachable?" in text

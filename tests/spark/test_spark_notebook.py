@@ -1,0 +1,25 @@
+"""notebooks/quickstart.ipynb runs top to bottom (its own SparkSession in a fresh kernel) against
+the test broker; its cells assert that every record landed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
+
+
+def test_quickstart_notebook_executes(kafka, tmp_path, monkeypatch):
+    if kafka.kind == "noida":
+        pytest.skip("the notebook does not depend on the broker: run once, on tansu")
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrap_servers)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the plot cell rendered no image"
+    assert any("records_sent" in str(o.get("data", {})) for o in outputs), "no metrics table"

@@ -1,0 +1,85 @@
+"""Structured Streaming into pyprod-kafka: inside foreachBatch and as the direct writeStream sink.
+
+The rate source numbers its rows 0, 1, 2, ... so the rows of the micro-batches that completed are
+exactly 0..N-1, N being the sum of their numInputRows: all of them must be in Kafka (rows of a
+batch interrupted by stop() may land too: at-least-once)."""
+
+from __future__ import annotations
+
+import time
+
+from pyspark.sql import functions as F
+from readback import read_records
+
+ROWS_PER_SECOND = 40
+
+
+def rate(spark):
+    return (spark.readStream.format("rate").option("rowsPerSecond", ROWS_PER_SECOND)
+            .option("numPartitions", 2).load())
+
+
+def run_until(query, min_rows, timeout=120):
+    """Let ``query`` process at least ``min_rows`` in completed batches, stop it, return N."""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if query.exception():
+                raise query.exception()
+            done = sum(p["numInputRows"] for p in query.recentProgress)
+            if done >= min_rows and len([p for p in query.recentProgress if p["numInputRows"]]) >= 2:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"stream did not reach {min_rows} rows: {query.recentProgress[-1:]}")
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()
+    return sum(p["numInputRows"] for p in query.recentProgress)
+
+
+def check_every_row_landed(kafka, topic, n):
+    values = [int(r.value) for r in read_records(kafka, topic, expected_count=n)]
+    assert set(range(n)) <= set(values), f"missing rows: {sorted(set(range(n)) - set(values))[:10]}"
+    return values
+
+
+def test_foreach_batch_with_rate_source(spark, kafka, sink_metrics, tmp_path):
+    topic = kafka.create_topic(partitions=2)
+    bootstrap = kafka.bootstrap_servers
+
+    def write_batch(batch_df, batch_id):
+        (batch_df.select(F.col("value").cast("string").alias("value"), F.col("timestamp"),
+                         F.col("value").cast("string").alias("key"))
+         .write.format("pyprod-kafka").mode("append")
+         .option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save())
+
+    query = (rate(spark).writeStream.foreachBatch(write_batch)
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="500 milliseconds").start())
+    n = run_until(query, 60)
+    check_every_row_landed(kafka, topic, n)
+    per_batch = sink_metrics.micro_batches(query.id)
+    assert per_batch, "no per micro-batch metrics"
+    progress = {p["batchId"]: p["numInputRows"] for p in query.recentProgress}
+    for row in per_batch:
+        if row["batch_id"] in progress:
+            assert row["records_sent"] == progress[row["batch_id"]]
+
+
+def test_direct_write_stream_sink(spark, kafka, sink_metrics, tmp_path):
+    topic = kafka.create_topic(partitions=2)
+    before = sink_metrics.snapshot()["records_sent"]
+    query = (rate(spark).select(F.col("value").cast("string").alias("value"),
+                                F.col("value").cast("string").alias("key"))
+             .writeStream.format("pyprod-kafka")
+             .option("kafka.bootstrap.servers", kafka.bootstrap_servers).option("topic", topic)
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="500 milliseconds").start())
+    n = run_until(query, 60)
+    check_every_row_landed(kafka, topic, n)
+    assert sink_metrics.snapshot()["records_sent"] - before >= n
+    per_batch = {r["batch_id"]: r["records_sent"] for r in sink_metrics.micro_batches(query.id)}
+    for p in query.recentProgress:
+        if p["numInputRows"]:
+            assert per_batch.get(p["batchId"]) == p["numInputRows"], (p["batchId"], per_batch)

@@ -1,0 +1,107 @@
+"""Driver-side validation without Spark jobs: schema, options, save mode."""
+
+import pytest
+from pyspark.sql.types import (
+    ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
+)
+
+from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.spark.options import parse_options, read_properties
+from sparkkafka_sink.spark.validation import (
+    ColumnLayout, SinkValidationError, check_save_mode, validate_schema,
+)
+
+HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+
+
+def schema(**cols):
+    return StructType([StructField(n, t) for n, t in cols.items()])
+
+
+def test_full_layout_found():
+    s = schema(value=StringType(), key=BinaryType(), topic=StringType(), partition=IntegerType(),
+               headers=HEADERS, timestamp=TimestampType(), extra=LongType())
+    assert validate_schema(s, None) == ColumnLayout("value", "key", "topic", "partition", "headers", "timestamp")
+
+
+def test_columns_match_case_insensitively():
+    assert validate_schema(schema(Value=BinaryType()), "t") == ColumnLayout("Value")
+
+
+def test_missing_value_column_names_it_and_lists_columns():
+    with pytest.raises(SinkValidationError, match=r"no 'value' column \(required; string or binary.*Columns present: id:bigint"):
+        validate_schema(schema(id=LongType()), "t")
+
+
+@pytest.mark.parametrize("col,dtype,accepted", [
+    ("value", LongType(), "string or binary"),
+    ("key", IntegerType(), "string or binary"),
+    ("topic", BinaryType(), "string"),
+    ("partition", LongType(), "int"),
+    ("timestamp", StringType(), "timestamp"),
+])
+def test_wrong_type_names_column_and_accepted_types(col, dtype, accepted):
+    cols = {"value": StringType(), col: dtype}
+    with pytest.raises(SinkValidationError) as e:
+        validate_schema(schema(**cols), "t")
+    assert f"column '{col}' has type {dtype.simpleString()}; accepted types for '{col}': {accepted}" in str(e.value)
+
+
+def test_wrong_headers_type():
+    bad = ArrayType(StructType([StructField("key", StringType()), StructField("value", StringType())]))
+    with pytest.raises(SinkValidationError, match=r"column 'headers' has type array<struct<key:string,value:string>>; "
+                                                  r"accepted type for 'headers': array<struct<key:string,value:binary>>"):
+        validate_schema(schema(value=StringType(), headers=bad), "t")
+
+
+def test_no_topic_column_and_no_option():
+    with pytest.raises(SinkValidationError, match=r"no topic: the DataFrame has no 'topic' column \(string\) and the 'topic' option is not set"):
+        validate_schema(schema(value=StringType()), None)
+
+
+def test_overwrite_refused_with_reason():
+    with pytest.raises(SinkValidationError, match=r"'overwrite' is not supported: Kafka topics cannot be truncated"):
+        check_save_mode(True)
+    check_save_mode(False)
+
+
+def test_options_need_bootstrap_servers():
+    with pytest.raises(SinkValidationError, match=r"option 'kafka.bootstrap.servers' is required"):
+        parse_options({"topic": "t"})
+
+
+def test_options_strip_prefix_and_keep_topic():
+    o = parse_options({"kafka.bootstrap.servers": "h:9092", "kafka.compression.type": "zstd",
+                       "kafka.linger.ms": "20", "topic": "events", "checkpointLocation": "/x"})
+    assert o.topic == "events" and o.bootstrap_servers == "h:9092"
+    assert o.producer_config["compression.type"] == "zstd"
+    assert o.producer_config["linger.ms"] == "20"
+    assert "enable.idempotence" not in o.producer_config  # the producer's default (on) applies
+    assert "checkpointlocation" not in o.producer_config
+
+
+def test_unknown_kafka_key_is_reported_by_the_producer_config():
+    with pytest.raises(SinkValidationError, match=r"invalid producer option: Unknown configuration 'kafka.lingr.ms'. Did you mean 'kafka.linger.ms'") as e:
+        parse_options({"kafka.bootstrap.servers": "h:9092", "kafka.lingr.ms": "5"})
+    assert isinstance(e.value, ConfigError)
+
+
+def test_invalid_kafka_value_is_reported():
+    with pytest.raises(SinkValidationError, match=r"invalid producer option: Invalid value 'brotli' for configuration 'kafka.compression.type'"):
+        parse_options({"kafka.bootstrap.servers": "h:9092", "kafka.compression.type": "brotli"})
+
+
+@pytest.mark.parametrize("key", ["key.serializer", "value.serializer", "transactional.id"])
+def test_unsupported_kafka_keys(key):
+    with pytest.raises(SinkValidationError, match=rf"option 'kafka.{key}' is not supported: "):
+        parse_options({"kafka.bootstrap.servers": "h:9092", f"kafka.{key}": "x"})
+
+
+def test_read_properties(tmp_path):
+    p = tmp_path / "p.properties"
+    p.write_text("# comment\n! also\n\ncompression.type = zstd\nlinger.ms:10\n")
+    assert read_properties(str(p)) == {"compression.type": "zstd", "linger.ms": "10"}
+
+
+def test_acks_1_is_accepted_without_idempotence_conflict():
+    parse_options({"kafka.bootstrap.servers": "h:9092", "kafka.acks": "1"})

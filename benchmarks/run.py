@@ -75,7 +75,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--seed", type=int, default=42)
     g = ap.add_argument_group("producer settings (the same for every client)")
     g.add_argument("--linger-ms", type=int, default=5)
-    g.add_argument("--batch-size", type=int, default=16384)
+    g.add_argument("--batch-size", type=int, default=262144)
     g.add_argument("--buffer-memory", type=int, default=32 * MiB)
     g.add_argument("--max-in-flight", type=int, default=5)
     g.add_argument("--no-idempotence", action="store_true", help="enable.idempotence=false everywhere")

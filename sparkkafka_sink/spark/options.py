@@ -46,17 +46,29 @@ class SinkOptions:
             return DEFAULT_DELIVERY_TIMEOUT_MS / 1000
 
 
-def producer_config_from_options(options: Mapping[str, str]) -> dict:
-    """The ``kafka.*`` options with the prefix stripped.
+#: The sink's one default of its own: the sink hands the producer whole Arrow batches, and a
+#: Produce request carries one batch per partition, so the Java default of 16 KiB would cap
+#: each round trip at 16 KiB per partition.  An explicit ``kafka.batch.size`` wins.
+SINK_BATCH_SIZE = 262_144
 
-    No sink-side defaults: the producer's own (acks=all, idempotence on) apply,
-    and stay implicit so an explicit ``kafka.acks=1`` quietly turns idempotence
-    off instead of conflicting with it.
+
+def producer_config_from_options(options: Mapping[str, str]) -> dict:
+    """The ``kafka.*`` options with the prefix stripped, plus the sink's batch.size default.
+
+    Otherwise the producer's own defaults (acks=all, idempotence on) apply, and stay
+    implicit so an explicit ``kafka.acks=1`` quietly turns idempotence off instead of
+    conflicting with it.
     """
     config = {}
     for key, value in options.items():
         if key.lower().startswith(KAFKA_PREFIX):
             config[key[len(KAFKA_PREFIX):].lower()] = value
+    if "batch.size" not in config:
+        try:
+            memory = int(config.get("buffer.memory", SINK_BATCH_SIZE))
+        except (TypeError, ValueError):
+            memory = SINK_BATCH_SIZE  # the producer's validation reports the bad value
+        config["batch.size"] = str(min(SINK_BATCH_SIZE, max(memory, 0)))
     return config
 
 

@@ -105,3 +105,11 @@ def test_read_properties(tmp_path):
 
 def test_acks_1_is_accepted_without_idempotence_conflict():
     parse_options({"kafka.bootstrap.servers": "h:9092", "kafka.acks": "1"})
+
+
+def test_sink_batch_size_default_and_explicit_override():
+    base = {"kafka.bootstrap.servers": "h:1"}
+    assert parse_options(base).producer_config["batch.size"] == "262144"
+    assert parse_options({**base, "kafka.batch.size": "1000"}).producer_config["batch.size"] == "1000"
+    small = parse_options({**base, "kafka.buffer.memory": "100000"}).producer_config
+    assert small["batch.size"] == "100000"  # never above buffer.memory

@@ -6,14 +6,18 @@ from sparkkafka_sink.errors import (  # noqa: F401
     BrokerResponseError,
     BufferExhaustedError,
     ConfigError,
+    InvalidHeaderError,
     InvalidPartitionError,
     InvalidRecordError,
+    InvalidRecordTimestampError,
+    InvalidTopicError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     ProducerClosedError,
     ProtocolError,
     RecordTooLargeError,
+    SerializationError,
     UnknownTopicError,
 )
 
@@ -22,7 +26,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     # Lazy: importing the package must not start Spark or pull in the producer's threads.
-    if name in ("Producer", "RecordMetadata", "FutureRecordMetadata"):
+    if name in ("Producer", "RecordMetadata", "FutureRecordMetadata", "BulkFuture", "BulkResult"):
         from sparkkafka_sink import producer
 
         return getattr(producer, name)

@@ -58,6 +58,23 @@ class InvalidRecordError(KafkaError, TypeError):
     """A record's key, value, headers, timestamp or topic is malformed."""
 
 
+class InvalidTopicError(InvalidRecordError):
+    """A topic name Kafka rejects: not a str, empty, ``.``/``..``, over 249 characters, or a
+    character other than ASCII letters, digits, ``.``, ``_`` and ``-``."""
+
+
+class SerializationError(InvalidRecordError):
+    """A record key or value (or header value) is not bytes, bytearray, memoryview, str or None."""
+
+
+class InvalidHeaderError(InvalidRecordError):
+    """Headers are not a dict or a list of ``(str, bytes | None)`` pairs (e.g. a bytes key)."""
+
+
+class InvalidRecordTimestampError(InvalidRecordError):
+    """A record timestamp is not an int of milliseconds in ``[0, 2**63 - 1]`` (or None)."""
+
+
 class InvalidPartitionError(KafkaError, ValueError):
     """An explicit partition does not exist for the topic."""
 

@@ -16,11 +16,15 @@ import time
 from typing import Any, Iterable, Mapping
 
 from sparkkafka_sink.errors import (
+    InvalidHeaderError,
     InvalidPartitionError,
     InvalidRecordError,
+    InvalidRecordTimestampError,
+    InvalidTopicError,
     KafkaTimeoutError,
     ProducerClosedError,
     RecordTooLargeError,
+    SerializationError,
     UnknownTopicError,
 )
 from sparkkafka_sink.network.client import NetworkClient, now_ms
@@ -57,9 +61,9 @@ _SMALL_RECORD_BOUND = BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + 1 + 1 + 1
 
 def validate_topic(topic: Any) -> str:
     if not isinstance(topic, str):
-        raise InvalidRecordError(f"Topic must be a str, got {type(topic).__name__}: {topic!r}")
+        raise InvalidTopicError(f"Topic must be a str, got {type(topic).__name__}: {topic!r}")
     if topic in (".", "..") or not _LEGAL_TOPIC.match(topic):
-        raise InvalidRecordError(
+        raise InvalidTopicError(
             f"Invalid topic name {topic!r}: Kafka topic names are 1-249 characters of "
             "ASCII letters, digits, '.', '_' and '-', and not '.' or '..'")
     return topic
@@ -72,7 +76,7 @@ def _as_bytes(what: str, data: Any) -> bytes | None:
         return data.encode("utf-8")
     if isinstance(data, (bytearray, memoryview)):
         return bytes(data)
-    raise InvalidRecordError(
+    raise SerializationError(
         f"Record {what} must be bytes, bytearray, memoryview, str or None, got {type(data).__name__}")
 
 
@@ -87,12 +91,12 @@ def _headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
                 raise TypeError  # b"kv" would unpack into two ints
             k, v = item
             if not isinstance(k, str):
-                raise InvalidRecordError(f"Header keys must be str, got {type(k).__name__}: {k!r}")
+                raise InvalidHeaderError(f"Header keys must be str, got {type(k).__name__}: {k!r}")
             out.append((k, _as_bytes(f"header {k!r} value", v)))
     except (TypeError, ValueError) as e:
         if isinstance(e, InvalidRecordError):
             raise
-        raise InvalidRecordError(
+        raise InvalidHeaderError(
             f"Headers must be a list of (str, bytes|None) pairs or a dict, got {headers!r}") from None
     return out
 
@@ -166,7 +170,7 @@ class Producer:
         if timestamp_ms is None:
             timestamp_ms = int(_wall_time() * 1000)
         elif type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _MAX_TIMESTAMP:
-            raise InvalidRecordError(
+            raise InvalidRecordTimestampError(
                 f"Invalid timestamp {timestamp_ms!r} for topic {topic!r}: it must be an int of "
                 f"milliseconds since the epoch in [0, {_MAX_TIMESTAMP}], or None")
         if partition is not None and (type(partition) is not int or partition < 0):

@@ -76,8 +76,10 @@ class Sender(threading.Thread):
         try:
             while self._running:
                 self._run_once_safely()
-            # Graceful close: deliver (or expire) everything already accepted.
-            while not self._force_close and (self.accumulator.has_incomplete() or self.client.has_in_flight()
+            # Graceful close: deliver (or expire) everything already accepted.  Only records are
+            # waited for: an unanswered Metadata/ApiVersions request to a hung broker would
+            # otherwise hold close() for request.timeout.ms with nothing left to deliver.
+            while not self._force_close and (self.accumulator.has_incomplete()
                                              or self.accumulator.appends_in_progress):
                 self._run_once_safely()
             if self._force_close:

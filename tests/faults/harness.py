@@ -49,6 +49,7 @@ class FaultHandle:
         self.params = params
         self.fired = threading.Event()
         self.hit_api_key: Optional[int] = None
+        self.hits = 0
 
     def wait(self, timeout: float = 10.0) -> bool:
         return self.fired.wait(timeout)
@@ -62,7 +63,7 @@ class _Pair:
 
     __slots__ = ("id", "client", "server", "out", "delayed", "delayed_bytes", "inflight",
                  "c_hdr", "c_left", "s_hdr", "s_left", "s_pos", "s_action", "s_buf", "s_req",
-                 "blackholed", "closing", "dead")
+                 "blackholed", "closing", "dead", "c_action", "c_buf", "mutating")
 
     def __init__(self, pid: int, client: socket.socket, server: Optional[socket.socket]):
         self.id = pid
@@ -79,6 +80,9 @@ class _Pair:
         self.inflight: Dict[int, Tuple[int, int]] = {}  # correlation id -> (api_key, version)
         self.c_hdr = bytearray()   # request header being collected (size, key, version, corr id)
         self.c_left: Optional[int] = None
+        self.c_action: Optional[FaultHandle] = None  # request mutation collecting this frame
+        self.c_buf = bytearray()
+        self.mutating = False  # requests go through _mutate_requests (sticky once set)
         self.s_hdr = bytearray()   # response header being collected (size, corr id)
         self.s_left: Optional[int] = None
         self.s_pos = 0
@@ -100,7 +104,8 @@ class FaultProxy:
     """TCP proxy ``127.0.0.1:listen_port -> target_host:target_port`` with injectable faults.
 
     Thread-safe controls: ``cut_all()``, ``cut_every(s)``/``stop_cutting()``, ``blackhole(on)``,
-    ``latency(ms)``, ``truncate_next_response(nbytes)``, ``corrupt_next_response()``;
+    ``latency(ms)``, ``truncate_next_response(nbytes)``, ``corrupt_next_response()``,
+    ``mutate_next_response(fn)``, ``mutate_next_request(fn)``;
     ``stats()`` returns counters.  ``close()`` stops the thread and closes every socket.
     """
 
@@ -128,6 +133,7 @@ class FaultProxy:
         self._commands: Deque[Tuple[Callable[[], object], threading.Event, list]] = collections.deque()
         self._lock = threading.Lock()
         self._armed: List[FaultHandle] = []
+        self._armed_requests: List[FaultHandle] = []
         self._blackhole = False
         self._latency = 0.0
         self._cut_interval: Optional[float] = None
@@ -154,7 +160,7 @@ class FaultProxy:
         snap["active_connections"] = len(self._pairs)
         for k in ("connections", "bytes_to_server", "bytes_to_client", "bytes_dropped", "requests",
                   "responses", "cuts", "refused", "truncated", "corrupted", "rewritten",
-                  "rewrite_failures"):
+                  "rewrite_failures", "mutated", "mutated_requests"):
             snap.setdefault(k, 0)
         return snap
 
@@ -205,10 +211,28 @@ class FaultProxy:
         starting ``offset`` bytes into the frame (8 = after size + correlation id)."""
         return self._arm(FaultHandle("corrupt", api_key, offset=int(offset), length=int(length)))
 
+    def mutate_next_response(self, fn: Callable[[bytes, Optional[int], Optional[int]], bytes],
+                             api_key: Optional[int] = None, times: int = 1) -> FaultHandle:
+        """Replace the next ``times`` broker responses (of ``api_key`` if given) by
+        ``fn(frame, api_key, version)``: ``frame`` is the response without its size prefix
+        (correlation id first); the proxy writes the new size.  ``handle.hits`` counts them."""
+        return self._arm(FaultHandle("mutate", api_key, fn=fn, times=int(times)))
+
+    def mutate_next_request(self, fn: Callable[[bytes, int, int], bytes],
+                            api_key: Optional[int] = None, times: int = 1) -> FaultHandle:
+        """Replace the next ``times`` client requests (of ``api_key`` if given) by
+        ``fn(frame, api_key, version)`` before they reach the broker (``frame`` without its size
+        prefix, api key first); e.g. flip a record byte so the broker sees a bad CRC."""
+        handle = FaultHandle("mutate_request", api_key, fn=fn, times=int(times))
+        with self._lock:
+            self._armed_requests.append(handle)
+        return handle
+
     def clear_faults(self) -> None:
         """Disarm pending one-shot faults, stop cutting, no latency, no blackhole."""
         with self._lock:
             self._armed.clear()
+            self._armed_requests.clear()
         self.stop_cutting()
         self.latency(0)
         self.blackhole(False)
@@ -397,7 +421,13 @@ class FaultProxy:
             return
         if sock is pair.client:
             self._counters["bytes_to_server"] += len(data)
-            self._observe_requests(pair, data)
+            # Switch to the frame-collecting path only between headers (a partly seen header
+            # was already forwarded by _observe_requests), and stay on it.
+            if pair.mutating or (self._armed_requests and not pair.c_hdr):
+                pair.mutating = True
+                data = self._mutate_requests(pair, data)
+            else:
+                self._observe_requests(pair, data)
             self._queue(pair, pair.server, data)
         else:
             self._counters["bytes_to_client"] += len(data)
@@ -477,13 +507,64 @@ class FaultProxy:
             if pair.c_left == 0:
                 pair.c_left = None
 
-    def _pick_action(self, api_key: Optional[int], version: Optional[int]) -> Optional[tuple]:
+    def _mutate_requests(self, pair: _Pair, data: bytes) -> bytes:
+        """Like ``_observe_requests``, but holds back a request header until its api key is
+        known and collects whole frames an armed request mutation applies to; returns what
+        may be forwarded now."""
+        out = bytearray()
+        i, n = 0, len(data)
+        while i < n:
+            if pair.c_left is None:
+                take = min(12 - len(pair.c_hdr), n - i)
+                pair.c_hdr += data[i:i + take]
+                i += take
+                if len(pair.c_hdr) < 12:
+                    break
+                size, api_key, version, corr = struct.unpack(">ihhi", pair.c_hdr)
+                pair.inflight[corr] = (api_key, version)
+                self._counters["requests"] += 1
+                pair.c_left = max(0, size - 8)
+                pair.c_action = self._take_armed(self._armed_requests, api_key)
+                if pair.c_action is not None:
+                    pair.c_buf = bytearray(pair.c_hdr[4:])
+                else:
+                    out += pair.c_hdr
+                pair.c_hdr = bytearray()
+            take = min(pair.c_left, n - i)
+            chunk = data[i:i + take]
+            i += take
+            pair.c_left -= take
+            if pair.c_action is not None:
+                pair.c_buf += chunk
+            else:
+                out += chunk
+            if pair.c_left == 0:
+                pair.c_left = None
+                handle, pair.c_action = pair.c_action, None
+                if handle is not None:
+                    api_key, version = struct.unpack(">hh", pair.c_buf[:4])
+                    frame = handle.params["fn"](bytes(pair.c_buf), api_key, version)
+                    pair.c_buf = bytearray()
+                    out += struct.pack(">i", len(frame)) + frame
+                    self._counters["mutated_requests"] += 1
+                    handle.fired.set()
+        return bytes(out)
+
+    def _take_armed(self, armed: List[FaultHandle], api_key: Optional[int]) -> Optional[FaultHandle]:
         with self._lock:
-            for h in self._armed:
+            for h in armed:
                 if h.api_key is None or h.api_key == api_key:
-                    self._armed.remove(h)
+                    h.hits += 1
+                    if h.hits >= h.params.get("times", 1):
+                        armed.remove(h)
                     h.hit_api_key = api_key
-                    return (h.kind, h)
+                    return h
+        return None
+
+    def _pick_action(self, api_key: Optional[int], version: Optional[int]) -> Optional[tuple]:
+        h = self._take_armed(self._armed, api_key)
+        if h is not None:
+            return (h.kind, h)
         if self.rewrite_metadata and api_key in (METADATA, FIND_COORDINATOR):
             return ("rewrite", None)
         return None
@@ -521,7 +602,7 @@ class FaultProxy:
         pair.s_pos += len(chunk)
         if action is None:
             out += chunk
-        elif action[0] == "rewrite":
+        elif action[0] in ("rewrite", "mutate"):
             pair.s_buf += chunk
         elif action[0] == "corrupt":
             p = action[1].params
@@ -560,6 +641,14 @@ class FaultProxy:
                 except (struct.error, IndexError, ValueError):
                     self._counters["rewrite_failures"] += 1
                 out += frame
+            elif action[0] == "mutate":
+                frame = bytes(pair.s_buf)
+                pair.s_buf = bytearray()
+                api_key, version = pair.s_req
+                body = action[1].params["fn"](frame[4:], api_key, version)
+                out += struct.pack(">i", len(body)) + body
+                self._counters["mutated"] += 1
+                action[1].fired.set()
             elif action[0] == "corrupt":
                 self._counters["corrupted"] += 1
                 action[1].fired.set()

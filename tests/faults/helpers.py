@@ -1,0 +1,107 @@
+"""Shared pieces of the failure-semantics tests: fast producer settings, thread accounting,
+and frame mutations for the FaultProxy (broker error codes, corrupted record bytes)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Callable, Dict, Iterable, Optional
+
+from sparkkafka_sink import Producer
+from sparkkafka_sink.protocol.header import decode_response_header
+from sparkkafka_sink.protocol.produce import ProduceResponse
+
+#: Small timeouts so every fault resolves in seconds (the suite must stay well under 3 minutes).
+FAST = {
+    "request.timeout.ms": 1000,
+    "delivery.timeout.ms": 3000,
+    "max.block.ms": 3000,
+    "linger.ms": 5,
+    "retry.backoff.ms": 20,
+    "retry.backoff.max.ms": 200,
+    "reconnect.backoff.ms": 10,
+    "reconnect.backoff.max.ms": 100,
+    "socket.connection.setup.timeout.ms": 1000,
+    "socket.connection.setup.timeout.max.ms": 2000,
+}
+
+BROKERS = ("tansu", "noida")
+
+
+def make_producer(bootstrap: str, **overrides) -> Producer:
+    cfg = dict(FAST, **{"bootstrap.servers": bootstrap})
+    cfg.update({k.replace("_", "."): v for k, v in overrides.items()})
+    return Producer(cfg)
+
+
+def sender_threads() -> list:
+    return [t for t in threading.enumerate() if t.name.startswith("sparkkafka-sink-sender") and t.is_alive()]
+
+
+def assert_no_sender_threads(timeout: float = 2.0) -> None:
+    """Every producer's Sender thread has exited (they are named sparkkafka-sink-sender-*)."""
+    deadline = time.monotonic() + timeout
+    while sender_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    left = sender_threads()
+    assert not left, f"threads left running: {[t.name for t in left]}"
+
+
+@contextlib.contextmanager
+def within(seconds: float, what: str):
+    """Assert the block finishes within ``seconds`` (it is not interrupted, only measured)."""
+    start = time.monotonic()
+    box = {}
+    yield box
+    box["elapsed"] = elapsed = time.monotonic() - start
+    assert elapsed <= seconds, f"{what} took {elapsed:.2f} s, bound {seconds:.2f} s"
+
+
+# ---------------------------------------------------------------------------------------------
+# Frame mutations
+# ---------------------------------------------------------------------------------------------
+
+def produce_error(code: int, message: Optional[str] = None,
+                  only: Optional[Iterable[int]] = None) -> Callable[[bytes, int, int], bytes]:
+    """A ``FaultProxy.mutate_next_response`` function: the broker's Produce response with every
+    partition's error code replaced by ``code`` (``only``: just those partition indexes).
+
+    The broker did write the data: this models a broker that stored a batch but answered with
+    an error (or, for non-retriable codes, one that would have rejected it)."""
+    only = None if only is None else set(only)
+
+    def fn(frame: bytes, api_key: int, version: int) -> bytes:
+        _, offset = decode_response_header(memoryview(frame), api_key, version)
+        resp = ProduceResponse.decode(memoryview(frame)[offset:], version)
+        for topic in resp.responses:
+            parts = []
+            for p in topic.partition_responses:
+                if only is None or p.index in only:
+                    p = p._replace(error_code=code, base_offset=-1,
+                                   error_message=message if version >= 8 else None)
+                parts.append(p)
+            topic.partition_responses[:] = parts
+        return frame[:offset] + b"".join(bytes(b) for b in resp.encode(version))
+
+    return fn
+
+
+def flip_byte_after(marker: bytes) -> Callable[[bytes, int, int], bytes]:
+    """A ``FaultProxy.mutate_next_request`` function flipping the byte right after the first
+    ``marker`` in a request (inside an uncompressed record: the batch CRC no longer matches)."""
+
+    def fn(frame: bytes, api_key: int, version: int) -> bytes:
+        i = frame.find(marker)
+        assert i >= 0, "marker not in the request"
+        j = i + len(marker)
+        return frame[:j] + bytes([frame[j] ^ 0x55]) + frame[j + 1:]
+
+    return fn
+
+
+def values_by_key(records) -> Dict[bytes, list]:
+    out: Dict[bytes, list] = {}
+    for r in records:
+        out.setdefault(r.key, []).append(r.value)
+    return out

@@ -1,0 +1,145 @@
+"""Scenario 7: buffer.memory exhausted in front of a slow or stopped broker.
+
+``send()`` blocks for buffer memory up to max.block.ms, then raises BufferExhaustedError naming
+both settings; memory freed by acknowledged batches unblocks it; and the producer's memory
+stays bounded by buffer.memory plus a constant however much is pushed through it (peak RSS of a
+subprocess that sends 200 MB through an 8 MB buffer to a broker slowed by proxy latency).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from kafka_helpers import consume_all
+from sparkkafka_sink.errors import BufferExhaustedError, KafkaTimeoutError
+from sparkkafka_sink.testing.brokers import create_topics
+
+from .helpers import BROKERS, assert_no_sender_threads, make_producer
+
+MARGIN_S = 0.6
+
+
+@pytest.mark.parametrize("kind", BROKERS)
+def test_send_blocks_max_block_ms_then_raises_buffer_exhausted(proxied_broker, kind):
+    pb = proxied_broker(kind)
+    topic = "buffer-full"
+    create_topics(pb.direct_bootstrap_servers, {topic: 2})
+    buffer_memory, max_block_ms = 256 * 1024, 500
+    p = make_producer(pb.bootstrap_servers, **{
+        "buffer.memory": buffer_memory, "batch.size": 16384, "max.block.ms": max_block_ms,
+        "delivery.timeout.ms": 30000, "request.timeout.ms": 20000})
+    try:
+        p.send(topic, value=b"warm-up").get(10)
+        pb.broker.pause()
+        accepted = []
+        value = b"v" * 1000
+        error = None
+        for i in range(10_000):
+            start = time.monotonic()
+            try:
+                accepted.append(p.send(topic, value=value, key=b"%05d" % i))
+            except BufferExhaustedError as e:
+                error, blocked = e, time.monotonic() - start
+                break
+            assert time.monotonic() - start < 0.2, "send() blocked while memory was free"
+        assert error is not None, "buffer.memory never ran out"
+        assert isinstance(error, KafkaTimeoutError)
+        assert max_block_ms / 1000 - 0.02 <= blocked <= max_block_ms / 1000 + MARGIN_S, blocked
+        msg = str(error)
+        assert "buffer.memory" in msg and "max.block.ms" in msg and str(buffer_memory) in msg, msg
+        assert len(accepted) * len(value) <= buffer_memory, "more was buffered than buffer.memory"
+        assert len(accepted) * len(value) >= buffer_memory // 2
+        assert not any(f.done() for f in accepted)
+    finally:
+        pb.broker.resume()
+    p.flush(20)
+    for f in accepted:
+        f.get(0)
+    p.close(5)
+    assert_no_sender_threads()
+    records = consume_all(pb.direct_bootstrap_servers, topic, expected_count=len(accepted) + 1)
+    assert len(records) == len(accepted) + 1  # the rejected record was never queued
+
+
+@pytest.mark.parametrize("kind", BROKERS)
+def test_blocked_send_resumes_when_the_broker_frees_memory(proxied_broker, kind):
+    pb = proxied_broker(kind)
+    topic = "buffer-unblocks"
+    create_topics(pb.direct_bootstrap_servers, {topic: 1})
+    p = make_producer(pb.bootstrap_servers, **{
+        "buffer.memory": 64 * 1024, "batch.size": 16384, "max.block.ms": 8000,
+        "delivery.timeout.ms": 30000, "request.timeout.ms": 20000})
+    try:
+        p.send(topic, value=b"warm-up").get(10)
+        pb.broker.pause()
+        threading.Timer(0.8, pb.broker.resume).start()
+        start = time.monotonic()
+        futures = [p.send(topic, value=b"w" * 1000) for _ in range(400)]  # 400 KB through 64 KB
+        elapsed = time.monotonic() - start
+        assert elapsed >= 0.7, "send() did not wait for memory"
+        p.flush(10)
+        for f in futures:
+            f.get(0)
+    finally:
+        if pb.broker.paused:
+            pb.broker.resume()
+        p.close(5)
+    assert len(consume_all(pb.direct_bootstrap_servers, topic, expected_count=401)) == 401
+
+
+_RSS_CHILD = textwrap.dedent("""
+    import json, os, resource, sys
+    from sparkkafka_sink import Producer
+    bootstrap, topic, total, buffer_memory = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    value = os.urandom(10_000)
+    p = Producer({"bootstrap.servers": bootstrap, "buffer.memory": buffer_memory, "batch.size": 65536,
+                  "linger.ms": 5, "max.block.ms": 60000, "delivery.timeout.ms": 120000,
+                  "request.timeout.ms": 30000})
+    p.send(topic, value=b"warm-up").get(30)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    n = total // len(value)
+    min_available = buffer_memory
+    failures = []
+    for i in range(n):
+        f = p.send(topic, value=value, key=b"%d" % (i % 16))
+        if i % 50 == 0:
+            f.add_errback(failures.append)
+            min_available = min(min_available, p.metrics()["buffer_available_bytes"])
+    p.flush(120)
+    m = p.metrics()
+    p.close(10)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"base_kb": base, "peak_kb": peak, "records": n, "min_available": min_available,
+                      "records_sent": m["records_sent"], "records_failed": m["records_failed"],
+                      "failures": [repr(e) for e in failures[:3]]}))
+""")
+
+
+def test_peak_rss_stays_bounded_by_buffer_memory(proxied_broker):
+    pb = proxied_broker("tansu")
+    topic = "rss-bound"
+    create_topics(pb.direct_bootstrap_servers, {topic: 4})
+    total, buffer_memory, slack = 200 * 1000 * 1000, 8 * 1024 * 1024, 24 * 1024 * 1024
+    pb.proxy.latency(3)  # the broker answers more slowly than send() produces
+    out = subprocess.run([sys.executable, "-c", _RSS_CHILD, pb.bootstrap_servers, topic, str(total),
+                          str(buffer_memory)], capture_output=True, text=True, timeout=120)
+    pb.proxy.latency(0)
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["records_failed"] == 0 and not r["failures"], r
+    assert r["records_sent"] == r["records"] + 1
+    assert r["min_available"] <= 2 * 65536, f"the buffer never filled up: {r}"
+    grown = (r["peak_kb"] - r["base_kb"]) * 1024
+    assert grown <= buffer_memory + slack, (
+        f"peak RSS grew by {grown / 2**20:.1f} MB while sending {total / 1e6:.0f} MB through "
+        f"buffer.memory={buffer_memory / 2**20:.0f} MB (allowed {(buffer_memory + slack) / 2**20:.0f} MB)")
+    records = consume_all(pb.direct_bootstrap_servers, topic, expected_count=r["records"] + 1, timeout=90)
+    assert len(records) == r["records"] + 1
+    assert sum(len(x.value) for x in records) == total // 10_000 * 10_000 + len(b"warm-up")

@@ -22,34 +22,8 @@ import pyarrow.compute as pc
 from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, KafkaTimeoutError, RecordTooLargeError
 from sparkkafka_sink.producer.batch import ProducerBatch
 from sparkkafka_sink.producer.partitioner import murmur2_partitions
-from sparkkafka_sink.record.arrow import encode_batches_from_arrow, record_size_bounds
+from sparkkafka_sink.record.arrow import binary_column, encode_batches_from_arrow, record_size_bounds
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
-
-
-def as_binary(col: Any, n: int | None, what: str) -> pa.Array | None:
-    """A key/value column as ``pa.binary()`` (strings reinterpreted, not copied)."""
-    if col is None:
-        return None
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    if not isinstance(col, pa.Array):
-        try:
-            col = pa.array([c.encode("utf-8") if isinstance(c, str) else c for c in col], pa.binary())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
-            raise InvalidRecordError(f"{what} must be a column of bytes or str: {e}") from None
-    t = col.type
-    if pa.types.is_string(t):
-        col = col.view(pa.binary())
-    elif pa.types.is_large_string(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t) \
-            or pa.types.is_string_view(t):
-        col = col.cast(pa.binary())
-    elif pa.types.is_null(t):
-        col = pa.nulls(len(col), pa.binary())
-    elif not pa.types.is_binary(t):
-        raise InvalidRecordError(f"{what} column must be binary or string, not {t}")
-    if n is not None and len(col) != n:
-        raise InvalidRecordError(f"{what} column has {len(col)} rows, expected {n}")
-    return col
 
 
 def _key_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -188,11 +162,11 @@ def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps
                     available: list[int], partitioner: BulkPartitioner, compression_type: int,
                     batch_size: int, max_request_size: int):
     """Encode the rows into ``[(partition, start, stop, batch_bytes, original_rows)]``."""
-    values_b = as_binary(values, None, "value")
-    n = len(values_b) if values_b is not None else (len(keys) if keys is not None else 0)
-    if values_b is None:
-        values_b = pa.nulls(n, pa.binary())
-    keys_b = as_binary(keys, n, "key")
+    n = next((len(c) for c in (values, keys) if c is not None), 0)
+    values_b = binary_column(values, n, "value")
+    keys_b = None if keys is None else binary_column(keys, n, "key")
+    if len(values_b) != len(keys_b if keys_b is not None else values_b):
+        raise InvalidRecordError(f"{len(keys_b)} keys but {len(values_b)} values")
     if headers is not None and not isinstance(headers, (pa.Array, pa.ChunkedArray)):
         headers = list(headers)
         if len(headers) != n:

@@ -43,6 +43,7 @@ from sparkkafka_sink.record.varint import (
 
 __all__ = [
     "HEADERS_TYPE",
+    "binary_column",
     "encode_batch_from_arrow",
     "encode_batches_from_arrow",
     "record_size_bounds",
@@ -84,8 +85,8 @@ class _Rows:
         n = next((len(c) for c in (keys, values) if c is not None), None)
         if n is None:
             raise InvalidRecordError("at least one of keys and values must be a column")
-        self.keys = _binary_column(keys, n, "key")
-        self.values = _binary_column(values, n, "value")
+        self.keys = binary_column(keys, n, "key")
+        self.values = binary_column(values, n, "value")
         if len(self.keys) != len(self.values):
             raise InvalidRecordError(f"{len(self.keys)} keys but {len(self.values)} values")
         self.n = n = len(self.keys)
@@ -115,7 +116,7 @@ def _varint_sizes(signed: np.ndarray) -> np.ndarray:
     return unsigned_varint_sizes_np(zigzag_np(signed))
 
 
-def _binary_column(col, n: int, what: str) -> pa.Array:
+def binary_column(col, n: int, what: str) -> pa.Array:
     """Key/value column as ``pa.binary()``; strings are reinterpreted, not copied."""
     if col is None:
         return pa.nulls(n, pa.binary())
@@ -216,8 +217,8 @@ def _arrow_headers(headers: pa.Array, n: int):
     if len(items) == 0:
         return _NO_HEADERS, np.ones(n, dtype=np.int64)
     try:
-        hkeys = _binary_column(items.field("key"), len(items), "header key")
-        hvals = _binary_column(items.field("value"), len(items), "header value")
+        hkeys = binary_column(items.field("key"), len(items), "header key")
+        hvals = binary_column(items.field("value"), len(items), "header value")
     except (KeyError, ValueError, AttributeError, pa.ArrowInvalid) as exc:
         raise InvalidRecordError(f"header structs need 'key' and 'value' fields: {exc}") from exc
     if hkeys.null_count or items.null_count:

@@ -56,6 +56,7 @@ class RecordAccumulator:
         self._incomplete_lock = threading.Lock()
         self._flushes_in_progress = 0
         self._appends_in_progress = 0
+        self._appends_lock = threading.Lock()
         self._closed = False
         self._drain_index = 0
         self._muted: set[tuple[str, int]] = set()
@@ -73,14 +74,15 @@ class RecordAccumulator:
                max_block_ms: float, now_ms: float) -> tuple[FutureRecordMetadata, bool, bool]:
         """Append one record; returns (future, batch_is_full, new_batch_created)."""
         q = self._queue((topic, partition))
-        self._appends_in_progress += 1
+        with q.lock:
+            self._check_open()
+            fut = self._try_append(q, timestamp, key, value, headers)
+            if fut is not None:
+                return fut, len(q.batches) > 1 or q.batches[-1].is_full, False
+        size = max(self.batch_size, record_size)
+        with self._appends_lock:  # close() waits for appends blocked on memory
+            self._appends_in_progress += 1
         try:
-            with q.lock:
-                self._check_open()
-                fut = self._try_append(q, timestamp, key, value, headers)
-                if fut is not None:
-                    return fut, len(q.batches) > 1 or q.batches[-1].is_full, False
-            size = max(self.batch_size, record_size)
             self.pool.allocate(size, max_block_ms)
             with q.lock:
                 try:
@@ -100,7 +102,8 @@ class RecordAccumulator:
                     self._incomplete.add(batch)
                 return fut, len(q.batches) > 1 or batch.is_full, True
         finally:
-            self._appends_in_progress -= 1
+            with self._appends_lock:
+                self._appends_in_progress -= 1
 
     def append_prebuilt(self, batch: ProducerBatch, max_block_ms: float) -> None:
         """Queue a batch encoded elsewhere (bulk path); its memory is reserved here."""

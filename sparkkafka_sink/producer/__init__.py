@@ -1,8 +1,26 @@
-"""The embedded Kafka producer: facade, accumulator, buffer pool, sender, partitioners."""
+"""The embedded Kafka producer: facade, accumulator, buffer pool, sender, partitioners.
 
-from sparkkafka_sink.producer.bulk import BulkFuture, BulkResult
-from sparkkafka_sink.producer.config import ProducerConfig
-from sparkkafka_sink.producer.future import FutureRecordMetadata, RecordMetadata
-from sparkkafka_sink.producer.producer import Producer
+Names are loaded on first use so that ``producer.config`` (validated on the Spark driver)
+does not pull in numpy/pyarrow through the bulk path.
+"""
 
-__all__ = ["Producer", "BulkFuture", "BulkResult", "ProducerConfig", "FutureRecordMetadata", "RecordMetadata"]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "Producer": "sparkkafka_sink.producer.producer",
+    "ProducerConfig": "sparkkafka_sink.producer.config",
+    "FutureRecordMetadata": "sparkkafka_sink.producer.future",
+    "RecordMetadata": "sparkkafka_sink.producer.future",
+    "BulkFuture": "sparkkafka_sink.producer.bulk",
+    "BulkResult": "sparkkafka_sink.producer.bulk",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sparkkafka_sink.producer' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

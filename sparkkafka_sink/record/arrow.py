@@ -16,6 +16,7 @@ to less than 2 GiB (Arrow binary offsets are int32; Spark hands over far smaller
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -53,8 +54,11 @@ __all__ = [
 #: Spark's Kafka ``headers`` column: ``array<struct<key: string, value: binary>>``.
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
-_EMPTY = pa.scalar(b"", pa.binary())
-_NO_HEADERS = pa.scalar(b"\x00", pa.binary())
+@functools.cache
+def _scalar(data: bytes) -> pa.Scalar:
+    """Binary scalars built on first use: ``pa.scalar`` imports pandas (0.3 s), which every
+    Spark worker and planning process would otherwise pay at import."""
+    return pa.scalar(data, pa.binary())
 _JOIN = pc.JoinOptions(null_handling="replace", null_replacement="")
 _ZERO_BYTE = (np.uint64(0), np.uint64(8))  # record attributes: one 0 byte
 
@@ -190,7 +194,7 @@ def _timestamps(timestamps_ms, n: int, default_ms: int | None) -> tuple[np.ndarr
 def _header_column(headers, n: int):
     """Encoded headers per row (``P3``: count + headers) and their sizes."""
     if headers is None:
-        return _NO_HEADERS, np.ones(n, dtype=np.int64)
+        return _scalar(b"\x00"), np.ones(n, dtype=np.int64)
     if isinstance(headers, pa.ChunkedArray):
         headers = headers.combine_chunks()
     if isinstance(headers, pa.Array):
@@ -215,7 +219,7 @@ def _arrow_headers(headers: pa.Array, n: int):
     counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
     items = pc.list_flatten(headers)  # headers of non-null rows, in row order
     if len(items) == 0:
-        return _NO_HEADERS, np.ones(n, dtype=np.int64)
+        return _scalar(b"\x00"), np.ones(n, dtype=np.int64)
     try:
         hkeys = binary_column(items.field("key"), len(items), "header key")
         hvals = binary_column(items.field("value"), len(items), "header value")
@@ -225,11 +229,11 @@ def _arrow_headers(headers: pa.Array, n: int):
         raise InvalidRecordError("header keys must not be null")
     each = pc.binary_join_element_wise(
         _binary(*encode_varints(_lengths(hkeys))), hkeys,
-        _binary(*encode_varints(_lengths(hvals))), hvals, _EMPTY, options=_JOIN,
+        _binary(*encode_varints(_lengths(hvals))), hvals, _scalar(b""), options=_JOIN,
     )
     grouped = pa.ListArray.from_arrays(pa.array(_offsets(counts), pa.int32()), each)
     col = pc.binary_join_element_wise(
-        _binary(*encode_varints(counts)), pc.binary_join(grouped, _EMPTY), _EMPTY, options=_JOIN
+        _binary(*encode_varints(counts)), pc.binary_join(grouped, _scalar(b"")), _scalar(b""), options=_JOIN
     )
     return col, _lengths(col)
 
@@ -309,7 +313,7 @@ def _encode_records(rows: _Rows, batch_start: np.ndarray, starts: np.ndarray | N
         gap = np.zeros(n, dtype=np.int64)
         gap[starts] = BATCH_OVERHEAD
         parts.insert(0, _binary(np.zeros(BATCH_OVERHEAD * len(starts), np.uint8), _offsets(gap)))
-    joined = pc.binary_join_element_wise(*parts, _EMPTY, options=_JOIN)
+    joined = pc.binary_join_element_wise(*parts, _scalar(b""), options=_JOIN)
     offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
     return joined.buffers()[2], offsets.astype(np.int64)
 

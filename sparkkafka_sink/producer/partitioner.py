@@ -61,44 +61,72 @@ def murmur2_partition(key: bytes, num_partitions: int) -> int:
 def murmur2_many(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """murmur2 of many keys at once: ``data`` uint8 bytes, ``offsets`` int64 (n+1).
 
-    Returns the unsigned 32-bit hashes (uint32).  Vectorised over keys: the
-    loop runs over 4-byte word positions, not over records.
+    Returns the unsigned 32-bit hashes (uint32).  Vectorised over keys: the loop
+    runs over 4-byte word positions, not over records; uint32 arrays wrap on
+    overflow exactly as Java's int arithmetic does.  Keys of one length laid out
+    back to back (the usual Arrow column) are read as a 2-D word matrix.
     """
     offsets = np.asarray(offsets, dtype=np.int64)
     lengths = offsets[1:] - offsets[:-1]
     n = len(lengths)
-    m = np.uint64(_M)
-    mask = np.uint64(_MASK)
-    h = (np.uint64(_SEED) ^ lengths.astype(np.uint64)) & mask
+    m = np.uint32(_M)
+    h = np.uint32(_SEED) ^ lengths.astype(np.uint32)
     if n == 0:
-        return h.astype(np.uint32)
-    padded = np.concatenate([np.asarray(data, dtype=np.uint8), np.zeros(8, dtype=np.uint8)])
+        return h
+    data = np.asarray(data, dtype=np.uint8)
+    width = int(lengths[0])
+    if (lengths == width).all() and offsets[-1] - offsets[0] == n * width:
+        rows = data[offsets[0]:offsets[-1]].reshape(n, width)
+        nw = width >> 2
+        if nw:
+            words = np.ascontiguousarray(rows[:, :nw * 4]).view("<u4")
+            for w in range(nw):
+                h = _mix(h, words[:, w], m)
+        tail = [rows[:, nw * 4 + i] for i in range(width & 3)]
+        return _finish(h, tail, m)
+    padded = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
     starts = offsets[:-1]
-    words = lengths // 4
-    max_words = int(words.max()) if n else 0
-    for w in range(max_words):
-        active = words > w
+    nwords = lengths >> 2
+    for w in range(int(nwords.max())):
+        active = nwords > w
         idx = starts[active] + 4 * w
-        k = (padded[idx].astype(np.uint64) | (padded[idx + 1].astype(np.uint64) << np.uint64(8))
-             | (padded[idx + 2].astype(np.uint64) << np.uint64(16))
-             | (padded[idx + 3].astype(np.uint64) << np.uint64(24)))
-        k = (k * m) & mask
-        k ^= k >> np.uint64(24)
-        k = (k * m) & mask
-        h[active] = ((h[active] * m) & mask) ^ k
+        k = (padded[idx].astype(np.uint32) | (padded[idx + 1].astype(np.uint32) << 8)
+             | (padded[idx + 2].astype(np.uint32) << 16) | (padded[idx + 3].astype(np.uint32) << 24))
+        h[active] = _mix(h[active], k, m)
     rem = lengths & 3
-    tail = starts + (lengths & ~3)
+    tail_at = starts + (lengths & ~3)
+    h = _tail_general(h, padded, tail_at, rem, m)
+    return _finish(h, [], m)
+
+
+def _mix(h: np.ndarray, k: np.ndarray, m: np.uint32) -> np.ndarray:
+    k = k * m
+    k ^= k >> np.uint32(24)
+    k *= m
+    return (h * m) ^ k
+
+
+def _tail_general(h, padded, tail_at, rem, m):
     sel = rem == 3
-    h[sel] ^= padded[tail[sel] + 2].astype(np.uint64) << np.uint64(16)
+    h[sel] ^= padded[tail_at[sel] + 2].astype(np.uint32) << 16
     sel = rem >= 2
-    h[sel] ^= padded[tail[sel] + 1].astype(np.uint64) << np.uint64(8)
+    h[sel] ^= padded[tail_at[sel] + 1].astype(np.uint32) << 8
     sel = rem >= 1
-    h[sel] ^= padded[tail[sel]].astype(np.uint64)
-    h[sel] = (h[sel] * m) & mask
-    h ^= h >> np.uint64(13)
-    h = (h * m) & mask
-    h ^= h >> np.uint64(15)
-    return h.astype(np.uint32)
+    h[sel] ^= padded[tail_at[sel]].astype(np.uint32)
+    h[sel] *= m
+    return h
+
+
+def _finish(h, tail, m):
+    """Fold a uniform tail (bytes 0..2 of the last partial word) then the final avalanche."""
+    if tail:
+        for i in range(len(tail) - 1, -1, -1):
+            h ^= tail[i].astype(np.uint32) << np.uint32(8 * i)
+        h *= m
+    h ^= h >> np.uint32(13)
+    h *= m
+    h ^= h >> np.uint32(15)
+    return h
 
 
 def murmur2_partitions(data: np.ndarray, offsets: np.ndarray, num_partitions: int) -> np.ndarray:

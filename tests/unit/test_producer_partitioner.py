@@ -70,3 +70,14 @@ def test_round_robin_and_custom():
     assert [rr.partition("t", b"k", 3, [0, 1, 2], 1) for _ in range(6)] == [0, 1, 2, 0, 1, 2]
     custom = Partitioner(lambda topic, key, n: n - 1, batch_size=10)
     assert custom.partition("t", b"k", 4, [0], 1) == 3
+
+
+@pytest.mark.parametrize("width", [0, 1, 2, 3, 4, 5, 7, 8, 10, 13])
+def test_vectorised_murmur2_fixed_width_keys_equal_scalar(width):
+    """Fixed-width keys take the word-matrix path, also inside a larger buffer (sliced arrays)."""
+    rng = np.random.default_rng(width)
+    keys = [rng.bytes(width) for _ in range(257)]
+    blob = b"xyz" + b"".join(keys) + b"tail"
+    offsets = 3 + np.arange(len(keys) + 1, dtype=np.int64) * width
+    hashes = murmur2_many(np.frombuffer(blob, dtype=np.uint8), offsets)
+    assert [int(h) for h in hashes] == [murmur2(k) & 0xFFFFFFFF for k in keys]

@@ -53,6 +53,7 @@ class BenchSpec:
     replay_repeats: int = 3
     progress_interval: float = 1.0
     label: str = ""
+    broker_pid: int = 0  # the embedded broker's pid, for its CPU time (0: not ours to measure)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -278,6 +279,53 @@ def descendants(root: int) -> dict[int, tuple[str, int]]:
         out[pid] = procs[pid][1:]
         stack.extend(children.get(pid, []))
     return out
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _machine_busy_ticks() -> int:
+    """CPU ticks spent by every core in anything but idle/iowait since boot (``/proc/stat``)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0
+    # user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
+    return sum(fields[:8]) - fields[3] - fields[4]
+
+
+def _pid_ticks(pid: int) -> int:
+    """utime + stime of ``pid`` and of its reaped children (0 if gone)."""
+    if not pid:
+        return 0
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().decode("utf-8", "replace").rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class CpuMeter:
+    """CPU seconds a run cost: the whole machine's busy time and the broker's part of it.
+
+    On a shared two-core machine the wall time alone hides where the cycles went: a client
+    that is cheap for itself but makes the broker work harder, or the other way round.
+    ``machine_s`` also counts everything else running meanwhile, so compare runs of one
+    session, not across machines.
+    """
+
+    def __init__(self, broker_pid: int = 0):
+        self.broker_pid = broker_pid
+        self._t0 = (_machine_busy_ticks(), _pid_ticks(broker_pid))
+
+    def stop(self) -> dict:
+        machine, broker = _machine_busy_ticks() - self._t0[0], _pid_ticks(self.broker_pid) - self._t0[1]
+        out = {"cpu_machine_s": round(machine / _TICK, 2)}
+        if self.broker_pid:
+            out["cpu_broker_s"] = round(broker / _TICK, 2)
+        return out
 
 
 # ----------------------------------------------------------------------------- broker checks

@@ -501,6 +501,8 @@ def main(argv=None) -> int:
             log(f"== started {args.broker} at {bootstrap} (pid {broker.pid})")
         meta["bootstrap"] = bootstrap
         template = template_spec(args, bootstrap)
+        if broker is not None:
+            template = dataclasses.replace(template, broker_pid=broker.pid)
         for rnd in range(1, args.rounds + 1):
             for comp in args.compressions:
                 for name in standalone:

@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 
-from benchmarks.common import MiB, BenchSpec, Progress, make_pool, maxrss_mb, proc_rss_bytes
+from benchmarks.common import MiB, BenchSpec, CpuMeter, Progress, make_pool, maxrss_mb, proc_rss_bytes
 from benchmarks.contenders import CONTENDERS, Skip
 
 
@@ -58,9 +58,11 @@ def run_one(spec: BenchSpec) -> dict:
     base = proc_rss_bytes(os.getpid()) / MiB
     client = mod.setup(spec)
     progress = Progress(spec.label or spec.contender, spec.records, spec.progress_interval)
+    cpu = CpuMeter(spec.broker_pid)
     t0 = time.perf_counter()
     out = mod.run(spec, client, data, progress)
     elapsed = time.perf_counter() - t0
+    result.update(cpu.stop())
     if "pass_s" not in out:  # the replay prints its own per-pass lines
         progress.finish(out.get("acked") if out.get("acked") is not None else spec.records)
     peak = (_vm_hwm_mb() if reset else None) or maxrss_mb()

@@ -29,6 +29,7 @@ import time
 import traceback
 
 from benchmarks.common import (
+    CpuMeter,
     BenchSpec,
     MiB,
     ApproxLanded,
@@ -383,6 +384,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
     if writes:
         create_topic(spec.bootstrap, spec.topic, spec.partitions)
     landed = ApproxLanded(spec.bootstrap, spec.topic, spec.partitions) if writes else None
+    cpu = CpuMeter(spec.broker_pid)
     t0 = time.perf_counter()
     sampler = Sampler(progress=_progress_fn(spark, spec.label, spec.records, t0, landed),
                       progress_interval=progress_interval, tracker=spark.sparkContext.statusTracker(), t0=t0)
@@ -390,6 +392,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
     try:
         spark_count = _action(name, df, spec)
         elapsed = time.perf_counter() - t0
+        res.update(cpu.stop())
     except Exception as e:  # noqa: BLE001
         sampler.stop()
         if landed:
@@ -424,7 +427,8 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
               if "tasks_s" in res else "")
     log(f"[{spec.label}] {fmt_int(spec.records)} rows in {elapsed:.2f}s = "
         f"{fmt_rate(spec.records / elapsed)} rec/s{phases}; landed {res.get('landed')} ({res.get('verified_by')}); "
-        f"worker peak {res['peak_rss_mb']} MB")
+        f"worker peak {res['peak_rss_mb']} MB; CPU {res.get('cpu_machine_s')}s "
+        f"(broker {res.get('cpu_broker_s', '?')}s)")
     return res
 
 

@@ -108,10 +108,15 @@ class NetworkClient:
         return False
 
     def connection_delay(self, node_id: int, now: float) -> float:
-        """How long until ``node_id`` may be tried again (0 if now, inf while connecting)."""
+        """How long the caller may sleep before ``node_id`` is worth trying again.
+
+        Disconnected: the reconnect backoff left.  Connecting or connected: infinity, since
+        whatever changes next (connected, a response freeing an in-flight slot) is I/O that
+        ends the poll anyway; 0 here made the Sender spin while max.in.flight was reached.
+        """
         conn = self._conns.get(node_id)
         if conn is not None and conn.state is not ConnectionState.DISCONNECTED:
-            return float("inf") if conn.state is not ConnectionState.READY else 0.0
+            return float("inf")
         return max(self._reconnect_at.get(node_id, 0.0) - now, 0.0)
 
     def _can_connect(self, node_id: int, now: float) -> bool:

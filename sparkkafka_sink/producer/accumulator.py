@@ -52,7 +52,8 @@ class RecordAccumulator:
         self.idempotence = idempotence
         self._queues: dict[tuple[str, int], _PartitionQueue] = {}
         self._queues_lock = threading.Lock()
-        self._incomplete: set[ProducerBatch] = set()
+        # insertion-ordered (a dict used as an ordered set): the first entry is the oldest batch
+        self._incomplete: dict[ProducerBatch, None] = {}
         self._incomplete_lock = threading.Lock()
         self._flushes_in_progress = 0
         self._appends_in_progress = 0
@@ -99,7 +100,7 @@ class RecordAccumulator:
                 fut = batch.try_append(timestamp, key, value, headers)
                 q.batches.append(batch)
                 with self._incomplete_lock:
-                    self._incomplete.add(batch)
+                    self._incomplete[batch] = None
                 return fut, len(q.batches) > 1 or batch.is_full, True
         finally:
             with self._appends_lock:
@@ -119,7 +120,7 @@ class RecordAccumulator:
                 q.batches[-1].seal()  # keep order: nothing may be appended before this batch
             q.batches.append(batch)
             with self._incomplete_lock:
-                self._incomplete.add(batch)
+                self._incomplete[batch] = None
 
     @staticmethod
     def _try_append(q: _PartitionQueue, timestamp, key, value, headers) -> FutureRecordMetadata | None:
@@ -238,7 +239,7 @@ class RecordAccumulator:
         with self._incomplete_lock:
             if batch not in self._incomplete:
                 return
-            self._incomplete.discard(batch)
+            del self._incomplete[batch]
         self.pool.deallocate(batch.reserved)
 
     def mute(self, tp) -> None:
@@ -257,6 +258,14 @@ class RecordAccumulator:
     def incomplete_batches(self) -> list[ProducerBatch]:
         with self._incomplete_lock:
             return list(self._incomplete)
+
+    def oldest_incomplete_created_ms(self) -> float | None:
+        """Creation time of the oldest unacknowledged batch, in O(1): batches enter in creation
+        order (bar a few ms between concurrent appends), so it is the first one."""
+        with self._incomplete_lock:
+            for batch in self._incomplete:
+                return batch.created_ms
+        return None
 
     def queued_batches(self) -> list[ProducerBatch]:
         out = []

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, KafkaTimeoutError, RecordTooLargeError
 from sparkkafka_sink.producer.batch import ProducerBatch
 from sparkkafka_sink.producer.partitioner import murmur2_partitions
-from sparkkafka_sink.record.arrow import binary_column, encode_batches_from_arrow, record_size_bounds
+from sparkkafka_sink.record.arrow import ArrowRecords, binary_column
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
 
 
@@ -161,7 +161,11 @@ class BulkFuture:
 def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps, num_partitions: int,
                     available: list[int], partitioner: BulkPartitioner, compression_type: int,
                     batch_size: int, max_request_size: int):
-    """Encode the rows into ``[(partition, start, stop, batch_bytes, original_rows)]``."""
+    """Encode the rows into ``[(partition, records, batch_bytes, original_rows)]``.
+
+    Rows are grouped by partition with one stable sort, reordered with one ``take`` per
+    column, and every partition's batches are encoded in a single vectorised pass.
+    """
     n = next((len(c) for c in (values, keys) if c is not None), 0)
     values_b = binary_column(values, n, "value")
     keys_b = None if keys is None else binary_column(keys, n, "key")
@@ -173,42 +177,64 @@ def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps
             raise InvalidRecordError(f"headers has {len(headers)} rows, expected {n}")
     if isinstance(headers, pa.ChunkedArray):
         headers = headers.combine_chunks()
-    if timestamps is not None and isinstance(timestamps, pa.ChunkedArray):
-        timestamps = timestamps.combine_chunks()
+    if timestamps is not None and not isinstance(timestamps, (int, np.integer, pa.Array)):
+        timestamps = (timestamps.combine_chunks() if isinstance(timestamps, pa.ChunkedArray)
+                      else pa.array(timestamps, pa.int64()))
     if n == 0:
         return []
-    sizes = record_size_bounds(keys_b, values_b, timestamps, headers)
-    too_big = np.nonzero(sizes + BATCH_OVERHEAD > max_request_size)[0]
+    parts = _resolve_partitions(topic, partitions, keys_b, _approx_sizes(keys_b, values_b), num_partitions,
+                                available, partitioner)
+    order, group_starts = group_by_partition(parts)
+    if order is not None:
+        indices = pa.array(order)
+        keys_b, values_b = (None if keys_b is None else keys_b.take(indices)), values_b.take(indices)
+        if isinstance(headers, list):
+            headers = [headers[i] for i in order.tolist()]
+        elif headers is not None:
+            headers = headers.take(indices)
+        if isinstance(timestamps, pa.Array):
+            timestamps = timestamps.take(indices)
+    records = ArrowRecords(keys_b, values_b, timestamps, headers, group_starts=group_starts)
+    too_big = np.flatnonzero(records.sizes + BATCH_OVERHEAD > max_request_size)
     if len(too_big):
-        row = int(too_big[0])
+        rows = too_big if order is None else order[too_big]
+        first = int(np.argmin(rows))
+        row, size = int(rows[first]), int(records.sizes[too_big[first]]) + BATCH_OVERHEAD
         raise RecordTooLargeError(
-            f"Row {row} for topic {topic!r} is {int(sizes[row]) + BATCH_OVERHEAD} bytes when serialized, which "
+            f"Row {row} for topic {topic!r} is {size} bytes when serialized, which "
             f"is larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)")
-    parts = _resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, available, partitioner)
-    order = np.argsort(parts, kind="stable")
-    sorted_parts = parts[order]
-    bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
-    starts = np.concatenate([[0], bounds])
-    stops = np.concatenate([bounds, [n]])
-    identity = bool((order == np.arange(n)).all())
-    take = (lambda col: col) if identity else (lambda col: None if col is None else (
-        [col[i] for i in order] if isinstance(col, list) else col.take(pa.array(order))))
-    k_s, v_s, h_s = take(keys_b), take(values_b), take(headers)
-    ts_s = timestamps
-    if timestamps is not None and not isinstance(timestamps, int):
-        ts_arr = timestamps if isinstance(timestamps, pa.Array) else pa.array(timestamps, pa.int64())
-        ts_s = take(ts_arr)
+    encoded = records.encode(compression_type, batch_size)
+    group_of = np.searchsorted(group_starts, [s for s, _, _ in encoded], side="right") - 1
+    group_parts = parts[group_starts] if order is None else parts[order[group_starts]]
     out = []
-    for a, b in zip(starts.tolist(), stops.tolist()):
-        sl = slice(a, b)
-        encoded = encode_batches_from_arrow(
-            None if k_s is None else k_s[sl], v_s[sl],
-            ts_s if (ts_s is None or isinstance(ts_s, int)) else ts_s[sl],
-            None if h_s is None else h_s[sl], compression_type, batch_size)
-        p = int(sorted_parts[a])
-        for s, e, data in encoded:
-            out.append((p, e - s, data, order[a + s:a + e]))
+    for (s, e, data), g in zip(encoded, group_of.tolist()):
+        rows = np.arange(s, e) if order is None else order[s:e]
+        out.append((int(group_parts[g]), e - s, data, rows))
     return out
+
+
+def group_by_partition(parts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(stable order that groups rows by ascending partition or None if already grouped,
+    first row of each group in that order)."""
+    n = parts.shape[0]
+    if n > 1 and not (parts[1:] >= parts[:-1]).all():
+        # Radix sort for small ints: numpy sorts 8/16-bit keys stably in linear time.
+        top = int(parts.max())
+        key = parts.astype(np.uint8 if top < 256 else np.uint16 if top < 65536 else np.int64)
+        order = np.argsort(key, kind="stable")
+        sorted_parts = parts[order]
+    else:
+        order, sorted_parts = None, parts
+    starts = np.concatenate([[0], np.flatnonzero(sorted_parts[1:] != sorted_parts[:-1]) + 1])
+    return order, starts
+
+
+def _approx_sizes(keys_b: pa.Array | None, values_b: pa.Array) -> np.ndarray:
+    """Key + value bytes per row: what the sticky partitioner counts towards batch.size."""
+    sizes = pc.binary_length(values_b).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    if keys_b is not None:
+        sizes += pc.binary_length(keys_b).fill_null(0).to_numpy(zero_copy_only=False)
+    return sizes + 8
 
 
 def _resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, available, partitioner) -> np.ndarray:

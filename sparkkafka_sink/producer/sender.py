@@ -150,10 +150,9 @@ class Sender(threading.Thread):
         return max(min(timeout, self.request_timeout_ms), 0)
 
     def _time_to_next_expiry(self, now: float) -> float:
-        batches = self.accumulator.incomplete_batches()
-        if not batches:
+        oldest = self.accumulator.oldest_incomplete_created_ms()
+        if oldest is None:
             return float("inf")
-        oldest = min(b.created_ms for b in batches)
         return max(oldest + self.delivery_timeout_ms - now, 0.0) + 1
 
     def _expire(self, now: float) -> None:

@@ -44,6 +44,7 @@ from sparkkafka_sink.record.varint import (
 
 __all__ = [
     "HEADERS_TYPE",
+    "ArrowRecords",
     "binary_column",
     "encode_batch_from_arrow",
     "encode_batches_from_arrow",
@@ -383,6 +384,7 @@ def encode_batches_from_arrow(
     compression_type: CompressionType | int = CompressionType.NONE,
     write_limit: int = 16384,
     *,
+    group_starts=None,
     default_timestamp_ms: int | None = None,
     compression_level: int | None = None,
 ) -> list[tuple[int, int, bytes | memoryview]]:
@@ -391,15 +393,47 @@ def encode_batches_from_arrow(
     Returns ``[(start, stop, batch)]`` covering the rows in order.  Each batch equals
     ``encode_batch_from_arrow`` of its slice and carries no producer id (stamp it with
     ``batch.set_producer_state``); a row alone above the limit gets its own batch.
-    Uncompressed batches are memoryviews sharing one buffer (no copy), others are bytes.
+    ``group_starts`` (ascending row indices, the first 0) splits the rows into runs that no
+    batch crosses: the bulk producer groups rows by partition and encodes all partitions in
+    one call.  Uncompressed batches are memoryviews sharing one buffer (no copy), others are
+    bytes.
     """
-    rows = _Rows(keys, values, timestamps_ms, headers, default_timestamp_ms)
-    if rows.n == 0:
-        return []
-    plan = plan_batches(_size_bounds(rows), write_limit)
-    ctype = CompressionType(compression_type)
-    batches = _encode(rows, plan, ctype, compression_level, batch_attributes(ctype), (-1, -1, -1))
-    return [(a, b, batch) for (a, b), batch in zip(plan, batches)]
+    return ArrowRecords(keys, values, timestamps_ms, headers, group_starts=group_starts,
+                        default_timestamp_ms=default_timestamp_ms).encode(
+        compression_type, write_limit, compression_level)
+
+
+class ArrowRecords:
+    """Rows validated and measured once, then planned and encoded in one pass.
+
+    ``sizes`` (each row's encoded size bound) is there before encoding, so a caller can reject
+    an oversized row without having encoded anything.
+    """
+
+    def __init__(self, keys, values, timestamps_ms=None, headers=None, *, group_starts=None,
+                 default_timestamp_ms: int | None = None):
+        self._rows = _Rows(keys, values, timestamps_ms, headers, default_timestamp_ms)
+        self.n = self._rows.n
+        self.groups = _group_bounds(group_starts, self.n) if self.n else []
+        self.sizes = _size_bounds(self._rows, self.groups)
+
+    def encode(self, compression_type: CompressionType | int = CompressionType.NONE, write_limit: int = 16384,
+               compression_level: int | None = None) -> list[tuple[int, int, bytes | memoryview]]:
+        if self.n == 0:
+            return []
+        plan = plan_batches(self.sizes, write_limit, self.groups)
+        ctype = CompressionType(compression_type)
+        batches = _encode(self._rows, plan, ctype, compression_level, batch_attributes(ctype), (-1, -1, -1))
+        return [(a, b, batch) for (a, b), batch in zip(plan, batches)]
+
+
+def _group_bounds(group_starts, n: int) -> list[tuple[int, int]]:
+    if group_starts is None:
+        return [(0, n)]
+    starts = [int(x) for x in group_starts]
+    if not starts or starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
+        raise ValueError(f"group_starts must rise from 0 and stay below {n}: {starts[:8]}")
+    return list(zip(starts, starts[1:] + [n]))
 
 
 def _encode(rows, plan, ctype, level, attributes, producer_state):
@@ -418,7 +452,8 @@ def _encode(rows, plan, ctype, level, attributes, producer_state):
 _NOW_SLACK_MS = 3_600_000
 
 
-def _size_bounds(rows: _Rows) -> np.ndarray:
+def _size_bounds(rows: _Rows, groups: list[tuple[int, int]] | None = None) -> np.ndarray:
+    """Per-row encoded size bound; the offset delta is bounded by the row's index in its group."""
     if rows.n == 0:
         return np.zeros(0, dtype=np.int64)
     spread = rows.ts_spread  # any |ts[i] - ts[start]| is at most this
@@ -426,8 +461,11 @@ def _size_bounds(rows: _Rows) -> np.ndarray:
         # Null timestamps become "now" when encoding, a little later than now: leave room.
         spread += _NOW_SLACK_MS
     ts_size = max(_varint_sizes(np.array([spread, -spread], dtype=np.int64)))
-    od_size = _varint_sizes(np.arange(rows.n, dtype=np.int64))  # offset delta <= row index
-    body = 1 + ts_size + od_size + rows.tail_size
+    index = np.arange(rows.n, dtype=np.int64)  # offset delta <= row index within its group
+    if groups and len(groups) > 1:
+        starts = np.array([a for a, _ in groups], dtype=np.int64)
+        index -= np.repeat(starts, [b - a for a, b in groups])
+    body = 1 + ts_size + _varint_sizes(index) + rows.tail_size
     return body + _varint_sizes(body)
 
 
@@ -440,22 +478,24 @@ def record_size_bounds(
     timestamp delta by the column's timestamp spread, so slices planned from these sizes stay
     within the limit once encoded (null timestamps: within an hour of this call).
     """
-    return _size_bounds(_Rows(keys, values, timestamps_ms, headers, default_timestamp_ms))
+    return ArrowRecords(keys, values, timestamps_ms, headers, default_timestamp_ms=default_timestamp_ms).sizes
 
 
-def plan_batches(sizes, write_limit: int) -> list[tuple[int, int]]:
+def plan_batches(sizes, write_limit: int, groups: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     """Split rows into ``[start, stop)`` slices whose ``61 + sum(sizes)`` fits ``write_limit``.
 
     Greedy like ``RecordBatchBuilder.try_append``: each slice takes as many rows as fit and at
-    least one.  One ``searchsorted`` per slice, not per row.
+    least one; no slice crosses a ``groups`` boundary.  One ``searchsorted`` per slice, not per
+    row.
     """
     cum = _offsets(np.asarray(sizes, dtype=np.int64))
     n = cum.shape[0] - 1
     budget = write_limit - BATCH_OVERHEAD
-    out, start = [], 0
-    while start < n:
-        stop = int(np.searchsorted(cum, cum[start] + budget, side="right")) - 1
-        stop = min(max(stop, start + 1), n)
-        out.append((start, stop))
-        start = stop
+    out = []
+    for start, end in groups or [(0, n)]:
+        while start < end:
+            stop = int(np.searchsorted(cum, cum[start] + budget, side="right")) - 1
+            stop = min(max(stop, start + 1), end)
+            out.append((start, stop))
+            start = stop
     return out

@@ -310,19 +310,23 @@ class RecordBatchBuilder:
         )
 
 
-def set_producer_state(
-    batch_bytes, producer_id: int, producer_epoch: int, base_sequence: int
-) -> bytes:
-    """Re-stamp producer id, epoch and base sequence of one built batch and fix its CRC.
+def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_sequence: int):
+    """Stamp producer id, epoch and base sequence into one built batch and fix its CRC.
 
-    Used when a batch is retried after the producer id was reset; the records are untouched.
+    A writable buffer (``bytearray`` or writable ``memoryview``: the bulk path's uncompressed
+    batches) is stamped in place and returned; anything else is copied once into a
+    ``bytearray``.  The Sender stamps every batch of an idempotent producer as it drains it,
+    so a copy per stamp would copy every byte sent.  The records are untouched.
     """
-    out = bytearray(batch_bytes)
+    if isinstance(batch_bytes, bytearray) or (isinstance(batch_bytes, memoryview) and not batch_bytes.readonly):
+        out = batch_bytes
+    else:
+        out = bytearray(batch_bytes)
     if len(out) < BATCH_OVERHEAD or out[MAGIC_OFFSET] != MAGIC:
         raise ValueError("not a record batch v2")
     _PRODUCER_STATE.pack_into(out, PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence)
     _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)
+    return out
 
 
 # ------------------------------------------------------------------------------------ decoding

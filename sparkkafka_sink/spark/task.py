@@ -89,9 +89,7 @@ def run_write_task(
     rows_seen = 0
     ok = False
     try:
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
+        for batch in _coalesced(batches, plan.options.coalesce_bytes):
             if producer is None:  # empty partitions never open a connection
                 producer = producer_factory(_task_config(plan.options, task))
             try:
@@ -126,6 +124,36 @@ def run_write_task(
             except Exception:  # noqa: BLE001 - closing must not mask the task's own error
                 if ok:
                     raise
+
+
+def _coalesced(batches: Iterator, limit: int) -> Iterator:
+    """Spark's Arrow batches, consecutive ones joined until they hold ``limit`` bytes.
+
+    Row order is kept, so a position in a joined batch is still the task's row count plus
+    the index.  Empty batches are dropped.
+    """
+    pending, size = [], 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if limit <= 0:
+            yield batch
+            continue
+        pending.append(batch)
+        size += batch.nbytes
+        if size >= limit:
+            yield _concat(pending)
+            pending, size = [], 0
+    if pending:
+        yield _concat(pending)
+
+
+def _concat(batches: list):
+    if len(batches) == 1:
+        return batches[0]
+    import pyarrow as pa
+
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def _task_config(options: SinkOptions, task: TaskInfo) -> dict:

@@ -8,7 +8,7 @@ from sparkkafka_sink.errors import InvalidPartitionError, KafkaTimeoutError
 from sparkkafka_sink.spark.commit import TaskCommitMessage
 from sparkkafka_sink.spark.metrics import MetricsParam
 from sparkkafka_sink.spark.options import parse_options
-from sparkkafka_sink.spark.task import SinkWriteError, TaskInfo, WritePlan, run_write_task
+from sparkkafka_sink.spark.task import SinkWriteError, TaskInfo, WritePlan, _coalesced, run_write_task
 from sparkkafka_sink.spark.validation import ColumnLayout
 
 
@@ -20,10 +20,12 @@ class ListAccumulator:
         MetricsParam().addInPlace(self.value, d)
 
 
-def plan(topic="t", layout=None, **kafka):
+def plan(topic="t", layout=None, coalesce=None, **kafka):
     opts = {"kafka.bootstrap.servers": "h:1", **{f"kafka.{k}": v for k, v in kafka.items()}}
     if topic:
         opts["topic"] = topic
+    if coalesce is not None:
+        opts["coalesceBytes"] = str(coalesce)
     return WritePlan(parse_options(opts), layout or ColumnLayout("value", key="key", partition="partition",
                                                                    topic="topic"))
 
@@ -89,8 +91,31 @@ def test_async_failure_raises_with_count_first_row_and_place():
 def test_stops_sending_after_a_failed_batch():
     f = factory(fail_rows={0}, resolve_on_send=True)
     with pytest.raises(SinkWriteError):
-        run_write_task(iter(batches(3, 4)), plan(), None, f, TASK)
+        run_write_task(iter(batches(3, 4)), plan(coalesce=0), None, f, TASK)
     assert len(f.made[0].sent) == 4
+    # coalesced (the default), the three small batches are one: all of it was handed over
+    f = factory(fail_rows={0}, resolve_on_send=True)
+    with pytest.raises(SinkWriteError):
+        run_write_task(iter(batches(3, 4)), plan(), None, f, TASK)
+    assert len(f.made[0].sent) == 12
+
+
+def test_coalesced_batches_keep_rows_in_order_up_to_the_byte_limit():
+    parts = batches(5, 100)
+    parts.insert(2, parts[0].slice(0, 0))  # an empty batch is dropped
+    each = parts[0].nbytes
+    joined = list(_coalesced(iter(parts), int(each * 2.5)))
+    assert [b.num_rows for b in joined] == [300, 200]
+    assert pa.Table.from_batches(joined).column("value").to_pylist() == [f"v{i}" for i in range(500)]
+    assert [b.num_rows for b in _coalesced(iter(parts), 0)] == [100] * 5
+    assert [b.num_rows for b in _coalesced(iter(parts), 1)] == [100] * 5
+    assert list(_coalesced(iter([]), 1 << 20)) == []
+
+
+def test_failed_row_position_counts_rows_across_coalesced_batches():
+    f = factory(fail_rows={9}, resolve_on_send=True)
+    with pytest.raises(SinkWriteError, match=r"row 9 of this task's input"):
+        run_write_task(iter(batches(3, 4)), plan(), None, f, TASK)
 
 
 def test_partition_out_of_range_is_a_row_error():
@@ -107,8 +132,12 @@ def test_null_topic_fails_before_the_batch_is_sent():
         "value": pa.array(["a", "b"]), "key": pa.array([None, None], pa.binary()),
         "partition": pa.array([None, None], pa.int32()), "topic": pa.array(["x", None])})]
     with pytest.raises(SinkWriteError, match=r"row 4 of this task's input, topic None.*topic is null and no 'topic' option is set"):
-        run_write_task(iter(b), plan(topic=None), None, f, TASK)
+        run_write_task(iter(b), plan(topic=None, coalesce=0), None, f, TASK)
     assert len(f.made[0].sent) == 3
+    f = factory()  # coalesced: one batch, refused before any of its rows is sent
+    with pytest.raises(SinkWriteError, match=r"row 4 of this task's input, topic None"):
+        run_write_task(iter(b), plan(topic=None), None, f, TASK)
+    assert len(f.made[0].sent) == 0
 
 
 def test_blocked_send_names_the_brokers():

@@ -113,3 +113,13 @@ def test_sink_batch_size_default_and_explicit_override():
     assert parse_options({**base, "kafka.batch.size": "1000"}).producer_config["batch.size"] == "1000"
     small = parse_options({**base, "kafka.buffer.memory": "100000"}).producer_config
     assert small["batch.size"] == "100000"  # never above buffer.memory
+
+
+def test_coalesce_bytes_default_explicit_and_invalid():
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    assert parse_options(base).coalesce_bytes == 4 << 20
+    assert parse_options({**base, "coalesceBytes": "0"}).coalesce_bytes == 0
+    assert parse_options({**base, "COALESCEBYTES": " 65536 "}).coalesce_bytes == 65536
+    for bad in ("-1", "4MB", "", str((1 << 30) + 1)):
+        with pytest.raises(SinkValidationError, match=r"option 'coalesceBytes' must be a whole number of bytes"):
+            parse_options({**base, "coalesceBytes": bad})

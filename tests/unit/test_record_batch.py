@@ -129,6 +129,21 @@ def test_set_producer_state_matches_fresh_build():
         set_producer_state(b"\x00" * 10, 1, 1, 1)
 
 
+def test_set_producer_state_stamps_writable_buffers_in_place():
+    b = RecordBatchBuilder(CompressionType.NONE, 1 << 20)
+    b.try_append(TS, b"k", b"v" * 50, None)
+    plain = b.build()
+    expected = b.build(producer_id=9, producer_epoch=2, base_sequence=77)
+    backing = bytearray(b"xx" + plain + b"yy")
+    view = memoryview(backing)[2:-2]
+    assert set_producer_state(view, 9, 2, 77) is view
+    assert backing == b"xx" + expected + b"yy"  # its neighbours untouched
+    ba = bytearray(plain)
+    assert set_producer_state(ba, 9, 2, 77) is ba and ba == expected
+    copy = set_producer_state(plain, 9, 2, 77)  # read-only input: one copy
+    assert copy == expected and plain == b.build()
+
+
 def test_write_limit_respected_and_first_record_always_accepted():
     limit = 1000
     b = RecordBatchBuilder(CompressionType.NONE, limit)

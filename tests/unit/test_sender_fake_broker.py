@@ -181,6 +181,29 @@ def test_max_in_flight_requests_per_connection(broker, make_producer, max_in_fli
     assert broker.log_values("t", 0) == values[0::2] and broker.log_values("t", 1) == values[1::2]
 
 
+def test_sender_sleeps_while_the_in_flight_cap_is_reached(broker, make_producer):
+    """Full batches waiting for a free in-flight slot must not make the Sender spin."""
+    gate = threading.Event()
+    broker.default_behavior[PRODUCE] = Behavior(gate=gate)
+    p = make_producer(broker, max_in_flight_requests_per_connection=2, batch_size=100)
+    p.partitions_for("t")
+    # one full batch per record: two requests fill the cap, the other batches wait for a slot
+    futs = [p.send("t", b"%03d" % i + b"." * 100, partition=i % 2) for i in range(8)]
+    assert broker.wait_for(lambda: broker.outstanding() >= 2, 3)
+    client, polls = p._sender.client, [0]
+    real_poll = client.poll
+
+    def counting_poll(*args):
+        polls[0] += 1
+        return real_poll(*args)
+
+    client.poll = counting_poll
+    time.sleep(0.5)
+    assert polls[0] < 50, f"{polls[0]} polls in 0.5 s while waiting for a response"
+    gate.set()
+    assert [f.get(5).offset for f in futs] == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
 # ---------------------------------------------------------------------------- idempotence
 
 def test_idempotent_batches_carry_producer_id_and_consecutive_sequences(broker, make_producer):

@@ -284,15 +284,17 @@ def descendants(root: int) -> dict[int, tuple[str, int]]:
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _machine_busy_ticks() -> int:
-    """CPU ticks spent by every core in anything but idle/iowait since boot (``/proc/stat``)."""
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, steal) CPU ticks of all cores since boot (``/proc/stat``): busy is everything but
+    idle, iowait and steal; steal is time the hypervisor gave to other machines."""
     try:
         with open("/proc/stat", "rb") as f:
             fields = [int(x) for x in f.readline().split()[1:]]
     except (OSError, ValueError):
-        return 0
+        return 0, 0
     # user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
-    return sum(fields[:8]) - fields[3] - fields[4]
+    fields += [0] * (8 - len(fields))
+    return sum(fields[:7]) - fields[3] - fields[4], fields[7]
 
 
 def _pid_ticks(pid: int) -> int:
@@ -313,16 +315,18 @@ class CpuMeter:
     On a shared two-core machine the wall time alone hides where the cycles went: a client
     that is cheap for itself but makes the broker work harder, or the other way round.
     ``machine_s`` also counts everything else running meanwhile, so compare runs of one
-    session, not across machines.
+    session, not across machines; ``steal_s`` is CPU time the hypervisor took for other
+    machines (a run with much of it was slowed from outside).
     """
 
     def __init__(self, broker_pid: int = 0):
         self.broker_pid = broker_pid
-        self._t0 = (_machine_busy_ticks(), _pid_ticks(broker_pid))
+        self._t0 = (*_machine_ticks(), _pid_ticks(broker_pid))
 
     def stop(self) -> dict:
-        machine, broker = _machine_busy_ticks() - self._t0[0], _pid_ticks(self.broker_pid) - self._t0[1]
-        out = {"cpu_machine_s": round(machine / _TICK, 2)}
+        busy, steal = _machine_ticks()
+        machine, steal, broker = busy - self._t0[0], steal - self._t0[1], _pid_ticks(self.broker_pid) - self._t0[2]
+        out = {"cpu_machine_s": round(machine / _TICK, 2), "cpu_steal_s": round(steal / _TICK, 2)}
         if self.broker_pid:
             out["cpu_broker_s"] = round(broker / _TICK, 2)
         return out

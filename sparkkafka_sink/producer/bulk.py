@@ -177,9 +177,14 @@ def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps
             raise InvalidRecordError(f"headers has {len(headers)} rows, expected {n}")
     if isinstance(headers, pa.ChunkedArray):
         headers = headers.combine_chunks()
-    if timestamps is not None and not isinstance(timestamps, (int, np.integer, pa.Array)):
-        timestamps = (timestamps.combine_chunks() if isinstance(timestamps, pa.ChunkedArray)
-                      else pa.array(timestamps, pa.int64()))
+    if isinstance(timestamps, pa.ChunkedArray):
+        timestamps = timestamps.combine_chunks()
+    elif timestamps is not None and not isinstance(timestamps, (int, np.integer, pa.Array)):
+        try:
+            timestamps = pa.array(np.asarray(timestamps, dtype=np.int64) if isinstance(timestamps, np.ndarray)
+                                  else timestamps, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise InvalidRecordError(f"timestamps must be int64 milliseconds (or a timestamp column): {exc}") from exc
     if n == 0:
         return []
     parts = _resolve_partitions(topic, partitions, keys_b, _approx_sizes(keys_b, values_b), num_partitions,

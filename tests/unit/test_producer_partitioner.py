@@ -81,3 +81,45 @@ def test_vectorised_murmur2_fixed_width_keys_equal_scalar(width):
     offsets = 3 + np.arange(len(keys) + 1, dtype=np.int64) * width
     hashes = murmur2_many(np.frombuffer(blob, dtype=np.uint8), offsets)
     assert [int(h) for h in hashes] == [murmur2(k) & 0xFFFFFFFF for k in keys]
+
+
+@pytest.mark.parametrize("num_partitions", [1, 3, 300, 70000])
+def test_group_by_partition_is_a_stable_grouping(num_partitions):
+    from sparkkafka_sink.producer.bulk import group_by_partition
+
+    rng = np.random.default_rng(num_partitions)
+    parts = rng.integers(0, num_partitions, 5000).astype(np.int32)
+    order, starts = group_by_partition(parts)
+    assert order is not None or num_partitions == 1
+    idx = np.arange(len(parts)) if order is None else order
+    grouped = parts[idx]
+    assert (np.diff(grouped) >= 0).all()  # ascending partitions
+    assert starts.tolist() == [0] + (np.flatnonzero(np.diff(grouped)) + 1).tolist()
+    for a, b in zip(starts.tolist(), starts.tolist()[1:] + [len(parts)]):
+        assert (np.diff(idx[a:b]) > 0).all()  # stable: original order within a partition
+    sorted_parts = np.sort(parts)
+    assert group_by_partition(sorted_parts)[0] is None  # already grouped: no reordering
+
+
+def test_bulk_plan_maps_every_batch_to_its_partition_and_original_rows():
+    import pyarrow as pa
+
+    from sparkkafka_sink.producer.bulk import BulkPartitioner, plan_and_encode
+    from sparkkafka_sink.record.batch import decode_batches
+
+    n = 3000
+    keys = [b"key-%d" % i for i in range(n)]
+    values = [b"value-%d" % i for i in range(n)]
+    planned = plan_and_encode("t", values=pa.array(values), keys=pa.array(keys), headers=None, partitions=None,
+                              timestamps=None, num_partitions=5, available=list(range(5)),
+                              partitioner=BulkPartitioner("murmur2", 4096), compression_type=0,
+                              batch_size=4096, max_request_size=1 << 20)
+    seen = []
+    for partition, count, data, rows in planned:
+        (batch,) = decode_batches(bytes(data))
+        assert len(batch.records) == count == len(rows)
+        assert [r.key for r in batch.records] == [keys[i] for i in rows]
+        assert [r.value for r in batch.records] == [values[i] for i in rows]
+        assert all(murmur2_partition(keys[i], 5) == partition for i in rows)
+        seen.extend(rows.tolist())
+    assert sorted(seen) == list(range(n))

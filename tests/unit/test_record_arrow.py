@@ -88,6 +88,28 @@ def test_batches_identical_to_row_path_per_slice(table, limit, ctype):
             assert len(uncompressed) <= limit
 
 
+@settings(max_examples=60, deadline=None)
+@given(tables(), st.integers(100, 3000), st.sampled_from([CompressionType.NONE, CompressionType.ZSTD]),
+       st.data())
+def test_grouped_batches_never_cross_a_group_and_match_the_row_path(table, limit, ctype, data):
+    """Rows grouped by partition are encoded in one call; every batch stays inside its group and
+    its offset deltas restart at the group's batches, as if each group were encoded alone."""
+    keys, values, ts, _, _ = table
+    n = len(keys)
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(n - 1, 1)), max_size=4))) if n > 1 else []
+    starts = [0] + cuts
+    out = encode_batches_from_arrow(pa.array(to_bytes(keys), pa.binary()), pa.array(values, pa.binary()),
+                                    pa.array(ts), None, ctype, limit, group_starts=starts)
+    assert [a for a, _, _ in out][0] == 0 and out[-1][1] == n
+    bounds = starts + [n]
+    for a, b, batch in out:
+        g = max(i for i, s0 in enumerate(starts) if s0 <= a)
+        assert b <= bounds[g + 1]
+        assert batch == row_path(to_bytes(keys)[a:b], values[a:b], ts[a:b], ctype=ctype)
+    with pytest.raises(ValueError, match="group_starts"):
+        encode_batches_from_arrow(pa.array([b"k"]), pa.array([b"v"]), TS, group_starts=[1])
+
+
 @pytest.mark.parametrize("ctype", ALL, ids=lambda c: c.name)
 def test_nulls_empty_unicode_large(ctype):
     keys = ["ключ", None, "", "\U0001F600" * 3, "k" * 70, None]

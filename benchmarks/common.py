@@ -159,6 +159,18 @@ def confluent_config(spec: BenchSpec) -> dict:
     }
 
 
+def produce_when_room(produce, poll, topic, v, k) -> None:
+    """confluent-kafka's ``produce`` once its queue has room: BufferError means "full", so
+    serve delivery reports and try again (the standalone loop and the Spark contenders alike)."""
+    while True:
+        poll(0.005)
+        try:
+            produce(topic, v, k)
+            return
+        except BufferError:
+            continue
+
+
 def kafka_python_config(spec: BenchSpec) -> dict:
     return {
         "bootstrap_servers": spec.bootstrap,

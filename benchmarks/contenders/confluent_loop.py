@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from benchmarks.common import confluent_config, pool_chunks
+from benchmarks.common import confluent_config, pool_chunks, produce_when_room
 
 
 def available() -> str | None:
@@ -40,16 +40,6 @@ def setup(spec):
     return p, errors
 
 
-def _produce_when_room(produce, poll, topic, v, k):
-    while True:
-        poll(0.005)
-        try:
-            produce(topic, v, k)
-            return
-        except BufferError:
-            continue
-
-
 def run(spec, client, data, progress) -> dict:
     p, errors = client
     keys, values = data
@@ -61,7 +51,7 @@ def run(spec, client, data, progress) -> dict:
             try:
                 produce(topic, v, k)
             except BufferError:
-                _produce_when_room(produce, poll, topic, v, k)
+                produce_when_room(produce, poll, topic, v, k)
         poll(0)
         done += b - a
         progress.tick(done)

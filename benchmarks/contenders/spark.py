@@ -29,6 +29,7 @@ import time
 import traceback
 
 from benchmarks.common import (
+    produce_when_room,
     CpuMeter,
     BenchSpec,
     MiB,
@@ -82,16 +83,6 @@ def _confluent_finish(p, errors, what: str) -> None:
                            f"{left} record(s) still queued after flush")
 
 
-def _produce_when_room(produce, poll, topic, v, k):
-    while True:
-        poll(0.005)
-        try:
-            produce(topic, v, k)
-            return
-        except BufferError:
-            continue
-
-
 def make_mapinarrow_confluent(conf: dict, topic: str):
     """mapInArrow: per batch, the key/value columns to Python lists, produce() per row."""
 
@@ -108,7 +99,7 @@ def make_mapinarrow_confluent(conf: dict, topic: str):
                 try:
                     produce(topic, v, k)
                 except BufferError:
-                    _produce_when_room(produce, poll, topic, v, k)
+                    produce_when_room(produce, poll, topic, v, k)
             poll(0)
             n += batch.num_rows
         _confluent_finish(p, errors, "mapInArrow+confluent")
@@ -128,7 +119,7 @@ def make_foreach_confluent(conf: dict, topic: str):
             try:
                 produce(topic, v, k)
             except BufferError:
-                _produce_when_room(produce, poll, topic, v, k)
+                produce_when_room(produce, poll, topic, v, k)
             if i % 10_000 == 0:
                 poll(0)
         _confluent_finish(p, errors, "foreachPartition+confluent")

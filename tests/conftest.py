@@ -1,15 +1,20 @@
-"""Shared fixtures: the ``kafka`` broker (parametrized over broker kinds) and ``fresh_broker``.
+"""Shared fixtures: the ``kafka`` broker (parametrized over broker kinds), ``fresh_broker`` and the
+3-node Apache Kafka cluster ``kafka_cluster`` of the failover tests.
 
-Broker choice, in order (see DEVELOPERS.md, "Test brokers"):
+Broker choice (see README, "Tests and brokers"):
 1. ``KAFKA_BOOTSTRAP_SERVERS`` set -> one "external" broker (no pause/kill: fault tests skip);
    ``KAFKA_BROKER_KIND`` may name its quirks ("apache" default, "tansu", "noida").
-2. a Docker engine answers -> Apache Kafka (KRaft) via testcontainers;
-3. otherwise the embedded brokers ``tansu`` and ``noida`` (test ids ``[tansu]``, ``[noida]``).
+2. otherwise Apache Kafka, the reference broker (test id ``[apache]``): through testcontainers
+   when a Docker engine answers, else from its Maven jars when ``java`` and ``mvn`` are on PATH
+   (``sparkkafka_sink.testing.apache_kafka``: one node, started once per session); plus the
+   embedded brokers ``tansu`` and ``noida`` (``[tansu]``, ``[noida]``) from PyPI.
+``SPARKKAFKA_BROKERS=apache,tansu`` limits the kinds.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import re
 import sys
@@ -20,8 +25,11 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `import kafka_helpers` from anywhere
 
-from sparkkafka_sink.testing.brokers import (  # noqa: E402
-    BROKER_KINDS, EmbeddedBroker, create_topics, start_broker)
+from broker_kinds import APACHE_SOURCE, KAFKA_KINDS  # noqa: E402
+from sparkkafka_sink.testing.apache_kafka import ApacheKafka  # noqa: E402
+from sparkkafka_sink.testing.brokers import EmbeddedBroker, create_topics, start_broker  # noqa: E402
+
+log = logging.getLogger("sparkkafka_sink.tests")
 
 # Broker quirks tests branch on.  Keys are capability flags exposed on BrokerHandle.
 _QUIRKS = {
@@ -60,10 +68,11 @@ class BrokerHandle:
     _counter = itertools.count(1)
 
     def __init__(self, kind: str, bootstrap_servers: str, broker: Optional[EmbeddedBroker] = None,
-                 quirks: Optional[str] = None):
+                 quirks: Optional[str] = None, replication_factor: int = 1):
         self.kind = kind
         self.bootstrap_servers = bootstrap_servers
         self.broker = broker
+        self.replication_factor = replication_factor
         for flag, value in _QUIRKS[quirks or kind].items():
             setattr(self, flag, value)
         self.supports_pause = self.supports_kill = self.supports_restart = broker is not None
@@ -79,7 +88,8 @@ class BrokerHandle:
         if name is None:
             stem = re.sub(r"[^A-Za-z0-9]+", "-", self.current_test or "t").strip("-")[-40:] or "t"
             name = f"{stem}-{next(self._counter)}-{uuid.uuid4().hex[:6]}"
-        create_topics(self.bootstrap_servers, {name: partitions}, timeout=timeout, config=config)
+        create_topics(self.bootstrap_servers, {name: partitions}, timeout=timeout, config=config,
+                      replication_factor=self.replication_factor)
         return name
 
     def _need(self, flag: str, what: str):
@@ -101,33 +111,53 @@ class BrokerHandle:
         self.bootstrap_servers = self.broker.bootstrap_servers
 
 
-def _docker_answers() -> bool:
-    """True when a Docker engine answers a ping within ~2 s (never raises)."""
-    if os.environ.get("SPARKKAFKA_NO_DOCKER"):
-        return False
-    if not os.environ.get("DOCKER_HOST") and not os.path.exists("/var/run/docker.sock"):
-        return False
+def pytest_report_header(config):
+    return (f"brokers: {', '.join(KAFKA_KINDS)}"
+            + (f" (Apache Kafka via {APACHE_SOURCE})" if "apache" in KAFKA_KINDS else ""))
+
+
+@pytest.fixture(scope="session")
+def apache_kafka():
+    """One Apache Kafka node (KRaft, from Maven jars) shared by the whole session."""
+    if APACHE_SOURCE != "maven":
+        pytest.skip("Apache Kafka from Maven jars needs java and mvn on PATH")
+    cluster = ApacheKafka(nodes=1).start()
+    print(f"\n[apache kafka {cluster.version}: 1 node up in {cluster.startup_seconds:.1f} s]",
+          file=sys.stderr)
     try:
-        import docker
-
-        client = docker.from_env(timeout=2)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except Exception:
-        return False
+        yield cluster
+    finally:
+        cluster.close()
 
 
-def _broker_kinds() -> List[str]:
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        return ["external"]
-    if _docker_answers():
-        return ["apache"]
-    return list(BROKER_KINDS)
+@pytest.fixture
+def apache_node(apache_kafka):
+    """The session's Apache Kafka node for a test that may pause, kill or restart it; it is
+    running and resumed again afterwards."""
+    yield apache_kafka.nodes[0]
+    apache_kafka.ensure_all_up()
 
 
-KAFKA_KINDS = _broker_kinds()
+@pytest.fixture(scope="session")
+def kafka_cluster_session():
+    if APACHE_SOURCE != "maven":
+        pytest.skip("the 3-node Apache Kafka cluster needs java and mvn on PATH")
+    cluster = ApacheKafka(nodes=3).start()
+    print(f"\n[apache kafka {cluster.version}: 3 nodes up in {cluster.startup_seconds:.1f} s]",
+          file=sys.stderr)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def kafka_cluster(kafka_cluster_session):
+    """The session's 3-node Apache Kafka cluster (replication factor 3); every node is up
+    before and after the test, whatever the test stopped, killed or paused."""
+    kafka_cluster_session.ensure_all_up()
+    yield kafka_cluster_session
+    kafka_cluster_session.ensure_all_up()
 
 
 @pytest.fixture(scope="session", params=KAFKA_KINDS)
@@ -137,12 +167,15 @@ def kafka(request):
     if kind == "external":
         yield BrokerHandle("external", os.environ["KAFKA_BOOTSTRAP_SERVERS"],
                            quirks=os.environ.get("KAFKA_BROKER_KIND", "apache"))
-    elif kind == "apache":
+    elif kind == "apache" and APACHE_SOURCE == "docker":
         from testcontainers.kafka import KafkaContainer
 
-        image = os.environ.get("KAFKA_TEST_IMAGE", "confluentinc/cp-kafka:7.6.0")
+        image = os.environ.get("KAFKA_TEST_IMAGE", "apache/kafka:4.1.0")
         with KafkaContainer(image).with_kraft() as container:
             yield BrokerHandle("apache", container.get_bootstrap_server())
+    elif kind == "apache":
+        cluster = request.getfixturevalue("apache_kafka")
+        yield BrokerHandle("apache", cluster.bootstrap_servers, cluster.nodes[0])
     else:
         broker = start_broker(kind)
         try:
@@ -154,10 +187,13 @@ def kafka(request):
 @pytest.fixture(autouse=True)
 def _name_topics_after_test(request):
     """Give ``kafka.create_topic()`` names that say which test made them."""
+    handle = None
     if "kafka" in request.fixturenames:
         handle = request.getfixturevalue("kafka")
         handle.current_test = request.node.name
     yield
+    if handle is not None and handle.kind == "apache" and handle.broker is not None:
+        handle.broker.cluster.ensure_all_up()  # a test paused or killed the shared node
 
 
 @pytest.fixture

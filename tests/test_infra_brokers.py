@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from broker_kinds import APACHE_SOURCE
 from kafka_helpers import Record, consume_all, partition_count, produce_all
 from sparkkafka_sink.testing.brokers import (
     BROKER_KINDS, BrokerStartError, TansuBroker, create_topics, probe_api_versions,
@@ -166,4 +167,69 @@ def test_cli_runs_broker_in_foreground(tmp_path):
 def test_kafka_fixture_flags(kafka):
     assert kafka.kind in ("tansu", "noida", "apache", "external")
     assert kafka.strict_errors == (kafka.kind != "tansu") or kafka.kind == "external"
-    assert kafka.supports_pause == (kafka.kind in BROKER_KINDS)
+    # embedded brokers and the Apache Kafka node started from Maven jars are ours to pause
+    assert kafka.supports_pause == (kafka.kind in BROKER_KINDS or kafka.broker is not None)
+    if kafka.kind == "apache":
+        assert kafka.strict_errors and kafka.persistent and not kafka.answers_acks0
+
+
+# ---------------------------------------------------------------------------------------------
+# Apache Kafka from its Maven jars (sparkkafka_sink.testing.apache_kafka)
+# ---------------------------------------------------------------------------------------------
+
+apache_only = pytest.mark.skipif(APACHE_SOURCE != "maven", reason="needs java and mvn")
+
+
+@apache_only
+def test_apache_node_pause_kill_restart_keeps_its_data(apache_kafka):
+    node = apache_kafka.nodes[0]
+    topic = f"infra-apache-{os.getpid()}-{time.monotonic_ns()}"
+    create_topics(node.bootstrap_servers, {topic: 1})
+    assert produce_all(node.bootstrap_servers, topic, [b"before"]) == 1
+    port, pid = node.port, node.pid
+    node.pause()
+    assert node.paused
+    with pytest.raises(OSError):
+        probe_api_versions("127.0.0.1", port, timeout=0.5)  # a stopped JVM answers nothing
+    node.resume()
+    assert probe_api_versions("127.0.0.1", port) == 0
+    node.kill()
+    assert not node.running and not _pid_alive(pid)
+    node.start()  # same port, same data directory
+    assert node.port == port and node.pid != pid
+    apache_kafka.wait_for_brokers(1)
+    assert [r.value for r in consume_all(node.bootstrap_servers, topic, 1)] == [b"before"]
+    node.stop()  # clean shutdown keeps the data too
+    assert not node.running
+    apache_kafka.ensure_all_up()
+    assert [r.value for r in consume_all(node.bootstrap_servers, topic, 1)] == [b"before"]
+
+
+@apache_only
+def test_apache_start_failure_shows_the_log_tail(tmp_path):
+    from sparkkafka_sink.testing.apache_kafka import ApacheKafka
+
+    cluster = ApacheKafka(1, broker_config={"num.io.threads": "not-a-number"}, startup_timeout=60)
+    with pytest.raises(BrokerStartError) as info:
+        cluster.start()
+    message = str(info.value)
+    assert "num.io.threads" in message, message[-2000:]
+    assert not cluster.base_dir.exists()  # close() removed the files
+    assert all(not n.running for n in cluster.nodes)
+
+
+@apache_only
+def test_apache_three_node_cluster_replicates_and_survives_a_node_loss(kafka_cluster):
+    from confluent_kafka.admin import AdminClient
+
+    assert len(kafka_cluster.nodes) == 3
+    topic = f"infra-rf3-{os.getpid()}-{time.monotonic_ns()}"
+    create_topics(kafka_cluster.bootstrap_servers, {topic: 3}, replication_factor=3)
+    md = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers}).list_topics(topic, timeout=10)
+    assert len(md.brokers) == 3
+    assert all(len(p.replicas) == 3 for p in md.topics[topic].partitions.values())
+    assert produce_all(kafka_cluster.bootstrap_servers, topic, [b"%d" % i for i in range(30)],
+                       config={"acks": "all"}) == 30
+    kafka_cluster.nodes[0].kill()
+    survivors = ",".join(n.bootstrap_servers for n in kafka_cluster.nodes[1:])
+    assert len(consume_all(survivors, topic, 30, timeout=60)) == 30

@@ -7,6 +7,11 @@ original sequence and ahead of every later batch, which ``may_drain`` enforces.
 When sequences can no longer be trusted (a batch failed or expired after it
 may have reached the broker) the producer id is reset and queued batches are
 renumbered from zero under the new id/epoch.
+
+A partition's first batch under a producer id travels alone.  A broker with no state for the
+producer accepts any first sequence, so if batch 0 bounced (say NOT_LEADER_OR_FOLLOWER on a
+topic whose leader is still starting) while batch 1 landed, the resent batch 0 could never be
+written in order (seen on Apache Kafka 4.4 right after CreateTopics).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ class IdempotenceManager:
         self.producer_epoch = -1
         self._next_sequence: dict[tuple[str, int], int] = {}
         self._in_flight: dict[tuple[str, int], list[ProducerBatch]] = {}
+        #: partitions with at least one batch acknowledged under the current producer id
+        self._acknowledged: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
         self.needs_reset = False
 
@@ -33,6 +40,7 @@ class IdempotenceManager:
             if producer_id != self.producer_id or epoch != self.producer_epoch:
                 self._next_sequence.clear()
                 self._in_flight.clear()
+                self._acknowledged.clear()
             self.producer_id = producer_id
             self.producer_epoch = epoch
             self.needs_reset = False
@@ -48,7 +56,8 @@ class IdempotenceManager:
                 and batch.producer_epoch == self.producer_epoch:
             # A retry goes out only when it is the oldest unacknowledged batch of its partition.
             return self.first_in_flight_sequence(batch.tp) == batch.base_sequence
-        return True
+        # the broker learns our sequence from the first batch: nothing else until it is stored
+        return batch.tp in self._acknowledged or not self._in_flight.get(batch.tp)
 
     def assign_and_close(self, batch: ProducerBatch) -> None:
         with self._lock:
@@ -72,9 +81,12 @@ class IdempotenceManager:
             flights = self._in_flight.get(batch.tp)
             return bool(flights) and flights[0] is batch
 
-    def complete(self, batch: ProducerBatch) -> None:
+    def complete(self, batch: ProducerBatch, acknowledged: bool = False) -> None:
         """The batch is finished (acknowledged or failed for good): stop tracking it."""
         with self._lock:
+            if acknowledged and batch.producer_id == self.producer_id \
+                    and batch.producer_epoch == self.producer_epoch:
+                self._acknowledged.add(batch.tp)
             flights = self._in_flight.get(batch.tp)
             if flights and batch in flights:
                 flights.remove(batch)

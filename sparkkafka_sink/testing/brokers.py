@@ -271,19 +271,7 @@ class EmbeddedBroker:
         for attempt in range(attempts):
             if self.port is None or (attempt > 0 and not self._fixed_port):
                 self.port = free_port(self.host)
-            self._before_start()
-            env = {k: v for k, v in os.environ.items() if k not in self._scrub_env}
-            with open(self.log_path, "ab") as log:
-                log.write(f"=== {time.strftime('%H:%M:%S')} starting: "
-                          f"{' '.join(self._command())}\n".encode())
-                log.flush()
-                self._proc = subprocess.Popen(
-                    self._command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    cwd=self._cwd(), env=env, start_new_session=True,
-                    preexec_fn=_die_with_parent_fn())
-            self._paused = False
-            with _live_lock:
-                _live.add(self)
+            self._spawn()
             try:
                 self.startup_seconds = wait_for_kafka(
                     self.host, self.port, self.startup_timeout, self._proc, self.log_tail)
@@ -298,6 +286,22 @@ class EmbeddedBroker:
                         self._drop_log()  # its tail is in the exception
                     raise
         raise AssertionError("unreachable")
+
+    def _spawn(self) -> None:
+        """Start the process (output appended to the log) without waiting for it to serve."""
+        self._before_start()
+        env = {k: v for k, v in os.environ.items() if k not in self._scrub_env}
+        with open(self.log_path, "ab") as log:
+            log.write(f"=== {time.strftime('%H:%M:%S')} starting: "
+                      f"{' '.join(self._command())}\n".encode())
+            log.flush()
+            self._proc = subprocess.Popen(
+                self._command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self._cwd(), env=env, start_new_session=True,
+                preexec_fn=_die_with_parent_fn())
+        self._paused = False
+        with _live_lock:
+            _live.add(self)
 
     def stop(self, timeout: Optional[float] = None) -> None:
         """SIGTERM, then SIGKILL after ``timeout``; removes temp data/logs we created."""
@@ -491,10 +495,11 @@ DEFAULT_TOPIC_CONFIG = {"retention.ms": "-1"}
 
 
 def create_topics(bootstrap: str, topics: Dict[str, int], timeout: float = 30.0,
-                  config: Optional[Dict[str, str]] = None) -> None:
+                  config: Optional[Dict[str, str]] = None, replication_factor: int = 1) -> None:
     """Create ``{name: partitions}`` and wait until metadata shows every partition.
 
-    ``config`` (topic configs) defaults to ``DEFAULT_TOPIC_CONFIG`` (infinite retention).
+    ``config`` (topic configs) defaults to ``DEFAULT_TOPIC_CONFIG`` (infinite retention);
+    ``replication_factor`` -1 takes the broker's ``default.replication.factor``.
     An existing topic is accepted (its partition count must still match).  Waiting on metadata
     matters: tansu and noida answer CreateTopics before every partition is visible to Metadata.
     """
@@ -504,7 +509,7 @@ def create_topics(bootstrap: str, topics: Dict[str, int], timeout: float = 30.0,
     client = admin.AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
     deadline = time.monotonic() + timeout
     config = DEFAULT_TOPIC_CONFIG if config is None else config
-    new = [admin.NewTopic(name, num_partitions=int(n), replication_factor=1,
+    new = [admin.NewTopic(name, num_partitions=int(n), replication_factor=int(replication_factor),
                           config={k: str(v) for k, v in config.items()})
            for name, n in topics.items()]
     futures = client.create_topics(new, request_timeout=max(1.0, timeout))

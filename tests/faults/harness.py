@@ -32,7 +32,7 @@ if _repo not in sys.path:  # pragma: no cover - only when run outside pytest's r
 from sparkkafka_sink.testing.brokers import (  # noqa: E402
     HOST, EmbeddedBroker, NoidaBroker, TansuBroker, free_port)
 
-__all__ = ["FaultProxy", "FaultHandle", "ProxiedBroker", "start_proxied_broker",
+__all__ = ["FaultProxy", "FaultHandle", "ProxiedBroker", "start_proxied_broker", "proxy_existing_broker",
            "PRODUCE", "METADATA", "FIND_COORDINATOR", "API_VERSIONS", "INIT_PRODUCER_ID"]
 
 PRODUCE, METADATA, FIND_COORDINATOR, API_VERSIONS, INIT_PRODUCER_ID = 0, 3, 10, 18, 22
@@ -63,7 +63,8 @@ class _Pair:
 
     __slots__ = ("id", "client", "server", "out", "delayed", "delayed_bytes", "inflight",
                  "c_hdr", "c_left", "s_hdr", "s_left", "s_pos", "s_action", "s_buf", "s_req",
-                 "blackholed", "closing", "dead", "c_action", "c_buf", "mutating")
+                 "blackholed", "closing", "dead", "c_action", "c_buf", "mutating", "cut_on_response",
+                 "blackhole_after_frame")
 
     def __init__(self, pid: int, client: socket.socket, server: Optional[socket.socket]):
         self.id = pid
@@ -90,6 +91,8 @@ class _Pair:
         self.s_buf = bytearray()
         self.s_req: Tuple[Optional[int], Optional[int]] = (None, None)
         self.blackholed = server is None
+        self.cut_on_response: set = set()  # correlation ids whose response start cuts the pair
+        self.blackhole_after_frame = False  # blackhole everything once this request is forwarded
         self.closing = False       # close once everything queued for the client is written
         self.dead = False
 
@@ -134,6 +137,8 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._armed: List[FaultHandle] = []
         self._armed_requests: List[FaultHandle] = []
+        self._cutter: Optional[FaultHandle] = None   # cut_in_flight()
+        self._blackhole_trigger: Optional[FaultHandle] = None  # blackhole_after_next_request()
         self._blackhole = False
         self._latency = 0.0
         self._cut_interval: Optional[float] = None
@@ -155,12 +160,13 @@ class FaultProxy:
 
     def stats(self) -> Dict[str, int]:
         """Counters: connections, active_connections, bytes_to_server, bytes_to_client,
-        bytes_dropped, requests, responses, cuts, refused, truncated, corrupted, rewritten."""
+        bytes_dropped, requests, responses, cuts (inflight_cuts of them by cut_in_flight),
+        refused, truncated, corrupted, rewritten."""
         snap = dict(self._counters)
         snap["active_connections"] = len(self._pairs)
         for k in ("connections", "bytes_to_server", "bytes_to_client", "bytes_dropped", "requests",
                   "responses", "cuts", "refused", "truncated", "corrupted", "rewritten",
-                  "rewrite_failures", "mutated", "mutated_requests"):
+                  "rewrite_failures", "mutated", "mutated_requests", "inflight_cuts"):
             snap.setdefault(k, 0)
         return snap
 
@@ -182,19 +188,49 @@ class FaultProxy:
         return self._cut_interval * (1.0 + random.uniform(-self._cut_jitter, self._cut_jitter))
 
     def stop_cutting(self) -> None:
-        self._call(lambda: setattr(self, "_cut_interval", None))
+        """Stop ``cut_every`` and ``cut_in_flight``."""
+        def go():
+            self._cut_interval = None
+            self._cutter = None
+        self._call(go)
+
+    def cut_in_flight(self, api_key: Optional[int] = None, every: int = 1, at: str = "alternate",
+                      times: Optional[int] = None) -> FaultHandle:
+        """Each time ``every`` requests (of ``api_key`` if given) have been answered, cut the
+        connection of the next one while it is in flight -- driven by what the proxy sees, never
+        by a timer, and never before ``every`` answers got through (a client that pipelines
+        would otherwise lose every request of every connection):
+        ``at="request"``: when its header arrives (the broker never gets it);
+        ``at="response"``: when its response starts to arrive (the broker handled it, the client
+        never hears back); ``"alternate"`` takes turns.  ``handle.hits`` counts the cuts;
+        ``times`` stops after that many; ``stop_cutting()`` stops it."""
+        if at not in ("request", "response", "alternate"):
+            raise ValueError(f"at must be request, response or alternate, got {at!r}")
+        handle = FaultHandle("cut_in_flight", api_key, every=max(1, int(every)), at=at, times=times,
+                             answered=0, next_at="response" if at == "response" else "request")
+        self._call(lambda: setattr(self, "_cutter", handle))
+        return handle
+
+    def blackhole_after_next_request(self, api_key: Optional[int] = None) -> FaultHandle:
+        """Forward the next request (of ``api_key`` if given) whole to the broker, then blackhole
+        everything: its response is lost in the network, as in a crash with a request in
+        flight.  ``handle.wait()`` returns once the blackhole is on; ``blackhole(False)`` ends it."""
+        handle = FaultHandle("blackhole_after", api_key)
+        self._call(lambda: setattr(self, "_blackhole_trigger", handle))
+        return handle
 
     def blackhole(self, on: bool = True) -> None:
         """On: accept and read everything, forward and answer nothing (a hung network path).
         Off: connections that lost bytes are cut (their Kafka streams are out of sync)."""
-        def go():
-            self._blackhole = bool(on)
-            for pair in list(self._pairs.values()):
-                if on:
-                    pair.blackholed = True
-                elif pair.blackholed:
-                    self._close_pair(pair, cut=True)
-        self._call(go)
+        self._call(lambda: self._set_blackhole(on))
+
+    def _set_blackhole(self, on: bool) -> None:
+        self._blackhole = bool(on)
+        for pair in list(self._pairs.values()):
+            if on:
+                pair.blackholed = True
+            elif pair.blackholed:
+                self._close_pair(pair, cut=True)
 
     def latency(self, ms: float) -> None:
         """Delay every forwarded chunk by ``ms`` in each direction (a round trip gets 2x)."""
@@ -233,6 +269,7 @@ class FaultProxy:
         with self._lock:
             self._armed.clear()
             self._armed_requests.clear()
+        self._call(lambda: setattr(self, "_blackhole_trigger", None))
         self.stop_cutting()
         self.latency(0)
         self.blackhole(False)
@@ -428,7 +465,14 @@ class FaultProxy:
                 data = self._mutate_requests(pair, data)
             else:
                 self._observe_requests(pair, data)
+            if pair.dead:
+                return  # cut_in_flight cut it at this request's header
             self._queue(pair, pair.server, data)
+            if pair.blackhole_after_frame and pair.c_left is None:
+                pair.blackhole_after_frame = False
+                self._set_blackhole(True)
+                self._blackhole_trigger.fired.set()
+                self._blackhole_trigger = None
         else:
             self._counters["bytes_to_client"] += len(data)
             self._from_server(pair, data)
@@ -501,11 +545,15 @@ class FaultProxy:
                 pair.c_hdr = bytearray()
                 pair.c_left = max(0, size - 8)
                 self._counters["requests"] += 1
+                if self._request_started(pair, api_key, corr):
+                    return
             take = min(pair.c_left, n - i)
             i += take
             pair.c_left -= take
             if pair.c_left == 0:
                 pair.c_left = None
+                if pair.blackhole_after_frame:
+                    return  # _read forwards up to here, then blackholes
 
     def _mutate_requests(self, pair: _Pair, data: bytes) -> bytes:
         """Like ``_observe_requests``, but holds back a request header until its api key is
@@ -523,6 +571,8 @@ class FaultProxy:
                 size, api_key, version, corr = struct.unpack(">ihhi", pair.c_hdr)
                 pair.inflight[corr] = (api_key, version)
                 self._counters["requests"] += 1
+                if self._request_started(pair, api_key, corr):
+                    return b""
                 pair.c_left = max(0, size - 8)
                 pair.c_action = self._take_armed(self._armed_requests, api_key)
                 if pair.c_action is not None:
@@ -549,6 +599,36 @@ class FaultProxy:
                     self._counters["mutated_requests"] += 1
                     handle.fired.set()
         return bytes(out)
+
+    def _request_started(self, pair: _Pair, api_key: int, corr: int) -> bool:
+        """Triggers that fire on a request: returns True when the pair was cut here."""
+        trigger = self._blackhole_trigger
+        if trigger is not None and trigger.api_key in (None, api_key) and not pair.blackhole_after_frame:
+            pair.blackhole_after_frame = True
+        h = self._cutter
+        if h is None or h.api_key not in (None, api_key):
+            return False
+        p = h.params
+        if p["answered"] < p["every"]:
+            return False
+        p["answered"] = 0
+        at = p["next_at"]
+        if p["at"] == "alternate":
+            p["next_at"] = "response" if at == "request" else "request"
+        if at == "response":
+            pair.cut_on_response.add(corr)
+            return False
+        self._in_flight_cut(pair, h)
+        return True
+
+    def _in_flight_cut(self, pair: _Pair, h: FaultHandle) -> None:
+        h.hits += 1
+        self._counters["inflight_cuts"] += 1
+        times = h.params["times"]
+        if times is not None and h.hits >= times and self._cutter is h:
+            self._cutter = None
+        self._close_pair(pair, cut=True)
+        h.fired.set()
 
     def _take_armed(self, armed: List[FaultHandle], api_key: Optional[int]) -> Optional[FaultHandle]:
         with self._lock:
@@ -580,6 +660,9 @@ class FaultProxy:
                 if len(pair.s_hdr) < 8:
                     break
                 size, corr = struct.unpack(">ii", pair.s_hdr)
+                if corr in pair.cut_on_response:
+                    self._in_flight_cut(pair, self._cutter or FaultHandle("cut_in_flight", None, times=None))
+                    return  # the broker handled the request; its answer is lost with the connection
                 pair.s_req = pair.inflight.pop(corr, (None, None))
                 pair.s_action = self._pick_action(*pair.s_req)
                 pair.s_left = max(0, size - 4)
@@ -629,6 +712,9 @@ class FaultProxy:
     def _end_frame(self, pair: _Pair, out: bytearray) -> None:
         action = pair.s_action
         self._counters["responses"] += 1
+        h = self._cutter
+        if h is not None and h.api_key in (None, pair.s_req[0]):
+            h.params["answered"] += 1
         if action is not None:
             if action[0] == "rewrite":
                 frame = bytes(pair.s_buf)
@@ -789,16 +875,19 @@ def _rewrite_addresses(body: bytes, api_key: int, version: int, host: str, port:
 # ---------------------------------------------------------------------------------------------
 
 class ProxiedBroker:
-    """An embedded broker whose metadata routes clients through ``proxy``.
+    """A broker whose metadata routes clients through ``proxy``.
+
+    ``owns_broker`` False: a shared broker (the session's Apache Kafka node) outlives the proxy.
 
     ``bootstrap_servers`` is the proxy's address; ``direct_bootstrap_servers`` bypasses it
     (for independent read-back that must not be disturbed by the faults).
     """
 
-    def __init__(self, broker: EmbeddedBroker, proxy: FaultProxy):
+    def __init__(self, broker: EmbeddedBroker, proxy: FaultProxy, owns_broker: bool = True):
         self.broker = broker
         self.proxy = proxy
         self.kind = broker.kind
+        self.owns_broker = owns_broker
 
     @property
     def bootstrap_servers(self) -> str:
@@ -812,7 +901,8 @@ class ProxiedBroker:
         try:
             self.proxy.close()
         finally:
-            self.broker.stop()
+            if self.owns_broker:
+                self.broker.stop()
 
     def __enter__(self) -> "ProxiedBroker":
         return self
@@ -822,6 +912,13 @@ class ProxiedBroker:
 
     def __repr__(self) -> str:
         return f"<ProxiedBroker {self.kind} via {self.proxy.address} -> {self.broker.bootstrap_servers}>"
+
+
+def proxy_existing_broker(broker: EmbeddedBroker) -> ProxiedBroker:
+    """Put a new FaultProxy (rewriting metadata) in front of a broker that is already running and
+    shared (Apache Kafka advertises its own address, so the proxy rewrites it)."""
+    proxy = FaultProxy(0, HOST, broker.port, rewrite_metadata=True, name=f"{broker.kind}-{broker.port}")
+    return ProxiedBroker(broker, proxy, owns_broker=False)
 
 
 def start_proxied_broker(kind: str = "tansu", rewrite_metadata: Optional[bool] = None,

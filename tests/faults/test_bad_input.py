@@ -22,7 +22,7 @@ from sparkkafka_sink.protocol.metadata import MetadataResponse
 from sparkkafka_sink.testing.brokers import create_topics
 
 from .harness import METADATA, PRODUCE
-from .helpers import BROKERS, assert_no_sender_threads, flip_byte_after, make_producer, produce_error
+from .helpers import BROKERS, assert_no_sender_threads, flip_byte_after, make_producer, produce_error, fresh_topic
 
 
 @pytest.fixture
@@ -141,12 +141,12 @@ def test_unknown_topic_fails_clearly_instead_of_being_dropped(proxied_broker, ki
 @pytest.mark.parametrize("kind", BROKERS)
 def test_partition_beyond_count_is_caught_from_metadata_not_dropped(proxied_broker, kind):
     pb = proxied_broker(kind)
-    create_topics(pb.direct_bootstrap_servers, {"two": 2})
+    two_topic = fresh_topic(pb, "two", 2)
     with make_producer(pb.bootstrap_servers) as p:
-        with pytest.raises(E.InvalidPartitionError, match=r"Partition 5 of topic 'two' does not exist"):
-            p.send("two", value=b"v", partition=5)
-        p.send("two", value=b"ok", partition=1).get(10)
-    _only(pb, "two", [b"ok"])
+        with pytest.raises(E.InvalidPartitionError, match=r"Partition 5 of topic 'two-[0-9a-f]+' does not exist"):
+            p.send(two_topic, value=b"v", partition=5)
+        p.send(two_topic, value=b"ok", partition=1).get(10)
+    _only(pb, two_topic, [b"ok"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,7 +169,7 @@ INJECTED = [
 def test_non_retriable_produce_error_fails_the_batch_at_once(proxied_broker, kind, code, cls, name):
     pb = proxied_broker(kind)
     topic = f"err-{code}"
-    create_topics(pb.direct_bootstrap_servers, {topic: 1})
+    topic = fresh_topic(pb, topic, 1)
     with make_producer(pb.bootstrap_servers, **{"delivery.timeout.ms": 10000, "request.timeout.ms": 5000}) as p:
         p.send(topic, value=b"before").get(10)
         handle = pb.proxy.mutate_next_response(produce_error(code, "injected by the proxy"), api_key=PRODUCE)
@@ -205,7 +205,7 @@ def test_retriable_produce_error_is_retried_and_deduplicated(proxied_broker, kin
     DUPLICATE_SEQUENCE_NUMBER, noida with NONE and the original offset)."""
     pb = proxied_broker(kind)
     topic = f"retriable-{code}"
-    create_topics(pb.direct_bootstrap_servers, {topic: 1})
+    topic = fresh_topic(pb, topic, 1)
     with make_producer(pb.bootstrap_servers, **{"delivery.timeout.ms": 10000}) as p:
         p.send(topic, value=b"before").get(10)
         handle = pb.proxy.mutate_next_response(produce_error(code), api_key=PRODUCE, times=2)
@@ -219,31 +219,31 @@ def test_retriable_produce_error_is_retried_and_deduplicated(proxied_broker, kin
 
 def test_message_too_large_from_noida(proxied_broker):
     pb = proxied_broker("noida")
-    create_topics(pb.direct_bootstrap_servers, {"big": 1})
+    big_topic = fresh_topic(pb, "big", 1)
     with make_producer(pb.bootstrap_servers, **{"max.request.size": 3_000_000,
                                                 "buffer.memory": 8_000_000}) as p:
         start = time.monotonic()
         with pytest.raises(PE.MessageTooLargeError, match=r"MESSAGE_TOO_LARGE.*big-0"):
-            p.send("big", value=b"x" * 1_100_000).get(10)
+            p.send(big_topic, value=b"x" * 1_100_000).get(10)
         assert time.monotonic() - start < 2
         assert p.metrics()["retries"] == 0
-        p.send("big", value=b"small").get(10)
-    _only(pb, "big", [b"small"])
+        p.send(big_topic, value=b"small").get(10)
+    _only(pb, big_topic, [b"small"])
 
 
 def test_corrupt_message_from_noida_when_a_record_byte_flips_in_flight(proxied_broker):
     pb = proxied_broker("noida")
-    create_topics(pb.direct_bootstrap_servers, {"crc": 1})
+    crc_topic = fresh_topic(pb, "crc", 1)
     with make_producer(pb.bootstrap_servers, **{"delivery.timeout.ms": 10000}) as p:
-        p.send("crc", value=b"before").get(10)
+        p.send(crc_topic, value=b"before").get(10)
         handle = pb.proxy.mutate_next_request(flip_byte_after(b"FLIP-ME:"), api_key=PRODUCE)
         start = time.monotonic()
         with pytest.raises(PE.CorruptMessageError, match=r"CORRUPT_MESSAGE.*crc-0"):
-            p.send("crc", value=b"FLIP-ME:payload").get(10)
+            p.send(crc_topic, value=b"FLIP-ME:payload").get(10)
         assert time.monotonic() - start < 2 and handle.hits == 1
         assert p.metrics()["retries"] == 0
-        p.send("crc", value=b"after").get(10)
-    _only(pb, "crc", [b"before", b"after"])  # the corrupted batch was refused, nothing else lost
+        p.send(crc_topic, value=b"after").get(10)
+    _only(pb, crc_topic, [b"before", b"after"])  # the corrupted batch was refused, nothing else lost
 
 
 def _metadata_topic_error(code: int):
@@ -258,12 +258,12 @@ def _metadata_topic_error(code: int):
 @pytest.mark.parametrize("kind", BROKERS)
 def test_topic_authorization_failed_in_metadata_fails_send_at_once(proxied_broker, kind):
     pb = proxied_broker(kind)
-    create_topics(pb.direct_bootstrap_servers, {"secret": 1})
+    secret_topic = fresh_topic(pb, "secret", 1)
     with make_producer(pb.bootstrap_servers, **{"max.block.ms": 5000}) as p:
         handle = pb.proxy.mutate_next_response(_metadata_topic_error(29), api_key=METADATA, times=20)
         start = time.monotonic()
-        with pytest.raises(PE.TopicAuthorizationFailedError, match="TOPIC_AUTHORIZATION_FAILED.*'secret'"):
-            p.send("secret", value=b"v")
+        with pytest.raises(PE.TopicAuthorizationFailedError, match="TOPIC_AUTHORIZATION_FAILED.*'secret-[0-9a-f]+'"):
+            p.send(secret_topic, value=b"v")
         assert time.monotonic() - start < 2, "waited for max.block.ms although the error is final"
         assert handle.hits >= 1
 

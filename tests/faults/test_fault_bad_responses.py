@@ -17,10 +17,9 @@ import pytest
 from kafka_helpers import consume_all
 from sparkkafka_sink.protocol.api import is_flexible
 from sparkkafka_sink.protocol.header import decode_response_header
-from sparkkafka_sink.testing.brokers import create_topics
 
 from .harness import API_VERSIONS, INIT_PRODUCER_ID, METADATA, PRODUCE
-from .helpers import BROKERS, assert_no_sender_threads, make_producer, within
+from .helpers import BROKERS, assert_no_sender_threads, make_producer, within, fresh_topic
 
 
 def _cut_body(fraction: float):
@@ -106,7 +105,7 @@ def test_bad_produce_response_closes_connection_and_retries_exactly_once(proxied
                                                                          no_leaks):
     pb = proxied_broker(kind)
     topic = f"bad-produce-{name}"
-    create_topics(pb.direct_bootstrap_servers, {topic: 2})
+    topic = fresh_topic(pb, topic, 2)
     with make_producer(pb.bootstrap_servers, **{"delivery.timeout.ms": 8000, "request.timeout.ms": 3000}) as p:
         p.send(topic, value=b"warm-up", partition=0).get(10)
         connections = pb.proxy.stats()["connections"]
@@ -132,7 +131,7 @@ def test_bad_produce_response_closes_connection_and_retries_exactly_once(proxied
 def test_bad_setup_response_is_retried_and_the_producer_delivers(proxied_broker, kind, name, fault, no_leaks):
     pb = proxied_broker(kind)
     topic = f"bad-setup-{name}"
-    create_topics(pb.direct_bootstrap_servers, {topic: 1})
+    topic = fresh_topic(pb, topic, 1)
     handle = fault(pb.proxy)
     with make_producer(pb.bootstrap_servers, **{"delivery.timeout.ms": 8000, "max.block.ms": 8000,
                                                 "request.timeout.ms": 3000}) as p:

@@ -19,9 +19,8 @@ import pytest
 
 from kafka_helpers import consume_all
 from sparkkafka_sink.errors import BufferExhaustedError, KafkaTimeoutError
-from sparkkafka_sink.testing.brokers import create_topics
 
-from .helpers import BROKERS, assert_no_sender_threads, make_producer
+from .helpers import BROKERS, assert_no_sender_threads, make_producer, fresh_topic
 
 MARGIN_S = 0.6
 
@@ -30,7 +29,7 @@ MARGIN_S = 0.6
 def test_send_blocks_max_block_ms_then_raises_buffer_exhausted(proxied_broker, kind):
     pb = proxied_broker(kind)
     topic = "buffer-full"
-    create_topics(pb.direct_bootstrap_servers, {topic: 2})
+    topic = fresh_topic(pb, topic, 2)
     buffer_memory, max_block_ms = 256 * 1024, 500
     p = make_producer(pb.bootstrap_servers, **{
         "buffer.memory": buffer_memory, "batch.size": 16384, "max.block.ms": max_block_ms,
@@ -72,7 +71,7 @@ def test_send_blocks_max_block_ms_then_raises_buffer_exhausted(proxied_broker, k
 def test_blocked_send_resumes_when_the_broker_frees_memory(proxied_broker, kind):
     pb = proxied_broker(kind)
     topic = "buffer-unblocks"
-    create_topics(pb.direct_bootstrap_servers, {topic: 1})
+    topic = fresh_topic(pb, topic, 1)
     p = make_producer(pb.bootstrap_servers, **{
         "buffer.memory": 64 * 1024, "batch.size": 16384, "max.block.ms": 8000,
         "delivery.timeout.ms": 30000, "request.timeout.ms": 20000})
@@ -125,7 +124,7 @@ _RSS_CHILD = textwrap.dedent("""
 def test_peak_rss_stays_bounded_by_buffer_memory(proxied_broker):
     pb = proxied_broker("tansu")
     topic = "rss-bound"
-    create_topics(pb.direct_bootstrap_servers, {topic: 4})
+    topic = fresh_topic(pb, topic, 4)
     total, buffer_memory, slack = 200 * 1000 * 1000, 8 * 1024 * 1024, 24 * 1024 * 1024
     pb.proxy.latency(3)  # the broker answers more slowly than send() produces
     out = subprocess.run([sys.executable, "-c", _RSS_CHILD, pb.bootstrap_servers, topic, str(total),

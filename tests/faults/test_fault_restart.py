@@ -24,9 +24,8 @@ import time
 import pytest
 
 from kafka_helpers import consume_all
-from sparkkafka_sink.testing.brokers import create_topics
 
-from .helpers import assert_no_sender_threads, make_producer
+from .helpers import assert_no_sender_threads, make_producer, fresh_topic
 
 QUIET_S = 2.0  # noida persists what it acknowledged within ~1 s
 
@@ -61,7 +60,7 @@ def _crash_and_restart(pb, *, blackholed_s: float = QUIET_S, down_s: float = 0.5
 def test_producer_survives_broker_kill_and_restart_without_loss_or_duplicates(proxied_broker):
     pb = proxied_broker("noida")
     topic = "crash"
-    create_topics(pb.direct_bootstrap_servers, {topic: 2})
+    topic = fresh_topic(pb, topic, 2)
     p = make_producer(pb.bootstrap_servers, **{"delivery.timeout.ms": 20000, "request.timeout.ms": 800})
     futures = []
     box = {}
@@ -137,7 +136,7 @@ def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at
     before = metrics.snapshot()["records_sent"]
     pb = proxied_broker("noida")
     topic = "spark-crash"
-    create_topics(pb.direct_bootstrap_servers, {topic: 4})
+    topic = fresh_topic(pb, topic, 4)
     n = 100_000
     df = spark.range(0, n, 1, 4).selectExpr("cast(id % 97 as string) as key", "cast(id as string) as value")
     crash = {}
@@ -179,7 +178,7 @@ def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at
 def test_spark_write_to_an_unreachable_broker_fails_with_a_clear_error(spark, proxied_broker):
     pb = proxied_broker("noida")
     topic = "spark-down"
-    create_topics(pb.direct_bootstrap_servers, {topic: 2})
+    topic = fresh_topic(pb, topic, 2)
     pb.proxy.blackhole(True)
     df = spark.range(0, 100, 1, 2).selectExpr("cast(id as string) as value")
     start = time.monotonic()

@@ -20,15 +20,14 @@ import pytest
 from kafka_helpers import consume_all
 from sparkkafka_sink import KafkaTimeoutError
 from sparkkafka_sink.errors import KafkaError
-from sparkkafka_sink.testing.brokers import create_topics
 
-from .helpers import BROKERS, assert_no_sender_threads, make_producer, within
+from .helpers import BROKERS, assert_no_sender_threads, make_producer, within, fresh_topic
 
 MARGIN_S = 1.0  # scheduling slack on a loaded 2-core machine
 
 
 def _topic(pb, name, partitions=2):
-    create_topics(pb.direct_bootstrap_servers, {name: partitions})
+    name = fresh_topic(pb, name, partitions)
     return name
 
 

@@ -13,10 +13,11 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from kafka_helpers import consume_all, produce_all
-from sparkkafka_sink.testing.brokers import create_topics, free_port
+from sparkkafka_sink.testing.brokers import free_port
 
 from .harness import (FIND_COORDINATOR, METADATA, PRODUCE, FaultProxy, _rewrite_addresses,
                       _uvarint)
+from .helpers import BROKERS, fresh_topic
 
 
 # ---------------------------------------------------------------------------------------------
@@ -28,6 +29,7 @@ class FakeServer:
 
     def __init__(self, payload: bytes):
         self.payload = payload
+        self.received: list = []  # correlation ids of the requests that reached the server
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(8)
@@ -50,6 +52,7 @@ class FakeServer:
                     size = struct.unpack(">i", _recv_exact(conn, 4))[0]
                     req = _recv_exact(conn, size)
                     corr = req[4:8]
+                    self.received.append(struct.unpack(">i", corr)[0])
                     conn.sendall(struct.pack(">i", 4 + len(self.payload)) + corr + self.payload)
             except (OSError, ConnectionError):
                 return
@@ -186,6 +189,58 @@ def test_cut_every_and_refused_target():
         server.close()
 
 
+def _answered(proxy, corr: int, api_key: int = PRODUCE) -> bool:
+    """Send one request on a new connection: True if answered, False if the proxy cut it."""
+    with _connect(proxy) as s:
+        s.sendall(_request(api_key, corr))
+        try:
+            _recv_exact(s, 48)
+            return True
+        except (ConnectionError, OSError):
+            return False
+
+
+def test_cut_in_flight_cuts_at_the_request_or_at_its_response_by_count(fake):
+    server, proxy = fake
+    handle = proxy.cut_in_flight(api_key=PRODUCE, every=1, at="alternate")
+    assert _answered(proxy, 1, api_key=METADATA)  # another api key does not count
+    outcomes = [_answered(proxy, corr) for corr in range(10, 16)]
+    assert outcomes == [True, False, True, False, True, False]  # one answered, the next cut
+    assert handle.hits == 3 and proxy.stats()["inflight_cuts"] == 3
+    # alternating: cut at the 1st request's header (never reached the broker), at the 2nd's
+    # response (the broker handled it), at the 3rd's header again
+    assert 11 not in server.received and 13 in server.received and 15 not in server.received
+    proxy.stop_cutting()
+    assert all(_answered(proxy, corr) for corr in range(20, 24))
+
+
+def test_cut_in_flight_stops_after_times(fake):
+    server, proxy = fake
+    handle = proxy.cut_in_flight(api_key=PRODUCE, every=2, at="response", times=1)
+    assert _answered(proxy, 1) and _answered(proxy, 2)
+    assert not _answered(proxy, 3)
+    assert 3 in server.received
+    assert all(_answered(proxy, corr) for corr in (4, 5, 6)) and handle.hits == 1
+
+
+def test_blackhole_after_next_request_forwards_it_then_drops_its_answer(fake):
+    server, proxy = fake
+    handle = proxy.blackhole_after_next_request(api_key=PRODUCE)
+    assert _answered(proxy, 1, api_key=METADATA)
+    with _connect(proxy) as s:
+        s.sendall(_request(PRODUCE, 2))
+        assert handle.wait(2)
+        s.settimeout(0.3)
+        with pytest.raises(socket.timeout):
+            s.recv(10)
+        proxy.blackhole(False)
+    deadline = time.monotonic() + 2
+    while 2 not in server.received and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert 2 in server.received  # the broker got the request; only its answer was lost
+    assert _answered(proxy, 3)
+
+
 def test_close_joins_thread(fake):
     server, proxy = fake
     s = _connect(proxy)
@@ -249,7 +304,7 @@ def test_rewrite_find_coordinator(version):
 # confluent-kafka through the proxy, against the real embedded brokers
 # ---------------------------------------------------------------------------------------------
 
-KINDS = ["tansu", "noida"]
+KINDS = BROKERS
 
 
 def _producer(bootstrap, **extra):
@@ -265,21 +320,21 @@ def test_metadata_routes_clients_through_proxy(proxied_broker, kind):
     pb = proxied_broker(kind)
     md = AdminClient({"bootstrap.servers": pb.bootstrap_servers}).list_topics(timeout=10)
     assert [f"{b.host}:{b.port}" for b in md.brokers.values()] == [pb.proxy.address]
-    create_topics(pb.bootstrap_servers, {"routed": 2})
-    produce_all(pb.bootstrap_servers, "routed", [b"v" * 1000] * 200)
+    routed_topic = fresh_topic(pb, "routed", 2)
+    produce_all(pb.bootstrap_servers, routed_topic, [b"v" * 1000] * 200)
     assert pb.proxy.stats()["bytes_to_server"] > 200_000  # the data went through the proxy
-    assert len(consume_all(pb.direct_bootstrap_servers, "routed", 200)) == 200
+    assert len(consume_all(pb.direct_bootstrap_servers, routed_topic, 200)) == 200
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_cut_all_mid_stream_confluent_still_delivers(proxied_broker, kind):
     pb = proxied_broker(kind)
-    create_topics(pb.bootstrap_servers, {"cut": 3})
+    cut_topic = fresh_topic(pb, "cut", 3)
     p = _producer(pb.bootstrap_servers)
     errors, n = [], 3000
     cuts = 0
     for i in range(n):
-        p.produce("cut", b"%d" % i, on_delivery=lambda err, msg: err and errors.append(err))
+        p.produce(cut_topic, b"%d" % i, on_delivery=lambda err, msg: err and errors.append(err))
         if i % 1000 == 500:
             p.poll(0.02)
             cuts += pb.proxy.cut_all()
@@ -287,78 +342,78 @@ def test_cut_all_mid_stream_confluent_still_delivers(proxied_broker, kind):
             p.poll(0)
     assert p.flush(20) == 0 and not errors
     assert cuts >= 1
-    got = consume_all(pb.direct_bootstrap_servers, "cut", n)
+    got = consume_all(pb.direct_bootstrap_servers, cut_topic, n)
     assert {r.value for r in got} == {b"%d" % i for i in range(n)}
-    if kind == "noida":  # strict idempotence: a resent batch is not stored twice
+    if kind in ("noida", "apache"):  # strict idempotence: a resent batch is not stored twice
         assert len(got) == n
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_cut_every_confluent_still_delivers(proxied_broker, kind):
     pb = proxied_broker(kind)
-    create_topics(pb.bootstrap_servers, {"flappy": 1})
+    flappy_topic = fresh_topic(pb, "flappy", 1)
     p = _producer(pb.bootstrap_servers)
-    p.produce("flappy", b"warmup")
+    p.produce(flappy_topic, b"warmup")
     assert p.flush(10) == 0
     errors, sent = [], []
     pb.proxy.cut_every(0.2)
     end = time.monotonic() + 0.8
     while time.monotonic() < end:  # produce steadily while connections keep dropping
         sent.append(b"%d" % len(sent))
-        p.produce("flappy", sent[-1], on_delivery=lambda err, msg: err and errors.append(err))
+        p.produce(flappy_topic, sent[-1], on_delivery=lambda err, msg: err and errors.append(err))
         p.poll(0.002)
     pb.proxy.stop_cutting()
     assert p.flush(20) == 0 and not errors
     assert pb.proxy.stats()["cuts"] >= 2
-    got = consume_all(pb.direct_bootstrap_servers, "flappy", len(sent) + 1)
+    got = consume_all(pb.direct_bootstrap_servers, flappy_topic, len(sent) + 1)
     assert {r.value for r in got} == set(sent) | {b"warmup"}
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_blackhole_confluent_times_out(proxied_broker, kind):
     pb = proxied_broker(kind)
-    create_topics(pb.bootstrap_servers, {"void": 1})
+    void_topic = fresh_topic(pb, "void", 1)
     pb.proxy.blackhole(True)
     p = _producer(pb.bootstrap_servers, **{"message.timeout.ms": 1000, "enable.idempotence": False})
     results = []
     for i in range(5):
-        p.produce("void", b"x", on_delivery=lambda err, msg: results.append(err))
+        p.produce(void_topic, b"x", on_delivery=lambda err, msg: results.append(err))
     start = time.monotonic()
     p.flush(10)
     assert time.monotonic() - start < 8
     assert len(results) == 5 and all(e is not None and e.code() == KafkaError._MSG_TIMED_OUT for e in results)
     assert pb.proxy.stats()["bytes_dropped"] > 0
     pb.proxy.blackhole(False)
-    assert produce_all(pb.bootstrap_servers, "void", [b"y"] * 5) == 5
-    assert [r.value for r in consume_all(pb.direct_bootstrap_servers, "void", 5)] == [b"y"] * 5
+    assert produce_all(pb.bootstrap_servers, void_topic, [b"y"] * 5) == 5
+    assert [r.value for r in consume_all(pb.direct_bootstrap_servers, void_topic, 5)] == [b"y"] * 5
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_truncated_produce_response_is_retried(proxied_broker, kind):
     pb = proxied_broker(kind)
-    create_topics(pb.bootstrap_servers, {"trunc": 1})
+    trunc_topic = fresh_topic(pb, "trunc", 1)
     p = _producer(pb.bootstrap_servers)
-    p.produce("trunc", b"warmup")
+    p.produce(trunc_topic, b"warmup")
     assert p.flush(10) == 0
     handle = pb.proxy.truncate_next_response(10, api_key=PRODUCE)
     errors = []
-    p.produce("trunc", b"after", on_delivery=lambda err, msg: err and errors.append(err))
+    p.produce(trunc_topic, b"after", on_delivery=lambda err, msg: err and errors.append(err))
     assert p.flush(20) == 0 and not errors
     assert handle.wait(1) and pb.proxy.stats()["truncated"] == 1
-    values = [r.value for r in consume_all(pb.direct_bootstrap_servers, "trunc", 2)]
+    values = [r.value for r in consume_all(pb.direct_bootstrap_servers, trunc_topic, 2)]
     assert values[0] == b"warmup" and set(values[1:]) == {b"after"}
-    if kind == "noida":
+    if kind in ("noida", "apache"):
         assert values == [b"warmup", b"after"]
 
 
 def test_corrupted_produce_response_does_not_hang_confluent(proxied_broker):
     pb = proxied_broker("noida")
-    create_topics(pb.bootstrap_servers, {"garbled": 1})
+    garbled_topic = fresh_topic(pb, "garbled", 1)
     p = _producer(pb.bootstrap_servers, **{"message.timeout.ms": 5000})
-    p.produce("garbled", b"warmup")
+    p.produce(garbled_topic, b"warmup")
     assert p.flush(10) == 0
     handle = pb.proxy.corrupt_next_response(api_key=PRODUCE, length=16)
     outcome = []
-    p.produce("garbled", b"x", on_delivery=lambda err, msg: outcome.append(err))
+    p.produce(garbled_topic, b"x", on_delivery=lambda err, msg: outcome.append(err))
     p.flush(15)
     assert handle.wait(1) and len(outcome) == 1  # delivered or failed, but reported

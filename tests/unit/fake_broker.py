@@ -178,6 +178,8 @@ class FakeBroker:
         self.unsupported_version_includes_keys = True
         self.answer_acks0 = answer_acks0
         self.check_sequences = check_sequences
+        #: Apache Kafka takes any first sequence from a producer it holds no state for
+        self.accept_any_first_sequence = False
         self.duplicate_answer = DUPLICATE_SEQUENCE_NUMBER
         self.recv_chunk = recv_chunk
         self.recv_pause = recv_pause
@@ -520,7 +522,7 @@ class FakeBroker:
                         return self.duplicate_answer, (dup if self.duplicate_answer == NONE else -1)
                     if b.base_sequence != prev_last + 1:
                         return OUT_OF_ORDER_SEQUENCE_NUMBER, -1
-                elif b.base_sequence != 0:
+                elif b.base_sequence != 0 and not self.accept_any_first_sequence:
                     return OUT_OF_ORDER_SEQUENCE_NUMBER, -1
                 else:
                     recent = deque(maxlen=5)

@@ -1,0 +1,455 @@
+"""Apache Kafka itself, run from its Maven jars as plain Java processes on 127.0.0.1.
+
+The reference broker of the test suite and the benchmarks.  ``resolve_kafka(version)`` asks
+Maven (``dependency:copy-dependencies`` on the POM shipped beside this module) for
+``org.apache.kafka:kafka_2.13`` and its dependencies, once, into a cache outside the repository
+(``$SPARKKAFKA_CACHE_DIR`` or ``~/.cache/sparkkafka-sink``).  ``ApacheKafka(nodes=1)`` is one
+combined KRaft controller+broker; ``ApacheKafka(nodes=3)`` three combined nodes forming a
+3-voter quorum.  Every node can be stopped cleanly, killed, paused and started again on the same
+ports with its data (``cluster.nodes[i]``); the whole cluster and its files go at ``close()``.
+
+CLI: ``python -m sparkkafka_sink.testing.apache_kafka [--nodes 3] [--version 3.9.2]`` runs a
+cluster in the foreground and prints its bootstrap servers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import fcntl
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional
+
+from sparkkafka_sink.testing.brokers import (
+    HOST, BrokerStartError, EmbeddedBroker, free_port, wait_for_kafka)
+
+__all__ = ["ApacheKafka", "KafkaNode", "KAFKA_VERSION", "KAFKA_3_VERSION", "resolve_kafka",
+           "java_and_maven_available", "cache_dir", "KafkaResolveError"]
+
+log = logging.getLogger(__name__)
+
+#: The newest 4.x that resolves from Maven Central with its dependencies (checked 2026-11-23).
+KAFKA_VERSION = "4.4.0"
+#: The newest 3.9.x served, for the 3.x compatibility pass (``pytest -m kafka3``).
+KAFKA_3_VERSION = "3.9.2"
+LOG4J_VERSION = "2.24.3"
+
+_POM_TEMPLATE = Path(__file__).with_name("maven") / "kafka-broker.pom.xml"
+_JVM_OPTS = ("-Xmx512m", "-Xms256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+             "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
+
+
+class KafkaResolveError(RuntimeError):
+    """Maven could not resolve Apache Kafka's jars (the message carries Maven's output)."""
+
+
+def java_and_maven_available() -> bool:
+    return shutil.which("java") is not None and shutil.which("mvn") is not None
+
+
+def cache_dir() -> Path:
+    """Where resolved jars live, outside any repository (reused across runs and clones)."""
+    env = os.environ.get("SPARKKAFKA_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "sparkkafka-sink"
+
+
+def _mvn_copy_dependencies(pom: Path, out_dir: Path, timeout: float) -> None:
+    cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+           f"-DoutputDirectory={out_dir}"]
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout)
+    except FileNotFoundError as e:
+        raise KafkaResolveError("Maven (mvn) is not on PATH: it is needed to fetch Apache Kafka's jars") from e
+    except subprocess.TimeoutExpired as e:
+        raise KafkaResolveError(f"`{' '.join(cmd)}` did not finish within {timeout:.0f} s") from e
+    if proc.returncode != 0:
+        out = (proc.stdout + proc.stderr).strip().splitlines()
+        raise KafkaResolveError(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}:\n"
+                                + "\n".join(out[-40:]))
+
+
+def resolve_maven_artifacts(name: str, pom_text: str, timeout: float = 900.0) -> Path:
+    """Resolve the dependencies of ``pom_text`` once into ``cache_dir()/name/lib`` and return it.
+
+    A lock file serialises concurrent runs; a marker file makes a half-finished download count
+    as missing, so an interrupted resolve is redone rather than used.
+    """
+    base = cache_dir() / name
+    lib = base / "lib"
+    marker = base / "resolved"
+    if marker.exists():
+        return lib
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return lib
+        started = time.monotonic()
+        pom = base / "pom.xml"
+        pom.write_text(pom_text)
+        tmp = base / "lib.partial"
+        shutil.rmtree(tmp, ignore_errors=True)
+        _mvn_copy_dependencies(pom, tmp, timeout)
+        shutil.rmtree(lib, ignore_errors=True)
+        tmp.rename(lib)
+        marker.write_text(time.strftime("%Y-%m-%dT%H:%M:%S\n"))
+        log.info("resolved %s into %s in %.1f s", name, lib, time.monotonic() - started)
+    return lib
+
+
+def resolve_kafka(version: str = KAFKA_VERSION, timeout: float = 900.0) -> Path:
+    """The directory of Apache Kafka ``version``'s jars (broker, Java client, logging backend)."""
+    pom = (_POM_TEMPLATE.read_text().replace("@KAFKA_VERSION@", version)
+           .replace("@LOG4J_VERSION@", LOG4J_VERSION))
+    return resolve_maven_artifacts(f"kafka-{version}", pom, timeout)
+
+
+def kafka_uuid() -> str:
+    """A Kafka ``Uuid`` in its text form (URL-safe base64 of 16 bytes, no padding)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+_LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+class KafkaNode(EmbeddedBroker):
+    """One combined controller+broker JVM of an :class:`ApacheKafka` cluster.
+
+    ``stop()`` is a clean shutdown (SIGTERM: controlled shutdown moves its leaderships away)
+    that keeps the data; ``kill()`` is SIGKILL; ``pause()``/``resume()`` SIGSTOP/SIGCONT;
+    ``start()`` brings it back on the same ports with the same data.
+    """
+
+    kind = "apache"
+    term_grace = 60.0
+
+    def __init__(self, cluster: "ApacheKafka", node_id: int, port: int, controller_port: int):
+        self.cluster = cluster
+        self.node_id = node_id
+        self.controller_port = controller_port
+        self.dir = cluster.base_dir / f"node-{node_id}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self.dir / "data"
+        self.server_log = self.dir / "server.log"
+        super().__init__(port, startup_timeout=cluster.startup_timeout,
+                         log_path=str(self.dir / "stdout.log"), keep_log=True)
+
+    @property
+    def properties_file(self) -> Path:
+        return self.dir / "server.properties"
+
+    def properties(self) -> Dict[str, str]:
+        c = self.cluster
+        n = len(c.nodes)
+        replicas = str(min(n, 3))
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": ",".join(
+                f"{node.node_id}@{HOST}:{node.controller_port}" for node in c.nodes),
+            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "default.replication.factor": replicas,
+            "offsets.topic.replication.factor": replicas,
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": "2" if n >= 3 else "1",
+            "transaction.state.log.num.partitions": "4",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+            # fewer threads than the defaults (3 network, 8 I/O): three JVMs share two cores
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            "num.replica.fetchers": "1",
+            "log.segment.bytes": str(64 * 1024 * 1024),
+        }
+        props.update({k: str(v) for k, v in c.broker_config.items()})
+        return props
+
+    def write_config(self) -> None:
+        text = "".join(f"{k}={v}\n" for k, v in self.properties().items())
+        self.properties_file.write_text(text)
+        (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.server_log))
+
+    def format_command(self, cluster_id: str) -> List[str]:
+        return [self.cluster.java, *self._log_opts(), "-cp", f"{self.cluster.lib}/*",
+                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties_file)]
+
+    def _log_opts(self) -> List[str]:
+        cfg = self.dir / "log4j2.properties"
+        return [f"-Dlog4j2.configurationFile={cfg}", f"-Dlog4j.configurationFile={cfg}",
+                f"-Dkafka.logs.dir={self.dir}"]
+
+    def _command(self) -> List[str]:
+        return [self.cluster.java, *_JVM_OPTS, *self._log_opts(), "-cp", f"{self.cluster.lib}/*",
+                "kafka.Kafka", str(self.properties_file)]
+
+    def _cwd(self) -> str:
+        return str(self.dir)
+
+    def stop(self, timeout: Optional[float] = None) -> None:
+        """Clean shutdown (SIGTERM, SIGKILL after ``timeout``); data and ports are kept."""
+        self._terminate(timeout=self.term_grace if timeout is None else timeout)
+
+    def restart(self, timeout: Optional[float] = None) -> "KafkaNode":
+        self.stop(timeout)
+        return self.start()
+
+    def spawn(self) -> None:
+        """Start the JVM without waiting (a quorum member cannot serve until a majority runs)."""
+        self._spawn()
+
+    def log_tail(self, lines: int = 40) -> str:
+        stdout = super().log_tail(10)
+        try:
+            with open(self.server_log, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 32768))
+                server = "\n".join(f.read().decode("utf-8", "replace").splitlines()[-lines:])
+        except OSError as e:
+            server = f"<no server.log: {e}>"
+        return f"{server}\n--- stdout ---\n{stdout}"
+
+    def _after_stop(self, keep_data: bool) -> None:
+        pass  # the cluster owns the files (ApacheKafka.close())
+
+    def _drop_log(self) -> None:
+        pass
+
+
+_clusters: "set[ApacheKafka]" = set()
+_clusters_lock = threading.Lock()
+
+
+def _close_leftover_clusters() -> None:
+    with _clusters_lock:
+        clusters = list(_clusters)
+    for c in clusters:
+        try:
+            c.close()
+        except Exception:
+            pass
+
+
+atexit.register(_close_leftover_clusters)
+
+
+class ApacheKafka:
+    """An Apache Kafka KRaft cluster of ``nodes`` combined controller+broker JVMs.
+
+    ``broker_config`` adds or overrides ``server.properties`` keys for every node (e.g.
+    ``{"producer.id.expiration.ms": 2000}``).  Topics default to replication factor
+    ``min(nodes, 3)``.  Use as a context manager, or ``start()`` / ``close()``.
+    """
+
+    kind = "apache"
+
+    def __init__(self, nodes: int = 1, *, version: str = KAFKA_VERSION,
+                 broker_config: Optional[Dict[str, object]] = None, startup_timeout: float = 120.0,
+                 base_dir: Optional[str] = None, keep_files: Optional[bool] = None):
+        if nodes < 1:
+            raise ValueError(f"nodes must be at least 1, got {nodes}")
+        self.version = version
+        self.broker_config = dict(broker_config or {})
+        self.startup_timeout = startup_timeout
+        self._own_dir = base_dir is None
+        self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix=f"apache-kafka-{version}-"))
+        if keep_files is None:
+            keep_files = bool(os.environ.get("SPARKKAFKA_KEEP_BROKER_LOGS"))
+        self.keep_files = keep_files
+        self.java = shutil.which("java") or "java"
+        self.lib: Optional[Path] = None
+        self.cluster_id = kafka_uuid()
+        self.startup_seconds: Optional[float] = None
+        self.nodes: List[KafkaNode] = []
+        self._requested_nodes = nodes
+        self._closed = False
+
+    # -- identity -----------------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.bootstrap_servers for n in self.nodes)
+
+    def node(self, node_id: int) -> KafkaNode:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(f"no node {node_id} in {self!r}")
+
+    def __repr__(self) -> str:
+        states = ", ".join(f"{n.node_id}:{'paused' if n.paused else 'up' if n.running else 'down'}"
+                           for n in self.nodes)
+        return f"<ApacheKafka {self.version} [{states}] {self.base_dir}>"
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> "ApacheKafka":
+        """Resolve the jars (first run only), format KRaft storage and start every node."""
+        started = time.monotonic()
+        self.lib = resolve_kafka(self.version)
+        with _clusters_lock:
+            _clusters.add(self)
+        try:
+            if not self.nodes:
+                ports = set()
+                while len(ports) < 2 * self._requested_nodes:
+                    ports.add(free_port(HOST))
+                ports = sorted(ports)
+                self.nodes = [KafkaNode(self, i + 1, ports[2 * i], ports[2 * i + 1])
+                              for i in range(self._requested_nodes)]
+                for n in self.nodes:
+                    n.write_config()
+                self._format()
+            for n in self.nodes:
+                if not n.running:
+                    n.spawn()
+            for n in self.nodes:
+                wait_for_kafka(HOST, n.port, self.startup_timeout, n._proc, n.log_tail)
+                n._started_once = True
+            self.wait_for_brokers(len(self.nodes), timeout=self.startup_timeout)
+        except BaseException:
+            self.close()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        log.info("Apache Kafka %s: %d node(s) on %s up in %.1f s", self.version, len(self.nodes),
+                 self.bootstrap_servers, self.startup_seconds)
+        return self
+
+    def _format(self) -> None:
+        def run(node: KafkaNode) -> None:
+            proc = subprocess.run(node.format_command(self.cluster_id), stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, cwd=str(node.dir), timeout=180)
+            if proc.returncode != 0:
+                raise BrokerStartError(
+                    f"formatting KRaft storage of node {node.node_id} failed (exit {proc.returncode}):\n"
+                    + (proc.stdout + proc.stderr)[-4000:])
+
+        with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
+            for f in [pool.submit(run, n) for n in self.nodes]:
+                f.result()
+
+    def wait_for_brokers(self, count: int, timeout: float = 60.0) -> None:
+        """Wait until Metadata lists ``count`` live brokers (registered and unfenced)."""
+        from sparkkafka_sink.testing.brokers import _confluent
+
+        _, admin = _confluent()
+        running = [n for n in self.nodes if n.running and not n.paused]
+        client = admin.AdminClient({"bootstrap.servers": ",".join(n.bootstrap_servers for n in running)})
+        deadline = time.monotonic() + timeout
+        seen = -1
+        while True:
+            try:
+                seen = len(client.list_topics(timeout=5).brokers)
+                if seen >= count:
+                    return
+            except Exception as e:  # noqa: BLE001 - keep polling until the deadline
+                seen = f"error {e}"
+            if time.monotonic() > deadline:
+                tails = "\n".join(f"--- node {n.node_id} ---\n{n.log_tail(20)}" for n in self.nodes)
+                raise BrokerStartError(f"{count} brokers not live within {timeout:.0f} s "
+                                       f"(metadata shows {seen})\n{tails}")
+            time.sleep(0.1)
+
+    def ensure_all_up(self, timeout: float = 120.0) -> None:
+        """Undo what a test did to a shared cluster: resume paused nodes, start stopped ones,
+        and wait until every broker is live again."""
+        changed = False
+        for node in self.nodes:
+            if node.paused:
+                node.resume()
+                changed = True
+        for node in self.nodes:
+            if not node.running:
+                log.warning("starting %s again: it was left down", node.name)
+                node.spawn()
+                changed = True
+        if changed:
+            for node in self.nodes:
+                wait_for_kafka(HOST, node.port, timeout, node._proc, node.log_tail)
+            self.wait_for_brokers(len(self.nodes), timeout=timeout)
+
+    def close(self) -> None:
+        """Kill every node (data is thrown away anyway) and remove the cluster's files."""
+        for n in self.nodes:
+            try:
+                n._terminate(kill_only=True)
+            except Exception:
+                pass
+            n._forget()
+        with _clusters_lock:
+            _clusters.discard(self)
+        if self._own_dir and not self.keep_files:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+        self._closed = True
+
+    def __enter__(self) -> "ApacheKafka":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def main(argv: Optional[Iterable[str]] = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m sparkkafka_sink.testing.apache_kafka",
+                                description="Run Apache Kafka (KRaft, from Maven jars) in the foreground.")
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--version", default=KAFKA_VERSION)
+    p.add_argument("--resolve-only", action="store_true", help="download the jars and exit")
+    args = p.parse_args(list(argv) if argv is not None else None)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.resolve_only:
+        print(resolve_kafka(args.version))
+        return 0
+    cluster = ApacheKafka(args.nodes, version=args.version).start()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        print(cluster.bootstrap_servers, flush=True)
+        print(f"# Apache Kafka {cluster.version}, files in {cluster.base_dir}; Ctrl-C stops it",
+              file=sys.stderr, flush=True)
+        while not stop.wait(0.5):
+            if not all(n.running for n in cluster.nodes):
+                print("# a node exited:\n" + "\n".join(n.log_tail() for n in cluster.nodes if not n.running),
+                      file=sys.stderr)
+                return 1
+    finally:
+        cluster.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Which brokers this run tests against (shared by the root conftest and the fault tests).
+
+Apache Kafka is the reference broker: through testcontainers when a Docker engine answers, else
+from its Maven jars when ``java`` and ``mvn`` are on PATH.  tansu and noida (PyPI) always run
+beside it.  ``KAFKA_BOOTSTRAP_SERVERS`` replaces all of them by one external broker;
+``SPARKKAFKA_BROKERS=apache,tansu`` limits the kinds.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+import pytest
+
+from sparkkafka_sink.testing.apache_kafka import java_and_maven_available
+from sparkkafka_sink.testing.brokers import BROKER_KINDS
+
+
+def _docker_answers() -> bool:
+    """True when a Docker engine answers a ping within ~2 s (never raises)."""
+    if os.environ.get("SPARKKAFKA_NO_DOCKER"):
+        return False
+    if not os.environ.get("DOCKER_HOST") and not os.path.exists("/var/run/docker.sock"):
+        return False
+    try:
+        import docker
+
+        client = docker.from_env(timeout=2)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+def _apache_source() -> Optional[str]:
+    """Where Apache Kafka comes from here: "docker" (testcontainers), "maven" (jars), or None."""
+    if _docker_answers():
+        return "docker"
+    if java_and_maven_available():
+        return "maven"
+    return None
+
+
+def _local_kinds() -> List[str]:
+    kinds = (["apache"] if APACHE_SOURCE else []) + list(BROKER_KINDS)
+    wanted = os.environ.get("SPARKKAFKA_BROKERS")
+    if wanted:
+        names = [k.strip() for k in wanted.split(",") if k.strip()]
+        unknown = set(names) - {"apache", *BROKER_KINDS}
+        if unknown:
+            raise pytest.UsageError(f"SPARKKAFKA_BROKERS names unknown broker kinds {sorted(unknown)}")
+        if "apache" in names and not APACHE_SOURCE:
+            raise pytest.UsageError("SPARKKAFKA_BROKERS asks for apache, but neither Docker nor "
+                                    "java+mvn is available here")
+        kinds = [k for k in kinds if k in names]
+    return kinds
+
+
+#: "docker", "maven" or None (no Apache Kafka on this machine)
+APACHE_SOURCE = _apache_source()
+_LOCAL = _local_kinds()
+#: the parametrization of the ``kafka`` fixture
+KAFKA_KINDS = ["external"] if os.environ.get("KAFKA_BOOTSTRAP_SERVERS") else _LOCAL
+#: brokers the fault tests start behind a FaultProxy: they need broker processes they control,
+#: so an external broker does not replace them
+FAULT_KINDS = tuple(k for k in _LOCAL if k != "apache" or APACHE_SOURCE == "maven")

@@ -121,7 +121,7 @@ def apache_kafka():
     """One Apache Kafka node (KRaft, from Maven jars) shared by the whole session."""
     if APACHE_SOURCE != "maven":
         pytest.skip("Apache Kafka from Maven jars needs java and mvn on PATH")
-    cluster = ApacheKafka(nodes=1).start()
+    cluster = ApacheKafka(nodes=1, broker_config=SINGLE_NODE_BROKER_CONFIG).start()
     print(f"\n[apache kafka {cluster.version}: 1 node up in {cluster.startup_seconds:.1f} s]",
           file=sys.stderr)
     try:
@@ -138,11 +138,24 @@ def apache_node(apache_kafka):
     apache_kafka.ensure_all_up()
 
 
+#: expired producer state is looked for every second (tests shorten producer.id.expiration.ms
+#: through the admin API and restore it)
+SINGLE_NODE_BROKER_CONFIG = {"producer.id.expiration.check.interval.ms": 1000}
+
+#: the 3-node cluster notices a dead node within seconds, and checks for expired producer state
+#: every second (test 5 shortens producer.id.expiration.ms through the admin API)
+FAILOVER_BROKER_CONFIG = {
+    "broker.heartbeat.interval.ms": 500,
+    "broker.session.timeout.ms": 3000,
+    "producer.id.expiration.check.interval.ms": 1000,
+}
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster_session():
     if APACHE_SOURCE != "maven":
         pytest.skip("the 3-node Apache Kafka cluster needs java and mvn on PATH")
-    cluster = ApacheKafka(nodes=3).start()
+    cluster = ApacheKafka(nodes=3, broker_config=FAILOVER_BROKER_CONFIG).start()
     print(f"\n[apache kafka {cluster.version}: 3 nodes up in {cluster.startup_seconds:.1f} s]",
           file=sys.stderr)
     try:

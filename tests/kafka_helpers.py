@@ -13,6 +13,8 @@ tests can assert exact counts.
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 import uuid
 from collections import namedtuple
@@ -157,3 +159,91 @@ def produce_all(bootstrap: str, topic: str, records: Iterable, timeout: float = 
         raise AssertionError(f"produce_all({topic!r}): {len(errors)} errors ({errors[:3]}), "
                              f"{left} undelivered of {sent}")
     return delivered[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# DescribeProducers (KIP-664), to see a broker's producer state
+# ---------------------------------------------------------------------------------------------
+
+def describe_producers(bootstrap: str, topic: str, partition: int) -> list:
+    """``[(producer_id, epoch, last_sequence)]`` active on one partition, as its leader (the
+    first address of ``bootstrap``) reports them: DescribeProducers v0, written by hand here
+    (the producer does not need this API) to see what state a broker holds for us."""
+    def cstr(s: str) -> bytes:
+        b = s.encode()
+        return _uvarint(len(b) + 1) + b
+
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    body = (_uvarint(2) + cstr(topic) + _uvarint(2) + struct.pack(">i", partition) + b"\0" + b"\0")
+    header = struct.pack(">hhi", 61, 0, 7) + struct.pack(">h", 4) + b"test" + b"\0"
+    frame = header + body
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", _recv(s, 4))[0]
+        data = _recv(s, size)
+    pos = 4 + 1 + 4  # correlation id, header tags, throttle
+    cur = _Cursor(data, pos)
+    producers = []
+    for _ in range(cur.uvarint() - 1):
+        cur.skip(cur.uvarint() - 1)  # topic name
+        for _ in range(cur.uvarint() - 1):
+            _index, error = struct.unpack(">ih", cur.take(6))
+            msg_len = cur.uvarint()
+            cur.skip(max(0, msg_len - 1))
+            assert error == 0, f"DescribeProducers error {error}"
+            for _ in range(cur.uvarint() - 1):
+                pid, epoch, last_seq = struct.unpack(">qii", cur.take(16))
+                cur.skip(8 + 4 + 8)
+                cur.skip_tags()
+                producers.append((pid, epoch, last_seq))
+            cur.skip_tags()
+        cur.skip_tags()
+    return producers
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _recv(s, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+class _Cursor:
+    def __init__(self, data: bytes, pos: int):
+        self.data, self.pos = data, pos
+
+    def take(self, n: int) -> bytes:
+        v = self.data[self.pos:self.pos + n]
+        if len(v) != n:
+            raise ValueError("short DescribeProducers response")
+        self.pos += n
+        return v
+
+    def skip(self, n: int) -> None:
+        self.take(n)
+
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            b = self.take(1)[0]
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.skip(self.uvarint())

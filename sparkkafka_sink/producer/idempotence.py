@@ -8,10 +8,14 @@ When sequences can no longer be trusted (a batch failed or expired after it
 may have reached the broker) the producer id is reset and queued batches are
 renumbered from zero under the new id/epoch.
 
-A partition's first batch under a producer id travels alone.  A broker with no state for the
-producer accepts any first sequence, so if batch 0 bounced (say NOT_LEADER_OR_FOLLOWER on a
-topic whose leader is still starting) while batch 1 landed, the resent batch 0 could never be
-written in order (seen on Apache Kafka 4.4 right after CreateTopics).
+A batch is pipelined behind another of its partition only if the broker surely holds our state
+when that other one arrives: it was sent at most ``STATE_FRESH_MS`` after an acknowledgement on
+the partition.  Otherwise it travels alone until acknowledged.  A broker holding no state for
+our producer id accepts any sequence as the first, so if batch N bounced (say
+NOT_LEADER_OR_FOLLOWER on a topic whose leader is still starting) while N+1 landed, N could
+never be written in order after it.  That happens on a partition we never wrote to (seen on
+Apache Kafka 4.4 right after CreateTopics) and after ``producer.id.expiration.ms`` of silence;
+the rule costs one round trip at the start of such a burst and nothing while batches stream.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ import threading
 
 from sparkkafka_sink.producer.batch import ProducerBatch
 
+#: an acknowledgement this recent proves the broker holds our producer state (brokers forget it
+#: only after producer.id.expiration.ms of silence: a day by default, never this short in practice)
+STATE_FRESH_MS = 1000.0
+
 
 class IdempotenceManager:
     def __init__(self):
@@ -27,8 +35,8 @@ class IdempotenceManager:
         self.producer_epoch = -1
         self._next_sequence: dict[tuple[str, int], int] = {}
         self._in_flight: dict[tuple[str, int], list[ProducerBatch]] = {}
-        #: partitions with at least one batch acknowledged under the current producer id
-        self._acknowledged: set[tuple[str, int]] = set()
+        #: when a batch of the partition was last acknowledged under the current producer id
+        self._acknowledged_ms: dict[tuple[str, int], float] = {}
         self._lock = threading.Lock()
         self.needs_reset = False
 
@@ -40,7 +48,7 @@ class IdempotenceManager:
             if producer_id != self.producer_id or epoch != self.producer_epoch:
                 self._next_sequence.clear()
                 self._in_flight.clear()
-                self._acknowledged.clear()
+                self._acknowledged_ms.clear()
             self.producer_id = producer_id
             self.producer_epoch = epoch
             self.needs_reset = False
@@ -56,8 +64,12 @@ class IdempotenceManager:
                 and batch.producer_epoch == self.producer_epoch:
             # A retry goes out only when it is the oldest unacknowledged batch of its partition.
             return self.first_in_flight_sequence(batch.tp) == batch.base_sequence
-        # the broker learns our sequence from the first batch: nothing else until it is stored
-        return batch.tp in self._acknowledged or not self._in_flight.get(batch.tp)
+        flights = self._in_flight.get(batch.tp)
+        if not flights:
+            return True
+        # pipeline only behind a batch that reached a broker which surely knew our sequence
+        acked = self._acknowledged_ms.get(batch.tp)
+        return acked is not None and flights[0].drained_ms - acked <= STATE_FRESH_MS
 
     def assign_and_close(self, batch: ProducerBatch) -> None:
         with self._lock:
@@ -81,12 +93,13 @@ class IdempotenceManager:
             flights = self._in_flight.get(batch.tp)
             return bool(flights) and flights[0] is batch
 
-    def complete(self, batch: ProducerBatch, acknowledged: bool = False) -> None:
-        """The batch is finished (acknowledged or failed for good): stop tracking it."""
+    def complete(self, batch: ProducerBatch, acknowledged_ms: float | None = None) -> None:
+        """The batch is finished (acknowledged at ``acknowledged_ms``, or failed for good):
+        stop tracking it."""
         with self._lock:
-            if acknowledged and batch.producer_id == self.producer_id \
+            if acknowledged_ms is not None and batch.producer_id == self.producer_id \
                     and batch.producer_epoch == self.producer_epoch:
-                self._acknowledged.add(batch.tp)
+                self._acknowledged_ms[batch.tp] = acknowledged_ms
             flights = self._in_flight.get(batch.tp)
             if flights and batch in flights:
                 flights.remove(batch)

@@ -284,7 +284,7 @@ class Sender(threading.Thread):
             self.accumulator.unmute(batch.tp)
         if error is None:
             if self.idempotence is not None:
-                self.idempotence.complete(batch, acknowledged=True)
+                self.idempotence.complete(batch, acknowledged_ms=now)
             if batch.done(base_offset, log_append_time, None):
                 self.metrics.record_batch_sent(batch.record_count, len(batch.built))
             self.accumulator.deallocate(batch)

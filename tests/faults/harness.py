@@ -202,11 +202,12 @@ class FaultProxy:
         would otherwise lose every request of every connection):
         ``at="request"``: when its header arrives (the broker never gets it);
         ``at="response"``: when its response starts to arrive (the broker handled it, the client
-        never hears back); ``"alternate"`` takes turns.  ``handle.hits`` counts the cuts;
+        never hears back); ``"alternate"`` takes turns.  ``every=0`` cuts the very next request.
+        ``handle.hits`` counts the cuts;
         ``times`` stops after that many; ``stop_cutting()`` stops it."""
         if at not in ("request", "response", "alternate"):
             raise ValueError(f"at must be request, response or alternate, got {at!r}")
-        handle = FaultHandle("cut_in_flight", api_key, every=max(1, int(every)), at=at, times=times,
+        handle = FaultHandle("cut_in_flight", api_key, every=max(0, int(every)), at=at, times=times,
                              answered=0, next_at="response" if at == "response" else "request")
         self._call(lambda: setattr(self, "_cutter", handle))
         return handle

@@ -4,6 +4,7 @@ and frame mutations for the FaultProxy (broker error codes, corrupted record byt
 from __future__ import annotations
 
 import contextlib
+import struct
 import threading
 import time
 from typing import Callable, Dict, Iterable, Optional
@@ -99,6 +100,21 @@ def flip_byte_after(marker: bytes) -> Callable[[bytes, int, int], bytes]:
         assert i >= 0, "marker not in the request"
         j = i + len(marker)
         return frame[:j] + bytes([frame[j] ^ 0x55]) + frame[j + 1:]
+
+    return fn
+
+
+def retarget_first_partition(topic: str, new_index: int) -> Callable[[bytes, int, int], bytes]:
+    """A ``FaultProxy.mutate_next_request`` function for a Produce request to one ``topic``:
+    its first partition index becomes ``new_index`` (one the topic lacks), so the broker refuses
+    the batch with UNKNOWN_TOPIC_OR_PARTITION without writing it."""
+    name = topic.encode()
+
+    def fn(frame: bytes, api_key: int, version: int) -> bytes:
+        i = frame.find(name)
+        assert i >= 0, "topic not in the request"
+        j = i + len(name) + (1 if version >= 9 else 4)  # partitions array length: uvarint / int32
+        return frame[:j] + struct.pack(">i", new_index) + frame[j + 4:]
 
     return fn
 

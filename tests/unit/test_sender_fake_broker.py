@@ -286,6 +286,26 @@ def test_first_batch_of_a_partition_travels_alone_until_the_broker_stored_it(bro
     assert len(broker.requests_of(INIT_PRODUCER_ID)) == 1
 
 
+def test_after_the_broker_forgot_our_state_the_next_batch_travels_alone(broker, make_producer, monkeypatch):
+    """producer.id.expiration.ms of silence: the broker drops our state and again takes any
+    sequence as the first.  The batch after the silence must be stored before the next one goes
+    (STATE_FRESH_MS = -1 stands for "every acknowledgement is already too old")."""
+    from sparkkafka_sink.producer import idempotence
+
+    p = make_producer(broker, batch_size=100, retry_backoff_ms=20)
+    p.send("t", b"before", partition=0).get(5)
+    monkeypatch.setattr(idempotence, "STATE_FRESH_MS", -1.0)
+    broker.logs[("t", 0)].producers.clear()  # the broker expired our producer state
+    broker.accept_any_first_sequence = True
+    broker.produce_errors("t", 0, NOT_LEADER_OR_FOLLOWER)
+    broker.script(PRODUCE, Behavior(delay=0.2))
+    values = [b"%d" % i + b"." * 100 for i in range(4)]
+    futs = [p.send("t", v, partition=0) for v in values]
+    assert [f.get(5).offset for f in futs] == [1, 2, 3, 4]
+    assert broker.log_values("t", 0) == [b"before"] + values
+    assert len(broker.requests_of(INIT_PRODUCER_ID)) == 1
+
+
 def warm_up(p, topic: str, partitions: int) -> None:
     """One acknowledged record per partition: the producer id is known and later batches may
     be pipelined (a partition's first batch travels alone)."""

@@ -1,0 +1,456 @@
+"""Failover on a 3-node Apache Kafka cluster (KRaft, three combined nodes, a 3-voter quorum):
+replication factor 3, min.insync.replicas 2, acks=all, idempotence on.
+
+1. SIGKILL the leader of half the partitions in the middle of 200,000 sends, restart it.
+2. Rolling restart (clean stop, wait, start, each node in turn) during a 1M-row Spark write.
+3. Two of three nodes down: NOT_ENOUGH_REPLICAS until delivery.timeout.ms, a clear error,
+   and a new send succeeds once they are back.
+4. Leadership moved by a preferred-leader election through the admin API while writing.
+5. The broker forgets our producer state (producer.id.expiration.ms) between sends.
+
+Every fault is triggered by what the test observes (records acknowledged, rows landed, leaders in
+metadata), never by sleeping and hoping.  Everything is checked by reading the topic back with
+confluent-kafka: nothing lost, nothing duplicated, order per partition kept.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from broker_kinds import APACHE_SOURCE
+from kafka_helpers import consume_all, describe_producers
+from sparkkafka_sink import Producer
+from sparkkafka_sink.errors import KafkaTimeoutError
+
+pytestmark = [
+    pytest.mark.failover,
+    pytest.mark.slow,
+    pytest.mark.skipif(APACHE_SOURCE != "maven", reason="the 3-node cluster needs java and mvn"),
+]
+
+TOPIC_CONFIG = {"min.insync.replicas": "2", "retention.ms": "-1"}
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+
+def _admin(cluster):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "socket.timeout.ms": 10000})
+
+
+def _running_bootstrap(cluster) -> str:
+    return ",".join(n.bootstrap_servers for n in cluster.nodes if n.running and not n.paused)
+
+
+def _wait(what: str, predicate, timeout: float = 60.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+        time.sleep(interval)
+
+
+def _partitions(cluster, topic: str, bootstrap: str | None = None) -> dict:
+    """``{partition: (leader, replicas, isr)}`` from a fresh Metadata request."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap or _running_bootstrap(cluster)})
+    md = admin.list_topics(topic, timeout=10)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return {}
+    return {p: (info.leader, list(info.replicas), list(info.isrs)) for p, info in t.partitions.items()}
+
+
+def _create_topic(cluster, partitions: int, config=None) -> str:
+    """A fresh topic with replication factor 3, once every partition has a leader and a full ISR.
+    (confluent-kafka 2.16 refuses explicit replica assignments, so tests pick their victims from
+    the leaders Kafka chose.)"""
+    from confluent_kafka.admin import NewTopic
+
+    name = f"failover-{uuid.uuid4().hex[:10]}"
+    cfg = dict(TOPIC_CONFIG, **(config or {}))
+    new = NewTopic(name, num_partitions=partitions, replication_factor=3, config=cfg)
+    admin = _admin(cluster)  # keep the handle alive until the future resolves
+    admin.create_topics([new])[name].result(30)
+    _wait(f"{name}: every partition led with 3 in-sync replicas",
+          lambda: (lambda ps: len(ps) == partitions and all(
+              leader >= 0 and len(isr) == 3 for leader, _, isr in ps.values()))(_partitions(cluster, name)))
+    return name
+
+
+def _leaders(cluster, topic: str, bootstrap: str | None = None) -> dict:
+    return {p: leader for p, (leader, _, _) in _partitions(cluster, topic, bootstrap).items()}
+
+
+def _producer(cluster, **overrides) -> Producer:
+    cfg = {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "delivery.timeout.ms": 180000,
+        "request.timeout.ms": 10000,
+        "max.block.ms": 180000,
+        "retry.backoff.ms": 50,
+        "retry.backoff.max.ms": 500,
+        "reconnect.backoff.ms": 50,
+        "reconnect.backoff.max.ms": 500,
+        "socket.connection.setup.timeout.ms": 2000,
+        "socket.connection.setup.timeout.max.ms": 4000,
+    }
+    cfg.update({k.replace("_", "."): v for k, v in overrides.items()})
+    return Producer(cfg)
+
+
+def _assert_exactly_once_in_send_order(records, sent: dict):
+    """``sent[partition]`` lists the values sent to that partition, in send order; ``records``
+    (sorted by partition and offset) must hold each exactly once, in that order."""
+    got = collections.defaultdict(list)
+    for r in records:
+        got[r.partition].append(r.value)
+    for p in set(sent) | set(got):
+        want, have = sent.get(p, []), got.get(p, [])
+        if want == have:
+            continue
+        counts = collections.Counter(have)
+        lost = set(want) - set(counts)
+        dups = {v: c for v, c in counts.items() if c > 1}
+        raise AssertionError(
+            f"partition {p}: {len(have)} records read, {len(want)} sent; lost {len(lost)} "
+            f"(e.g. {sorted(lost)[:3]}), duplicated {len(dups)} (e.g. {list(dups.items())[:3]})"
+            + ("" if lost or dups else "; order differs from send order"))
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. SIGKILL the leader of half the partitions mid-write
+# ---------------------------------------------------------------------------------------------
+
+def test_leader_killed_mid_write_nothing_lost_nothing_duplicated_order_kept(kafka_cluster):
+    topic = _create_topic(kafka_cluster, 4)
+    leaders = _leaders(kafka_cluster, topic)
+    # four partitions on three nodes: one node leads at least half of them (pigeonhole)
+    victim_id = collections.Counter(leaders.values()).most_common(1)[0][0]
+    victim = kafka_cluster.node(victim_id)
+    led_by_victim = {p for p, leader in leaders.items() if leader == victim_id}
+    assert len(led_by_victim) >= 2
+
+    n, kill_after = 200_000, 50_000
+    lock = threading.Lock()
+    acked = [0]
+    acked_while_down = collections.Counter()  # partition -> acks between kill and restart
+    state = {"down": False}
+    killed = threading.Event()
+
+    def on_ack(md):
+        with lock:
+            acked[0] += 1
+            if state["down"]:
+                acked_while_down[md.partition] += 1
+            if acked[0] == kill_after:
+                killed.set()
+
+    events = {}
+
+    def killer():
+        if not killed.wait(120):
+            return
+        victim.kill()
+        events["killed_at_ack"] = acked[0]
+        state["down"] = True
+        # restart once the cluster moved leadership away and the producer wrote to the new leaders
+        _wait("leaders moved off the killed node", lambda: all(
+            leader not in (victim_id, -1) for leader in _leaders(kafka_cluster, topic).values()), 60)
+        _wait("acknowledgements from the new leaders",
+              lambda: all(acked_while_down[p] > 0 for p in led_by_victim) or acked[0] >= n, 120)
+        state["down"] = False
+        victim.start()
+        events["restarted_at_ack"] = acked[0]
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    sent = collections.defaultdict(list)
+    futures = []
+    with _producer(kafka_cluster) as p:
+        for i in range(n):
+            value = b"%07d" % i
+            partition = i % 4
+            sent[partition].append(value)
+            f = p.send(topic, value=value, key=b"k%d" % (i % 997), partition=partition)
+            f.add_callback(on_ack)
+            futures.append(f)
+        p.flush(300)
+        errors = [f.exception(0) for f in futures if f.exception(0) is not None]
+        metrics = p.metrics()
+    t.join(180)
+    assert not errors, f"{len(errors)} sends failed, e.g. {errors[:3]}"
+    assert "killed_at_ack" in events and "restarted_at_ack" in events, events
+    assert events["killed_at_ack"] < n, "the leader was killed only after everything was acknowledged"
+    assert all(acked_while_down[p] > 0 for p in led_by_victim), (
+        f"no record reached the new leaders of {sorted(led_by_victim)} while node {victim_id} was down: "
+        f"{dict(acked_while_down)}")
+    assert metrics["records_sent"] == n and metrics["records_failed"] == 0
+    kafka_cluster.wait_for_brokers(3)
+    records = consume_all(kafka_cluster.bootstrap_servers, topic, expected_count=n, timeout=120)
+    _assert_exactly_once_in_send_order(records, sent)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Rolling restart during a Spark write
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    session = active or (
+        SparkSession.builder.master("local[2,4]")  # 2 cores, up to 4 attempts per task
+        .appName("sparkkafka-sink-failover-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    if active is None:
+        session.stop()
+
+
+def _landed(bootstrap: str, topic: str, partitions: int) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "failover-hw"})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions))
+    finally:
+        c.close()
+
+
+def test_rolling_restart_during_a_spark_write_of_1m_rows(spark, kafka_cluster, tmp_path):
+    topic = _create_topic(kafka_cluster, 8)
+    n, spark_partitions = 1_000_000, 4
+    gate = str(tmp_path / "rolling-restart-done")
+
+    def hold_until_restarts_done(batches):
+        """Pass the rows through; before each task's second half, wait for the rolling restart to
+        finish, so the write surely spans it however fast the machine is."""
+        import os as _os
+        import time as _time
+
+        seen = 0
+        for batch in batches:
+            if seen >= n // spark_partitions // 2:
+                deadline = _time.monotonic() + 600
+                while not _os.path.exists(gate) and _time.monotonic() < deadline:
+                    _time.sleep(0.05)
+            seen += batch.num_rows
+            yield batch
+
+    # 100-byte values: each task's first half is several of the sink's 4 MiB bulk sends
+    df = (spark.range(0, n, 1, spark_partitions)
+          .selectExpr("cast(id % 1000 as string) as key", "lpad(cast(id as string), 100, '.') as value")
+          .mapInArrow(hold_until_restarts_done, "key string, value string"))
+    restarted = []
+
+    def rolling_restart():
+        try:
+            _wait("the write is under way", lambda: _landed(kafka_cluster.bootstrap_servers, topic, 8) > 10_000,
+                  300, 0.05)
+            for node in kafka_cluster.nodes:
+                node.stop()  # clean: controlled shutdown moves its leaderships away
+                others = ",".join(o.bootstrap_servers for o in kafka_cluster.nodes if o is not node)
+                _wait(f"node {node.node_id} out of every ISR", lambda: all(
+                    node.node_id not in isr for _, _, isr in _partitions(kafka_cluster, topic, others).values()), 60)
+                node.start()
+                kafka_cluster.wait_for_brokers(3)
+                _wait(f"node {node.node_id} back in every ISR", lambda: all(
+                    len(isr) == 3 for _, _, isr in _partitions(kafka_cluster, topic).values()), 120)
+                restarted.append(node.node_id)
+        finally:
+            open(gate, "w").close()
+
+    t = threading.Thread(target=rolling_restart, daemon=True)
+    t.start()
+    (df.write.format("pyprod-kafka").mode("append")
+     .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers).option("topic", topic)
+     .option("kafka.acks", "all").option("kafka.request.timeout.ms", "10000")
+     .option("kafka.delivery.timeout.ms", "180000").option("kafka.max.block.ms", "180000")
+     .option("kafka.retry.backoff.ms", "50").option("kafka.reconnect.backoff.max.ms", "500")
+     .save())
+    t.join(60)
+    assert restarted == [1, 2, 3], f"rolling restart incomplete: {restarted}"
+    records = consume_all(kafka_cluster.bootstrap_servers, topic, expected_count=n, timeout=300)
+    counts = collections.Counter(int(r.value.lstrip(b".")) for r in records)
+    missing = n - len(counts)
+    assert missing == 0, f"{missing} rows missing after the rolling restart"
+    assert set(counts) == set(range(n))
+    print(f"rolling restart: {len(records) - n} duplicate rows (task retries resend a partition)")
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Two of three nodes down
+# ---------------------------------------------------------------------------------------------
+
+def test_two_nodes_down_not_enough_replicas_until_delivery_timeout_then_recovers(kafka_cluster):
+    topic = _create_topic(kafka_cluster, 1)
+    survivor_id = _leaders(kafka_cluster, topic)[0]
+    with _producer(kafka_cluster, delivery_timeout_ms=6000, request_timeout_ms=2000,
+                   linger_ms=0) as p:
+        assert p.send(topic, b"before", partition=0).get(30).offset == 0
+        down = [n for n in kafka_cluster.nodes if n.node_id != survivor_id]
+        for node in down:
+            node.stop()
+        survivor = kafka_cluster.node(survivor_id).bootstrap_servers
+        assert _leaders(kafka_cluster, topic, survivor) == {0: survivor_id}
+        start = time.monotonic()
+        future = p.send(topic, b"during", partition=0)
+        with pytest.raises(KafkaTimeoutError) as info:
+            future.get(60)
+        elapsed = time.monotonic() - start
+        message = str(info.value)
+        assert f"{topic}-0" in message and "delivery.timeout.ms=6000" in message, message
+        assert "NOT_ENOUGH_REPLICAS" in message, message  # the broker's answer, named
+        assert 5.0 <= elapsed < 30, elapsed
+        assert p.metrics()["retries"] > 0
+        for node in down:
+            node.start()
+        kafka_cluster.wait_for_brokers(3)
+        _wait("a full ISR again", lambda: all(
+            len(isr) >= 2 for _, _, isr in _partitions(kafka_cluster, topic).values()), 120)
+        assert p.send(topic, b"after", partition=0).get(60).offset >= 1
+    values = [r.value for r in consume_all(kafka_cluster.bootstrap_servers, topic, partitions=[0])]
+    assert values[0] == b"before" and values[-1] == b"after"
+    # "during" may or may not have been appended before min.insync.replicas refused it
+    assert set(values) <= {b"before", b"during", b"after"}
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Leadership moved while writing
+# ---------------------------------------------------------------------------------------------
+
+def test_preferred_leader_election_while_writing_is_followed_without_loss(kafka_cluster):
+    from confluent_kafka import ElectionType, KafkaError, TopicPartition
+
+    topic = _create_topic(kafka_cluster, 3)
+    preferred = {p: replicas[0] for p, (_, replicas, _) in _partitions(kafka_cluster, topic).items()}
+    # move leadership off one preferred leader with a clean restart, then write and hand it back
+    # through the admin API while the producer is sending
+    moved = preferred[0]
+    node = kafka_cluster.node(moved)
+    node.stop()
+    node.start()
+    kafka_cluster.wait_for_brokers(3)
+    _wait(f"node {moved} in sync but not leading", lambda: (lambda ps: all(
+        len(isr) == 3 and leader != moved for leader, _, isr in ps.values()))(_partitions(kafka_cluster, topic)), 120)
+    before = _leaders(kafka_cluster, topic)
+
+    n = 60_000
+    sent = collections.defaultdict(list)
+    acked = [0]
+    elect = threading.Event()
+    lock = threading.Lock()
+
+    def on_ack(md):
+        with lock:
+            acked[0] += 1
+            if acked[0] == n // 3:
+                elect.set()
+
+    result = {}
+
+    def elector():
+        if not elect.wait(120):
+            return
+        admin = _admin(kafka_cluster)
+        future = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p) for p in range(3)])
+        result["errors"] = future.result(30)
+        result["at_ack"] = acked[0]
+
+    t = threading.Thread(target=elector, daemon=True)
+    t.start()
+    with _producer(kafka_cluster, metadata_max_age_ms=60000) as p:
+        futures = []
+        for i in range(n):
+            value = b"%06d" % i
+            sent[i % 3].append(value)
+            f = p.send(topic, value=value, partition=i % 3)
+            f.add_callback(on_ack)
+            futures.append(f)
+            if i % 2000 == 1999:
+                time.sleep(0.005)  # spread the sends: the election lands in the middle
+        t.join(60)
+        p.flush(120)
+        errors = [f.exception(0) for f in futures if f.exception(0) is not None]
+        leaders_seen = {pt: p._metadata.cluster.leader_for(topic, pt) for pt in range(3)}
+    assert not errors, errors[:3]
+    assert "at_ack" in result and result["at_ack"] < n, result
+    # partitions still led by their preferred leader answer ELECTION_NOT_NEEDED
+    assert all(e is None or e.code() == KafkaError.ELECTION_NOT_NEEDED for e in result["errors"].values()), \
+        result["errors"]
+    after = _leaders(kafka_cluster, topic)
+    assert after == preferred and before != after, (before, after, preferred)
+    assert leaders_seen == after, f"the producer still routes to {leaders_seen}, leaders are {after}"
+    records = consume_all(kafka_cluster.bootstrap_servers, topic, expected_count=n, timeout=120)
+    _assert_exactly_once_in_send_order(records, sent)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. The broker forgets our producer state
+# ---------------------------------------------------------------------------------------------
+
+def test_producer_state_expired_on_the_broker_is_recovered_without_loss(kafka_cluster):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    topic = _create_topic(kafka_cluster, 2)
+    admin = _admin(kafka_cluster)
+    leader = kafka_cluster.node(_leaders(kafka_cluster, topic)[0]).bootstrap_servers
+
+    def set_expiration(ms):
+        op = AlterConfigOpType.SET if ms is not None else AlterConfigOpType.DELETE
+        entry = ConfigEntry("producer.id.expiration.ms", str(ms) if ms is not None else None,
+                            incremental_operation=op)
+        for node in kafka_cluster.nodes:  # (confluent-kafka cannot name the cluster-wide default)
+            res = ConfigResource(ResourceType.BROKER, str(node.node_id), incremental_configs=[entry])
+            admin.incremental_alter_configs([res])[res].result(30)
+
+    sent = collections.defaultdict(list)
+    set_expiration(1500)
+    try:
+        with _producer(kafka_cluster, linger_ms=0) as p:
+            for round_ in range(3):
+                futures = []
+                for i in range(3000):
+                    value = b"%d:%05d" % (round_, i)
+                    sent[i % 2].append(value)
+                    futures.append(p.send(topic, value=value, partition=i % 2))
+                for f in futures:
+                    f.get(60)
+                pid = p._sender.idempotence.producer_id
+                assert pid in {x[0] for x in describe_producers(leader, topic, 0)}
+                # silence until the broker forgot us (checked every second: see the cluster config)
+                _wait("the broker expired our producer state",
+                      lambda: pid not in {x[0] for x in describe_producers(leader, topic, 0)}, 60, 0.25)
+            metrics = p.metrics()
+    finally:
+        set_expiration(None)
+    assert metrics["records_failed"] == 0
+    records = consume_all(kafka_cluster.bootstrap_servers, topic, expected_count=9000, timeout=60)
+    _assert_exactly_once_in_send_order(records, sent)

@@ -157,3 +157,20 @@ def test_dead_bootstrap_fails_within_max_block_naming_the_address():
     assert elapsed < 5, elapsed
     assert "127.0.0.1:1" in str(e.value)
     assert "max.block.ms" in str(e.value)
+
+
+def test_versions_negotiated_with_the_broker(kafka):
+    """What we speak to each broker: on Apache Kafka 4.x (which removed Produce v0-v2 and
+    Metadata v0-v3, KIP-896, and offers Produce/Metadata v13) our own maxima."""
+    from sparkkafka_sink.protocol.api import ApiKey
+
+    topic = kafka.create_topic(partitions=1)
+    with _producer(kafka) as p:
+        assert p.send(topic, b"x").get(30).offset == 0
+        client = p._sender.client
+        node = p._metadata.cluster.leader_for(topic, 0)
+        got = {k: client.api_version(node, k) for k in (ApiKey.PRODUCE, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID)}
+    if kafka.kind == "apache":
+        assert got == {ApiKey.PRODUCE: 11, ApiKey.METADATA: 12, ApiKey.INIT_PRODUCER_ID: 5}
+    else:
+        assert got[ApiKey.PRODUCE] >= 9 and got[ApiKey.METADATA] >= 9 and got[ApiKey.INIT_PRODUCER_ID] >= 3

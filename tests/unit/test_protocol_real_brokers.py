@@ -1,10 +1,10 @@
-"""Decoders against real response frames captured from the test brokers (tansu 0.6.0 and
-noida-db 0.2.3), so the codecs are checked on bytes no code of ours produced.
+"""Decoders against real response frames captured from the test brokers (Apache Kafka 4.4.0 and
+3.9.2, tansu 0.6.0 and noida-db 0.2.3), so the codecs are checked on bytes no code of ours produced.
 
 Frames are stored without the 4-byte size prefix, as ``FrameReader`` returns them.  They were
-captured with a blocking-socket script: Metadata for topic "golden" (auto-created),
-InitProducerId v4, then idempotent Produce v3/v9/v11 of record batches to partition 0, and a
-Produce v9 to the missing partition 99.
+captured with a blocking-socket script: Metadata for topic "golden" (auto-created; created with one
+partition on Apache Kafka), InitProducerId v4, then idempotent Produce v3/v9/v11 of record batches
+to partition 0, and a Produce v9 to the missing partition 99.
 """
 
 from __future__ import annotations
@@ -97,6 +97,83 @@ FRAMES = {
     ),
     ("noida", "api_versions_v4_raw"): (
         "0000000a002300000001001200000003"
+    ),
+    ("apache-4.4", "api_versions_v3"): (
+        "0000000100004e00000000000d000001000400120000020001000b0000030000000d0000080002000a0000090001000a"
+        "00000a0000000600000b0000000900000c0000000400000d0000000500000e0000000500000f00000006000010000000"
+        "050000110000000100001200000005000013000200070000140001000600001500000002000016000000050000170002"
+        "0004000018000000050000190000000400001a0000000500001b0001000200001c0000000600001d0001000300001e00"
+        "01000300001f000100030000200001000400002100000002000022000100020000230001000500002400000002000025"
+        "000000030000260001000300002700010002000028000100020000290001000300002a0000000300002b000000020000"
+        "2c0000000100002d0000000100002e0000000000002f0000000000003000000001000031000000010000320000000000"
+        "003300000000000037000000020000390000000200003c0000000200003d000000000000400000000000004100000000"
+        "00004200000002000044000000010000450000000100004a0000000100004b0000000000004c0001000100004d000100"
+        "0100004e0001000200004f00010002000050000000010000510000000000005300000000000054000000000000550000"
+        "00010000560000000000005700000001000058000000010000590000000100005a0000000100005b0000000000005c00"
+        "00000000005d0000000000005e00000000000000000003001702116d657461646174612e76657273696f6e0007002100"
+        "01080000000000000018029101070e67726f75702e76657273696f6e00010001001073747265616d732e76657273696f"
+        "6e0001000100147472616e73616374696f6e2e76657273696f6e000200020021656c696769626c652e6c65616465722e"
+        "7265706c696361732e76657273696f6e00010001000e73686172652e76657273696f6e0002000200116d657461646174"
+        "612e76657273696f6e0021002100"
+    ),
+    ("apache-4.4", "metadata_v12"): (
+        "00000003000000000002000000010a3132372e302e302e310000ccb700001751326a5a5636437a537347573768455f49"
+        "4b5f7353670000000102000007676f6c64656e7898c20ab2444fde83d57ae79119ce8500020000000000000000000100"
+        "000000020000000102000000010100800000000000"
+    ),
+    ("apache-4.4", "init_producer_id_v4"): (
+        "00000005000000000000000000000000000000000000"
+    ),
+    ("apache-4.4", "produce_v3"): (
+        "00000006000000010006676f6c64656e000000010000000000000000000000000000ffffffffffffffff00000000"
+    ),
+    ("apache-4.4", "produce_v9"): (
+        "00000007000207676f6c64656e020000000000000000000000000001ffffffffffffffff000000000000000001000000"
+        "0000000000"
+    ),
+    ("apache-4.4", "produce_v11"): (
+        "00000008000207676f6c64656e020000000000000000000000000002ffffffffffffffff000000000000000001000000"
+        "0000000000"
+    ),
+    ("apache-4.4", "produce_v9_err"): (
+        "00000009000207676f6c64656e02000000630003ffffffffffffffffffffffffffffffffffffffffffffffff01000000"
+        "0000000000"
+    ),
+    ("apache-3.9", "api_versions_v3"): (
+        "0000000100003e00000000000b00000100000011000002000000090000030000000c0000080000000900000900000009"
+        "00000a0000000600000b0000000900000c0000000400000d0000000500000e0000000500000f00000005000010000000"
+        "050000110000000100001200000004000013000000070000140000000600001500000002000016000000050000170000"
+        "0004000018000000050000190000000400001a0000000400001b0000000100001c0000000400001d0000000300001e00"
+        "00000300001f000000030000200000000400002100000002000022000000020000230000000400002400000002000025"
+        "000000030000260000000300002700000002000028000000020000290000000300002a0000000200002b000000020000"
+        "2c0000000100002d0000000000002e0000000000002f0000000000003000000001000031000000010000320000000000"
+        "003300000000000037000000020000390000000100003c0000000100003d000000000000400000000000004100000000"
+        "00004200000001000044000000000000450000000000004a0000000000004b0000000000005000000000000051000000"
+        "00000000000003001702116d657461646174612e76657273696f6e000100150001080000000000000012021702116d65"
+        "7461646174612e76657273696f6e0015001500"
+    ),
+    ("apache-3.9", "metadata_v12"): (
+        "00000003000000000002000000010a3132372e302e302e310000c72d0000176b795672737978645359756e63514d537a"
+        "51364a6d670000000102000007676f6c64656ef6eb22bcd8ab467f8789fe474fa03bab00020000000000000000000100"
+        "000000020000000102000000010100800000000000"
+    ),
+    ("apache-3.9", "init_producer_id_v4"): (
+        "00000005000000000000000000000000000000000000"
+    ),
+    ("apache-3.9", "produce_v3"): (
+        "00000006000000010006676f6c64656e000000010000000000000000000000000000ffffffffffffffff00000000"
+    ),
+    ("apache-3.9", "produce_v9"): (
+        "00000007000207676f6c64656e020000000000000000000000000001ffffffffffffffff000000000000000001000000"
+        "0000000000"
+    ),
+    ("apache-3.9", "produce_v11"): (
+        "00000008000207676f6c64656e020000000000000000000000000002ffffffffffffffff000000000000000001000000"
+        "0000000000"
+    ),
+    ("apache-3.9", "produce_v9_err"): (
+        "00000009000207676f6c64656e02000000630003ffffffffffffffffffffffffffffffffffffffffffffffff01000000"
+        "0000000000"
     ),
 }
 
@@ -201,3 +278,41 @@ def test_noida_produce_to_missing_partition_reports_unknown_topic_or_partition()
     (topic,) = decode("noida", "produce_v9_err").responses
     (p,) = topic.partition_responses
     assert (p.index, p.error_code) == (99, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Apache Kafka 4.4 (KIP-896 removed old request versions) and 3.9
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("broker, produce_max, metadata_max, api_versions_max", [
+    ("apache-4.4", 13, 13, 5), ("apache-3.9", 11, 12, 4)])
+def test_apache_api_versions_and_what_we_negotiate(broker, produce_max, metadata_max, api_versions_max):
+    r = decode(broker, "api_versions_v3")
+    assert r.error_code == 0
+    # 4.4 still lists Produce v0 (for old librdkafka clients, KIP-896) but refuses v0-v2 at run time;
+    # we never go below v3 anyway, and stop at our own maximum on newer brokers
+    assert r.version_range(ApiKey.PRODUCE) == (0, produce_max)
+    assert r.version_range(ApiKey.METADATA)[1] == metadata_max
+    assert r.version_range(ApiKey.API_VERSIONS) == (0, api_versions_max)
+    assert negotiate(ApiKey.PRODUCE, *r.version_range(ApiKey.PRODUCE)) == 11
+    assert negotiate(ApiKey.METADATA, *r.version_range(ApiKey.METADATA)) == 12
+    assert negotiate(ApiKey.INIT_PRODUCER_ID, *r.version_range(ApiKey.INIT_PRODUCER_ID)) == 5
+    assert negotiate(ApiKey.API_VERSIONS, *r.version_range(ApiKey.API_VERSIONS)) == 3
+    # finalized features travel as tagged fields (transaction.version, metadata.version, ...)
+    assert set(r.tagged_fields) >= {0, 1, 2}
+
+
+@pytest.mark.parametrize("broker", ["apache-4.4", "apache-3.9"])
+def test_apache_metadata_init_producer_id_and_produce(broker):
+    md = decode(broker, "metadata_v12")
+    (topic,) = md.topics
+    assert (topic.error_code, topic.name) == (0, "golden") and topic.topic_id.int != 0
+    (b,) = md.brokers
+    assert [p.leader_id for p in topic.partitions] == [b.node_id] and md.cluster_id
+    pid = decode(broker, "init_producer_id_v4")
+    assert (pid.error_code, pid.producer_id, pid.producer_epoch) == (0, 0, 0)
+    for version, base_offset in ((3, 0), (9, 1), (11, 2)):
+        (p,) = decode(broker, f"produce_v{version}").responses[0].partition_responses
+        assert (p.index, p.error_code, p.base_offset) == (0, 0, base_offset)
+    (p,) = decode(broker, "produce_v9_err").responses[0].partition_responses
+    assert (p.index, p.error_code) == (99, 3)  # UNKNOWN_TOPIC_OR_PARTITION, nothing written

@@ -1,0 +1,114 @@
+"""Compatibility pass against the newest Apache Kafka 3.9 (``pytest -m kafka3``): many users still
+run 3.x.  One node from Maven jars (``KAFKA_3_VERSION``), started once for this module: a
+producer round trip with every codec, idempotence (the broker holds our producer id and
+sequences; a resend after a lost answer is not written twice), and a Spark write."""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+
+import pytest
+
+from broker_kinds import APACHE_SOURCE
+from kafka_helpers import consume_all, describe_producers
+from sparkkafka_sink import Producer
+from sparkkafka_sink.protocol.api import ApiKey
+from sparkkafka_sink.testing.apache_kafka import KAFKA_3_VERSION, ApacheKafka
+from sparkkafka_sink.testing.brokers import create_topics
+
+pytestmark = [
+    pytest.mark.kafka3,
+    pytest.mark.skipif(APACHE_SOURCE != "maven", reason="Apache Kafka 3.9 from Maven jars needs java and mvn"),
+]
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+@pytest.fixture(scope="module")
+def kafka3():
+    cluster = ApacheKafka(1, version=KAFKA_3_VERSION).start()
+    print(f"\n[apache kafka {cluster.version}: up in {cluster.startup_seconds:.1f} s]", file=sys.stderr)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def _topic(kafka3, name: str, partitions: int) -> str:
+    create_topics(kafka3.bootstrap_servers, {name: partitions})
+    return name
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_round_trip_every_codec(kafka3, codec):
+    topic = _topic(kafka3, f"k3-roundtrip-{codec}", 3)
+    sent = []
+    with Producer({"bootstrap.servers": kafka3.bootstrap_servers, "compression.type": codec,
+                   "linger.ms": 5}) as p:
+        futures = []
+        for i in range(2000):
+            key = None if i % 7 == 0 else b"key-%d" % (i % 50)
+            value = None if i % 11 == 0 else b"value-%05d" % i
+            headers = [("h", b"%d" % i), ("empty", None)] if i % 3 == 0 else None
+            futures.append(p.send(topic, value=value, key=key, headers=headers, timestamp_ms=1_700_000_000_000 + i))
+            sent.append((key, value, headers or [], 1_700_000_000_000 + i))
+        for f in futures:
+            f.get(30)
+        client = p._sender.client
+        node = p._metadata.cluster.leader_for(topic, 0)
+        assert client.api_version(node, ApiKey.PRODUCE) == 11  # 3.9's maximum is ours too
+    got = consume_all(kafka3.bootstrap_servers, topic, expected_count=len(sent))
+    assert len(got) == len(sent)
+    by_ts = {ts: (k, v, list(h)) for k, v, h, ts in sent}  # timestamps are unique
+    assert {r.timestamp_ms: (r.key, r.value, list(r.headers)) for r in got} == by_ts
+
+
+def test_idempotence_exactly_once_and_in_order(kafka3):
+    topic = _topic(kafka3, "k3-idempotent", 3)
+    n = 20_000
+    sent = collections.defaultdict(list)
+    with Producer({"bootstrap.servers": kafka3.bootstrap_servers, "acks": "all", "linger.ms": 2,
+                   "batch.size": 4096}) as p:
+        futures = []
+        for i in range(n):
+            value = b"%06d" % i
+            sent[i % 3].append(value)
+            futures.append(p.send(topic, value=value, partition=i % 3))
+        for f in futures:
+            f.get(60)
+        pid = p._sender.idempotence.producer_id
+        assert pid >= 0
+        leader = kafka3.bootstrap_servers
+        states = {part: describe_producers(leader, topic, part) for part in range(3)}
+    for part, state in states.items():
+        # the broker tracks our producer id with the last sequence we sent to that partition
+        assert [(x[0], x[2]) for x in state] == [(pid, len(sent[part]) - 1)], (part, state)
+    got = collections.defaultdict(list)
+    for r in consume_all(kafka3.bootstrap_servers, topic, expected_count=n):
+        got[r.partition].append(r.value)
+    assert dict(got) == dict(sent)
+
+
+def test_spark_write(kafka3):
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    spark = active or (SparkSession.builder.master("local[2]").appName("sparkkafka-sink-kafka3")
+                       .config("spark.ui.enabled", "false").getOrCreate())
+    try:
+        topic = _topic(kafka3, "k3-spark", 4)
+        n = 50_000
+        df = spark.range(0, n, 1, 4).selectExpr("cast(id % 100 as string) as key", "cast(id as string) as value")
+        (df.write.format("pyprod-kafka").mode("append")
+         .option("kafka.bootstrap.servers", kafka3.bootstrap_servers).option("topic", topic)
+         .option("kafka.compression.type", "lz4").save())
+        got = consume_all(kafka3.bootstrap_servers, topic, expected_count=n)
+        assert sorted(int(r.value) for r in got) == list(range(n))
+    finally:
+        if active is None:
+            spark.stop()

@@ -1,4 +1,5 @@
-"""Test infrastructure shipped with the package: embedded Kafka-protocol brokers (see brokers.py).
+"""Test infrastructure shipped with the package: Apache Kafka from its Maven jars (apache_kafka.py)
+and embedded Kafka-protocol brokers (brokers.py).
 
 Exports resolve on first use (PEP 562), so ``python -m sparkkafka_sink.testing.brokers`` runs
 the module once, as ``__main__``, without a second copy imported by this package.
@@ -6,7 +7,8 @@ the module once, as ``__main__``, without a second copy imported by this package
 
 _EXPORTS = ("BROKER_KINDS", "BrokerStartError", "EmbeddedBroker", "NoidaBroker", "TansuBroker",
             "create_topics", "start_broker")
-__all__ = list(_EXPORTS)
+_APACHE_EXPORTS = ("ApacheKafka", "KafkaNode", "KAFKA_VERSION", "KAFKA_3_VERSION", "resolve_kafka")
+__all__ = list(_EXPORTS + _APACHE_EXPORTS)
 
 
 def __getattr__(name):
@@ -14,4 +16,8 @@ def __getattr__(name):
         from . import brokers
 
         return getattr(brokers, name)
+    if name in _APACHE_EXPORTS:
+        from . import apache_kafka
+
+        return getattr(apache_kafka, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

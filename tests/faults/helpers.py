@@ -52,6 +52,18 @@ def assert_no_sender_threads(timeout: float = 2.0) -> None:
     assert not left, f"threads left running: {[t.name for t in left]}"
 
 
+def wait_until(what: str, predicate: Callable[[], object], timeout: float = 30.0) -> object:
+    """Poll ``predicate`` until it is true (an observed event, not a guessed delay); fail with
+    ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(0.01)
+
+
 @contextlib.contextmanager
 def within(seconds: float, what: str):
     """Assert the block finishes within ``seconds`` (it is not interrupted, only measured)."""

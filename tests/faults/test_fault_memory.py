@@ -20,7 +20,7 @@ import pytest
 from kafka_helpers import consume_all
 from sparkkafka_sink.errors import BufferExhaustedError, KafkaTimeoutError
 
-from .helpers import BROKERS, assert_no_sender_threads, make_producer, fresh_topic
+from .helpers import BROKERS, assert_no_sender_threads, fresh_topic, make_producer, wait_until
 
 MARGIN_S = 0.6
 
@@ -78,11 +78,18 @@ def test_blocked_send_resumes_when_the_broker_frees_memory(proxied_broker, kind)
     try:
         p.send(topic, value=b"warm-up").get(10)
         pb.broker.pause()
-        threading.Timer(0.8, pb.broker.resume).start()
-        start = time.monotonic()
+        blocked = []
+
+        def resume_once_a_send_waits_for_memory():
+            wait_until("send() to block on memory", lambda: p._pool.queued > 0)
+            blocked.append(True)
+            pb.broker.resume()
+
+        resumer = threading.Thread(target=resume_once_a_send_waits_for_memory, daemon=True)
+        resumer.start()
         futures = [p.send(topic, value=b"w" * 1000) for _ in range(400)]  # 400 KB through 64 KB
-        elapsed = time.monotonic() - start
-        assert elapsed >= 0.7, "send() did not wait for memory"
+        resumer.join(10)
+        assert blocked, "send() never waited for memory"
         p.flush(10)
         for f in futures:
             f.get(0)

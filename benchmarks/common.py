@@ -22,6 +22,8 @@ from typing import Iterator
 
 MB = 1_000_000
 MiB = 1 << 20
+#: brokers the harness can start: Apache Kafka (from Maven jars, a JVM) and the embedded ones
+BROKERS = ("apache", "tansu", "noida")
 
 
 # ------------------------------------------------------------------------------------- spec
@@ -33,7 +35,7 @@ class BenchSpec:
 
     contender: str
     bootstrap: str
-    broker: str  # "tansu" | "noida"
+    broker: str  # "apache" | "tansu" | "noida"
     topic: str
     partitions: int = 4
     records: int = 1_000_000
@@ -53,7 +55,8 @@ class BenchSpec:
     replay_repeats: int = 3
     progress_interval: float = 1.0
     label: str = ""
-    broker_pid: int = 0  # the embedded broker's pid, for its CPU time (0: not ours to measure)
+    broker_pid: int = 0  # the broker's pid (tansu/noida binary, Kafka's JVM), for its CPU time (0: not ours)
+    broker_log_dir: str = ""  # Apache Kafka's log.dirs when the harness started it (topic deletion waits on it)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -310,7 +313,8 @@ def _machine_ticks() -> tuple[int, int]:
 
 
 def _pid_ticks(pid: int) -> int:
-    """utime + stime of ``pid`` and of its reaped children (0 if gone)."""
+    """utime + stime of ``pid`` (all its threads: a JVM's GC, network and I/O threads too) and of
+    its reaped children (0 if gone)."""
     if not pid:
         return 0
     try:
@@ -367,7 +371,7 @@ def count_landed(bootstrap: str, topic: str, partitions: int, broker: str,
                  timeout: float = 30.0) -> tuple[int | None, str]:
     """Records stored in ``topic`` (sum of high minus low watermarks) and how it was read.
 
-    noida answers ListOffsets correctly.  tansu's ListOffsets is wrong (it answers the last
+    Apache Kafka and noida answer ListOffsets correctly.  tansu's ListOffsets is wrong (it answers the last
     batch's base offset + 1), but the high watermark in a Fetch response is right.  So on tansu,
     one partition at a time: assign it at that last batch's base offset (a valid offset near
     the end, so the Fetch is small; offset 0 if ListOffsets says so), poll until one message
@@ -434,14 +438,61 @@ class ApproxLanded:
             pass
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, ready_timeout: float = 60.0) -> float:
+    """Create ``topic`` and wait until every partition takes writes (see :func:`wait_writable`);
+    returns the seconds that took (untimed by the runs; ``topic_ready_s`` in the JSON)."""
     from sparkkafka_sink.testing.brokers import create_topics
 
+    t0 = time.monotonic()
     create_topics(bootstrap, {topic: partitions})
+    wait_writable(bootstrap, topic, partitions, ready_timeout)
+    return round(time.monotonic() - t0, 2)
 
 
-def delete_topic(bootstrap: str, topic: str) -> None:
-    """Free the broker's memory (tansu keeps everything in RAM); failures are ignored."""
+def wait_writable(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> float:
+    """Wait until ListOffsets answers for every partition (its leader has the log), return the
+    seconds waited.
+
+    Metadata lists a new topic's partitions before Apache Kafka's broker has created their logs
+    (with 64 or 256 partitions, for a second or more), and Produce gets NOT_LEADER_OR_FOLLOWER
+    meanwhile.  Java's kafka-clients 3.9 idempotent producer does not survive that with 5
+    requests in flight: a later batch of a partition lands first, the retried first batch then
+    gets OutOfOrderSequence until delivery.timeout.ms (seen: ``spark-jvm-kafka`` failing after
+    120 s on 64-partition topics).  The clock should not measure topic creation anyway, so every
+    contender starts on a topic whose partitions all take writes.  A timeout is not an error
+    (the run then shows what happens).
+    """
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    t0 = time.monotonic()
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    pending = set(range(partitions))
+    while pending and time.monotonic() - t0 < timeout:
+        try:
+            futs = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in pending},
+                                      request_timeout=10)
+        except KafkaException:
+            futs = {}
+        for tp, fut in futs.items():
+            try:
+                fut.result(timeout=15)
+                pending.discard(tp.partition)
+            except Exception:  # noqa: BLE001 - not ready yet
+                pass
+        if pending:
+            time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def delete_topic(bootstrap: str, topic: str, log_dir: str = "", timeout: float = 30.0) -> None:
+    """Free the broker's memory (tansu keeps everything in RAM) or disk; failures are ignored.
+
+    ``log_dir``: the broker's data directory (Apache Kafka's ``log.dirs``, when the harness
+    started it): wait until the topic's partition directories are gone from it.  Apache Kafka
+    deletes a topic's files asynchronously (renamed ``*-delete``, removed a second later with the
+    harness's ``log.segment.delete.delay.ms``); unlinking 2 GB of segments is the broker's CPU
+    time and must not land in the next run's clock."""
     try:
         from confluent_kafka.admin import AdminClient
 
@@ -449,7 +500,18 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         for fut in admin.delete_topics([topic], operation_timeout=10, request_timeout=15).values():
             fut.result(timeout=20)
     except Exception:
-        pass
+        return
+    if not log_dir or not os.path.isdir(log_dir):
+        return
+    prefix = topic + "-"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if not any(name.startswith(prefix) for name in os.listdir(log_dir)):
+                return
+        except OSError:
+            return
+        time.sleep(0.1)
 
 
 def versions() -> dict:

@@ -1,10 +1,13 @@
-"""Benchmark harness: ``python -m benchmarks.run [--quick] [options]`` (see benchmarks/README.md).
+"""Benchmark harness: ``python -m benchmarks.run [--quick] [--matrix] [options]`` (see benchmarks/README.md).
 
-Starts an embedded broker (or uses ``--bootstrap``), then for every compression runs each
-standalone contender in a child process of its own (``benchmarks.worker``) on a fresh topic,
-and all Spark contenders in one Spark process (``benchmarks.contenders.spark``).  Every run's
-record count is checked on the broker.  Writes ``results.json``, ``results.md`` and
-``results.png`` to ``--out``; progress goes to stderr, the summary table to stdout.
+Starts a broker (Apache Kafka from its Maven jars when java and mvn are there, else tansu; or
+uses ``--bootstrap``), then for every compression runs each standalone contender in a child
+process of its own (``benchmarks.worker``) on a fresh topic, and all Spark contenders in one
+Spark process (``benchmarks.contenders.spark``).  Every run's record count is checked on the
+broker, and the broker's own CPU time is read from ``/proc/<pid>/stat`` around every run.
+``--matrix`` (or several ``--value-size``/``--partitions``) repeats that over value sizes x
+topic partitions and reports one table of them.  Writes ``results.json``, ``results.md`` and
+(not for a matrix) ``results.png`` to ``--out``; progress goes to stderr, the summary to stdout.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import signal
 import subprocess
@@ -24,6 +28,7 @@ from pathlib import Path
 from benchmarks.common import (
     MB,
     MiB,
+    BROKERS,
     BenchSpec,
     count_landed,
     create_topic,
@@ -39,6 +44,42 @@ REPO = Path(__file__).resolve().parent.parent
 QUICK = {"records": 50_000, "spark_rows": 100_000}
 #: the "constant" of the memory target: ours may use buffer.memory plus this much
 DEFAULT_RSS_SLACK_MB = 64
+#: --matrix defaults (each overridden by its explicit flag)
+MATRIX = {"value_sizes": "100,1024", "partitions": "4,64,256", "compression": "none",
+          "contenders": "spark-pyprod,spark-jvm-kafka,spark-mapinarrow-confluent,spark-noop"}
+#: column titles of the matrix table
+MATRIX_LABELS = {"spark-pyprod": "pyprod-kafka (ours)", "spark-jvm-kafka": "Spark kafka (JVM)",
+                 "spark-mapinarrow-confluent": "mapInArrow+confluent", "spark-noop": "no-op floor"}
+#: server.properties of the benchmark's Apache Kafka on top of the test fixture's: files of a
+#: deleted topic go after 1 s, not 60 (a 1 KiB run writes ~2 GB; runs follow each other fast)
+APACHE_BENCH_CONFIG = {"log.segment.delete.delay.ms": 1000}
+
+
+def default_broker() -> str:
+    """Apache Kafka when java and mvn can run it, else tansu."""
+    try:
+        from sparkkafka_sink.testing.apache_kafka import java_and_maven_available
+
+        return "apache" if java_and_maven_available() else "tansu"
+    except Exception:  # noqa: BLE001
+        return "tansu"
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        out = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what}: comma-separated integers expected, got {text!r}") from None
+    if not out or any(x <= 0 for x in out):
+        raise argparse.ArgumentTypeError(f"{what}: positive integers expected, got {text!r}")
+    return list(dict.fromkeys(out))
+
+
+def auto_driver_memory(rows: int, key_size: int, value_size: int) -> str:
+    """Room for the cached DataFrame (~2.5x its bytes with the broadcast pool and overhead) plus
+    1 GiB; 2g (the old fixed default) for the default 110-byte records."""
+    need = rows * (key_size + value_size) * 2.5 / (1 << 30)
+    return f"{max(2, math.ceil(need) + 1)}g"
 
 
 # ------------------------------------------------------------------------------------- CLI
@@ -48,19 +89,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.run",
         description="Throughput/memory benchmark of sparkkafka_sink against other Python Kafka "
-                    "producers and Spark write paths, on an embedded broker.",
+                    "producers and Spark write paths, on a local broker (Apache Kafka, tansu or noida).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help=f"smoke-test sizes: --records {QUICK['records']}, --spark-rows {QUICK['spark_rows']} "
                          "(explicit --records/--spark-rows still win)")
+    ap.add_argument("--matrix", action="store_true",
+                    help=f"the Apache Kafka matrix: --value-size {MATRIX['value_sizes']} --partitions "
+                         f"{MATRIX['partitions']} --compression {MATRIX['compression']} --contenders "
+                         f"{MATRIX['contenders']} (explicit flags still win); one table of rows/s and broker "
+                         "CPU s per million rows")
     ap.add_argument("--records", type=int, default=argparse.SUPPRESS,
                     help="records per standalone run (default: 1000000; 50000 with --quick)")
     ap.add_argument("--spark-rows", type=int, default=argparse.SUPPRESS,
                     help="DataFrame rows per Spark run (default: 2000000; 100000 with --quick)")
-    ap.add_argument("--compression", default="none,lz4", help="comma-separated codecs (none,gzip,snappy,lz4,zstd)")
-    ap.add_argument("--contenders", default="all",
-                    help="all | standalone | limit | spark | names, comma-separated: " + ", ".join(CONTENDERS))
-    ap.add_argument("--broker", choices=("tansu", "noida"), default="tansu", help="embedded broker to start")
+    ap.add_argument("--compression", default=argparse.SUPPRESS,
+                    help="comma-separated codecs (none,gzip,snappy,lz4,zstd) (default: none,lz4; none with --matrix)")
+    ap.add_argument("--contenders", default=argparse.SUPPRESS,
+                    help="all | standalone | limit | spark | names, comma-separated (default: all; with --matrix "
+                         f"{MATRIX['contenders']}): " + ", ".join(CONTENDERS))
+    ap.add_argument("--broker", choices=BROKERS, default=default_broker(),
+                    help="broker to start: apache (Apache Kafka from Maven jars, 1 node; the default when java "
+                         "and mvn are on PATH), tansu or noida (embedded)")
     ap.add_argument("--bootstrap", default=None,
                     help="use this running broker instead of starting one (--broker then names its kind, "
                          "which decides how counts are read)")
@@ -69,9 +119,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--spark-rounds", type=int, default=2, help="runs per Spark contender (best counts)")
     g = ap.add_argument_group("data")
     g.add_argument("--key-size", type=int, default=10)
-    g.add_argument("--value-size", type=int, default=100)
+    g.add_argument("--value-size", "--value-sizes", dest="value_size", default=argparse.SUPPRESS, metavar="BYTES",
+                   help="value bytes; several, comma-separated, make a matrix (default: 100; with --matrix "
+                        f"{MATRIX['value_sizes']})")
     g.add_argument("--pool-size", type=int, default=100_000, help="distinct records, cycled")
-    g.add_argument("--partitions", type=int, default=4, help="partitions of each fresh topic")
+    g.add_argument("--partitions", default=argparse.SUPPRESS, metavar="N",
+                   help="partitions of each fresh topic; several, comma-separated, make a matrix (default: 4; "
+                        f"with --matrix {MATRIX['partitions']})")
     g.add_argument("--seed", type=int, default=42)
     g = ap.add_argument_group("producer settings (the same for every client)")
     g.add_argument("--linger-ms", type=int, default=5)
@@ -86,7 +140,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     g = ap.add_argument_group("spark")
     g.add_argument("--spark-master", default="local[2]")
     g.add_argument("--spark-partitions", type=int, default=2, help="DataFrame partitions (= write tasks)")
-    g.add_argument("--spark-driver-memory", default="2g")
+    g.add_argument("--spark-driver-memory", default=argparse.SUPPRESS,
+                   help="default: 2g, more when the cached DataFrame needs it (rows x record bytes x 2.5 + 1g)")
     g.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
     g = ap.add_argument_group("harness")
     g.add_argument("--timeout", type=float, default=1800, help="seconds per standalone child")
@@ -101,6 +156,22 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.records = QUICK["records"] if args.quick else 1_000_000
     if getattr(args, "spark_rows", None) is None:
         args.spark_rows = QUICK["spark_rows"] if args.quick else 2_000_000
+    m = args.matrix
+    if getattr(args, "compression", None) is None:
+        args.compression = MATRIX["compression"] if m else "none,lz4"
+    if getattr(args, "contenders", None) is None:
+        args.contenders = MATRIX["contenders"] if m else "all"
+    try:
+        args.value_sizes = _int_list(getattr(args, "value_size", MATRIX["value_sizes"] if m else "100"), "--value-size")
+        args.partitions_list = _int_list(getattr(args, "partitions", MATRIX["partitions"] if m else "4"), "--partitions")
+    except argparse.ArgumentTypeError as e:
+        ap.error(str(e))
+    # the first cell's: what the template spec, the single-cell tables and the chart use
+    args.value_size, args.partitions = args.value_sizes[0], args.partitions_list[0]
+    args.cells = [(v, p) for v in args.value_sizes for p in args.partitions_list]
+    args.matrix = m or len(args.cells) > 1
+    if getattr(args, "spark_driver_memory", None) is None:
+        args.spark_driver_memory = auto_driver_memory(args.spark_rows, args.key_size, max(args.value_sizes))
     args.compressions = [c.strip().lower() for c in args.compression.split(",") if c.strip()]
     try:
         args.names = resolve(args.contenders)
@@ -157,11 +228,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int) -> dict:
-    label = f"{name} {comp}" + (f" r{rnd}/{args.rounds}" if args.rounds > 1 else "")
+def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
+                   cell: tuple[int, int] | None = None) -> dict:
+    value_size, partitions = cell or (template.value_size, template.partitions)
+    where = f" v{value_size} p{partitions}" if args.matrix else ""
+    label = f"{name} {comp}{where}" + (f" r{rnd}/{args.rounds}" if args.rounds > 1 else "")
     topic = new_topic(f"{name}-{comp}")
-    spec = dataclasses.replace(template, contender=name, compression=comp, topic=topic, label=label)
-    create_topic(spec.bootstrap, topic, spec.partitions)
+    spec = dataclasses.replace(template, contender=name, compression=comp, topic=topic, label=label,
+                               value_size=value_size, partitions=partitions)
+    ready_s = create_topic(spec.bootstrap, topic, spec.partitions)
     with tempfile.NamedTemporaryFile(prefix="bench-", suffix=".json", delete=False) as f:
         result_path = f.name
     try:
@@ -180,17 +255,22 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int) ->
         except OSError:
             pass
     res.setdefault("group", CONTENDERS[name].group)
-    res.update(round=rnd, records=args.records, topic=topic)
+    res.update(round=rnd, records=args.records, topic=topic, value_size=value_size, partitions=partitions,
+               topic_ready_s=ready_s)
     if res.get("status") not in ("skipped",):
         n, how = count_landed(spec.bootstrap, topic, spec.partitions, spec.broker)
         res.update(landed=n, verified_by=how)
     if not args.keep_topics:
-        delete_topic(spec.bootstrap, topic)
+        delete_topic(spec.bootstrap, topic, spec.broker_log_dir)
     return res
 
 
-def run_spark(args, template: BenchSpec, names: list[str]) -> tuple[list[dict], dict]:
+def run_spark(args, template: BenchSpec, names: list[str], spark_jars: list[str] | None = None,
+              unavailable: dict | None = None) -> tuple[list[dict], dict]:
     cfg = {
+        "cells": [{"value_size": v, "partitions": p} for v, p in args.cells],
+        "spark_jars": spark_jars or [],
+        "unavailable": unavailable or {},
         "spec": dataclasses.asdict(template),
         "rows": args.spark_rows,
         "rounds": args.spark_rounds,
@@ -207,8 +287,9 @@ def run_spark(args, template: BenchSpec, names: list[str]) -> tuple[list[dict], 
     with tempfile.NamedTemporaryFile(prefix="bench-spark-", suffix=".json", delete=False) as f:
         result_path = f.name
     try:
-        log(f"== spark ({args.spark_master}): {len(names)} contender(s) x {len(args.compressions)} codec(s) "
-            f"x {args.spark_rounds} round(s), {args.spark_rows:,} rows each")
+        log(f"== spark ({args.spark_master}, driver memory {args.spark_driver_memory}): {len(names)} contender(s) "
+            f"x {len(args.compressions)} codec(s) x {args.spark_rounds} round(s)"
+            + (f" x {len(args.cells)} cells" if len(args.cells) > 1 else "") + f", {args.spark_rows:,} rows each")
         rc, why = _run_child([sys.executable, "-m", "benchmarks.contenders.spark", "--config", json.dumps(cfg),
                               "--result", result_path], args.spark_timeout)
         try:
@@ -232,9 +313,14 @@ def run_spark(args, template: BenchSpec, names: list[str]) -> tuple[list[dict], 
 def _finish_run(r: dict, args) -> dict:
     """Derive rates and the verdict of one run."""
     records = r.get("records") or 0
+    r.setdefault("value_size", args.value_size)
+    r.setdefault("partitions", args.partitions)
     if r.get("status") == "ok" and r.get("elapsed_s"):
         r["records_per_s"] = records / r["elapsed_s"]
-        r["mb_per_s"] = records * (args.key_size + args.value_size) / r["elapsed_s"] / MB
+        r["mb_per_s"] = records * (args.key_size + r["value_size"]) / r["elapsed_s"] / MB
+    if r.get("cpu_broker_s") is not None and records:
+        # per million records the run wrote (the replay writes records x passes under one meter)
+        r["broker_cpu_s_per_m"] = round(r["cpu_broker_s"] / (r.get("expected_landed") or records) * 1e6, 3)
     if r.get("status") == "ok":
         landed = r.get("landed")
         expected = r.get("expected_landed") or records
@@ -248,45 +334,51 @@ def _finish_run(r: dict, args) -> dict:
     return r
 
 
+def _cell(r: dict) -> tuple:
+    return r.get("value_size"), r.get("partitions")
+
+
 def aggregate(runs: list[dict], args) -> list[dict]:
-    """Best OK round per (contender, compression), plus every round's rate."""
-    best: dict[tuple[str, str], dict] = {}
-    rounds: dict[tuple[str, str], list] = {}
+    """Best OK round per (contender, compression, value size, partitions), plus every round's
+    rate.  Ordered by cell, then contender, then compression."""
+    best: dict[tuple, dict] = {}
+    rounds: dict[tuple, list] = {}
     for r in runs:
-        key = (r["contender"], r["compression"])
+        key = (r["contender"], r["compression"], *_cell(r))
         rounds.setdefault(key, []).append({k: r.get(k) for k in ("round", "status", "elapsed_s", "records_per_s",
-                                                                 "landed", "note")})
+                                                                 "cpu_broker_s", "landed", "note")})
         cur = best.get(key)
         ok = r.get("status") == "ok"
         if cur is None or (ok and (cur.get("status") != "ok" or r["records_per_s"] > cur["records_per_s"])):
             best[key] = r
     out = []
-    for name in CONTENDERS:
-        for comp in args.compressions:
-            r = best.get((name, comp))
-            if r is None:
-                continue
-            r = dict(r)
-            r["rounds"] = rounds[(name, comp)]
-            r.pop("round", None)
-            out.append(r)
-    # ratio to ours: each group's reference contender, same compression
-    by = {(r["contender"], r["compression"]): r for r in out}
+    for cell in args.cells:
+        for name in CONTENDERS:
+            for comp in args.compressions:
+                r = best.get((name, comp, *cell))
+                if r is None:
+                    continue
+                r = dict(r)
+                r["rounds"] = rounds[(name, comp, *cell)]
+                r.pop("round", None)
+                out.append(r)
+    # ratio to ours: each group's reference contender, same compression and cell
+    by = {(r["contender"], r["compression"], *_cell(r)): r for r in out}
 
-    def rate(name, comp):
-        x = by.get((name, comp))
+    def rate(name, comp, cell):
+        x = by.get((name, comp, *cell))
         return x.get("records_per_s") if x and x.get("status") == "ok" else None
 
     for r in out:
         group = r.get("group") or CONTENDERS[r["contender"]].group
-        ref = REFERENCE[group]
-        if group == "limit" and rate(ref, r["compression"]) is None:
+        ref, cell = REFERENCE[group], _cell(r)
+        if group == "limit" and rate(ref, r["compression"], cell) is None:
             ref = "ours-send"
-        ref_rate, mine = rate(ref, r["compression"]), r.get("records_per_s")
+        ref_rate, mine = rate(ref, r["compression"], cell), r.get("records_per_s")
         r["reference"] = ref
         r["ratio_to_ours"] = mine / ref_rate if (mine and ref_rate and r.get("status") == "ok") else None
         if group == "limit" and mine and r.get("status") == "ok":
-            r["ours_share"] = {o: (rate(o, r["compression"]) / mine if rate(o, r["compression"]) else None)
+            r["ours_share"] = {o: (rate(o, r["compression"], cell) / mine if rate(o, r["compression"], cell) else None)
                                for o in ("ours-send", "ours-batch")}
     return out
 
@@ -354,24 +446,33 @@ def _fmt(v, spec=".2f", none="–"):
     return none if v is None else format(v, spec)
 
 
-def markdown(doc: dict) -> str:
-    meta = doc["meta"]
-    lines = [f"Broker **{meta['broker']}**, {meta['records']:,} records standalone / {meta['spark_rows']:,} rows "
-             f"Spark ({meta['spark_master']}, {meta['spark_partitions']} partitions), "
-             f"{meta['key_size']}+{meta['value_size']}-byte records, acks=all, linger.ms={meta['linger_ms']}, "
-             f"batch.size={meta['batch_size']}, {meta['partitions']} topic partitions; "
-             f"load average {meta.get('loadavg_start')} -> {meta.get('loadavg_end')} on {meta.get('cpus')} CPUs"
-             f"{' (--quick)' if meta.get('quick') else ''}.",
-             ""]
-    sp = meta.get("spark") or {}
-    if sp:
-        lines += [f"Spark: session {sp.get('session_s')} s, DataFrame cached in {sp.get('cache_s')} s, "
-                  f"a fresh Python worker's RSS {sp.get('worker_floor_mb')} MB (the floor for the Spark "
-                  f"peak RSS column){'; error: ' + sp['error'] if sp.get('error') else ''}.", ""]
-    lines += ["| contender | codec | records/s | MB/s | peak RSS MB | net RSS MB | CPU s (broker) | ratio to ours "
-              "| landed ok | note |",
-              "|---|---|---:|---:|---:|---:|---:|---:|:---:|---|"]
-    for r in doc["results"]:
+def _broker_desc(meta: dict) -> str:
+    b = f"**{meta['broker']}**"
+    if meta.get("broker_version"):
+        b += f" {meta['broker_version']}"
+    if meta["broker"] == "apache":
+        b += " (1 node, KRaft)"
+    return b
+
+
+def _spark_kafka_line(meta: dict) -> list[str]:
+    sk = meta.get("spark_kafka") or {}
+    if sk.get("resolved"):
+        from benchmarks.spark_kafka_jars import describe
+
+        return [f"Spark's Kafka sink (`spark-jvm-kafka`): {describe(sk)}.", ""]
+    if sk.get("error"):
+        return [f"Spark's Kafka sink (`spark-jvm-kafka`) not available: {sk['error'][:300]}", ""]
+    return []
+
+
+def _run_table(results: list[dict], cells: bool = False) -> list[str]:
+    """One row per (best) run; ``cells``: with value size and partitions columns (the matrix)."""
+    head = "| contender | " + ("value B | partitions | " if cells else "") + (
+        "codec | records/s | MB/s | peak RSS MB | net RSS MB | CPU s (broker) | broker CPU s / M rows "
+        "| ratio to ours | landed ok | note |")
+    lines = [head, "|---|" + ("---:|---:|" if cells else "") + "---|---:|---:|---:|---:|---:|---:|---:|:---:|---|"]
+    for r in results:
         ratio = r.get("ratio_to_ours")
         ratio_s = "–" if ratio is None else f"{ratio:.2f}× {r.get('reference')}"
         shares = {k: v for k, v in (r.get("ours_share") or {}).items() if v}
@@ -386,14 +487,81 @@ def markdown(doc: dict) -> str:
             note = (note + " " if note else "") + (
                 f"{r['elapsed_s']:.1f}s = {r['before_tasks_s']:.1f} before tasks + {r['tasks_s']:.1f} tasks + "
                 f"{r['after_tasks_s']:.1f} after")
+        if r.get("peak_rss_mb") is None and r.get("jvm_peak_mb") is not None and r.get("status") == "ok":
+            note = (note + "; " if note else "") + f"JVM only (JVM peak {r['jvm_peak_mb']:.0f} MB)"
         cpu = _fmt(r.get("cpu_machine_s"), ".1f")
         if r.get("cpu_broker_s") is not None:
             cpu += f" ({r['cpu_broker_s']:.1f})"
-        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
-            r["contender"], r["compression"],
-            _fmt(r.get("records_per_s"), ",.0f"), _fmt(r.get("mb_per_s"), ".1f"),
-            _fmt(r.get("peak_rss_mb"), ".0f"), _fmt(r.get("net_rss_mb"), ".0f"), cpu, ratio_s,
-            {True: "yes", False: "NO"}.get(r.get("verified"), "–"), note.replace("|", "/")[:200]))
+        where = [str(r.get("value_size")), str(r.get("partitions"))] if cells else []
+        cols = [r["contender"], *where, r["compression"],
+                _fmt(r.get("records_per_s"), ",.0f"), _fmt(r.get("mb_per_s"), ".1f"),
+                _fmt(r.get("peak_rss_mb"), ".0f"), _fmt(r.get("net_rss_mb"), ".0f"), cpu,
+                _fmt(r.get("broker_cpu_s_per_m"), ".2f"), ratio_s,
+                {True: "yes", False: "NO"}.get(r.get("verified"), "–"), note.replace("|", "/")[:200]]
+        lines.append("| " + " | ".join(cols) + " |")
+    return lines
+
+
+def _size_label(v: int) -> str:
+    return f"{v // 1024} KiB" if v >= 1024 and v % 1024 == 0 else f"{v} B"
+
+
+def matrix_table(doc: dict) -> list[str]:
+    """The matrix: per (value size, partitions, codec) the rows/s of every contender, ours over
+    each of the others, and the broker's CPU seconds per million rows of each."""
+    meta, results = doc["meta"], doc["results"]
+    names = [n for n in CONTENDERS if any(r["contender"] == n for r in results)]
+    ours = next((n for n in ("spark-pyprod", "ours-batch", "ours-send") if n in names), None)
+    others = [n for n in names if n != ours] if ours else []
+    label = lambda n: MATRIX_LABELS.get(n, n)  # noqa: E731
+    by = {(r["contender"], r["compression"], *_cell(r)): r for r in results}
+
+    def rate_cell(r):
+        if r is None:
+            return "–"
+        if r.get("status") == "ok":
+            return _fmt(r.get("records_per_s"), ",.0f")
+        return f"**{r.get('status')}**"
+
+    def rate(r):
+        return r.get("records_per_s") if r and r.get("status") == "ok" else None
+
+    head = (["value", "partitions", "codec"] + [f"{label(n)} rows/s" for n in names]
+            + [f"ours ÷ {label(n)}" for n in others] + [f"broker CPU s/M: {label(n)}" for n in names])
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "---:|" * 2 + "---|" + "---:|" * (len(head) - 3)]
+    for v, p in [tuple(c) for c in meta["cells"]]:
+        for comp in meta["compressions"]:
+            row = [_size_label(v), str(p), comp]
+            rs = {n: by.get((n, comp, v, p)) for n in names}
+            row += [rate_cell(rs[n]) for n in names]
+            for n in others:
+                a, b = rate(rs[ours]), rate(rs[n])
+                row.append(f"{a / b:.2f}×" if a and b else "–")
+            for n in names:
+                row.append(_fmt((rs[n] or {}).get("broker_cpu_s_per_m"), ".2f"))
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def markdown(doc: dict) -> str:
+    meta = doc["meta"]
+    if meta.get("matrix"):
+        return markdown_matrix(doc)
+    lines = [f"Broker {_broker_desc(meta)}, {meta['records']:,} records standalone / {meta['spark_rows']:,} rows "
+             f"Spark ({meta['spark_master']}, {meta['spark_partitions']} partitions), "
+             f"{meta['key_size']}+{meta['value_size']}-byte records, acks=all, linger.ms={meta['linger_ms']}, "
+             f"batch.size={meta['batch_size']}, {meta['partitions']} topic partitions; "
+             f"load average {meta.get('loadavg_start')} -> {meta.get('loadavg_end')} on {meta.get('cpus')} CPUs"
+             f"{' (--quick)' if meta.get('quick') else ''}.",
+             ""]
+    sp = meta.get("spark") or {}
+    if sp:
+        lines += [f"Spark: session {sp.get('session_s')} s, DataFrame cached in {sp.get('cache_s')} s, "
+                  f"a fresh Python worker's RSS {sp.get('worker_floor_mb')} MB (the floor for the Spark "
+                  f"peak RSS column){'; error: ' + sp['error'] if sp.get('error') else ''}.", ""]
+    lines += _spark_kafka_line(meta)
+    lines += _run_table(doc["results"])
     lines += ["", "| target | codec | measured | goal | met |", "|---|---|---:|---:|:---:|"]
     for t in doc["targets"]:
         unit = t.get("unit", "")
@@ -402,6 +570,35 @@ def markdown(doc: dict) -> str:
         met = {True: "yes", False: "**no**", None: "–"}[t["pass"]]
         lines.append(f"| {t['target']} | {t['compression']} | {val}{' ' + unit if unit and t['value'] is not None else ''}"
                      f" | {goal} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_matrix(doc: dict) -> str:
+    meta = doc["meta"]
+    sizes = ", ".join(_size_label(v) for v in meta["value_sizes"])
+    lines = [f"Matrix on broker {_broker_desc(meta)}: {meta['spark_rows']:,} rows per Spark run "
+             f"({meta['spark_master']}, {meta['spark_partitions']} DataFrame partitions, driver memory "
+             f"{meta.get('spark_driver_memory')})"
+             + (f", {meta['records']:,} records per standalone run" if any(
+                 CONTENDERS[n].group != "spark" for n in meta["contenders"]) else "")
+             + f"; {meta['key_size']}-byte keys, values of {sizes}; topics of "
+             f"{', '.join(str(p) for p in meta['partitions_list'])} partitions; acks=all, idempotence "
+             f"{'on' if meta['idempotence'] else 'off'}, linger.ms={meta['linger_ms']}, "
+             f"batch.size={meta['batch_size']}, buffer.memory={meta['buffer_memory']}, "
+             f"max.in.flight={meta['max_in_flight']} for every client; best of {meta['spark_rounds']} "
+             f"round(s); load average {meta.get('loadavg_start')} -> {meta.get('loadavg_end')} on "
+             f"{meta.get('cpus')} CPUs; {meta.get('duration_s')} s in all"
+             f"{' (--quick)' if meta.get('quick') else ''}.", ""]
+    lines += _spark_kafka_line(meta)
+    sp = meta.get("spark") or {}
+    if sp.get("error"):
+        lines += [f"Spark process error: {sp['error'][:500]}", ""]
+    lines += matrix_table(doc)
+    lines += ["", "rows/s: DataFrame rows (records) written per second of the Spark action, best round; "
+                  "ours ÷ X: rows/s of pyprod-kafka over X's; broker CPU s/M: the broker process's CPU "
+                  "seconds (utime+stime from /proc/<pid>/stat, before/after the run) per million rows.",
+              "", "### Per run", ""]
+    lines += _run_table(doc["results"], cells=True)
     return "\n".join(lines) + "\n"
 
 
@@ -472,6 +669,33 @@ def print_summary(doc: dict) -> None:
 # ------------------------------------------------------------------------------------- main
 
 
+@dataclasses.dataclass
+class BrokerHandle:
+    """The broker this run started: where it listens, the PID whose CPU time is measured, and
+    how it is stopped (by that PID; Apache Kafka's files go with it)."""
+
+    kind: str
+    bootstrap: str
+    pid: int
+    stop: object
+    version: str | None = None
+    config: dict | None = None
+
+
+def start_bench_broker(kind: str) -> BrokerHandle:
+    if kind == "apache":
+        from sparkkafka_sink.testing.apache_kafka import ApacheKafka
+
+        cluster = ApacheKafka(nodes=1, broker_config=APACHE_BENCH_CONFIG).start()
+        node = cluster.nodes[0]
+        return BrokerHandle(kind, cluster.bootstrap_servers, node.pid, cluster.close, cluster.version,
+                            dict(node.properties()))
+    from sparkkafka_sink.testing.brokers import start_broker
+
+    broker = start_broker(kind)
+    return BrokerHandle(kind, broker.bootstrap_servers, broker.pid, broker.stop)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     out_dir = Path(args.out) if Path(args.out).is_absolute() else REPO / args.out
@@ -486,15 +710,19 @@ def main(argv=None) -> int:
     meta = {
         "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([os.path.basename(sys.executable), "-m", "benchmarks.run"] + (argv or sys.argv[1:])),
-        "quick": args.quick, "broker": args.broker, "records": args.records, "spark_rows": args.spark_rows,
-        "compressions": args.compressions, "contenders": args.names, "partitions": args.partitions,
-        "key_size": args.key_size, "value_size": args.value_size, "pool_size": args.pool_size,
+        "quick": args.quick, "matrix": args.matrix, "broker": args.broker, "records": args.records,
+        "spark_rows": args.spark_rows, "compressions": args.compressions, "contenders": args.names,
+        "partitions": args.partitions, "value_size": args.value_size,
+        "partitions_list": args.partitions_list, "value_sizes": args.value_sizes,
+        "cells": [list(c) for c in args.cells],
+        "key_size": args.key_size, "pool_size": args.pool_size,
         "linger_ms": args.linger_ms, "batch_size": args.batch_size, "buffer_memory": args.buffer_memory,
         "max_in_flight": args.max_in_flight, "idempotence": not args.no_idempotence,
         "arrow_batch": args.arrow_batch, "replay_inflight": args.replay_inflight,
         "replay_repeats": args.replay_repeats, "rounds": args.rounds,
         "spark_rounds": args.spark_rounds, "spark_master": args.spark_master,
-        "spark_partitions": args.spark_partitions, "cpus": os.cpu_count(),
+        "spark_partitions": args.spark_partitions, "spark_driver_memory": args.spark_driver_memory,
+        "cpus": os.cpu_count(),
         "loadavg_start": [round(x, 2) for x in os.getloadavg()], "versions": versions(),
     }
     try:
@@ -503,37 +731,56 @@ def main(argv=None) -> int:
     except Exception:
         meta["git_commit"] = None
 
-    broker = None
+    broker: BrokerHandle | None = None
     runs: list[dict] = []
     t_start = time.perf_counter()
     try:
+        spark_jars, unavailable = [], {}
+        if "spark-jvm-kafka" in spark_names:  # before the broker: the first resolve downloads
+            from benchmarks.spark_kafka_jars import describe, resolve_spark_kafka
+
+            try:
+                info = resolve_spark_kafka()
+                spark_jars = info["jars"]
+                meta["spark_kafka"] = info
+                log(f"== spark-jvm-kafka: {describe(info)}; spark.jars: "
+                    + ", ".join(os.path.basename(j) for j in spark_jars))
+            except Exception as e:  # noqa: BLE001 - the contender is skipped, the rest runs
+                why = f"spark-sql-kafka jars not resolved: {type(e).__name__}: {e}"
+                unavailable["spark-jvm-kafka"] = why[:1500]
+                meta["spark_kafka"] = {"error": why[:1500]}
+                log(f"== {why[:600]}")
         if args.bootstrap:
             bootstrap = args.bootstrap
             log(f"== using broker at {bootstrap} ({args.broker})")
         else:
-            from sparkkafka_sink.testing.brokers import start_broker
-
-            broker = start_broker(args.broker)
-            bootstrap = broker.bootstrap_servers
-            log(f"== started {args.broker} at {bootstrap} (pid {broker.pid})")
+            broker = start_bench_broker(args.broker)
+            bootstrap = broker.bootstrap
+            meta["broker_version"] = broker.version
+            meta["broker_config"] = broker.config
+            log(f"== started {args.broker}{' ' + broker.version if broker.version else ''} at {bootstrap} "
+                f"(pid {broker.pid})")
         meta["bootstrap"] = bootstrap
         template = template_spec(args, bootstrap)
         if broker is not None:
-            template = dataclasses.replace(template, broker_pid=broker.pid)
+            template = dataclasses.replace(template, broker_pid=broker.pid,
+                                           broker_log_dir=(broker.config or {}).get("log.dirs", ""))
         for rnd in range(1, args.rounds + 1):
-            for comp in args.compressions:
-                for name in standalone:
-                    r = _finish_run(run_standalone(args, template, name, comp, rnd), args)
-                    runs.append(r)
-                    if r.get("status") == "ok":
-                        log(f"   {name} {comp}: {fmt_rate(r['records_per_s'])} rec/s, {r['mb_per_s']:.1f} MB/s, "
-                            f"peak RSS {r.get('peak_rss_mb')} MB (net {r.get('net_rss_mb')}), "
-                            f"landed {r.get('landed'):,} ({r.get('verified_by')})")
-                    else:
-                        log(f"   {name} {comp}: {r.get('status')}: {r.get('note')}")
+            for cell in args.cells:
+                for comp in args.compressions:
+                    for name in standalone:
+                        r = _finish_run(run_standalone(args, template, name, comp, rnd, cell), args)
+                        runs.append(r)
+                        if r.get("status") == "ok":
+                            log(f"   {name} {comp}: {fmt_rate(r['records_per_s'])} rec/s, {r['mb_per_s']:.1f} MB/s, "
+                                f"peak RSS {r.get('peak_rss_mb')} MB (net {r.get('net_rss_mb')}), "
+                                f"landed {r.get('landed'):,} ({r.get('verified_by')}), "
+                                f"broker {r.get('broker_cpu_s_per_m', '?')} CPU s/M")
+                        else:
+                            log(f"   {name} {comp}: {r.get('status')}: {r.get('note')}")
         if spark_names:
             template = dataclasses.replace(template, records=args.spark_rows)
-            spark_runs, spark_meta = run_spark(args, template, spark_names)
+            spark_runs, spark_meta = run_spark(args, template, spark_names, spark_jars, unavailable)
             meta["spark"] = spark_meta
             if spark_meta.get("error"):
                 log(f"== spark process error: {spark_meta['error']}")
@@ -551,19 +798,21 @@ def main(argv=None) -> int:
     meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     results = aggregate(runs, args)
     floor = (meta.get("spark") or {}).get("worker_floor_mb")
-    doc = {"meta": meta, "results": results, "targets": targets(results, args, floor), "runs": runs}
+    # the targets are the single-configuration run's; a matrix reports its ratios in its table
+    doc = {"meta": meta, "results": results,
+           "targets": [] if args.matrix else targets(results, args, floor), "runs": runs}
     (out_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str))
     (out_dir / "results.md").write_text(markdown(doc))
-    if not args.no_chart:
+    charted = not args.no_chart and not args.matrix
+    if charted:
         why = chart(doc, out_dir / "results.png")
         if why:
             log(f"== {why}")
     print_summary(doc)
-    log(f"== wrote {out_dir / 'results.json'}, results.md" + ("" if args.no_chart else ", results.png")
+    log(f"== wrote {out_dir / 'results.json'}, results.md" + (", results.png" if charted else "")
         + f" in {meta['duration_s']:.0f}s")
     bad = [r for r in results if r.get("status") not in ("ok", "skipped")]
     return 1 if bad or meta.get("interrupted") else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

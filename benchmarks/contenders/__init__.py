@@ -42,6 +42,8 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in [
               "pre-encoded Produce requests written on one socket, pipelined: the broker's ceiling"),
     Contender("spark-pyprod", "spark", "benchmarks.contenders.spark",
               'df.write.format("pyprod-kafka").save()', ours=True),
+    Contender("spark-jvm-kafka", "spark", "benchmarks.contenders.spark",
+              'df.write.format("kafka").save(): Spark\'s own Kafka sink (spark-sql-kafka, Java kafka-clients)'),
     Contender("spark-mapinarrow-confluent", "spark", "benchmarks.contenders.spark",
               "df.mapInArrow(fn) where fn produces each row with confluent-kafka"),
     Contender("spark-foreach-confluent", "spark", "benchmarks.contenders.spark",
@@ -59,6 +61,9 @@ GROUPS = {
 }
 GROUPS["all"] = list(CONTENDERS)
 
+#: other names accepted by --contenders
+ALIASES = {"pyprod-kafka": "spark-pyprod", "spark-kafka": "spark-jvm-kafka"}
+
 #: the contender each group's "ratio to ours" is taken against
 REFERENCE = {"standalone": "ours-send", "limit": "ours-batch", "spark": "spark-pyprod"}
 
@@ -69,6 +74,7 @@ def resolve(spec: str) -> list[str]:
     for item in (s.strip() for s in spec.split(",")):
         if not item:
             continue
+        item = ALIASES.get(item, item)
         names = GROUPS.get(item) or ([item] if item in CONTENDERS else None)
         if names is None:
             raise ValueError(f"unknown contender {item!r}; choose from: "

@@ -3,8 +3,14 @@
 ``python -m benchmarks.contenders.spark --config JSON --result FILE`` (started by
 ``benchmarks.run``): starts ``local[N]``, builds the DataFrame (the same record pool as the
 standalone contenders, ``spark_rows`` rows of binary ``key``/``value`` in ``spark_partitions``
-partitions), caches it and counts it once, then for each round, compression and contender
-runs the write on a fresh topic, checks the broker's count and deletes the topic.
+partitions), caches it and counts it once, then for each compression, contender and round
+runs the write on a fresh topic, checks the broker's count and deletes the topic.  With
+``cells`` in the config (the matrix: value sizes x topic partitions) the session stays and the
+DataFrame is rebuilt per value size.
+
+``spark-jvm-kafka`` is Spark's own Kafka sink (``format("kafka")``): its jars (resolved with
+Maven by ``benchmarks.spark_kafka_jars`` in the parent) are on the session's classpath from the
+start (``spark.jars``, config ``spark_jars``), as the session is built once for all contenders.
 
 Timing is the wall time of the Spark action (job start to last task done, i.e. every record
 acknowledged: each contender flushes its producer before its task ends).  Memory is sampled
@@ -48,7 +54,10 @@ from benchmarks.common import (
     proc_rss_bytes,
 )
 
-WRITES = {"spark-pyprod", "spark-mapinarrow-confluent", "spark-foreach-confluent", "spark-foreach-kafka-python"}
+WRITES = {"spark-pyprod", "spark-jvm-kafka", "spark-mapinarrow-confluent", "spark-foreach-confluent",
+          "spark-foreach-kafka-python"}
+#: contenders that run no Python worker of their own (their peak RSS is the JVM's)
+JVM_ONLY = {"spark-jvm-kafka"}
 
 
 # ------------------------------------------------------------------ functions run in the tasks
@@ -271,6 +280,10 @@ def build_session(cfg: dict):
          .config("spark.sql.shuffle.partitions", str(cfg["spark_partitions"]))
          .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(cfg["spark_arrow_batch"]))
          .config("spark.sql.autoBroadcastJoinThreshold", str(64 * MiB)))
+    if cfg.get("spark_jars"):
+        # local paths resolved by Maven in the parent: on the driver's classpath from the start
+        # (Ivy's spark.jars.packages would not see Maven's settings)
+        b = b.config("spark.jars", ",".join(cfg["spark_jars"]))
     for kv in cfg.get("spark_conf") or []:
         k, _, v = kv.partition("=")
         b = b.config(k, v)
@@ -303,6 +316,8 @@ def build_dataframe(spark, spec: BenchSpec, rows: int, partitions: int):
 
 
 def _sink_options(spec: BenchSpec) -> dict:
+    """Options of both sinks: pyprod-kafka and Spark's "kafka" format take the same ``kafka.*``
+    producer settings (Spark passes them to its Java producer)."""
     return {
         "kafka.bootstrap.servers": spec.bootstrap,
         "topic": spec.topic,
@@ -326,6 +341,12 @@ def _action(name: str, df, spec: BenchSpec):
             w = w.option(k, v)
         w.save()
         return None
+    if name == "spark-jvm-kafka":
+        w = df.write.format("kafka").mode("append")
+        for k, v in _sink_options(spec).items():
+            w = w.option(k, v)
+        w.save()
+        return None
     if name == "spark-noop":
         return df.mapInArrow(_count_only, "n long").agg(F.sum("n")).collect()[0][0]
     if name == "spark-mapinarrow-confluent":
@@ -340,7 +361,13 @@ def _action(name: str, df, spec: BenchSpec):
     raise ValueError(f"unknown spark contender {name!r}")
 
 
-def _available(name: str) -> str | None:
+def _available(name: str, cfg: dict | None = None) -> str | None:
+    if name == "spark-jvm-kafka":
+        why = (cfg or {}).get("unavailable", {}).get(name)
+        if why:
+            return why
+        if not (cfg or {}).get("spark_jars"):
+            return "no spark-sql-kafka jars (spark_jars) in the config"
     if name in ("spark-mapinarrow-confluent", "spark-foreach-confluent"):
         try:
             import confluent_kafka  # noqa: F401
@@ -371,9 +398,10 @@ def _short_error(e: BaseException) -> str:
 def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, keep_topic: bool = False) -> dict:
     writes = name in WRITES
     res = {"contender": name, "group": "spark", "compression": spec.compression, "records": spec.records,
+           "value_size": spec.value_size, "partitions": spec.partitions,
            "topic": spec.topic if writes else None, "status": "ok"}
     if writes:
-        create_topic(spec.bootstrap, spec.topic, spec.partitions)
+        res["topic_ready_s"] = create_topic(spec.bootstrap, spec.topic, spec.partitions)
     landed = ApproxLanded(spec.bootstrap, spec.topic, spec.partitions) if writes else None
     cpu = CpuMeter(spec.broker_pid)
     t0 = time.perf_counter()
@@ -389,7 +417,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         if landed:
             landed.close()
         if writes and not keep_topic:
-            delete_topic(spec.bootstrap, spec.topic)
+            delete_topic(spec.bootstrap, spec.topic, spec.broker_log_dir)
         res.update(status="error", note=_short_error(e))
         return res
     sampler.stop()
@@ -397,6 +425,8 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         landed.close()
     res.update(elapsed_s=elapsed, peak_rss_mb=round(sampler.worker_peak / MiB, 1),
                active_workers=sampler.active_workers, jvm_peak_mb=round(sampler.jvm_peak / MiB, 1))
+    if name in JVM_ONLY:  # no Python worker of its own: idle ones of others would set the column
+        res["peak_rss_mb"] = None
     if sampler.first_stage_s is not None:
         # where the time went (sampled every 0.2 s): before the first task ran (planning, for
         # pyprod-kafka the Python DataSource's writer() in a worker), while tasks ran, after
@@ -411,14 +441,14 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         n, how = count_landed(spec.bootstrap, spec.topic, spec.partitions, spec.broker)
         res.update(landed=n, verified_by=how)
         if not keep_topic:
-            delete_topic(spec.bootstrap, spec.topic)
+            delete_topic(spec.bootstrap, spec.topic, spec.broker_log_dir)
     else:
         res.update(landed=res.get("spark_count"), verified_by="rows counted by the tasks")
     phases = (f" [before tasks {res['before_tasks_s']}s, tasks {res['tasks_s']}s, after {res['after_tasks_s']}s]"
               if "tasks_s" in res else "")
     log(f"[{spec.label}] {fmt_int(spec.records)} rows in {elapsed:.2f}s = "
         f"{fmt_rate(spec.records / elapsed)} rec/s{phases}; landed {res.get('landed')} ({res.get('verified_by')}); "
-        f"worker peak {res['peak_rss_mb']} MB; CPU {res.get('cpu_machine_s')}s "
+        f"worker peak {res['peak_rss_mb']} MB, JVM {res['jvm_peak_mb']} MB; CPU {res.get('cpu_machine_s')}s "
         f"(broker {res.get('cpu_broker_s', '?')}s)")
     return res
 
@@ -430,6 +460,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     cfg = json.loads(args.config)
     template = BenchSpec(**cfg["spec"])
+    # the matrix: (value size, topic partitions) cells; one cell = the template's own
+    cells = cfg.get("cells") or [{"value_size": template.value_size, "partitions": template.partitions}]
     runs: list[dict] = []
     meta: dict = {}
 
@@ -442,52 +474,66 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         spark = build_session(cfg)
         meta["session_s"] = round(time.perf_counter() - t, 2)
-        log(f"[spark] session up in {meta['session_s']}s ({cfg['spark_master']}); building "
-            f"{fmt_int(cfg['rows'])} rows in {cfg['spark_partitions']} partitions, caching...")
-        t = time.perf_counter()
-        df = build_dataframe(spark, template, cfg["rows"], cfg["spark_partitions"])
-        meta["cache_s"] = round(time.perf_counter() - t, 2)
-        log(f"[spark] DataFrame cached in {meta['cache_s']}s")
-        if cfg.get("warmup", True):  # start the Python workers and import pyarrow (untimed)
-            t = time.perf_counter()
-            sampler = Sampler()
-            sampler.start()
-            _action("spark-noop", df, template)
-            sampler.stop()
-            meta["warmup_s"] = round(time.perf_counter() - t, 2)
-            # fresh workers that only counted rows: the floor of a worker's RSS.  Later runs
-            # reuse workers, which keep what earlier contenders grew them to; the pyprod-kafka
-            # writes run in workers of their own (Spark's data source write daemon).
-            meta["worker_floor_mb"] = round(sampler.worker_peak / MiB, 1)
-            log(f"[spark] warm-up (untimed no-op pass) {meta['warmup_s']}s, fresh worker RSS "
-                f"{meta['worker_floor_mb']} MB")
+        log(f"[spark] session up in {meta['session_s']}s ({cfg['spark_master']})"
+            + (f", {len(cfg['spark_jars'])} spark-sql-kafka jar(s) on the classpath" if cfg.get("spark_jars") else ""))
         skipped = {}
         for name in cfg["contenders"]:
-            why = _available(name)
+            why = _available(name, cfg)
             if why:
                 skipped[name] = why
-        # A contender's rounds run back to back: Spark stops Python workers that have been idle
-        # for about a minute, so rounds spread across the whole run would each start with cold
-        # workers (0.5-1 s of imports per worker) or not, depending on what ran in between.
-        # Back to back, round 1 may pay that start-up and later rounds reuse the workers.
-        for comp in cfg["compressions"]:
-            for name in cfg["contenders"]:
-                for rnd in range(1, cfg["rounds"] + 1):
-                    if name in skipped:
-                        if rnd == 1:
-                            runs.append({"contender": name, "group": "spark", "compression": comp,
-                                         "status": "skipped", "note": skipped[name], "round": rnd})
-                        continue
-                    spec = BenchSpec(**dict(cfg["spec"], contender=name, compression=comp,
-                                            topic=new_topic(f"{name}-{comp}"), records=cfg["rows"],
-                                            label=f"{name} {comp} r{rnd}/{cfg['rounds']}"))
-                    res = run_once(spark, df, name, spec, cfg.get("progress_interval", 2.0),
-                                   keep_topic=cfg.get("keep_topics", False))
-                    res["round"] = rnd
-                    runs.append(res)
-                    dump()
-                    if res["status"] == "error":
-                        log(f"[{spec.label}] ERROR: {res['note'][:600]}")
+        df, df_value_size = None, None
+        for cell in cells:
+            cell_spec = dict(cfg["spec"], value_size=cell["value_size"], partitions=cell["partitions"])
+            if df is None or df_value_size != cell["value_size"]:
+                if df is not None:
+                    df.unpersist(blocking=True)
+                log(f"[spark] building {fmt_int(cfg['rows'])} rows of {template.key_size}+{cell['value_size']} "
+                    f"bytes in {cfg['spark_partitions']} partitions, caching...")
+                t = time.perf_counter()
+                df = build_dataframe(spark, BenchSpec(**cell_spec), cfg["rows"], cfg["spark_partitions"])
+                df_value_size = cell["value_size"]
+                cache_s = round(time.perf_counter() - t, 2)
+                meta.setdefault("cache_s", cache_s)  # the first DataFrame's, as before
+                meta.setdefault("cache_s_by_value_size", {})[str(cell["value_size"])] = cache_s
+                log(f"[spark] DataFrame cached in {cache_s}s")
+                if cfg.get("warmup", True) and "warmup_s" not in meta:
+                    # start the Python workers and import pyarrow (untimed), once
+                    t = time.perf_counter()
+                    sampler = Sampler()
+                    sampler.start()
+                    _action("spark-noop", df, template)
+                    sampler.stop()
+                    meta["warmup_s"] = round(time.perf_counter() - t, 2)
+                    # fresh workers that only counted rows: the floor of a worker's RSS.  Later
+                    # runs reuse workers, which keep what earlier contenders grew them to; the
+                    # pyprod-kafka writes run in workers of their own (the data source daemon).
+                    meta["worker_floor_mb"] = round(sampler.worker_peak / MiB, 1)
+                    log(f"[spark] warm-up (untimed no-op pass) {meta['warmup_s']}s, fresh worker RSS "
+                        f"{meta['worker_floor_mb']} MB")
+            where = (f" v{cell['value_size']} p{cell['partitions']}" if len(cells) > 1 else "")
+            # A contender's rounds run back to back: Spark stops Python workers that have been
+            # idle for about a minute, so rounds spread across the whole run would each start
+            # with cold workers (0.5-1 s of imports per worker) or not, depending on what ran in
+            # between.  Back to back, round 1 may pay that start-up and later rounds reuse them.
+            for comp in cfg["compressions"]:
+                for name in cfg["contenders"]:
+                    for rnd in range(1, cfg["rounds"] + 1):
+                        if name in skipped:
+                            if rnd == 1:
+                                runs.append({"contender": name, "group": "spark", "compression": comp,
+                                             "value_size": cell["value_size"], "partitions": cell["partitions"],
+                                             "status": "skipped", "note": skipped[name], "round": rnd})
+                            continue
+                        spec = BenchSpec(**dict(cell_spec, contender=name, compression=comp,
+                                                topic=new_topic(f"{name}-{comp}"), records=cfg["rows"],
+                                                label=f"{name} {comp}{where} r{rnd}/{cfg['rounds']}"))
+                        res = run_once(spark, df, name, spec, cfg.get("progress_interval", 2.0),
+                                       keep_topic=cfg.get("keep_topics", False))
+                        res["round"] = rnd
+                        runs.append(res)
+                        dump()
+                        if res["status"] == "error":
+                            log(f"[{spec.label}] ERROR: {res['note'][:600]}")
         meta["ok"] = True
     except BaseException as e:  # noqa: BLE001
         traceback.print_exc()

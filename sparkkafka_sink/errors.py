@@ -14,6 +14,10 @@ class KafkaError(Exception):
 
     #: True when the same operation may succeed if tried again.
     retriable: bool = False
+    #: ``Producer.send_batch`` rejections: the first row concerned (its position in the call's
+    #: columns) and, for an unknown partition, that partition
+    row: int | None = None
+    partition: int | None = None
 
 
 class ConfigError(KafkaError, ValueError):
@@ -101,6 +105,14 @@ class BrokerResponseError(KafkaError):
     code: int = -1
     name: str = "UNKNOWN_SERVER_ERROR"
     description: str = "The server experienced an unexpected error."
+    #: leaders may have moved: refresh metadata before retrying
+    invalid_metadata: bool = False
+    #: the broker lost (or refuses) our producer id/epoch/sequence: take a new producer id
+    producer_state_lost: bool = False
+    #: resending the same bytes cannot change the answer
+    resend_cannot_help: bool = False
+    #: the broker already wrote this batch (an idempotent resend)
+    already_written: bool = False
 
     def __init__(self, message: str | None = None):
         self.message = message

@@ -57,14 +57,14 @@ def _read_frame(sock: socket.socket) -> memoryview:
 
 def _negotiate_produce(sock: socket.socket) -> int:
     from sparkkafka_sink.protocol.api import ApiKey, negotiate
-    from sparkkafka_sink.protocol.api_versions import ApiVersionsRequest, ApiVersionsResponse
+    from sparkkafka_sink.protocol import messages
     from sparkkafka_sink.protocol.header import decode_response_header, encode_request
 
-    frame = encode_request(ApiKey.API_VERSIONS, 0, 1, CLIENT_ID, ApiVersionsRequest().encode(0))
+    frame = encode_request(ApiKey.API_VERSIONS, 0, 1, CLIENT_ID, messages.encode_body(messages.ApiVersionsRequest(), 0))
     sock.sendall(b"".join(bytes(p) for p in frame))
     resp = _read_frame(sock)
     _, off = decode_response_header(resp, ApiKey.API_VERSIONS, 0)
-    versions = ApiVersionsResponse.decode(resp[off:], 0)
+    versions = messages.decode_body("ApiVersionsResponse", resp[off:], 0)
     rng = versions.version_range(ApiKey.PRODUCE)
     if rng is None:
         raise RuntimeError("broker does not list the Produce API")
@@ -189,7 +189,7 @@ def run(spec, client, data, progress) -> dict:
 def _replay_once(spec, data, progress) -> dict:
     from sparkkafka_sink.protocol.api import ApiKey
     from sparkkafka_sink.protocol.header import decode_response_header
-    from sparkkafka_sink.protocol.produce import ProduceResponse
+    from sparkkafka_sink.protocol.produce import decode_produce_response
 
     sock: socket.socket = data["sock"]
     frames = data["frames"]
@@ -209,7 +209,8 @@ def _replay_once(spec, data, progress) -> dict:
         expected = _SIZE.unpack_from(frame, 8)[0]
         if cid != expected:
             raise RuntimeError(f"correlation id {cid} answered, {expected} expected")
-        bad = [(t, p) for t, p in ProduceResponse.decode(resp[off:], version).partitions() if p.error_code]
+        bad = [(t.name, p) for t in decode_produce_response(resp[off:], version).responses
+               for p in t.partition_responses if p.error_code]
         if bad:
             failed += count
             first_error = first_error or f"{bad[0][0]}-{bad[0][1].index}: error code {bad[0][1].error_code}"

@@ -12,20 +12,17 @@ on demand).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import random
 import selectors
 import socket
 import time
-from collections import deque
 from typing import Any, Callable
 
 from sparkkafka_sink.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    ProtocolError,
     UnsupportedVersionError,
 )
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster
@@ -33,14 +30,12 @@ from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
 from sparkkafka_sink.network.in_flight import ClientResponse, InFlightRequest, InFlightRequests
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.protocol.api import SUPPORTED_VERSIONS, ApiKey, negotiate
-from sparkkafka_sink.protocol.api_versions import ApiVersionsRequest
+from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
 from sparkkafka_sink.protocol.errors import error_for_code
-from sparkkafka_sink.protocol.header import decode_response_header, encode_request
-from sparkkafka_sink.protocol.metadata import MetadataRequest
+from sparkkafka_sink.protocol.messages import ApiVersionsRequest, metadata_request
 
 log = logging.getLogger(__name__)
 
-_UNSUPPORTED_VERSION = 35
 _WAKEUP = object()
 
 
@@ -67,19 +62,17 @@ class NetworkClient:
         self.receive_buffer_bytes = receive_buffer_bytes
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.software_version = software_version
-        self.in_flight = InFlightRequests(max_in_flight)
+        self._conns: dict[int, BrokerConnection] = {}
+        self.in_flight = InFlightRequests(max_in_flight, self._conns)
         self.selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self.selector.register(self._wake_r, selectors.EVENT_READ, _WAKEUP)
         self._wakeup_pending = False
-        self._conns: dict[int, BrokerConnection] = {}
         self._bootstrap_nodes = Cluster.bootstrap(metadata.bootstrap).brokers
         self._failures: dict[int, int] = {}
         self._reconnect_at: dict[int, float] = {}
-        self._correlation = itertools.count(1)
-        self._no_response_ids: dict[int, deque[int]] = {}
         self._completed: list[ClientResponse] = []
         self._metadata_in_flight = False
         self._api_versions_version: dict[int, int] = {}
@@ -128,7 +121,7 @@ class NetworkClient:
             return
         conn = self._conns.get(node_id)
         if conn is None or (conn.host, conn.port) != (node.host, node.port):
-            conn = BrokerConnection(node_id, node.host, node.port, self.selector,
+            conn = BrokerConnection(node_id, node.host, node.port, self.selector, client_id=self.client_id,
                                     send_buffer_bytes=self.send_buffer_bytes,
                                     receive_buffer_bytes=self.receive_buffer_bytes)
             self._conns[node_id] = conn
@@ -203,16 +196,12 @@ class NetworkClient:
         api_key = type(request).API_KEY
         if version is None:
             version = self.api_version(node_id, api_key)
-        correlation_id = next(self._correlation) & 0x7FFFFFFF
-        req = InFlightRequest(node_id, correlation_id, api_key, version, request, callback, now,
-                              expect_response, now, context)
-        frame = encode_request(api_key, version, correlation_id, self.client_id, request.encode(version))
+        req = InFlightRequest(node_id, 0, api_key, version, request, callback, now, expect_response, now, context)
+        pending, frame = conn.protocol.send(request, version, expect_response=expect_response, context=req)
+        req.correlation_id = pending.correlation_id
         if expect_response:
-            self.in_flight.add(req)
             conn.enqueue(frame)
         else:
-            ids = self._no_response_ids.setdefault(node_id, deque(maxlen=4096))
-            ids.append(correlation_id)
             conn.enqueue(frame, lambda: self._completed.append(ClientResponse(req, None, now_ms())))
         try:
             conn.write(now)
@@ -254,13 +243,12 @@ class NetworkClient:
                 if mask & selectors.EVENT_WRITE:
                     conn.write(now)
                 if mask & selectors.EVENT_READ:
-                    for frame in conn.read(now):
-                        self._handle_frame(conn, frame, now)
+                    for data in conn.read(now):
+                        self._receive(conn, data, now)
             except (KafkaError, OSError) as e:
-                frames = getattr(e, "frames", ())
                 try:
-                    for frame in frames:
-                        self._handle_frame(conn, frame, now)
+                    for data in getattr(e, "chunks", ()):  # what came before the broker closed
+                        self._receive(conn, data, now)
                 except KafkaError as e2:
                     e = e2
                 err = e if isinstance(e, KafkaError) else KafkaConnectionError(f"{conn.address}: {e}")
@@ -283,30 +271,9 @@ class NetworkClient:
         # have its byte swallowed while leaving the flag set, silencing every later wakeup().
         self._wakeup_pending = False
 
-    def _handle_frame(self, conn: BrokerConnection, frame: memoryview, now: float) -> None:
-        node_id = conn.node_id
-        if len(frame) < 4:
-            raise ProtocolError(f"Response frame of {len(frame)} bytes from {conn.address} is too short")
-        correlation_id = int.from_bytes(frame[:4], "big", signed=True)
-        req = self.in_flight.peek_oldest(node_id)
-        if req is None or req.correlation_id != correlation_id:
-            ids = self._no_response_ids.get(node_id)
-            if ids and correlation_id in ids:
-                # Some brokers (tansu, noida) answer acks=0 produce requests: nobody waits for it.
-                ids.remove(correlation_id)
-                log.debug("dropping unexpected response %s from %s", correlation_id, conn.address)
-                return
-            raise ProtocolError(
-                f"Response with correlation id {correlation_id} from {conn.address} does not match the "
-                f"oldest in-flight request ({req.correlation_id if req else 'none'})")
-        _, offset = decode_response_header(frame, req.api_key, req.api_version)
-        version = req.api_version
-        if (req.api_key == ApiKey.API_VERSIONS and version > 0 and len(frame) >= offset + 2
-                and int.from_bytes(frame[offset:offset + 2], "big", signed=True) == _UNSUPPORTED_VERSION):
-            version = 0  # KIP-511: a version the broker does not know is answered with a v0 body
-        response = type(req.request).RESPONSE.decode(frame[offset:], version)
-        self.in_flight.complete_next(node_id)
-        self._completed.append(ClientResponse(req, response, now))
+    def _receive(self, conn: BrokerConnection, data: bytes, now: float) -> None:
+        for pending, response in conn.protocol.receive(data):
+            self._completed.append(ClientResponse(pending.context, response, now))
 
     def _handle_timeouts(self, now: float) -> None:
         for node_id in self.in_flight.nodes_with_timed_out_requests(now, self.request_timeout_ms):
@@ -342,9 +309,8 @@ class NetworkClient:
                 self._failures[conn.node_id] = max(self._failures.get(conn.node_id, 0), 1)
             log.info("connection to node %s (%s) closed: %s", conn.node_id, conn.address, error)
         self._reconnect_at[conn.node_id] = now + self._backoff(conn.node_id)
-        self._no_response_ids.pop(conn.node_id, None)
-        for req in self.in_flight.clear_all(conn.node_id):
-            self._completed.append(ClientResponse(req, None, now, disconnected=True,
+        for pending in conn.protocol.connection_lost():
+            self._completed.append(ClientResponse(pending.context, None, now, disconnected=True,
                                                   error=error or KafkaConnectionError(
                                                       f"Connection to {conn.address} closed")))
         if error is not None:
@@ -353,7 +319,8 @@ class NetworkClient:
     # -- ApiVersions handshake ---------------------------------------------------------
     def _send_api_versions(self, conn: BrokerConnection, now: float) -> None:
         version = self._api_versions_version.get(conn.node_id, SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1])
-        request = ApiVersionsRequest("sparkkafka-sink", self.software_version)
+        request = ApiVersionsRequest(client_software_name="sparkkafka-sink",
+                                     client_software_version=self.software_version)
         self.send(conn.node_id, request, lambda resp: self._handle_api_versions(conn, resp), now,
                   version=version)
 
@@ -362,15 +329,11 @@ class NetworkClient:
             return  # the close path already accounted for it
         body = resp.response
         now = resp.received_ms
-        if body.error_code == _UNSUPPORTED_VERSION:
-            rng = body.version_range(ApiKey.API_VERSIONS)
-            ours = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
-            # Brokers before 2.4 do not say which versions they know: fall back to v0 (as Java).
-            fallback = max(min(rng[1], ours[1]), ours[0]) if rng is not None else ours[0]
-            if resp.request.api_version > fallback:
-                self._api_versions_version[conn.node_id] = fallback
-                self._send_api_versions(conn, now)
-                return
+        retry = BrokerProtocol.api_versions_retry(body, resp.request.api_version)
+        if retry is not None:
+            self._api_versions_version[conn.node_id] = retry
+            self._send_api_versions(conn, now)
+            return
         if body.error_code:
             self._close(conn, error_for_code(body.error_code, f"ApiVersions from {conn.address}"), now)
             return
@@ -397,7 +360,7 @@ class NetworkClient:
             return max(min(delays, default=self.reconnect_backoff_ms), 1.0)
         if self.ready(node_id, now):
             topics = md.topics(now)
-            request = MetadataRequest(topics=topics, allow_auto_topic_creation=self.allow_auto_topic_creation)
+            request = metadata_request(topics, self.allow_auto_topic_creation)
             try:
                 self.send(node_id, request, self._handle_metadata, now)
             except UnsupportedVersionError as e:

@@ -2,8 +2,9 @@
 
 It only moves bytes: connecting without blocking, writing queued frames with
 scatter-gather ``sendmsg`` (record batches are never copied into one buffer,
-partial writes resume where they stopped), and cutting the incoming stream
-into Kafka frames.  What the frames mean is the NetworkClient's business.
+partial writes resume where they stopped) and reading what arrives.  Its
+``protocol`` (a sans-I/O ``BrokerProtocol``, new for every connection) frames
+requests and makes sense of the bytes read.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import deque
 from typing import Callable
 
 from sparkkafka_sink.errors import KafkaConnectionError
-from sparkkafka_sink.protocol.framing import FrameReader
+from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class ConnectionState(enum.Enum):
 
 class BrokerConnection:
     def __init__(self, node_id: int, host: str, port: int, selector: selectors.BaseSelector, *,
-                 send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1,
+                 client_id: str | None = None, send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1,
                  max_frame_bytes: int = 100 * 1024 * 1024):
         self.node_id = node_id
         self.host = host
@@ -45,6 +46,7 @@ class BrokerConnection:
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.max_frame_bytes = max_frame_bytes
+        self.client_id = client_id
         self.state = ConnectionState.DISCONNECTED
         self.sock: socket.socket | None = None
         self.api_versions: dict[int, tuple[int, int]] = {}
@@ -52,7 +54,7 @@ class BrokerConnection:
         self.last_activity_ms = 0.0
         self._out: deque[tuple[memoryview, Callable[[], None] | None]] = deque()
         self._out_bytes = 0
-        self._reader = FrameReader(max_frame_bytes)
+        self.protocol = BrokerProtocol(client_id, max_frame_bytes)
 
     @property
     def address(self) -> str:
@@ -80,7 +82,7 @@ class BrokerConnection:
                                        f"({os.strerror(rc)})")
         self.sock = sock
         self._set_state(ConnectionState.CONNECTING, now_ms)
-        self._reader = FrameReader(self.max_frame_bytes)
+        self.protocol = BrokerProtocol(self.client_id, self.max_frame_bytes)
         self.selector.register(sock, selectors.EVENT_WRITE, self)
 
     def finish_connect(self, now_ms: float) -> None:
@@ -161,9 +163,9 @@ class BrokerConnection:
             pass
 
     # -- reading -----------------------------------------------------------------------
-    def read(self, now_ms: float) -> list[memoryview]:
-        """Read what is available; return the complete frames (size prefix removed)."""
-        frames: list[memoryview] = []
+    def read(self, now_ms: float) -> list[bytes]:
+        """Read what is available without blocking (bounded per call)."""
+        chunks: list[bytes] = []
         total = 0
         while total < _MAX_READ_PER_POLL:
             try:
@@ -173,14 +175,13 @@ class BrokerConnection:
             except OSError as e:
                 raise KafkaConnectionError(f"Read from {self.address} failed: {e}") from e
             if not data:
-                frames.extend(self._reader.feed(b""))
-                raise _PeerClosed(frames, f"Connection to {self.address} was closed by the broker")
+                raise _PeerClosed(chunks, f"Connection to {self.address} was closed by the broker")
             total += len(data)
             self.last_activity_ms = now_ms
-            frames.extend(self._reader.feed(data))
+            chunks.append(data)
             if len(data) < _RECV_CHUNK:
                 break
-        return frames
+        return chunks
 
     # -- closing -----------------------------------------------------------------------
     def close(self) -> list[Callable[[], None]]:
@@ -204,8 +205,8 @@ class BrokerConnection:
 
 
 class _PeerClosed(KafkaConnectionError):
-    """EOF from the broker; carries frames that arrived complete before it."""
+    """EOF from the broker; carries the bytes that arrived before it."""
 
-    def __init__(self, frames: list[memoryview], message: str):
+    def __init__(self, chunks: list[bytes], message: str):
         super().__init__(message)
-        self.frames = frames
+        self.chunks = chunks

@@ -1,14 +1,13 @@
 """InFlightRequests: requests sent on a connection and not answered yet.
 
-Kafka answers requests on one connection in order, so each node keeps a FIFO
-and a response must match the oldest entry's correlation id.  The cap
-(``max.in.flight.requests.per.connection``) bounds both memory and how many
-batches a lost connection forces us to resend.
+Each connection's ``BrokerProtocol`` keeps the FIFO of its requests awaiting an answer (Kafka
+answers in order); this is the network layer's view across connections: the cap
+(``max.in.flight.requests.per.connection``, which bounds both memory and how many batches a lost
+connection forces us to resend) and request timeouts.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -44,43 +43,26 @@ class ClientResponse:
 
 
 class InFlightRequests:
-    def __init__(self, max_per_connection: int):
+    """A view over the connections (``{node_id: BrokerConnection}``, shared with the client):
+    each one's ``protocol.pending`` is its queue of requests awaiting an answer, each carrying
+    its ``InFlightRequest`` as context."""
+
+    def __init__(self, max_per_connection: int, connections: dict):
         self.max_per_connection = max_per_connection
-        self._requests: dict[int, deque[InFlightRequest]] = {}
-        self._count = 0
+        self._connections = connections
 
-    def add(self, req: InFlightRequest) -> None:
-        self._requests.setdefault(req.node_id, deque()).append(req)
-        self._count += 1
-
-    def peek_oldest(self, node_id: int) -> InFlightRequest | None:
-        q = self._requests.get(node_id)
-        return q[0] if q else None
-
-    def complete_next(self, node_id: int) -> InFlightRequest:
-        req = self._requests[node_id].popleft()
-        self._count -= 1
-        return req
+    def _pending(self, node_id: int):
+        conn = self._connections.get(node_id)
+        return conn.protocol.pending if conn is not None else ()
 
     def can_send_more(self, node_id: int) -> bool:
-        q = self._requests.get(node_id)
-        return not q or len(q) < self.max_per_connection
+        return len(self._pending(node_id)) < self.max_per_connection
 
     def count(self, node_id: int | None = None) -> int:
         if node_id is None:
-            return self._count
-        q = self._requests.get(node_id)
-        return len(q) if q else 0
-
-    def clear_all(self, node_id: int) -> list[InFlightRequest]:
-        q = self._requests.pop(node_id, None)
-        if not q:
-            return []
-        self._count -= len(q)
-        return list(q)
+            return sum(len(c.protocol.pending) for c in self._connections.values())
+        return len(self._pending(node_id))
 
     def nodes_with_timed_out_requests(self, now_ms: float, timeout_ms: float) -> list[int]:
-        return [node for node, q in self._requests.items() if q and now_ms - q[0].sent_ms > timeout_ms]
-
-    def nodes(self) -> list[int]:
-        return [n for n, q in self._requests.items() if q]
+        return [node for node, c in self._connections.items()
+                if c.protocol.pending and now_ms - c.protocol.pending[0].context.sent_ms > timeout_ms]

@@ -12,6 +12,7 @@ import threading
 import time
 
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
+from sparkkafka_sink.protocol.errors import ERROR_CLASSES, LeaderNotAvailableError
 
 
 class Metadata:
@@ -74,7 +75,7 @@ class Metadata:
             if t.error_code:
                 errors[t.name] = t.error_code
                 # A transient topic error keeps what we knew, so sends do not stall.
-                if t.name in old.partitions and t.error_code in (5,):  # LEADER_NOT_AVAILABLE
+                if t.name in old.partitions and ERROR_CLASSES.get(t.error_code) is LeaderNotAvailableError:
                     partitions[t.name] = old.partitions[t.name]
                 continue
             partitions[t.name] = {

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, ProducerClosedError
-from sparkkafka_sink.producer.batch import ProducerBatch
+from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.buffer_pool import BufferPool
 from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.record.batch import RecordBatchBuilder

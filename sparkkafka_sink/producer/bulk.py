@@ -10,9 +10,7 @@ that still tells which original rows a failure concerns.
 
 from __future__ import annotations
 
-import random
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -20,60 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, KafkaTimeoutError, RecordTooLargeError
-from sparkkafka_sink.producer.batch import ProducerBatch
-from sparkkafka_sink.producer.partitioner import murmur2_partitions
+from sparkkafka_sink.producer.producer_batch import ProducerBatch
+from sparkkafka_sink.producer.offset_ranges import merge_range
+from sparkkafka_sink.producer.partitioner import Partitioner
 from sparkkafka_sink.record.arrow import ArrowRecords, binary_column
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
-
-
-def _key_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(data uint8, offsets int64) of a binary array, zero-copy where possible."""
-    offsets = np.frombuffer(keys.buffers()[1], np.int32, len(keys) + 1, keys.offset * 4).astype(np.int64)
-    data_buf = keys.buffers()[2]
-    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    return data, offsets
-
-
-@dataclass
-class BulkPartitioner:
-    """Vectorised counterparts of ``Partitioner`` for a whole column."""
-
-    kind: str | Callable
-    batch_size: int
-    ignore_keys: bool = False
-    _counter: dict = field(default_factory=dict)
-
-    def partitions(self, topic: str, keys: pa.Array | None, sizes: np.ndarray, num_partitions: int,
-                   available: list[int]) -> np.ndarray:
-        n = len(sizes)
-        out = np.empty(n, dtype=np.int32)
-        if callable(self.kind):
-            key_list = keys.to_pylist() if keys is not None else [None] * n
-            for i, k in enumerate(key_list):
-                out[i] = int(self.kind(topic, k, num_partitions))
-            return out
-        keyed = np.zeros(n, dtype=bool)
-        if keys is not None and self.kind == "murmur2" and not self.ignore_keys:
-            keyed = keys.is_valid().to_numpy(zero_copy_only=False)
-            if keyed.any():
-                data, offsets = _key_buffers(keys)
-                out[keyed] = murmur2_partitions(data, offsets, num_partitions)[keyed]
-        rest = ~keyed
-        m = int(rest.sum())
-        if m:
-            choices = np.asarray(available or list(range(num_partitions)), dtype=np.int32)
-            if self.kind == "random":
-                out[rest] = np.random.default_rng().choice(choices, m)
-            elif self.kind == "round_robin":
-                start = self._counter.get(topic, 0)
-                self._counter[topic] = start + m
-                out[rest] = choices[(start + np.arange(m)) % len(choices)]
-            else:
-                # Sticky: consecutive chunks of ~batch.size bytes share a partition.
-                chunk = np.cumsum(sizes[rest]) // max(self.batch_size, 1)
-                first = random.randrange(len(choices))
-                out[rest] = choices[(first + chunk) % len(choices)]
-        return out
 
 
 class BulkResult:
@@ -84,13 +33,9 @@ class BulkResult:
         self.record_count = sum(b.record_count for b, _ in batches)
         per: dict[int, list[int]] = {}
         for batch, _rows in batches:
-            r = batch.result
-            entry = per.setdefault(batch.partition, [0, -1, -1])
-            entry[0] += batch.record_count
-            if r.base_offset >= 0:
-                last = r.base_offset + batch.record_count - 1
-                entry[1] = r.base_offset if entry[1] < 0 else min(entry[1], r.base_offset)
-                entry[2] = max(entry[2], last)
+            base = batch.result.base_offset
+            merge_range(per, batch.partition, batch.record_count, base,
+                        base + batch.record_count - 1 if base >= 0 else -1)
         #: partition -> (records, first offset, last offset); offsets -1 when unknown (acks=0)
         self.partitions = {p: tuple(v) for p, v in sorted(per.items())}
 
@@ -159,7 +104,7 @@ class BulkFuture:
 
 
 def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps, num_partitions: int,
-                    available: list[int], partitioner: BulkPartitioner, compression_type: int,
+                    available: list[int], partitioner: Partitioner, compression_type: int,
                     batch_size: int, max_request_size: int):
     """Encode the rows into ``[(partition, records, batch_bytes, original_rows)]``.
 
@@ -205,9 +150,9 @@ def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps
         rows = too_big if order is None else order[too_big]
         first = int(np.argmin(rows))
         row, size = int(rows[first]), int(records.sizes[too_big[first]]) + BATCH_OVERHEAD
-        raise RecordTooLargeError(
+        raise _about_row(RecordTooLargeError(
             f"Row {row} for topic {topic!r} is {size} bytes when serialized, which "
-            f"is larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)")
+            f"is larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)"), row)
     encoded = records.encode(compression_type, batch_size)
     group_of = np.searchsorted(group_starts, [s for s, _, _ in encoded], side="right") - 1
     group_parts = parts[group_starts] if order is None else parts[order[group_starts]]
@@ -216,6 +161,12 @@ def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps
         rows = np.arange(s, e) if order is None else order[s:e]
         out.append((int(group_parts[g]), e - s, data, rows))
     return out
+
+
+def _about_row(exc: Exception, row: int, partition: int | None = None) -> Exception:
+    """Mark a rejection with the first offending row (its position in the call's columns)."""
+    exc.row, exc.partition = row, partition
+    return exc
 
 
 def group_by_partition(parts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
@@ -245,7 +196,7 @@ def _approx_sizes(keys_b: pa.Array | None, values_b: pa.Array) -> np.ndarray:
 def _resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, available, partitioner) -> np.ndarray:
     n = len(sizes)
     if partitions is None:
-        return partitioner.partitions(topic, keys_b, sizes, num_partitions, available)
+        return partitioner.partition_many(topic, keys_b, sizes, num_partitions, available)
     if isinstance(partitions, int):
         parts_arr = pa.array(np.full(n, partitions, dtype=np.int64))
     elif isinstance(partitions, (pa.Array, pa.ChunkedArray)):
@@ -259,10 +210,11 @@ def _resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, availa
     bad = valid & ((explicit < 0) | (explicit >= num_partitions))
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InvalidPartitionError(
+        raise _about_row(InvalidPartitionError(
             f"Row {row}: partition {int(explicit[row])} of topic {topic!r} does not exist: the topic has "
-            f"{num_partitions} partition(s) [0..{num_partitions - 1}] ({int(bad.sum())} row(s) out of range)")
+            f"{num_partitions} partition(s) [0..{num_partitions - 1}] ({int(bad.sum())} row(s) out of range)"),
+            row, int(explicit[row]))
     if valid.all():
         return explicit.astype(np.int32)
-    chosen = partitioner.partitions(topic, keys_b, sizes, num_partitions, available)
+    chosen = partitioner.partition_many(topic, keys_b, sizes, num_partitions, available)
     return np.where(valid, explicit, chosen).astype(np.int32)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 
-from sparkkafka_sink.producer.batch import ProducerBatch
+from sparkkafka_sink.producer.producer_batch import ProducerBatch
 
 #: an acknowledgement this recent proves the broker holds our producer state (brokers forget it
 #: only after producer.id.expiration.ms of silence: a day by default, never this short in practice)

@@ -2,9 +2,9 @@
 
 A keyed record must land where the Java client puts it (users mix clients on
 one topic), so ``murmur2`` reproduces ``org.apache.kafka.common.utils.Utils.murmur2``
-bit for bit.  Null keys stick to one partition until about ``batch.size``
-bytes went there (KIP-480/KIP-794), which fills batches instead of spraying
-one-record batches over every partition.
+bit for bit, one key at a time or a whole column at once (``murmur2_many``).
+One strategy object per ``partitioner`` setting serves both ``send`` (record by
+record) and ``send_batch`` (Arrow columns), with one state.
 """
 
 from __future__ import annotations
@@ -134,58 +134,159 @@ def murmur2_partitions(data: np.ndarray, offsets: np.ndarray, num_partitions: in
     return ((murmur2_many(data, offsets) & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int32)
 
 
-class StickyPartitionCache:
-    """Per-topic partition for null keys; switches after ``batch_size`` bytes.
+def key_buffers(keys) -> tuple[np.ndarray, np.ndarray]:
+    """(data uint8, offsets int64) of an Arrow binary column, zero-copy where possible."""
+    offsets = np.frombuffer(keys.buffers()[1], np.int32, len(keys) + 1, keys.offset * 4).astype(np.int64)
+    data_buf = keys.buffers()[2]
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return data, offsets
 
-    Picks among partitions with a known leader when there are any, so records
-    do not pile up behind an unavailable partition.
+
+class Partitioner:
+    """Chooses partitions for records whose partition the caller left open, one record at a
+    time (``partition``, for ``send``) or a whole Arrow column at once (``partition_many``, for
+    ``send_batch``); both share one state, so the two paths place records the same way.
+
+    ``available``: partitions with a known leader (records are spread over those when there are
+    any, so they do not pile up behind an unavailable one); ``size``/``sizes``: record sizes.
     """
 
-    def __init__(self, batch_size: int):
-        self._batch_size = max(batch_size, 1)
-        self._state: dict[str, list[int]] = {}  # topic -> [partition, bytes_since_switch]
+    def __init__(self):
         self._lock = threading.Lock()
 
-    def partition(self, topic: str, available: Sequence[int], all_partitions: int, size: int) -> int:
+    def partition(self, topic: str, key: bytes | None, num_partitions: int,
+                  available: Sequence[int], size: int) -> int:
+        raise NotImplementedError
+
+    def partition_many(self, topic: str, keys, sizes: np.ndarray, num_partitions: int,
+                       available: Sequence[int]) -> np.ndarray:
+        raise NotImplementedError
+
+    @staticmethod
+    def _choices(available: Sequence[int], num_partitions: int) -> list[int]:
+        return list(available) if available else list(range(num_partitions))
+
+
+class Murmur2Partitioner(Partitioner):
+    """Java's default: murmur2 of the key; null keys (or every key, with ``ignore_keys``) stick
+    to one partition until about ``batch.size`` bytes went there (KIP-480/KIP-794), which fills
+    batches instead of spraying one-record batches over every partition."""
+
+    def __init__(self, batch_size: int, ignore_keys: bool = False):
+        super().__init__()
+        self.batch_size = max(batch_size, 1)
+        self.ignore_keys = ignore_keys
+        self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes since the switch]
+
+    def partition(self, topic, key, num_partitions, available, size):
+        if key is not None and not self.ignore_keys:
+            return murmur2_partition(key, num_partitions)
         with self._lock:
-            state = self._state.get(topic)
-            if state is None or state[1] >= self._batch_size or state[0] >= all_partitions:
-                state = [self._next(state[0] if state else -1, available, all_partitions), 0]
-                self._state[topic] = state
+            state = self._sticky_state(topic, available, num_partitions)
             state[1] += size
             return state[0]
 
-    @staticmethod
-    def _next(previous: int, available: Sequence[int], all_partitions: int) -> int:
-        choices = list(available) if available else list(range(all_partitions))
+    def partition_many(self, topic, keys, sizes, num_partitions, available):
+        n = len(sizes)
+        out = np.empty(n, dtype=np.int32)
+        keyed = np.zeros(n, dtype=bool)
+        if keys is not None and not self.ignore_keys:
+            keyed = keys.is_valid().to_numpy(zero_copy_only=False)
+            if keyed.any():
+                data, offsets = key_buffers(keys)
+                out[keyed] = murmur2_partitions(data, offsets, num_partitions)[keyed]
+        rest = ~keyed
+        if rest.any():
+            with self._lock:
+                out[rest] = self._sticky_many(topic, sizes[rest], available, num_partitions)
+        return out
+
+    def _sticky_state(self, topic, available, num_partitions) -> list[int]:
+        state = self._sticky.get(topic)
+        if state is None or state[1] >= self.batch_size or state[0] >= num_partitions:
+            previous = state[0] if state else -1
+            state = self._sticky[topic] = [self._next(previous, available, num_partitions), 0]
+        return state
+
+    def _sticky_many(self, topic, sizes: np.ndarray, available, num_partitions) -> np.ndarray:
+        """Rows in order, switching partition whenever ~batch.size bytes went to the current one
+        (the per-record rule, applied chunk by chunk)."""
+        out = np.empty(len(sizes), dtype=np.int32)
+        start = 0
+        while start < len(sizes):
+            state = self._sticky_state(topic, available, num_partitions)
+            room = self.batch_size - state[1]
+            filled = np.cumsum(sizes[start:])
+            stop = start + int(np.searchsorted(filled, room, side="left")) + 1  # the row crossing it stays
+            stop = min(stop, len(sizes))
+            out[start:stop] = state[0]
+            state[1] += int(filled[stop - start - 1])
+            start = stop
+        return out
+
+    def _next(self, previous: int, available, num_partitions) -> int:
+        choices = self._choices(available, num_partitions)
         if len(choices) > 1 and previous in choices:
             choices.remove(previous)
         return random.choice(choices)
 
 
-class Partitioner:
-    """Chooses the partition of a record whose partition the caller left open."""
+class RoundRobinPartitioner(Partitioner):
+    """Each record to the next partition in turn (keys ignored), per topic."""
 
-    def __init__(self, kind: str | Callable, batch_size: int, ignore_keys: bool = False):
-        self._custom = kind if callable(kind) else None
-        self._kind = "custom" if callable(kind) else kind
-        self._ignore_keys = ignore_keys
-        self._sticky = StickyPartitionCache(batch_size)
+    def __init__(self):
+        super().__init__()
         self._counters: dict[str, int] = {}
-        self._lock = threading.Lock()
 
-    def partition(self, topic: str, key: bytes | None, num_partitions: int,
-                  available: Sequence[int], size: int) -> int:
-        if self._custom is not None:
-            return int(self._custom(topic, key, num_partitions))
-        if key is not None and not self._ignore_keys and self._kind == "murmur2":
-            return murmur2_partition(key, num_partitions)
-        if self._kind == "round_robin":
-            with self._lock:
-                n = self._counters.get(topic, 0)
-                self._counters[topic] = n + 1
-            choices = list(available) or list(range(num_partitions))
-            return choices[n % len(choices)]
-        if self._kind == "random":
-            return random.randrange(num_partitions)
-        return self._sticky.partition(topic, available, num_partitions, size)
+    def _take(self, topic: str, count: int) -> int:
+        with self._lock:
+            start = self._counters.get(topic, 0)
+            self._counters[topic] = start + count
+        return start
+
+    def partition(self, topic, key, num_partitions, available, size):
+        choices = self._choices(available, num_partitions)
+        return choices[self._take(topic, 1) % len(choices)]
+
+    def partition_many(self, topic, keys, sizes, num_partitions, available):
+        choices = np.asarray(self._choices(available, num_partitions), dtype=np.int32)
+        start = self._take(topic, len(sizes))
+        return choices[(start + np.arange(len(sizes))) % len(choices)]
+
+
+class RandomPartitioner(Partitioner):
+    """A random partition with a leader for each record (keys ignored)."""
+
+    def partition(self, topic, key, num_partitions, available, size):
+        return random.choice(self._choices(available, num_partitions))
+
+    def partition_many(self, topic, keys, sizes, num_partitions, available):
+        choices = np.asarray(self._choices(available, num_partitions), dtype=np.int32)
+        return np.random.default_rng().choice(choices, len(sizes)).astype(np.int32)
+
+
+class CallablePartitioner(Partitioner):
+    """The user's ``fn(topic, key, num_partitions) -> partition``, record by record."""
+
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def partition(self, topic, key, num_partitions, available, size):
+        return int(self.fn(topic, key, num_partitions))
+
+    def partition_many(self, topic, keys, sizes, num_partitions, available):
+        key_list = keys.to_pylist() if keys is not None else [None] * len(sizes)
+        return np.fromiter((int(self.fn(topic, k, num_partitions)) for k in key_list),
+                           dtype=np.int32, count=len(sizes))
+
+
+def make_partitioner(kind: str | Callable, batch_size: int, ignore_keys: bool = False) -> Partitioner:
+    """The partitioner the ``partitioner`` setting names (validated by the config)."""
+    if callable(kind):
+        return CallablePartitioner(kind)
+    if kind == "round_robin":
+        return RoundRobinPartitioner()
+    if kind == "random":
+        return RandomPartitioner()
+    return Murmur2Partitioner(batch_size, ignore_keys)

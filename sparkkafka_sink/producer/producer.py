@@ -15,7 +15,10 @@ import threading
 import time
 from typing import Any, Iterable, Mapping
 
+import numpy as np
+
 from sparkkafka_sink.errors import (
+    KafkaError,
     InvalidHeaderError,
     InvalidPartitionError,
     InvalidRecordError,
@@ -32,24 +35,22 @@ from sparkkafka_sink.network.client import now_ms as _monotonic_ms
 from sparkkafka_sink.network.cluster import Cluster
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
-from sparkkafka_sink.producer.batch import ProducerBatch
+from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.buffer_pool import BufferPool
-from sparkkafka_sink.producer.bulk import BulkFuture, BulkPartitioner, plan_and_encode
+from sparkkafka_sink.producer.bulk import BulkFuture, plan_and_encode
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
-from sparkkafka_sink.producer.partitioner import Partitioner, murmur2_partition
+from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2_partition
 from sparkkafka_sink.producer.sender import Sender
-from sparkkafka_sink.protocol.errors import error_for_code
+from sparkkafka_sink.protocol.errors import UnknownTopicOrPartitionError, error_for_code
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, estimate_record_size
 from sparkkafka_sink.record.compression import from_name
 
 log = logging.getLogger(__name__)
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_FATAL_TOPIC_ERRORS = {17, 29}  # INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED
 _MAX_TIMESTAMP = 2**63 - 1
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 _client_ids = iter(range(1, 1 << 62))
@@ -129,12 +130,12 @@ class Producer:
             connections_max_idle_ms=c["connections.max.idle.ms"], send_buffer_bytes=c["send.buffer.bytes"],
             receive_buffer_bytes=c["receive.buffer.bytes"],
             allow_auto_topic_creation=c["allow.auto.create.topics"], software_version=__version__)
-        self._partitioner = Partitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
+        #: one partitioner (and one state) for send() and send_batch()
+        self._partitioner = make_partitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
         self._keyed_murmur2 = c["partitioner"] == "murmur2" and not c["partitioner.ignore.keys"]
         self._max_block_ms = c["max.block.ms"]
         self._size_limit = min(c["max.request.size"], c["buffer.memory"])
         self._valid_topics: set[str] = set()
-        self._bulk_partitioner = BulkPartitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
         self._sender = Sender(
             self._client, self._metadata, self._accumulator, acks=c["acks"], retries=c["retries"],
             request_timeout_ms=c["request.timeout.ms"], delivery_timeout_ms=c["delivery.timeout.ms"],
@@ -231,14 +232,21 @@ class Producer:
         planned = plan_and_encode(
             topic, values=values, keys=keys, headers=headers, partitions=partitions, timestamps=timestamps,
             num_partitions=cluster.partition_count(topic), available=cluster.available_partitions(topic),
-            partitioner=self._bulk_partitioner, compression_type=self._compression,
+            partitioner=self._partitioner, compression_type=self._compression,
             batch_size=c["batch.size"], max_request_size=c["max.request.size"])
         batches = []
         now = now_ms()
-        for partition, count, data, rows in planned:
-            batch = ProducerBatch.prebuilt(topic, partition, data, count, len(data), now, len(data))
+        for i, (partition, count, data, rows) in enumerate(planned):
+            batch = ProducerBatch.prebuilt(topic, partition, data, count, now, len(data))
             remaining = max(max_block - (now_ms() - start), 0)
-            self._accumulator.append_prebuilt(batch, remaining)
+            try:
+                self._accumulator.append_prebuilt(batch, remaining)
+            except KafkaError as exc:
+                # Some batches may be queued already: they travel on, under ``exc.partial``.
+                not_sent = np.concatenate([r for _, _, _, r in planned[i:]])
+                exc.row, exc.rows_not_sent = int(not_sent.min()), not_sent
+                exc.partial = BulkFuture(topic, batches) if batches else None
+                raise
             batches.append((batch, rows))
             self._sender.wakeup()
         return BulkFuture(topic, batches)
@@ -266,8 +274,9 @@ class Producer:
         refreshed = False
         while True:
             code = cluster.topic_errors.get(topic)
-            if code in _FATAL_TOPIC_ERRORS:
-                raise error_for_code(code, f"topic {topic!r}")
+            topic_error = error_for_code(code, f"topic {topic!r}") if code else None
+            if topic_error is not None and not topic_error.retriable:  # e.g. TOPIC_AUTHORIZATION_FAILED
+                raise topic_error
             if count and partition is not None and partition >= count and refreshed:
                 raise InvalidPartitionError(
                     f"Partition {partition} of topic {topic!r} does not exist: the topic has {count} "
@@ -290,7 +299,7 @@ class Producer:
     def _metadata_timeout(self, topic: str, partition: int | None, max_block_ms: float, code: int | None):
         what = f"Topic {topic!r}" if partition is None else f"Partition {partition} of topic {topic!r}"
         msg = f"{what} not present in metadata after {max_block_ms:.0f} ms (max.block.ms)"
-        if code == _UNKNOWN_TOPIC_OR_PARTITION:
+        if isinstance(error_for_code(code) if code else None, UnknownTopicOrPartitionError):
             return UnknownTopicError(
                 f"{msg}: the broker says UNKNOWN_TOPIC_OR_PARTITION; create the topic first"
                 + ("" if self.config["allow.auto.create.topics"] else " (allow.auto.create.topics is false)"))

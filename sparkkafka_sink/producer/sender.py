@@ -25,23 +25,14 @@ from sparkkafka_sink.network.client import NetworkClient, now_ms
 from sparkkafka_sink.network.in_flight import ClientResponse
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
-from sparkkafka_sink.producer.batch import ProducerBatch
+from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
-from sparkkafka_sink.protocol.errors import error_for_code, is_retriable, needs_metadata_refresh
-from sparkkafka_sink.protocol.init_producer_id import InitProducerIdRequest
+from sparkkafka_sink.protocol.errors import OutOfOrderSequenceNumberError, error_for_code
+from sparkkafka_sink.protocol.messages import InitProducerIdRequest
 from sparkkafka_sink.protocol.produce import ProduceRequest
 
 log = logging.getLogger(__name__)
-
-DUPLICATE_SEQUENCE_NUMBER = 46
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-UNKNOWN_PRODUCER_ID = 59
-INVALID_PRODUCER_EPOCH = 47
-#: Retriable in the protocol's table (a Fetch may read a corrupted copy), but a Produce retry
-#: resends the same bytes, so the broker's verdict cannot change: fail at once, not at the
-#: end of delivery.timeout.ms.
-CORRUPT_MESSAGE = 2
 
 
 class Sender(threading.Thread):
@@ -183,7 +174,8 @@ class Sender(threading.Thread):
         if node is None or not self.client.ready(node, now):
             return
         try:
-            self.client.send(node, InitProducerIdRequest(None, 60000, -1, -1), self._handle_init_pid, now)
+            self.client.send(node, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+                             self._handle_init_pid, now)
             self._pid_request_pending = True
         except UnsupportedVersionError as e:
             self._idempotence_unsupported(e)
@@ -211,7 +203,7 @@ class Sender(threading.Thread):
             # Back off on every failure: a refusal is asked again (explicit idempotence fails each
             # loop's batches), and without a pause the broker would be asked in a tight loop.
             self._pid_retry_at = now + self.retry_backoff_ms
-            if is_retriable(body.error_code):
+            if err.retriable:
                 return
             self._idempotence_unsupported(err)
             return
@@ -239,14 +231,16 @@ class Sender(threading.Thread):
                              expect_response=self.acks != 0)
         except KafkaError as e:
             for b in batches:
-                self._complete_batch(b, e, -1, -1, now, retriable=e.retriable)
+                self._complete_batch(b, e, -1, -1, now)
 
     def _handle_produce_response(self, resp: ClientResponse, by_tp: dict) -> None:
         now = resp.received_ms
         if resp.disconnected or (resp.response is None and resp.error is not None):
             error = resp.error or KafkaConnectionError("disconnected")
+            if not error.retriable:  # the connection died for whatever reason: the batches may be resent
+                error = KafkaConnectionError(f"Connection closed: {error}")
             for batch in by_tp.values():
-                self._complete_batch(batch, error, -1, -1, now, retriable=True)
+                self._complete_batch(batch, error, -1, -1, now)
             return
         self.metrics.record_request(resp.latency_ms)
         if resp.response is None:  # acks=0: nothing to wait for
@@ -258,25 +252,19 @@ class Sender(threading.Thread):
                 batch = by_tp.pop((topic.name, p.index), None)
                 if batch is None:
                     continue
-                if p.error_code == 0 or p.error_code == DUPLICATE_SEQUENCE_NUMBER:
-                    offset = p.base_offset if p.error_code == 0 else -1
+                error = error_for_code(p.error_code, _describe(batch, p))
+                if error is None or error.already_written:  # a resend of a batch already stored
+                    offset = p.base_offset if error is None else -1
                     self._complete_batch(batch, None, offset, p.log_append_time_ms, now)
                 else:
-                    detail = f"{batch.topic}-{batch.partition}"
-                    if p.error_message:
-                        detail += f": {p.error_message}"
-                    if p.record_errors:
-                        detail += "; record errors: " + ", ".join(
-                            f"#{i} {m or ''}".strip() for i, m in p.record_errors[:5])
-                    self._complete_batch(batch, error_for_code(p.error_code, detail), -1, -1, now,
-                                         code=p.error_code)
+                    self._complete_batch(batch, error, -1, -1, now)
         for batch in by_tp.values():
             self._complete_batch(batch, ProtocolError(
                 f"Produce response from node {resp.request.node_id} has no answer for "
-                f"{batch.topic}-{batch.partition}"), -1, -1, now, retriable=True)
+                f"{batch.topic}-{batch.partition}"), -1, -1, now)
 
     def _complete_batch(self, batch: ProducerBatch, error: BaseException | None, base_offset: int,
-                        log_append_time: int, now: float, *, code: int = 0, retriable: bool | None = None) -> None:
+                        log_append_time: int, now: float) -> None:
         flights = self._in_flight.get(batch.tp)
         if flights and batch in flights:
             flights.remove(batch)
@@ -295,22 +283,19 @@ class Sender(threading.Thread):
             self.accumulator.deallocate(batch)
             return
         batch.last_error = error
-        if retriable is None:
-            retriable = is_retriable(code) and code != CORRUPT_MESSAGE
+        retriable = getattr(error, "retriable", False) and not getattr(error, "resend_cannot_help", False)
         idem = self.idempotence
-        if idem is not None and code == OUT_OF_ORDER_SEQUENCE_NUMBER:
-            # Retriable when an earlier batch of this partition failed and will be resent first;
-            # if this batch is the oldest outstanding one the broker lost our state: new producer id.
+        if idem is not None and getattr(error, "producer_state_lost", False):
+            # Retriable: an OUT_OF_ORDER_SEQUENCE_NUMBER behind an earlier failed batch clears when
+            # that one is resent first; the oldest outstanding batch refused means the broker lost
+            # our state (and UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_EPOCH always do): new producer id.
             retriable = True
-            if idem.is_first_in_flight(batch):
+            if not isinstance(error, OutOfOrderSequenceNumberError) or idem.is_first_in_flight(batch):
                 idem.request_reset()
-        if idem is not None and code in (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH):
-            retriable = True
-            idem.request_reset()
         if retriable and self._can_retry(batch, now):
             log.debug("retrying %s after %s", batch, error)
             self.metrics.retries += 1
-            if needs_metadata_refresh(code) or isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
+            if getattr(error, "invalid_metadata", False) or isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
                 self.metadata.request_update()
             self.accumulator.reenqueue(batch, now)
             return
@@ -335,3 +320,14 @@ class Sender(threading.Thread):
         if batch.done(-1, -1, error):
             self.metrics.records_failed += batch.record_count
         self.accumulator.deallocate(batch)
+
+
+def _describe(batch: ProducerBatch, p) -> str:
+    """The topic-partition and whatever the broker said about the refused batch."""
+    detail = f"{batch.topic}-{batch.partition}"
+    if p.error_message:
+        detail += f": {p.error_message}"
+    if p.record_errors:
+        detail += "; record errors: " + ", ".join(
+            f"#{e.batch_index} {e.batch_index_error_message or ''}".strip() for e in p.record_errors[:5])
+    return detail

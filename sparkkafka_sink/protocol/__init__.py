@@ -1,52 +1,36 @@
 """Sans-I/O Kafka wire protocol: bytes in, objects out; no sockets here.
 
-The network layer frames bytes with ``FrameReader``, adds headers with ``encode_request`` /
-``decode_response_header`` and hands bodies to the message classes re-exported below.
+Messages are declared once, as Apache Kafka's JSON specs (``specs/``, loaded by ``schema``) and
+encoded/decoded by one generic ``codec``; ``messages`` exposes their classes (e.g.
+``protocol.MetadataResponse``), ``produce`` the hand-written Produce hot path.  The network layer
+frames bytes with ``FrameReader`` and adds headers with ``encode_request`` /
+``decode_response_header``.
 """
 
 from __future__ import annotations
 
 from sparkkafka_sink.protocol.api import (  # noqa: F401
-    FLEXIBLE_FROM,
+    DECLARED,
     SUPPORTED_VERSIONS,
     ApiKey,
     check_version,
     is_flexible,
     negotiate,
 )
-from sparkkafka_sink.protocol.api_versions import (  # noqa: F401
-    ApiVersionRange,
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-)
-from sparkkafka_sink.protocol.errors import (  # noqa: F401
-    ERROR_CLASSES,
-    error_for_code,
-    is_retriable,
-    needs_metadata_refresh,
-)
+from sparkkafka_sink.protocol.errors import ERROR_CLASSES, error_for_code  # noqa: F401
 from sparkkafka_sink.protocol.framing import FrameReader  # noqa: F401
-from sparkkafka_sink.protocol.header import (  # noqa: F401
-    decode_response_header,
-    encode_request,
-)
-from sparkkafka_sink.protocol.init_producer_id import (  # noqa: F401
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-)
-from sparkkafka_sink.protocol.metadata import (  # noqa: F401
-    MetadataBroker,
-    MetadataPartition,
-    MetadataRequest,
-    MetadataResponse,
-    MetadataTopic,
-)
+from sparkkafka_sink.protocol.header import decode_response_header, encode_request  # noqa: F401
 from sparkkafka_sink.protocol.primitives import Reader, Writer  # noqa: F401
-from sparkkafka_sink.protocol.produce import (  # noqa: F401
-    LeaderIdAndEpoch,
-    NodeEndpoint,
-    PartitionProduceResponse,
-    ProduceRequest,
-    ProduceResponse,
-    TopicProduceResponse,
-)
+from sparkkafka_sink.protocol.produce import ProduceRequest, decode_produce_response  # noqa: F401
+
+
+def __getattr__(name: str):
+    """Declared message classes (``ApiVersionsResponse``, ``MetadataRequest``, ...), on first use."""
+    import importlib
+
+    if name.startswith("__") or not name[:1].isupper():
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    messages = importlib.import_module("sparkkafka_sink.protocol.messages")
+    if name in messages.SPEC_NAMES and name != "ProduceRequest":
+        return getattr(messages, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,13 +1,14 @@
-"""API keys, the versions we speak, and version negotiation.
+"""API keys, the declared APIs with the versions we speak, and version negotiation.
 
-Versions follow Apache Kafka's message specs (clients/src/main/resources/common/message).
-Keeping the table here lets the network layer pick a version per broker from its
-ApiVersions answer without knowing anything about individual messages.
+The table ``DECLARED`` names each API's message specs (Apache Kafka's own, vendored in
+``specs/``) and our version range; flexible versions come from the specs.  The network layer
+picks a version per broker from its ApiVersions answer without knowing individual messages.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import NamedTuple
 
 from sparkkafka_sink.errors import UnsupportedVersionError
 
@@ -38,47 +39,66 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
-#: ``(min, max)`` of each API this package implements.  Produce stops at 11 (v12 changes
-#: transaction semantics, v13 uses topic ids); InitProducerId starts at 3 because v0-2 are
-#: broken on tansu; Metadata stops at 12 (v13 adds a top-level error code).
-SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 11),
-    ApiKey.METADATA: (1, 12),
-    ApiKey.API_VERSIONS: (0, 3),
-    ApiKey.INIT_PRODUCER_ID: (3, 5),
+class ApiDeclaration(NamedTuple):
+    """An API we speak: its messages' specs (``specs/<spec>Request.json`` and ``...Response``)
+    and the versions we implement (a sub-range of what the spec allows)."""
+
+    spec: str
+    min_version: int
+    max_version: int
+
+
+#: Every API this package declares, the one table of versions we speak.  Produce stops at 11
+#: (v12 changes transaction semantics, v13 names topics by id); InitProducerId starts at 3
+#: because v0-2 are broken on tansu; Metadata stops at 12 (v13 adds a top-level error code).
+#: The security and transaction APIs are declared for the code that will use them.
+DECLARED: dict[ApiKey, ApiDeclaration] = {
+    ApiKey.PRODUCE: ApiDeclaration("Produce", 3, 11),
+    ApiKey.METADATA: ApiDeclaration("Metadata", 1, 12),
+    ApiKey.API_VERSIONS: ApiDeclaration("ApiVersions", 0, 3),
+    ApiKey.INIT_PRODUCER_ID: ApiDeclaration("InitProducerId", 3, 5),
+    ApiKey.SASL_HANDSHAKE: ApiDeclaration("SaslHandshake", 0, 1),
+    ApiKey.SASL_AUTHENTICATE: ApiDeclaration("SaslAuthenticate", 0, 2),
+    ApiKey.FIND_COORDINATOR: ApiDeclaration("FindCoordinator", 0, 6),
+    ApiKey.ADD_PARTITIONS_TO_TXN: ApiDeclaration("AddPartitionsToTxn", 0, 3),
+    ApiKey.END_TXN: ApiDeclaration("EndTxn", 0, 5),
+    ApiKey.DESCRIBE_PRODUCERS: ApiDeclaration("DescribeProducers", 0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: ApiDeclaration("DescribeTransactions", 0, 0),
+    ApiKey.LIST_TRANSACTIONS: ApiDeclaration("ListTransactions", 0, 2),
 }
 
-#: First flexible version (compact strings, tagged fields, request header v2) per API;
-#: ``None`` for APIs that never became flexible.
-FLEXIBLE_FROM: dict[ApiKey, int | None] = {
-    ApiKey.PRODUCE: 9,
-    ApiKey.FETCH: 12,
-    ApiKey.LIST_OFFSETS: 6,
-    ApiKey.METADATA: 9,
-    ApiKey.OFFSET_COMMIT: 8,
-    ApiKey.OFFSET_FETCH: 6,
-    ApiKey.FIND_COORDINATOR: 3,
-    ApiKey.JOIN_GROUP: 6,
-    ApiKey.HEARTBEAT: 4,
-    ApiKey.LEAVE_GROUP: 4,
-    ApiKey.SYNC_GROUP: 4,
-    ApiKey.DESCRIBE_GROUPS: 5,
-    ApiKey.LIST_GROUPS: 3,
-    ApiKey.SASL_HANDSHAKE: None,
-    ApiKey.API_VERSIONS: 3,
-    ApiKey.CREATE_TOPICS: 5,
-    ApiKey.DELETE_TOPICS: 4,
-    ApiKey.INIT_PRODUCER_ID: 2,
-    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
-    ApiKey.ADD_OFFSETS_TO_TXN: 3,
-    ApiKey.END_TXN: 3,
-    ApiKey.TXN_OFFSET_COMMIT: 3,
-    ApiKey.DESCRIBE_CONFIGS: 4,
-    ApiKey.SASL_AUTHENTICATE: 2,
-    ApiKey.CREATE_PARTITIONS: 2,
-}
+#: ``(min, max)`` we speak of each declared API
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {k: (d.min_version, d.max_version) for k, d in DECLARED.items()}
+
+
+def request_schema(api_key: int):
+    """The declared request schema of ``api_key`` (``UnsupportedVersionError`` if undeclared)."""
+    from sparkkafka_sink.protocol.schema import load
+
+    try:
+        return load(DECLARED[api_key].spec + "Request")
+    except KeyError:
+        raise UnsupportedVersionError(f"{_name(api_key)} is not declared by this client") from None
+
+
+def response_schema(api_key: int):
+    from sparkkafka_sink.protocol.schema import load
+
+    try:
+        return load(DECLARED[api_key].spec + "Response")
+    except KeyError:
+        raise UnsupportedVersionError(f"{_name(api_key)} is not declared by this client") from None
+
+
+def first_flexible_version(api_key: int) -> int | None:
+    """From the declaration; None for an API that never became flexible."""
+    flexible = request_schema(api_key).flexible
+    return None if flexible is None else flexible.lo
 
 
 def _name(api_key: int) -> str:
@@ -90,11 +110,7 @@ def _name(api_key: int) -> str:
 
 def is_flexible(api_key: int, version: int) -> bool:
     """True when ``version`` of ``api_key`` uses the flexible (KIP-482) encoding."""
-    try:
-        first = FLEXIBLE_FROM[api_key]
-    except KeyError:
-        raise UnsupportedVersionError(f"unknown flexible versions for {_name(api_key)}") from None
-    return first is not None and version >= first
+    return request_schema(api_key).is_flexible(version)
 
 
 def check_version(api_key: int, version: int) -> None:

@@ -1,8 +1,12 @@
-"""Kafka's error-code table as exception classes.
+"""Kafka's error-code table as exception classes, each carrying what a client should do.
 
 One ``BrokerResponseError`` subclass per code, generated from the table below (names, codes,
 retriability and descriptions as in Apache Kafka's ``Errors.java`` and protocol guide), so the
-producer can ``raise error_for_code(code)`` and callers can catch precise types.
+producer can ``raise error_for_code(code)`` and callers can catch precise types.  The classes
+carry the decisions the Sender and the network layer take -- ``retriable``,
+``invalid_metadata`` (refresh leaders before retrying), ``producer_state_lost`` (get a new
+producer id or epoch), ``already_written``, ``resend_cannot_help`` -- so no other module
+compares error numbers.
 """
 
 from __future__ import annotations
@@ -150,21 +154,22 @@ _TABLE: tuple[tuple[int, str, bool, str], ...] = (
 
 #: Codes after which the client's view of leaders is probably stale (Java's
 #: ``InvalidMetadataException`` family): refresh metadata before retrying.
-METADATA_REFRESH_CODES: frozenset[int] = frozenset({
-    3,    # UNKNOWN_TOPIC_OR_PARTITION
-    5,    # LEADER_NOT_AVAILABLE
-    6,    # NOT_LEADER_OR_FOLLOWER
-    9,    # REPLICA_NOT_AVAILABLE
-    13,   # NETWORK_EXCEPTION
-    56,   # KAFKA_STORAGE_ERROR
-    72,   # LISTENER_NOT_FOUND
-    74,   # FENCED_LEADER_EPOCH
-    75,   # UNKNOWN_LEADER_EPOCH
-    80,   # PREFERRED_LEADER_NOT_AVAILABLE
-    83,   # ELIGIBLE_LEADERS_NOT_AVAILABLE
-    100,  # UNKNOWN_TOPIC_ID
-    103,  # INCONSISTENT_TOPIC_ID
+_INVALID_METADATA = frozenset({
+    "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER",
+    "REPLICA_NOT_AVAILABLE", "NETWORK_EXCEPTION", "KAFKA_STORAGE_ERROR", "LISTENER_NOT_FOUND",
+    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "PREFERRED_LEADER_NOT_AVAILABLE",
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE", "UNKNOWN_TOPIC_ID", "INCONSISTENT_TOPIC_ID",
 })
+#: The broker no longer accepts our producer id/epoch or sequence: an idempotent producer gets
+#: a new id (KIP-360) and resends, in order.  (OUT_OF_ORDER_SEQUENCE_NUMBER only when the batch
+#: is the oldest outstanding one; otherwise an earlier batch failed and is resent first.)
+_PRODUCER_STATE_LOST = frozenset({"UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_EPOCH",
+                                  "OUT_OF_ORDER_SEQUENCE_NUMBER"})
+#: Resending the same bytes would get the same verdict (Kafka marks CORRUPT_MESSAGE retriable
+#: because a Fetch may read a corrupt copy; a Produce retry sends the same batch).
+_RESEND_CANNOT_HELP = frozenset({"CORRUPT_MESSAGE"})
+#: The broker already has the batch: a resend of one it wrote.
+_ALREADY_WRITTEN = frozenset({"DUPLICATE_SEQUENCE_NUMBER"})
 
 # Base-class names in sparkkafka_sink.errors that a generated class must not shadow; those
 # broker classes get "Broker" in their name and also inherit the client-side class, so
@@ -196,6 +201,10 @@ def _build() -> None:
             bases += (_ALSO_INHERIT[name],)
         cls = type(_class_name(name), bases, {
             "code": code, "name": name, "retriable": retriable, "description": description,
+            "invalid_metadata": name in _INVALID_METADATA,
+            "producer_state_lost": name in _PRODUCER_STATE_LOST,
+            "resend_cannot_help": name in _RESEND_CANNOT_HELP,
+            "already_written": name in _ALREADY_WRITTEN,
             "__doc__": f"{name} ({code}): {description}", "__module__": __name__,
         })
         ERROR_CLASSES[code] = cls
@@ -225,15 +234,6 @@ def error_for_code(code: int, message: str | None = None) -> BrokerResponseError
     if cls is None:
         return UnknownBrokerCodeError(code, message)
     return cls(message)
-
-
-def is_retriable(code: int) -> bool:
-    cls = ERROR_CLASSES.get(code)
-    return cls is not None and cls.retriable
-
-
-def needs_metadata_refresh(code: int) -> bool:
-    return code in METADATA_REFRESH_CODES
 
 
 def error_name(code: int) -> str:

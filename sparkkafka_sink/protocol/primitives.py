@@ -12,6 +12,8 @@ import struct
 import uuid as _uuid
 
 from sparkkafka_sink.errors import ProtocolError
+from sparkkafka_sink.varint import decode_unsigned_varint
+from sparkkafka_sink.varint import encode_unsigned_varint as encode_uvarint
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -24,46 +26,7 @@ _UUID = struct.Struct(">16s")
 
 ZERO_UUID = _uuid.UUID(int=0)
 
-# Unsigned varints of up to 5 bytes (32 bits) are the only ones Kafka writes for lengths and tags;
-# zig-zag varints carry int32 (5 bytes) and varlongs int64 (10 bytes).
-_MAX_UVARINT_BYTES = 5
-_MAX_VARLONG_BYTES = 10
-
-
-def _zigzag32(v: int) -> int:
-    return ((v << 1) ^ (v >> 31)) & 0xFFFFFFFF
-
-
-def _zigzag64(v: int) -> int:
-    return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
-
-
-def encode_uvarint(value: int) -> bytes:
-    """Unsigned LEB128 bytes of ``value`` (which must be >= 0)."""
-    if value < 0:
-        raise ValueError(f"unsigned varint cannot be negative: {value}")
-    if value < 0x80:  # the common case: tags, lengths and counts below 128
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def encode_varint(value: int) -> bytes:
-    """Zig-zag varint (int32) bytes."""
-    if not -(1 << 31) <= value < (1 << 31):
-        raise ValueError(f"varint out of int32 range: {value}")
-    return encode_uvarint(_zigzag32(value))
-
-
-def encode_varlong(value: int) -> bytes:
-    """Zig-zag varlong (int64) bytes."""
-    if not -(1 << 63) <= value < (1 << 63):
-        raise ValueError(f"varlong out of int64 range: {value}")
-    return encode_uvarint(_zigzag64(value))
+_MAX_UVARINT_BYTES = 5  # lengths, counts and tags are at most 32 bits
 
 
 def _utf8(value: str) -> bytes:
@@ -116,12 +79,6 @@ class Writer:
         self._buf += data
 
     # -- variable width ----------------------------------------------------------------------
-    def varint(self, v: int) -> None:
-        self._buf += encode_varint(v)
-
-    def varlong(self, v: int) -> None:
-        self._buf += encode_varlong(v)
-
     def uvarint(self, v: int) -> None:
         if 0 <= v < 0x80:
             self._buf.append(v)
@@ -187,46 +144,9 @@ class Writer:
         """uvarint count+1; ``None`` writes the null array (0)."""
         self.uvarint(0 if n is None else n + 1)
 
-    def array(self, items, write_item) -> None:
-        """int32-counted array: ``write_item(writer, item)`` per item; ``None`` is null."""
-        if items is None:
-            self.array_length(None)
-            return
-        self.array_length(len(items))
-        for item in items:
-            write_item(self, item)
-
-    def compact_array(self, items, write_item) -> None:
-        if items is None:
-            self.compact_array_length(None)
-            return
-        self.compact_array_length(len(items))
-        for item in items:
-            write_item(self, item)
-
-    def int32_array(self, items) -> None:
-        self.array_length(len(items))
-        self._buf += struct.pack(f">{len(items)}i", *items)
-
-    def compact_int32_array(self, items) -> None:
-        self.compact_array_length(len(items))
-        self._buf += struct.pack(f">{len(items)}i", *items)
-
     # -- tagged fields (flexible versions) --------------------------------------------------
     def empty_tagged_fields(self) -> None:
         self._buf.append(0)
-
-    def tagged_fields(self, fields: dict | None) -> None:
-        """Write ``{tag: raw bytes}`` in ascending tag order (an empty dict writes one 0 byte)."""
-        if not fields:
-            self._buf.append(0)
-            return
-        self.uvarint(len(fields))
-        for tag in sorted(fields):
-            data = fields[tag]
-            self.uvarint(tag)
-            self.uvarint(_nbytes(data))
-            self._buf += data
 
     # -- output ------------------------------------------------------------------------------
     def external(self, data) -> None:
@@ -336,32 +256,11 @@ class Reader:
     # -- variable width ----------------------------------------------------------------------
     def uvarint(self) -> int:
         """Unsigned varint of at most 5 bytes (32 bits)."""
-        return self._uvarint(_MAX_UVARINT_BYTES, 0xFFFFFFFF)
-
-    def _uvarint(self, max_bytes: int, mask: int) -> int:
-        buf, pos, end = self._buf, self.pos, self._end
-        result = shift = 0
-        for i in range(max_bytes):
-            if pos >= end:
-                raise _underflow(1, pos, end)
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                if result > mask:
-                    raise ProtocolError(f"varint overflows {max_bytes * 7} bits at offset {self.pos}")
-                self.pos = pos
-                return result
-            shift += 7
-        raise ProtocolError(f"varint longer than {max_bytes} bytes at offset {self.pos}")
-
-    def varint(self) -> int:
-        v = self._uvarint(_MAX_UVARINT_BYTES, 0xFFFFFFFF)
-        return (v >> 1) ^ -(v & 1)
-
-    def varlong(self) -> int:
-        v = self._uvarint(_MAX_VARLONG_BYTES, 0xFFFFFFFFFFFFFFFF)
-        return (v >> 1) ^ -(v & 1)
+        value, pos = decode_unsigned_varint(self._buf[:self._end], self.pos, _MAX_UVARINT_BYTES)
+        if value > 0xFFFFFFFF:
+            raise ProtocolError(f"varint overflows 32 bits at offset {self.pos}")
+        self.pos = pos
+        return value
 
     # -- strings -----------------------------------------------------------------------------
     def _text(self, n: int) -> str:
@@ -443,26 +342,6 @@ class Reader:
         if n == 0:
             return None
         return self._check_count(n - 1, min_item_size)
-
-    def array(self, read_item) -> list | None:
-        n = self.array_length()
-        return None if n is None else [read_item(self) for _ in range(n)]
-
-    def compact_array(self, read_item) -> list | None:
-        n = self.compact_array_length()
-        return None if n is None else [read_item(self) for _ in range(n)]
-
-    def _int32s(self, n: int | None) -> list[int]:
-        if not n:
-            return []
-        return list(self._unpack(struct.Struct(f">{n}i")))
-
-    def int32_array(self) -> list[int]:
-        """A non-null int32 array (null decodes as empty: brokers never send null here)."""
-        return self._int32s(self.array_length(4))
-
-    def compact_int32_array(self) -> list[int]:
-        return self._int32s(self.compact_array_length(4))
 
     # -- tagged fields -----------------------------------------------------------------------
     def tagged_fields(self) -> dict[int, memoryview]:

@@ -1,198 +1,38 @@
-"""Produce (key 0), versions 3-11: the hot path.
+"""Produce (key 0): the hot path, written by hand for speed.
 
-Encoding keeps every record batch as its own buffer (never copied); decoding reads each
-partition's fixed-width fields with one precompiled struct.
+The declaration (``specs/ProduceRequest.json``, ``ProduceResponse.json``) and the generic codec
+remain the reference: tests check that these functions produce and read exactly the same bytes
+at every version we speak.  Encoding keeps every record batch as its own buffer (never copied);
+decoding reads each partition's fixed-width fields with one precompiled struct and builds the
+declared ``ProduceResponse`` classes.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
-from typing import ClassVar, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from sparkkafka_sink.protocol.api import ApiKey, check_version
+from sparkkafka_sink.protocol.api import ApiKey, check_version, first_flexible_version
 from sparkkafka_sink.protocol.primitives import Reader, Writer
 
 _API = ApiKey.PRODUCE
-_FLEXIBLE = 9
-
-# index, error_code, base_offset, log_append_time_ms[, log_start_offset]
-_PARTITION_V3 = struct.Struct(">ihqq")
-_PARTITION_V5 = struct.Struct(">ihqqq")
+_PARTITION_V3 = struct.Struct(">ihqq")    # index, error_code, base_offset, log_append_time_ms
+_PARTITION_V5 = struct.Struct(">ihqqq")   # ... log_start_offset
 _LEADER = struct.Struct(">ii")
 _ACKS_TIMEOUT = struct.Struct(">hi")
-_CURRENT_LEADER_TAG = 0  # in each partition response, v10+
-_NODE_ENDPOINTS_TAG = 0  # at the top level, v10+
 
 
-class LeaderIdAndEpoch(NamedTuple):
-    leader_id: int = -1
-    leader_epoch: int = -1
-
-
-class NodeEndpoint(NamedTuple):
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-class PartitionProduceResponse(NamedTuple):
-    index: int
-    error_code: int
-    base_offset: int
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    record_errors: list[tuple[int, str | None]] = []  # (batch_index, message)
-    error_message: str | None = None
-    current_leader: LeaderIdAndEpoch | None = None  # v10+, sent with NOT_LEADER_OR_FOLLOWER
-
-
-class TopicProduceResponse(NamedTuple):
-    name: str
-    partition_responses: list[PartitionProduceResponse]
-
-
-@dataclass
-class ProduceResponse:
-    API_KEY: ClassVar[ApiKey] = _API
-
-    responses: list[TopicProduceResponse] = field(default_factory=list)
-    throttle_time_ms: int = 0
-    node_endpoints: list[NodeEndpoint] = field(default_factory=list)  # v10+
-
-    def partitions(self):
-        """Yield ``(topic, PartitionProduceResponse)`` for every partition in the response."""
-        for topic in self.responses:
-            for p in topic.partition_responses:
-                yield topic.name, p
-
-    @classmethod
-    def decode(cls, body, version: int) -> ProduceResponse:
-        check_version(_API, version)
-        r = Reader(body)
-        if version >= _FLEXIBLE:
-            return cls._decode_flexible(r, version)
-        fixed = _PARTITION_V5 if version >= 5 else _PARTITION_V3
-        responses = []
-        for _ in range(r.array_length() or 0):
-            name = r.string()
-            partitions = []
-            for _ in range(r.array_length(fixed.size) or 0):
-                values = r.unpack(fixed)
-                if version >= 8:
-                    record_errors = [(r.int32(), r.nullable_string()) for _ in range(r.array_length(6) or 0)]
-                    partitions.append(PartitionProduceResponse(*values, record_errors, r.nullable_string()))
-                else:
-                    partitions.append(PartitionProduceResponse(*values))
-            responses.append(TopicProduceResponse(name, partitions))
-        return cls(responses, r.int32())
-
-    @classmethod
-    def _decode_flexible(cls, r: Reader, version: int) -> ProduceResponse:
-        responses = []
-        for _ in range(r.compact_array_length() or 0):
-            name = r.compact_string()
-            partitions = []
-            for _ in range(r.compact_array_length(_PARTITION_V5.size) or 0):
-                values = r.unpack(_PARTITION_V5)
-                record_errors = []
-                for _ in range(r.compact_array_length(6) or 0):
-                    record_errors.append((r.int32(), r.compact_nullable_string()))
-                    r.skip_tagged_fields()
-                error_message = r.compact_nullable_string()
-                leader = None
-                if version >= 10:
-                    raw = r.tagged_fields().get(_CURRENT_LEADER_TAG)
-                    if raw is not None:
-                        sub = Reader(raw)
-                        leader = LeaderIdAndEpoch(*sub.unpack(_LEADER))
-                        sub.skip_tagged_fields()
-                else:
-                    r.skip_tagged_fields()
-                partitions.append(
-                    PartitionProduceResponse(*values, record_errors, error_message, leader))
-            r.skip_tagged_fields()
-            responses.append(TopicProduceResponse(name, partitions))
-        throttle = r.int32()
-        endpoints = []
-        if version >= 10:
-            raw = r.tagged_fields().get(_NODE_ENDPOINTS_TAG)
-            if raw is not None:
-                endpoints = _decode_node_endpoints(Reader(raw))
-        else:
-            r.skip_tagged_fields()
-        return cls(responses, throttle, endpoints)
-
-    def encode(self, version: int) -> list:
-        check_version(_API, version)
-        w = Writer()
-        flex = version >= _FLEXIBLE
-        alen = w.compact_array_length if flex else w.array_length
-        nstring = w.compact_nullable_string if flex else w.nullable_string
-        alen(len(self.responses))
-        for topic in self.responses:
-            (w.compact_string if flex else w.string)(topic.name)
-            alen(len(topic.partition_responses))
-            for p in topic.partition_responses:
-                if version >= 5:
-                    w.raw(_PARTITION_V5.pack(*p[:5]))
-                else:
-                    w.raw(_PARTITION_V3.pack(*p[:4]))
-                if version >= 8:
-                    alen(len(p.record_errors))
-                    for batch_index, message in p.record_errors:
-                        w.int32(batch_index)
-                        nstring(message)
-                        if flex:
-                            w.empty_tagged_fields()
-                    nstring(p.error_message)
-                if flex:
-                    tags = {}
-                    if version >= 10 and p.current_leader is not None:
-                        tags[_CURRENT_LEADER_TAG] = _LEADER.pack(*p.current_leader) + b"\x00"
-                    w.tagged_fields(tags)
-            if flex:
-                w.empty_tagged_fields()
-        w.int32(self.throttle_time_ms)
-        if flex:
-            tags = {}
-            if version >= 10 and self.node_endpoints:
-                tags[_NODE_ENDPOINTS_TAG] = _encode_node_endpoints(self.node_endpoints)
-            w.tagged_fields(tags)
-        return w.parts()
-
-
-def _decode_node_endpoints(r: Reader) -> list[NodeEndpoint]:
-    endpoints = []
-    for _ in range(r.compact_array_length() or 0):
-        endpoint = NodeEndpoint(r.int32(), r.compact_string(), r.int32(), r.compact_nullable_string())
-        r.skip_tagged_fields()
-        endpoints.append(endpoint)
-    return endpoints
-
-
-def _encode_node_endpoints(endpoints: list[NodeEndpoint]) -> bytes:
-    w = Writer()
-    w.compact_array_length(len(endpoints))
-    for e in endpoints:
-        w.int32(e.node_id)
-        w.compact_string(e.host)
-        w.int32(e.port)
-        w.compact_nullable_string(e.rack)
-        w.empty_tagged_fields()
-    return w.getvalue()
+def _flexible_from() -> int:
+    return first_flexible_version(_API)
 
 
 @dataclass
 class ProduceRequest:
-    """``topic_data``: ``[(topic, [(partition, record_batch_bytes), ...]), ...]``.
-
-    The record batches are emitted by reference in ``encode``'s buffer list, never copied.
-    """
+    """``topic_data``: ``[(topic, [(partition, record_batch_bytes), ...]), ...]``: the shape the
+    Sender builds, encoded without copying a batch."""
 
     API_KEY: ClassVar[ApiKey] = _API
-    RESPONSE: ClassVar[type] = ProduceResponse
 
     transactional_id: str | None
     acks: int
@@ -207,54 +47,94 @@ class ProduceRequest:
     def encode(self, version: int) -> list:
         check_version(_API, version)
         w = Writer()
-        if version >= _FLEXIBLE:
-            w.compact_nullable_string(self.transactional_id)
-            w.raw(_ACKS_TIMEOUT.pack(self.acks, self.timeout_ms))
-            w.compact_array_length(len(self.topic_data))
-            for topic, partitions in self.topic_data:
-                w.compact_string(topic)
-                w.compact_array_length(len(partitions))
-                for index, records in partitions:
-                    w.int32(index)
-                    w.compact_nullable_bytes(records, external=True)
+        flex = version >= _flexible_from()
+        string, alen = (w.compact_string, w.compact_array_length) if flex else (w.string, w.array_length)
+        nbytes = w.compact_nullable_bytes if flex else w.nullable_bytes
+        (w.compact_nullable_string if flex else w.nullable_string)(self.transactional_id)
+        w.raw(_ACKS_TIMEOUT.pack(self.acks, self.timeout_ms))
+        alen(len(self.topic_data))
+        for topic, partitions in self.topic_data:
+            string(topic)
+            alen(len(partitions))
+            for index, records in partitions:
+                w.int32(index)
+                nbytes(records, external=True)
+                if flex:
                     w.empty_tagged_fields()
+            if flex:
                 w.empty_tagged_fields()
+        if flex:
             w.empty_tagged_fields()
-        else:
-            w.nullable_string(self.transactional_id)
-            w.raw(_ACKS_TIMEOUT.pack(self.acks, self.timeout_ms))
-            w.array_length(len(self.topic_data))
-            for topic, partitions in self.topic_data:
-                w.string(topic)
-                w.array_length(len(partitions))
-                for index, records in partitions:
-                    w.int32(index)
-                    w.nullable_bytes(records, external=True)
         return w.parts()
 
-    @classmethod
-    def decode(cls, body, version: int) -> ProduceRequest:
-        """Records come back as memoryview slices of ``body`` (fake brokers, tests)."""
-        check_version(_API, version)
-        r = Reader(body)
-        flex = version >= _FLEXIBLE
-        string = r.compact_string if flex else r.string
-        alen = r.compact_array_length if flex else r.array_length
-        nbytes = r.compact_nullable_bytes if flex else r.nullable_bytes
-        txn = r.compact_nullable_string() if flex else r.nullable_string()
-        acks, timeout_ms = r.unpack(_ACKS_TIMEOUT)
-        topic_data = []
-        for _ in range(alen() or 0):
-            name = string()
-            partitions = []
-            for _ in range(alen() or 0):
-                partitions.append((r.int32(), nbytes()))
-                if flex:
-                    r.skip_tagged_fields()
+    def as_message(self) -> Any:
+        """The same request as an instance of the declared class (generic codec, tests)."""
+        from sparkkafka_sink.protocol.messages import schema_of
+
+        s = schema_of("ProduceRequest")
+        topic_cls = s.structs["TopicProduceData"].cls
+        partition_cls = s.structs["PartitionProduceData"].cls
+        return s.cls(transactional_id=self.transactional_id, acks=self.acks, timeout_ms=self.timeout_ms,
+                     topic_data=[topic_cls(name=t, partition_data=[partition_cls(index=i, records=r)
+                                                                   for i, r in parts])
+                                 for t, parts in self.topic_data])
+
+
+def decode_produce_response(body, version: int) -> Any:
+    """The declared ``ProduceResponse`` from ``body``, read field by field in one pass."""
+    from sparkkafka_sink.protocol.messages import schema_of
+
+    check_version(_API, version)
+    s = schema_of("ProduceResponse")
+    st = s.structs
+    topic_cls, partition_cls = st["TopicProduceResponse"].cls, st["PartitionProduceResponse"].cls
+    error_cls, leader_cls = st["BatchIndexAndErrorMessage"].cls, st["LeaderIdAndEpoch"].cls
+    r = Reader(body)
+    flex = version >= _flexible_from()
+    alen = r.compact_array_length if flex else r.array_length
+    nstring = r.compact_nullable_string if flex else r.nullable_string
+    fixed = _PARTITION_V5 if version >= 5 else _PARTITION_V3
+    responses = []
+    for _ in range(alen() or 0):
+        name = r.compact_string() if flex else r.string()
+        partitions = []
+        for _ in range(alen(fixed.size) or 0):
+            values = r.unpack(fixed)
+            p = partition_cls(*values)
+            if version >= 8:
+                errors = []
+                for _ in range(alen(6) or 0):
+                    errors.append(error_cls(r.int32(), nstring()))
+                    if flex:
+                        r.skip_tagged_fields()
+                p.record_errors = errors
+                p.error_message = nstring()
             if flex:
-                r.skip_tagged_fields()
-            topic_data.append((name, partitions))
+                for tag, raw in r.tagged_fields().items():
+                    if tag == 0 and version >= 10:  # CurrentLeader
+                        sub = Reader(raw)
+                        p.current_leader = leader_cls(*sub.unpack(_LEADER))
+                        sub.skip_tagged_fields()
+                        p._tags = {0}
+                    else:
+                        p._unknown_tags = {**(p._unknown_tags or {}), tag: bytes(raw)}
+            partitions.append(p)
         if flex:
             r.skip_tagged_fields()
-        return cls(txn, acks, timeout_ms, topic_data)
+        responses.append(topic_cls(name=name, partition_responses=partitions))
+    response = s.cls(responses=responses, throttle_time_ms=r.int32())
+    if flex:  # top-level tagged fields (NodeEndpoints, v10+) are rare: the generic reader does them
+        from sparkkafka_sink.protocol import codec
 
+        for tag, raw in r.tagged_fields().items():
+            field = next((f for f in s.fields if f.tag == tag and f.tagged_in(version)), None)
+            if field is None:
+                response._unknown_tags = {**(response._unknown_tags or {}), tag: bytes(raw)}
+                continue
+            setattr(response, field.name, codec.read_tagged_value(field, raw, version))
+            response._tags = (response._tags or set()) | {tag}
+    if r.remaining:
+        from sparkkafka_sink.errors import ProtocolError
+
+        raise ProtocolError(f"ProduceResponse v{version}: {r.remaining} unexpected trailing bytes")
+    return response

@@ -16,6 +16,8 @@ from typing import Iterable, Optional
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from sparkkafka_sink.producer.offset_ranges import merge_range
+
 log = logging.getLogger("sparkkafka_sink.spark")
 
 _MAX_LISTED = 8
@@ -40,10 +42,8 @@ def merge_offsets(messages: Iterable[Optional[TaskCommitMessage]]) -> dict:
         if m is None:
             continue
         for tp, (count, first, last) in m.offsets.items():
-            cur = out.get(tp)
-            out[tp] = (count, first, last) if cur is None else (
-                cur[0] + count, min(cur[1], first), max(cur[2], last))
-    return out
+            merge_range(out, tp, count, first, last)
+    return {tp: tuple(r) for tp, r in out.items()}
 
 
 def describe_offsets(offsets: dict) -> str:

@@ -22,14 +22,14 @@ class PyprodKafkaDataSource(DataSource):
     """Write-only source.  See README for the options and the column contract."""
 
     #: Set on the per-session subclass made by ``register(spark)``.
-    metrics_accumulator = None
+    metrics_total = None
 
     @classmethod
     def name(cls) -> str:
         return FORMAT
 
     def _plan(self, schema):
-        from sparkkafka_sink.spark.task import WritePlan
+        from sparkkafka_sink.spark.write_task import WritePlan
 
         options = parse_options(self.options)
         layout = validate_schema(schema, options.topic)
@@ -39,10 +39,10 @@ class PyprodKafkaDataSource(DataSource):
         from sparkkafka_sink.spark.writer import PyprodKafkaWriter
 
         check_save_mode(overwrite)
-        return PyprodKafkaWriter(self._plan(schema), type(self).metrics_accumulator)
+        return PyprodKafkaWriter(self._plan(schema), type(self).metrics_total)
 
     def streamWriter(self, schema, overwrite: bool):
         from sparkkafka_sink.spark.stream_writer import PyprodKafkaStreamWriter
 
         # overwrite is True for output mode "complete": Kafka just receives the rows again.
-        return PyprodKafkaStreamWriter(self._plan(schema), type(self).metrics_accumulator)
+        return PyprodKafkaStreamWriter(self._plan(schema), type(self).metrics_total)

@@ -1,11 +1,9 @@
 """Collect the outcome of every record a write task handed to the producer.
 
-Callbacks run on the producer's Sender thread (or inline when a future is
-already done), so they only append to ``collections.deque`` objects, whose
-``append`` and ``popleft`` are atomic; the task thread folds them into per
-topic-partition counts and offsets in ``drain()``.  The per-row success
-callback is ``deque.append`` itself: no Python frame per delivered record.
-Bulk sends report once per ``send_batch`` call, with the failed rows' indices.
+Each ``send_batch`` call reports once, with the failed rows' indices.  Callbacks run on the
+producer's Sender thread (or inline when a future is already done), so they only append to a
+``collections.deque``, whose ``append`` and ``popleft`` are atomic; the task thread folds the
+results into per topic-partition counts and offsets in ``drain()``.
 """
 
 from __future__ import annotations
@@ -14,6 +12,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
+
+from sparkkafka_sink.producer.offset_ranges import merge_range
 
 
 @dataclass
@@ -36,28 +36,17 @@ class DeliveryTracker:
     """Counts records handed over vs. resolved, and keeps the first (lowest row) failure."""
 
     def __init__(self):
-        self._delivered: deque = deque()
-        self._failed: deque = deque()
         self._bulk_done: deque = deque()
-        self.on_success = self._delivered.append  # add_callback(fn) -> fn(RecordMetadata)
         self.sent = 0  # records handed to the producer
         self.delivered = 0
         self.failed = 0  # includes the rejected ones
-        self.rejected = 0  # send() raised: never handed over
+        self.rejected = 0  # send_batch() refused them: never handed over
         self.first_failure: Failure | None = None
         # (topic, partition) -> [count, first_offset, last_offset]
         self.offsets: dict = {}
 
-    # -- per-row futures -------------------------------------------------------------------
-    def errback(self, row: int, topic, partition):
-        """The errback for one record: remembers its position for the error message."""
-        return partial(self._on_error, row, topic, partition)
-
-    def _on_error(self, row, topic, partition, exc):
-        self._failed.append(Failure(row, topic, partition, exc))
-
     def fail_now(self, row: int, topic, partition, exc: BaseException, count: int = 1) -> None:
-        """``count`` records rejected before they were handed over (``send()`` raised)."""
+        """``count`` records rejected before they were handed over (``send_batch()`` raised)."""
         self.rejected += count
         self._record_failure(Failure(row, topic, partition, exc, count))
 
@@ -83,7 +72,7 @@ class DeliveryTracker:
         if errors:
             return
         for partition, (count, first, last) in future.get(0).partitions.items():
-            self._add_offsets((topic, partition), count, first, last)
+            merge_range(self.offsets, (topic, partition), count, first, last)
 
     # -- bookkeeping (task thread only) ----------------------------------------------------
     def _record_failure(self, f: Failure) -> None:
@@ -91,43 +80,13 @@ class DeliveryTracker:
         if self.first_failure is None or f.row < self.first_failure.row:
             self.first_failure = f
 
-    def _add_offsets(self, tp, count, first, last) -> None:
-        s = self.offsets.get(tp)
-        if s is None:
-            self.offsets[tp] = [count, first, last]
-        else:
-            s[0] += count
-            s[1] = min(s[1], first)
-            s[2] = max(s[2], last)
-
     def drain(self) -> None:
-        """Fold the callbacks' results so far into counts and offsets."""
-        pop = self._delivered.popleft
-        offsets = self.offsets
-        n = 0
+        """Fold the bulk sends completed so far into counts, offsets and failures."""
         try:
             while True:
-                md = pop()
-                n += 1
-                tp = (md.topic, md.partition)
-                s = offsets.get(tp)
-                if s is None:
-                    offsets[tp] = [1, md.offset, md.offset]
-                else:
-                    s[0] += 1
-                    if md.offset < s[1]:
-                        s[1] = md.offset
-                    if md.offset > s[2]:
-                        s[2] = md.offset
+                self._fold_bulk(self._bulk_done.popleft())
         except IndexError:
             pass
-        self.delivered += n
-        for queue, fold in ((self._failed, self._record_failure), (self._bulk_done, self._fold_bulk)):
-            try:
-                while True:
-                    fold(queue.popleft())
-            except IndexError:
-                pass
 
     @property
     def pending(self) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 
 from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource
-from sparkkafka_sink.spark.metrics import MetricsParam, SinkMetrics
+from sparkkafka_sink.spark.sink_metrics import MetricsParam, SinkMetrics
 
 _lock = threading.Lock()
 _registered: dict = {}  # id(session) -> (session, SinkMetrics, registered DataSource class)
@@ -47,20 +47,20 @@ def register(spark) -> SinkMetrics:
             spark.dataSource.register(source_cls)
             metrics = SinkMetrics(None)
         else:
-            accumulator = sc.accumulator({}, MetricsParam())
+            total = sc.accumulator({}, MetricsParam())
             source_cls = type(
                 "PyprodKafkaDataSourceWithMetrics",
                 (PyprodKafkaDataSource,),
                 {
-                    "metrics_accumulator": accumulator,
+                    "metrics_total": total,
                     "__module__": PyprodKafkaDataSource.__module__,
                     # A qualname the module does not define: forces pickling by value.
-                    "__qualname__": f"PyprodKafkaDataSource.registered_{accumulator.aid}",
+                    "__qualname__": f"PyprodKafkaDataSource.registered_{total.aid}",
                     "__doc__": PyprodKafkaDataSource.__doc__,
                 },
             )
             spark.dataSource.register(source_cls)
-            metrics = SinkMetrics(accumulator)
+            metrics = SinkMetrics(total)
         _registered[id(spark)] = (spark, metrics, source_cls)
         return metrics
 

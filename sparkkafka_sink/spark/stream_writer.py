@@ -14,16 +14,16 @@ import logging
 from pyspark.sql.datasource import DataSourceStreamArrowWriter
 
 from sparkkafka_sink.spark.commit import abort_summary, commit_summary, log_line
-from sparkkafka_sink.spark.task import WritePlan, run_write_task
+from sparkkafka_sink.spark.write_task import WritePlan, run_write_task
 
 
 class PyprodKafkaStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, plan: WritePlan, accumulator=None):
+    def __init__(self, plan: WritePlan, metrics_total=None):
         self.plan = plan
-        self.accumulator = accumulator
+        self.metrics_total = metrics_total
 
     def write(self, iterator):
-        return run_write_task(iterator, self.plan, self.accumulator)
+        return run_write_task(iterator, self.plan, self.metrics_total)
 
     def commit(self, messages, batchId):
         log_line(logging.INFO, commit_summary(messages, what=f"micro-batch {batchId}"))

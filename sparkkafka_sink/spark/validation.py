@@ -21,6 +21,7 @@ from pyspark.sql.types import (
 )
 
 from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.record.arrow import HEADERS_TYPE
 
 PREFIX = "pyprod-kafka: "
 
@@ -32,7 +33,8 @@ class SinkValidationError(ConfigError):
         super().__init__(PREFIX + message)
 
 
-HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+#: the headers column as Spark SQL spells it, from the one Arrow declaration of headers
+HEADERS_SQL = "array<struct<" + ",".join(f"{f.name}:{f.type}" for f in HEADERS_TYPE.value_type) + ">>"
 
 # column -> (accepted Spark types, how to say it)
 _ACCEPTED = {
@@ -111,7 +113,7 @@ def validate_schema(schema: StructType, topic_option: str | None) -> ColumnLayou
         if not _is_headers_type(h.dataType):
             raise SinkValidationError(
                 f"column '{h.name}' has type {h.dataType.simpleString()}; "
-                f"accepted type for 'headers': {HEADERS_TYPE}"
+                f"accepted type for 'headers': {HEADERS_SQL}"
             )
         found["headers"] = h.name
     if "value" not in found:

@@ -7,22 +7,22 @@ import logging
 from pyspark.sql.datasource import DataSourceArrowWriter
 
 from sparkkafka_sink.spark.commit import abort_summary, commit_summary, log_line
-from sparkkafka_sink.spark.task import WritePlan, run_write_task
+from sparkkafka_sink.spark.write_task import WritePlan, run_write_task
 
 
 class PyprodKafkaWriter(DataSourceArrowWriter):
     """Built on the driver by ``DataSource.writer()``, pickled into every task.
 
-    ``accumulator`` is the session's metrics accumulator when the source was
+    ``metrics_total`` is the session's metrics accumulator when the source was
     registered with ``sparkkafka_sink.register(spark)``, else None.
     """
 
-    def __init__(self, plan: WritePlan, accumulator=None):
+    def __init__(self, plan: WritePlan, metrics_total=None):
         self.plan = plan
-        self.accumulator = accumulator
+        self.metrics_total = metrics_total
 
     def write(self, iterator):
-        return run_write_task(iterator, self.plan, self.accumulator)
+        return run_write_task(iterator, self.plan, self.metrics_total)
 
     def commit(self, messages):
         log_line(logging.INFO, commit_summary(messages))

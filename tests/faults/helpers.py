@@ -11,7 +11,7 @@ from typing import Callable, Dict, Iterable, Optional
 
 from sparkkafka_sink import Producer
 from sparkkafka_sink.protocol.header import decode_response_header
-from sparkkafka_sink.protocol.produce import ProduceResponse
+from sparkkafka_sink.protocol import messages
 
 #: Small timeouts so every fault resolves in seconds (the suite must stay well under 3 minutes).
 FAST = {
@@ -89,15 +89,12 @@ def produce_error(code: int, message: Optional[str] = None,
 
     def fn(frame: bytes, api_key: int, version: int) -> bytes:
         _, offset = decode_response_header(memoryview(frame), api_key, version)
-        resp = ProduceResponse.decode(memoryview(frame)[offset:], version)
+        resp = messages.decode_body("ProduceResponse", memoryview(frame)[offset:], version)
         for topic in resp.responses:
-            parts = []
             for p in topic.partition_responses:
                 if only is None or p.index in only:
-                    p = p._replace(error_code=code, base_offset=-1,
-                                   error_message=message if version >= 8 else None)
-                parts.append(p)
-            topic.partition_responses[:] = parts
+                    p.error_code, p.base_offset = code, -1
+                    p.error_message = message if version >= 8 else None
         return frame[:offset] + b"".join(bytes(b) for b in resp.encode(version))
 
     return fn

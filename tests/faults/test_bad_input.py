@@ -18,7 +18,7 @@ from kafka_helpers import consume_all
 from sparkkafka_sink import errors as E
 from sparkkafka_sink.protocol import errors as PE
 from sparkkafka_sink.protocol.header import decode_response_header
-from sparkkafka_sink.protocol.metadata import MetadataResponse
+from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.testing.brokers import create_topics
 
 from .harness import METADATA, PRODUCE
@@ -249,9 +249,10 @@ def test_corrupt_message_from_noida_when_a_record_byte_flips_in_flight(proxied_b
 def _metadata_topic_error(code: int):
     def fn(frame: bytes, api_key: int, version: int) -> bytes:
         _, off = decode_response_header(memoryview(frame), api_key, version)
-        resp = MetadataResponse.decode(memoryview(frame)[off:], version)
-        resp.topics = [t._replace(error_code=code, partitions=[]) for t in resp.topics]
-        return frame[:off] + b"".join(bytes(b) for b in resp.encode(version))
+        resp = messages.decode_body("MetadataResponse", memoryview(frame)[off:], version)
+        for t in resp.topics:
+            t.error_code, t.partitions = code, []
+        return frame[:off] + b"".join(bytes(b) for b in messages.encode_body(resp, version))
     return fn
 
 

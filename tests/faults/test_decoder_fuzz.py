@@ -148,37 +148,30 @@ def test_frame_reader_random_chunks(chunks, limit):
 
 @FUZZ
 @given(data=st.data())
-def test_network_client_frame_path_only_raises_protocol_error(data):
+def test_broker_protocol_only_raises_protocol_error(data):
     """The client's own frame handling (correlation check, header, body dispatch, the KIP-511
-    ApiVersions fallback) on random bodies for whichever request is oldest in flight."""
-    from sparkkafka_sink.network.client import NetworkClient
-    from sparkkafka_sink.network.in_flight import InFlightRequest
-    from sparkkafka_sink.network.metadata import Metadata
-    from sparkkafka_sink.protocol import (ApiVersionsRequest, InitProducerIdRequest, MetadataRequest,
-                                          ProduceRequest)
+    ApiVersions fallback: ``BrokerProtocol.receive``) on random bodies for whichever request
+    is awaiting its answer, fed in random chunks."""
+    from sparkkafka_sink.protocol import messages
+    from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
+    from sparkkafka_sink.protocol.produce import ProduceRequest
 
-    requests = {ApiKey.API_VERSIONS: ApiVersionsRequest(), ApiKey.METADATA: MetadataRequest(),
+    requests = {ApiKey.API_VERSIONS: messages.ApiVersionsRequest(), ApiKey.METADATA: messages.metadata_request(None),
                 ApiKey.PRODUCE: ProduceRequest(None, -1, 1000, []),
-                ApiKey.INIT_PRODUCER_ID: InitProducerIdRequest()}
+                ApiKey.INIT_PRODUCER_ID: messages.InitProducerIdRequest()}
     api_key = data.draw(st.sampled_from(list(requests)), label="api")
     lo, hi = SUPPORTED_VERSIONS[api_key]
     version = data.draw(st.integers(lo, hi), label="version")
     body = data.draw(st.binary(max_size=80), label="body")
-    client = NetworkClient(Metadata([("127.0.0.1", 9)], max_age_ms=1000, refresh_backoff_ms=10, max_idle_ms=5000),
-                           client_id="fuzz", request_timeout_ms=1000, max_in_flight=5, reconnect_backoff_ms=10,
-                           reconnect_backoff_max_ms=10, connection_setup_timeout_ms=10,
-                           connection_setup_timeout_max_ms=10)
-    try:
-        client.in_flight.add(InFlightRequest(1, 42, api_key, version, requests[api_key], None, 0.0))
-
-        class Conn:
-            node_id = 1
-            address = "fuzz:1"
-
-        correlation = data.draw(st.sampled_from([42, 41, -1]), label="correlation")
-        ok_or_protocol_error(client._handle_frame, Conn(), memoryview(struct.pack(">i", correlation) + body), 0.0)
-    finally:
-        client.close()
+    proto = BrokerProtocol("fuzz")
+    pending, _ = proto.send(requests[api_key], version)
+    correlation = data.draw(st.sampled_from([pending.correlation_id, pending.correlation_id - 1, -1]),
+                            label="correlation")
+    frame = struct.pack(">i", correlation) + body
+    stream = struct.pack(">i", len(frame)) + frame
+    cut = data.draw(st.integers(0, len(stream)), label="cut")
+    for chunk in (stream[:cut], stream[cut:]):
+        ok_or_protocol_error(proto.receive, chunk)
 
 
 @pytest.mark.parametrize("api_key", [ApiKey.PRODUCE, ApiKey.METADATA])

@@ -4,7 +4,7 @@
 ``BuiltInPartitioner.partitionForKey`` (``toPositive(murmur2(key)) % n``, the Java producer's
 choice for a keyed record) for every partition count 1..500.  Compared with our per-record
 ``murmur2``/``murmur2_partition`` (``Producer.send``) and the vectorised path of
-``Producer.send_batch`` (``murmur2_many`` and ``BulkPartitioner`` over an Arrow key column:
+``Producer.send_batch`` (``murmur2_many`` and ``Partitioner.partition_many`` over an Arrow key column:
 mixed key lengths take the general word loop, keys of one length the 2-D word matrix).
 
 Every hash is compared, and every partition count from those hashes; the partition functions
@@ -19,8 +19,7 @@ import struct
 import numpy as np
 import pyarrow as pa
 
-from sparkkafka_sink.producer.bulk import BulkPartitioner
-from sparkkafka_sink.producer.partitioner import murmur2, murmur2_many, murmur2_partition
+from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2, murmur2_many, murmur2_partition
 
 from .support import needs_java_oracle
 
@@ -73,12 +72,12 @@ def test_partitions_match_java_for_1_to_500_partitions(java, tmp_path):
     for n in range(1, MAX_PARTITIONS + 1):
         assert np.array_equal(positive % n, java_parts[n - 1]), n
 
-    # bulk (Producer.send_batch): BulkPartitioner over an Arrow column of all keys at COUNTS
-    partitioner = BulkPartitioner("murmur2", batch_size=16384)
+    # bulk (Producer.send_batch): partition_many over an Arrow column of all keys at COUNTS
+    partitioner = make_partitioner("murmur2", batch_size=16384)
     column = pa.array(keys, pa.binary())
     sizes = np.zeros(KEYS, dtype=np.int64)
     for n in COUNTS:
-        got = partitioner.partitions("t", column, sizes, n, list(range(n)))
+        got = partitioner.partition_many("t", column, sizes, n, list(range(n)))
         bad = np.flatnonzero(got != java_parts[n - 1])
         assert not len(bad), (n, [(keys[i].hex(), int(got[i]), int(java_parts[n - 1][i])) for i in bad[:5]])
 
@@ -90,5 +89,5 @@ def test_partitions_match_java_for_1_to_500_partitions(java, tmp_path):
         assert np.array_equal(_vectorised_hashes([keys[i] for i in idx]), java_hash[idx]), length
     sliced = pa.array([b"pad"] * 3 + keys, pa.binary()).slice(3)
     for n in (1, 10, 500):
-        got = partitioner.partitions("t", sliced, sizes, n, list(range(n)))
+        got = partitioner.partition_many("t", sliced, sizes, n, list(range(n)))
         assert np.array_equal(got, java_parts[n - 1]), n

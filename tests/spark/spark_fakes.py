@@ -1,16 +1,19 @@
-"""A stand-in for ``sparkkafka_sink.Producer`` that follows its contract, for unit tests of the
-Spark task logic without a broker.  Futures resolve in ``flush()`` on another thread, as the real
-Sender thread does, or inside ``send()`` (``resolve_on_send``: a very fast broker), in which case
-callbacks added later run at once, as real futures do."""
+"""A stand-in for ``sparkkafka_sink.Producer.send_batch`` that follows its contract, for unit
+tests of the Spark task logic without a broker.  Futures resolve in ``flush()`` on another
+thread, as the real Sender thread does, or inside ``send_batch()`` (``resolve_on_send``: a very
+fast broker), in which case callbacks added later run at once, as real futures do."""
 
 from __future__ import annotations
 
 import threading
 from collections import namedtuple
 
+import numpy as np
+
 from sparkkafka_sink.errors import InvalidPartitionError, KafkaTimeoutError
 
 Metadata = namedtuple("Metadata", "topic partition offset timestamp serialized_key_size serialized_value_size")
+BulkResult = namedtuple("BulkResult", "record_count partitions")
 
 
 class FakeFuture:
@@ -44,9 +47,51 @@ class FakeFuture:
             fn(error if error is not None else value)
 
 
+class FakeBulkFuture:
+    """``BulkFuture``'s contract: one future for a ``send_batch`` call, per-row outcomes."""
+
+    def __init__(self, topic, entries):
+        self.topic = topic
+        self.entries = entries  # [(row, partition, FakeFuture)]
+        self.record_count = len(entries)
+        self._callbacks = []
+        self._left = len(entries)
+        for _, _, fut in entries:
+            fut.add_callback(self._one_done).add_errback(self._one_done)
+
+    def _one_done(self, _):
+        self._left -= 1
+        if self._left == 0:
+            for fn in self._callbacks:
+                fn(None, None)
+
+    def add_callback(self, fn):
+        if self._left == 0:
+            fn(None, None)
+        else:
+            self._callbacks.append(fn)
+
+    def errors(self):
+        by_partition = {}
+        for row, partition, fut in self.entries:
+            if fut._error is not None:
+                by_partition.setdefault(partition, (fut._error, []))[1].append(row)
+        return [(err, p, np.array(rows)) for p, (err, rows) in by_partition.items()]
+
+    def get(self, timeout=None):
+        per = {}
+        for _, partition, fut in self.entries:
+            count, first, last = per.get(partition, (0, None, None))
+            off = fut._value.offset
+            per[partition] = (count + 1, off if first is None else min(first, off), off if last is None else max(last, off))
+        return BulkResult(self.record_count, per)
+
+
 class FakeProducer:
     """``partitions``: topic -> partition count.  ``fail_rows``: indexes (in send order) whose
-    futures fail with ``error``.  ``block_after``: send() raises KafkaTimeoutError from then on."""
+    futures fail with ``error``.  ``block_after``: once that many rows were handed over,
+    send_batch() raises KafkaTimeoutError (as the real one does when buffer memory stays full),
+    with the rows it had queued by then under ``partial``."""
 
     def __init__(self, config, partitions=None, fail_rows=(), error=None, block_after=None,
                  resolve_on_send=False):
@@ -62,20 +107,36 @@ class FakeProducer:
         self.closed_with = "open"
         self.flushes = 0
 
-    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
-        if self.block_after is not None and len(self.sent) >= self.block_after:
-            raise KafkaTimeoutError("Topic not present in metadata after 100 ms (max.block.ms)")
+    def send_batch(self, topic, values=None, keys=None, headers=None, partitions=None, timestamps=None):
+        n = len(values)
         count = self.partitions.get(topic, 1)
-        if partition is not None and partition >= count:
-            raise InvalidPartitionError(f"Partition {partition} of topic {topic!r} does not exist")
-        p = partition if partition is not None else (hash(key) % count if key is not None else 0)
-        entry = (len(self.sent), topic, p, FakeFuture())
-        self.sent.append((topic, value, key, headers, p, timestamp_ms))
-        if self.resolve_on_send:
-            self._resolve([entry])
-        else:
-            self._pending.append(entry)
-        return entry[3]
+        parts = partitions.to_pylist() if partitions is not None else [None] * n
+        for row, partition in enumerate(parts):
+            if partition is not None and partition >= count:
+                exc = InvalidPartitionError(f"Row {row}: partition {partition} of topic {topic!r} does not exist")
+                exc.row, exc.partition = row, partition
+                raise exc
+        keys_l = keys.to_pylist() if keys is not None else [None] * n
+        values_l = values.to_pylist()
+        entries = []
+        for row in range(n):
+            if self.block_after is not None and len(self.sent) >= self.block_after:
+                exc = KafkaTimeoutError("Failed to allocate memory within the configured max blocking time 100 ms")
+                exc.row, exc.rows_not_sent = row, np.arange(row, n)
+                exc.partial = FakeBulkFuture(topic, entries) if entries else None
+                raise exc
+            value = values_l[row].encode() if isinstance(values_l[row], str) else values_l[row]
+            key = keys_l[row]
+            p = parts[row] if parts[row] is not None else (hash(key) % count if key is not None else 0)
+            fut = FakeFuture()
+            self.sent.append((topic, value, key, None, p, None))
+            entries.append((row, p, fut))
+            entry = (len(self.sent) - 1, topic, p, fut)
+            if self.resolve_on_send:
+                self._resolve([entry])
+            else:
+                self._pending.append(entry)
+        return FakeBulkFuture(topic, entries)
 
     def flush(self, timeout=None):
         self.flushes += 1

@@ -3,7 +3,7 @@
 from sparkkafka_sink.spark.commit import (
     TaskCommitMessage, abort_summary, commit_summary, merge_offsets,
 )
-from sparkkafka_sink.spark.metrics import MetricsParam, SinkMetrics, snapshot_of, task_metrics  # noqa: F401
+from sparkkafka_sink.spark.sink_metrics import MetricsParam, SinkMetrics, snapshot_of, task_metrics  # noqa: F401
 
 
 def msg(pid, offsets):

@@ -21,12 +21,12 @@ def test_registered_class_pickles_by_value_with_its_accumulator(spark, sink_metr
 
     from sparkkafka_sink.spark.registration import registered_source
 
-    acc = sink_metrics.accumulator
+    acc = sink_metrics.total
     dynamic = registered_source(spark)
-    assert dynamic.metrics_accumulator is acc and dynamic is not PyprodKafkaDataSource
+    assert dynamic.metrics_total is acc and dynamic is not PyprodKafkaDataSource
     (tmp_path / "cls.pkl").write_bytes(cloudpickle.dumps(dynamic))
     code = ("import pickle, sys; cls = pickle.loads(open(sys.argv[1], 'rb').read()); "
-            "print(cls.name(), cls.metrics_accumulator.aid, cls.__mro__[1].__name__)")
+            "print(cls.name(), cls.metrics_total.aid, cls.__mro__[1].__name__)")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cls.pkl")],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -1,6 +1,6 @@
-"""The write task without Spark, against the real producer and the embedded brokers: both send
-paths (bulk ``send_batch`` and per-row ``send``) deliver the same records, report exact offsets,
-and name the failing row."""
+"""The write task without Spark, against the real producer and the brokers: its one send path
+(``send_batch`` per Arrow batch and topic) delivers every column, reports exact offsets, and
+names the failing row."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from readback import read_records
 
 from sparkkafka_sink.spark.options import parse_options
-from sparkkafka_sink.spark.task import SinkWriteError, TaskInfo, WritePlan, run_write_task
+from sparkkafka_sink.spark.write_task import SinkWriteError, TaskInfo, WritePlan, run_write_task
 from sparkkafka_sink.spark.validation import ColumnLayout
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -20,11 +20,11 @@ NOW_MS = (int(time.time()) - 60) * 1000
 TASK = TaskInfo(1, 2, 0)
 
 
-def plan(kafka, bulk, topic=None, layout=FULL, **kafka_opts):
+def plan(kafka, topic=None, layout=FULL, **kafka_opts):
     opts = {"kafka.bootstrap.servers": kafka.bootstrap_servers, **{f"kafka.{k}": v for k, v in kafka_opts.items()}}
     if topic:
         opts["topic"] = topic
-    return WritePlan(parse_options(opts), layout, bulk=bulk)
+    return WritePlan(parse_options(opts), layout)
 
 
 def batch(topics, n, start=0, partition=None):
@@ -39,11 +39,10 @@ def batch(topics, n, start=0, partition=None):
     })
 
 
-@pytest.mark.parametrize("bulk", [True, False], ids=["bulk", "per-row"])
-def test_paths_deliver_every_column_and_exact_offsets(kafka, bulk):
+def test_every_column_is_delivered_with_exact_offsets(kafka):
     a, b = kafka.create_topic(partitions=3), kafka.create_topic(partitions=2)
     batches = [batch([a, b], 50, 0), batch([a, b], 50, 50, partition=lambda i: i % 2)]
-    msg = run_write_task(iter(batches), plan(kafka, bulk), None, task=TASK)
+    msg = run_write_task(iter(batches), plan(kafka), None, task=TASK)
     assert msg.records == 100
     records = read_records(kafka, [a, b])
     assert len(records) == 100
@@ -63,22 +62,20 @@ def test_paths_deliver_every_column_and_exact_offsets(kafka, bulk):
                 assert r.partition == i % 2
 
 
-@pytest.mark.parametrize("bulk", [True, False], ids=["bulk", "per-row"])
-def test_partition_out_of_range_names_the_row(kafka, bulk):
+def test_partition_out_of_range_names_the_row(kafka):
     t = kafka.create_topic(partitions=2)
     batches = [batch([t], 10), batch([t], 10, 10, partition=lambda i: 5 if i == 13 else 0)]
     with pytest.raises(SinkWriteError) as e:
-        run_write_task(iter(batches), plan(kafka, bulk, **{"max.block.ms": "3000"}), None, task=TASK)
+        run_write_task(iter(batches), plan(kafka, **{"max.block.ms": "3000"}), None, task=TASK)
     assert f"row 13 of this task's input, topic '{t}', partition 5" in str(e.value)
 
 
-@pytest.mark.parametrize("bulk", [True, False], ids=["bulk", "per-row"])
-def test_record_too_large_names_the_row(kafka, bulk):
+def test_record_too_large_names_the_row(kafka):
     t = kafka.create_topic()
     values = ["small"] * 6 + ["x" * 3000] + ["small"]
     b = pa.record_batch({"value": pa.array(values)})
     with pytest.raises(SinkWriteError) as e:
-        run_write_task(iter([b]), plan(kafka, bulk, topic=t, layout=ColumnLayout("value"),
+        run_write_task(iter([b]), plan(kafka, topic=t, layout=ColumnLayout("value"),
                                        **{"max.request.size": "2000"}), None, task=TASK)
     assert f"row 6 of this task's input, topic '{t}'" in str(e.value)
     assert "RecordTooLargeError" in str(e.value)

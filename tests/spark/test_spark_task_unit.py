@@ -6,9 +6,9 @@ from spark_fakes import FakeProducer
 
 from sparkkafka_sink.errors import InvalidPartitionError, KafkaTimeoutError
 from sparkkafka_sink.spark.commit import TaskCommitMessage
-from sparkkafka_sink.spark.metrics import MetricsParam
+from sparkkafka_sink.spark.sink_metrics import MetricsParam
 from sparkkafka_sink.spark.options import parse_options
-from sparkkafka_sink.spark.task import SinkWriteError, TaskInfo, WritePlan, _coalesced, run_write_task
+from sparkkafka_sink.spark.write_task import SinkWriteError, TaskInfo, WritePlan, _coalesced, run_write_task
 from sparkkafka_sink.spark.validation import ColumnLayout
 
 

@@ -37,14 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from sparkkafka_sink.errors import ProtocolError
-from sparkkafka_sink.protocol.api import ApiKey
-from sparkkafka_sink.protocol.api_versions import ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse
+from sparkkafka_sink.protocol import messages
+from sparkkafka_sink.protocol.api import DECLARED, ApiKey
 from sparkkafka_sink.protocol.header import decode_request_header, encode_response_header
-from sparkkafka_sink.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from sparkkafka_sink.protocol.metadata import (
-    MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic)
-from sparkkafka_sink.protocol.produce import (
-    PartitionProduceResponse, ProduceRequest, ProduceResponse, TopicProduceResponse)
 from sparkkafka_sink.record.batch import decode_batches
 
 PRODUCE, METADATA, API_VERSIONS, INIT_PRODUCER_ID = (
@@ -61,12 +56,12 @@ UNSUPPORTED_VERSION = 35
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 
-REQUEST_CLASSES = {
-    PRODUCE: ProduceRequest,
-    METADATA: MetadataRequest,
-    API_VERSIONS: ApiVersionsRequest,
-    INIT_PRODUCER_ID: InitProducerIdRequest,
-}
+#: the fake broker reads requests and writes responses with the declared messages
+HANDLED = (PRODUCE, METADATA, API_VERSIONS, INIT_PRODUCER_ID)
+
+
+def _struct(message: str, struct: str):
+    return messages.schema_of(message).structs[struct].cls
 
 #: What a recent Apache Kafka advertises for the APIs we speak (and a few we do not).
 DEFAULT_API_VERSIONS: dict[int, tuple[int, int]] = {
@@ -408,10 +403,9 @@ class FakeBroker:
     def _handle(self, conn: _Conn, frame: bytes) -> None:
         api_key, version, cid, client_id, offset = decode_request_header(frame)
         body_bytes = memoryview(frame)[offset:]
-        cls = REQUEST_CLASSES.get(api_key)
-        if cls is None:
+        if api_key not in HANDLED:
             raise ProtocolError(f"fake broker does not handle api key {api_key}")
-        body = cls.decode(body_bytes, version)
+        body = messages.decode_body(DECLARED[api_key].spec + "Request", body_bytes, version)
         rec = Received(api_key, version, cid, client_id, conn.id, time.monotonic(), body, len(frame))
         expects = not (api_key == PRODUCE and body.acks == 0 and not self.answer_acks0)
         with self._lock:
@@ -422,11 +416,11 @@ class FakeBroker:
             elif api_key == API_VERSIONS:
                 resp_version, parts = self._api_versions(rec)
             elif api_key == METADATA:
-                resp_version, parts = version, self._metadata(rec).encode(version)
+                resp_version, parts = version, messages.encode_body(self._metadata(rec), version)
             elif api_key == INIT_PRODUCER_ID:
-                resp_version, parts = version, self._init_pid(rec).encode(version)
+                resp_version, parts = version, messages.encode_body(self._init_pid(rec), version)
             else:
-                resp_version, parts = version, self._produce(rec).encode(version)
+                resp_version, parts = version, messages.encode_body(self._produce(rec), version)
             self.requests.append(rec)
             if expects:
                 conn.outstanding += 1
@@ -442,47 +436,58 @@ class FakeBroker:
             conn.cond.notify_all()
 
     def _api_versions(self, rec: Received):
-        keys = [ApiVersionRange(k, lo, hi) for k, (lo, hi) in sorted(self.api_versions.items())]
+        api_version = _struct("ApiVersionsResponse", "ApiVersion")
+        keys = [api_version(k, lo, hi) for k, (lo, hi) in sorted(self.api_versions.items())]
         if rec.version > self.supports_api_versions:
             # KIP-511: answer a version we do not know with a v0 body and UNSUPPORTED_VERSION.
-            body = ApiVersionsResponse(UNSUPPORTED_VERSION, keys if self.unsupported_version_includes_keys else [])
-            return 0, body.encode(0)
-        return rec.version, ApiVersionsResponse(0, keys).encode(rec.version)
+            body = messages.ApiVersionsResponse(
+                error_code=UNSUPPORTED_VERSION, api_keys=keys if self.unsupported_version_includes_keys else [])
+            return 0, messages.encode_body(body, 0)
+        return rec.version, messages.encode_body(messages.ApiVersionsResponse(error_code=0, api_keys=keys),
+                                                 rec.version)
 
-    def _metadata(self, rec: Received) -> MetadataResponse:
+    def _metadata(self, rec: Received):
+        broker_cls = _struct("MetadataResponse", "MetadataResponseBroker")
+        topic_cls = _struct("MetadataResponse", "MetadataResponseTopic")
+        partition_cls = _struct("MetadataResponse", "MetadataResponsePartition")
         c = self.cluster
         with c.lock:
-            brokers = [MetadataBroker(b.node_id, b.host, b.port, None) for b in c.brokers.values()]
-            names = list(c.topics) if rec.body.topics is None else rec.body.topics
+            brokers = [broker_cls(node_id=b.node_id, host=b.host, port=b.port) for b in c.brokers.values()]
+            names = list(c.topics) if rec.body.topics is None else [t.name for t in rec.body.topics]
             topics = []
             for name in names:
                 if name not in c.topics and c.auto_create_partitions and rec.body.allow_auto_topic_creation:
                     c.add_topic(name, c.auto_create_partitions, self.node_id)
                 if name in c.topic_errors:
-                    topics.append(MetadataTopic(c.topic_errors[name], name, []))
+                    topics.append(topic_cls(error_code=c.topic_errors[name], name=name))
                 elif name not in c.topics:
-                    topics.append(MetadataTopic(UNKNOWN_TOPIC_OR_PARTITION, name, []))
+                    topics.append(topic_cls(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name))
                 else:
-                    parts = [MetadataPartition(0, p, leader, 0, [leader], [leader], [])
+                    parts = [partition_cls(error_code=0, partition_index=p, leader_id=leader, leader_epoch=0,
+                                           replica_nodes=[leader], isr_nodes=[leader])
                              for p, leader in sorted(c.topics[name].items())]
-                    topics.append(MetadataTopic(0, name, parts))
+                    topics.append(topic_cls(error_code=0, name=name, partitions=parts))
             controller = min(c.brokers) if c.brokers else -1
-        return MetadataResponse(brokers, topics, "fake-cluster", controller)
+        return messages.MetadataResponse(brokers=brokers, topics=topics, cluster_id="fake-cluster",
+                                          controller_id=controller)
 
-    def _init_pid(self, rec: Received) -> InitProducerIdResponse:
+    def _init_pid(self, rec: Received):
         if self.init_pid_errors:
             code = self.init_pid_errors.popleft()
             if code:
-                return InitProducerIdResponse(0, code, -1, -1)
-        return InitProducerIdResponse(0, 0, self.cluster.next_producer_id(), 0)
+                return messages.InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
+        return messages.InitProducerIdResponse(error_code=0, producer_id=self.cluster.next_producer_id(),
+                                               producer_epoch=0)
 
-    def _produce(self, rec: Received) -> ProduceResponse:
-        req: ProduceRequest = rec.body
+    def _produce(self, rec: Received):
+        topic_cls = _struct("ProduceResponse", "TopicProduceResponse")
+        partition_cls = _struct("ProduceResponse", "PartitionProduceResponse")
         responses = []
-        for topic, partitions in req.topic_data:
+        for topic in rec.body.topic_data:
             presps = []
-            for index, records in partitions:
-                tp = (topic, index)
+            for partition in topic.partition_data:
+                index, records = partition.index, partition.records
+                tp = (topic.name, index)
                 raw = bytes(records) if records is not None else b""
                 rec.raw[tp] = raw
                 try:
@@ -492,9 +497,10 @@ class FakeBroker:
                 with self.cluster.lock:
                     code, base_offset = self._produce_partition(tp, rec.batches[tp])
                 rec.answered[tp] = code
-                presps.append(PartitionProduceResponse(index, code, base_offset, -1, 0, [], None, None))
-            responses.append(TopicProduceResponse(topic, presps))
-        return ProduceResponse(responses, 0, [])
+                presps.append(partition_cls(index=index, error_code=code, base_offset=base_offset,
+                                            log_append_time_ms=-1, log_start_offset=0))
+            responses.append(topic_cls(name=topic.name, partition_responses=presps))
+        return messages.ProduceResponse(responses=responses)
 
     def _produce_partition(self, tp, batches) -> tuple[int, int]:
         scripted = self._produce_errors[tp]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sparkkafka_sink.producer.partitioner import (
-    Partitioner,
+    make_partitioner,
     murmur2,
     murmur2_many,
     murmur2_partition,
@@ -46,12 +46,12 @@ def test_vectorised_murmur2_equals_scalar():
 
 
 def test_keyed_records_use_murmur2():
-    p = Partitioner("murmur2", batch_size=100)
+    p = make_partitioner("murmur2", batch_size=100)
     assert p.partition("t", b"foobar", 50, list(range(50)), 10) == 16
 
 
 def test_null_keys_stick_until_batch_size_then_move():
-    p = Partitioner("murmur2", batch_size=1000)
+    p = make_partitioner("murmur2", batch_size=1000)
     seen = [p.partition("t", None, 6, list(range(6)), 100) for _ in range(10)]
     assert len(set(seen)) == 1  # 10 x 100 bytes = one batch worth
     nxt = p.partition("t", None, 6, list(range(6)), 100)
@@ -61,14 +61,14 @@ def test_null_keys_stick_until_batch_size_then_move():
 
 
 def test_null_keys_prefer_available_partitions():
-    p = Partitioner("murmur2", batch_size=10)
+    p = make_partitioner("murmur2", batch_size=10)
     assert {p.partition("t", None, 6, [2, 4], 10) for _ in range(50)} <= {2, 4}
 
 
 def test_round_robin_and_custom():
-    rr = Partitioner("round_robin", batch_size=10)
+    rr = make_partitioner("round_robin", batch_size=10)
     assert [rr.partition("t", b"k", 3, [0, 1, 2], 1) for _ in range(6)] == [0, 1, 2, 0, 1, 2]
-    custom = Partitioner(lambda topic, key, n: n - 1, batch_size=10)
+    custom = make_partitioner(lambda topic, key, n: n - 1, batch_size=10)
     assert custom.partition("t", b"k", 4, [0], 1) == 3
 
 
@@ -104,7 +104,7 @@ def test_group_by_partition_is_a_stable_grouping(num_partitions):
 def test_bulk_plan_maps_every_batch_to_its_partition_and_original_rows():
     import pyarrow as pa
 
-    from sparkkafka_sink.producer.bulk import BulkPartitioner, plan_and_encode
+    from sparkkafka_sink.producer.bulk import plan_and_encode
     from sparkkafka_sink.record.batch import decode_batches
 
     n = 3000
@@ -112,7 +112,7 @@ def test_bulk_plan_maps_every_batch_to_its_partition_and_original_rows():
     values = [b"value-%d" % i for i in range(n)]
     planned = plan_and_encode("t", values=pa.array(values), keys=pa.array(keys), headers=None, partitions=None,
                               timestamps=None, num_partitions=5, available=list(range(5)),
-                              partitioner=BulkPartitioner("murmur2", 4096), compression_type=0,
+                              partitioner=make_partitioner("murmur2", 4096), compression_type=0,
                               batch_size=4096, max_request_size=1 << 20)
     seen = []
     for partition, count, data, rows in planned:
@@ -123,3 +123,43 @@ def test_bulk_plan_maps_every_batch_to_its_partition_and_original_rows():
         assert all(murmur2_partition(keys[i], 5) == partition for i in rows)
         seen.extend(rows.tolist())
     assert sorted(seen) == list(range(n))
+
+
+# --- one partitioner for both paths -----------------------------------------------------------
+
+def _column_and_sizes(keys, size=100):
+    import pyarrow as pa
+
+    return pa.array(keys, pa.binary()), np.full(len(keys), size, dtype=np.int64)
+
+
+@pytest.mark.parametrize("kind", ["murmur2", "round_robin", "random"])
+def test_record_and_column_paths_choose_among_the_same_partitions(kind):
+    """Both paths of one partitioner spread over the partitions that have a leader (the
+    ``random`` partitioner used to ignore availability record by record)."""
+    p = make_partitioner(kind, batch_size=100)
+    keys, sizes = _column_and_sizes([None] * 300)
+    column = set(p.partition_many("t", keys, sizes, 6, [1, 4]).tolist())
+    single = {p.partition("t", None, 6, [1, 4], 100) for _ in range(300)}
+    assert column == single == {1, 4}
+
+
+def test_round_robin_continues_across_paths():
+    p = make_partitioner("round_robin", batch_size=10)
+    keys, sizes = _column_and_sizes([b"k"] * 4)
+    first = [p.partition("t", b"k", 3, [0, 1, 2], 1) for _ in range(2)]
+    many = p.partition_many("t", keys, sizes, 3, [0, 1, 2]).tolist()
+    assert first + many == [0, 1, 2, 0, 1, 2]
+
+
+def test_sticky_null_keys_are_shared_by_both_paths():
+    """The column path fills the partition the record path was filling, then moves on after
+    ~batch.size bytes, exactly as records sent one by one would."""
+    p = make_partitioner("murmur2", batch_size=1000)
+    start = p.partition("t", None, 6, list(range(6)), 100)  # 100 of 1000 bytes used
+    keys, sizes = _column_and_sizes([None] * 25)
+    got = p.partition_many("t", keys, sizes, 6, list(range(6))).tolist()
+    assert got[:9] == [start] * 9  # the 10th record of 100 bytes fills the batch
+    assert got[9] != start and len(set(got[9:19])) == 1 and got[19] != got[9]
+    keyed, sizes = _column_and_sizes([b"foobar", None])
+    assert p.partition_many("t", keyed, sizes, 50, list(range(50)))[0] == 16  # murmur2 for keys

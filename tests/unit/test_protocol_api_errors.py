@@ -6,14 +6,8 @@ import pytest
 
 from sparkkafka_sink import errors as base
 from sparkkafka_sink.errors import BrokerResponseError, UnsupportedVersionError
-from sparkkafka_sink.protocol import (
-    FLEXIBLE_FROM,
-    SUPPORTED_VERSIONS,
-    ApiKey,
-    check_version,
-    is_flexible,
-    negotiate,
-)
+from sparkkafka_sink.protocol import SUPPORTED_VERSIONS, ApiKey, check_version, is_flexible, negotiate
+from sparkkafka_sink.protocol.api import first_flexible_version
 from sparkkafka_sink.protocol import errors as perr
 
 
@@ -24,10 +18,17 @@ def test_api_key_values():
 
 
 def test_supported_and_flexible_versions():
-    assert SUPPORTED_VERSIONS == {ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (1, 12),
-                                  ApiKey.PRODUCE: (3, 11), ApiKey.INIT_PRODUCER_ID: (3, 5)}
-    assert {k: FLEXIBLE_FROM[k] for k in SUPPORTED_VERSIONS} == {
+    used = (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.INIT_PRODUCER_ID)
+    assert {k: SUPPORTED_VERSIONS[k] for k in used} == {
+        ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (1, 12), ApiKey.PRODUCE: (3, 11),
+        ApiKey.INIT_PRODUCER_ID: (3, 5)}
+    assert {k: first_flexible_version(k) for k in used} == {
         ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 9, ApiKey.PRODUCE: 9, ApiKey.INIT_PRODUCER_ID: 2}
+    # declared for security and transactions (the client versions)
+    assert {k: SUPPORTED_VERSIONS[k] for k in set(SUPPORTED_VERSIONS) - set(used)} == {
+        ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2), ApiKey.FIND_COORDINATOR: (0, 6),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.END_TXN: (0, 5), ApiKey.LIST_TRANSACTIONS: (0, 2),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.DESCRIBE_PRODUCERS: (0, 0)}
     assert not is_flexible(ApiKey.PRODUCE, 8) and is_flexible(ApiKey.PRODUCE, 9)
     assert not is_flexible(ApiKey.SASL_HANDSHAKE, 1)
     with pytest.raises(UnsupportedVersionError):
@@ -87,7 +88,7 @@ def test_table_covers_codes_and_has_unique_names():
 def test_named_classes(name, code, retriable):
     cls = getattr(perr, name)
     assert (cls.code, cls.retriable) == (code, retriable)
-    assert perr.is_retriable(code) is retriable
+    assert perr.error_for_code(code).retriable is retriable
 
 
 def test_broker_classes_do_not_shadow_client_errors():
@@ -104,13 +105,39 @@ def test_error_for_code():
     assert perr.error_for_code(0) is None
     unknown = perr.error_for_code(4242)
     assert isinstance(unknown, BrokerResponseError) and unknown.code == 4242
-    assert not unknown.retriable and not perr.is_retriable(4242)
+    assert not unknown.retriable
     assert perr.error_name(6) == "NOT_LEADER_OR_FOLLOWER" and perr.error_name(0) == "NONE"
 
 
 def test_metadata_refresh_codes():
     for code in (3, 5, 6, 13, 56, 74, 75):
-        assert perr.needs_metadata_refresh(code)
-    for code in (0, 2, 10, 19, 45, 46, 47):
-        assert not perr.needs_metadata_refresh(code)
-    assert all(perr.is_retriable(c) for c in perr.METADATA_REFRESH_CODES)
+        assert perr.error_for_code(code).invalid_metadata
+    for code in (2, 10, 19, 45, 46, 47):
+        assert not perr.error_for_code(code).invalid_metadata
+    assert all(c.retriable for c in perr.ERROR_CLASSES.values() if c.invalid_metadata)
+
+
+def test_what_each_error_tells_the_producer_to_do():
+    """The decisions live on the classes: no other module compares error numbers."""
+    lost = {c.name for c in perr.ERROR_CLASSES.values() if c.producer_state_lost}
+    assert lost == {"UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_EPOCH", "OUT_OF_ORDER_SEQUENCE_NUMBER"}
+    assert [c.name for c in perr.ERROR_CLASSES.values() if c.already_written] == ["DUPLICATE_SEQUENCE_NUMBER"]
+    assert [c.name for c in perr.ERROR_CLASSES.values() if c.resend_cannot_help] == ["CORRUPT_MESSAGE"]
+
+
+def test_no_bare_error_numbers_outside_the_error_table():
+    """Modules above the protocol's error table decide by error class, never by number."""
+    import re
+    from pathlib import Path
+
+    import sparkkafka_sink
+
+    root = Path(sparkkafka_sink.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path.name == "errors.py" and path.parent.name == "protocol":
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"(error_code|\bcode)\s*(==|!=|in)\s*[(\[{]?-?\d", line):
+                offenders.append(f"{path.relative_to(root)}:{i}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)

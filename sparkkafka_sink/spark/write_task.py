@@ -1,11 +1,12 @@
-"""One write task: Arrow batches in, one producer, a commit message out.
+"""One write task: Arrow batches in, one producer, a commit message out (Spark's KafkaWriteTask).
 
-Shared by the batch and the streaming writer.  The task hands rows to the
-producer batch by batch, stops early once a record has failed, flushes, waits
-until every future's callback has run, and only then either returns its
-``TaskCommitMessage`` or raises ``SinkWriteError`` naming the first failed row.
-Spark's task retry re-sends the whole partition, so delivery is at-least-once;
-within a task the producer's idempotence keeps its own retries duplicate-free.
+Shared by the batch and the streaming writer.  The task hands each (coalesced) Arrow batch to
+``Producer.send_batch``, one call per topic in it, stops early once a record has failed,
+flushes, waits until every future's callback has run, and only then either returns its
+``TaskCommitMessage`` or raises ``SinkWriteError`` naming the first failed row: a row check
+(``row_checks``), the producer's rejection (which names the row), or a failed batch (whose rows
+its future lists).  Spark's task retry re-sends the whole partition, so delivery is
+at-least-once; within a task the producer's idempotence keeps its own retries duplicate-free.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from sparkkafka_sink.errors import (
 )
 from sparkkafka_sink.spark.commit import TaskCommitMessage
 from sparkkafka_sink.spark.delivery import DeliveryTracker
-from sparkkafka_sink.spark.extract import RowError
-from sparkkafka_sink.spark.metrics import task_metrics
 from sparkkafka_sink.spark.options import SinkOptions
-from sparkkafka_sink.spark.sender import send_arrow_batch
+from sparkkafka_sink.spark.row_checks import NULL_TOPIC, RowError, check_headers, first_null
+from sparkkafka_sink.spark.sink_metrics import task_metrics
 from sparkkafka_sink.spark.validation import PREFIX, ColumnLayout
 
 # Slack on top of delivery.timeout.ms for the final flush: by then the producer
@@ -43,7 +43,6 @@ class WritePlan:
 
     options: SinkOptions
     layout: ColumnLayout
-    bulk: bool = True  # Producer.send_batch per Arrow batch; False: Producer.send per row
 
 
 # Local properties Spark sets on every job of a streaming micro-batch (also inside foreachBatch).
@@ -79,7 +78,7 @@ def default_producer_factory(config: dict):
 def run_write_task(
     batches: Iterator,
     plan: WritePlan,
-    accumulator=None,
+    metrics_total=None,
     producer_factory: Callable[[dict], object] = default_producer_factory,
     task: Optional[TaskInfo] = None,
 ) -> TaskCommitMessage:
@@ -93,8 +92,7 @@ def run_write_task(
             if producer is None:  # empty partitions never open a connection
                 producer = producer_factory(_task_config(plan.options, task))
             try:
-                send_arrow_batch(producer, batch, plan.layout, plan.options.topic, rows_seen, tracker,
-                                 bulk=plan.bulk)
+                send_arrow_batch(producer, batch, plan.layout, plan.options.topic, rows_seen, tracker)
             except RowError as exc:
                 tracker.fail_now(rows_seen + exc.index, exc.topic, exc.partition, InvalidRecordError(str(exc)))
                 break
@@ -105,8 +103,8 @@ def run_write_task(
         if producer is not None:
             _flush(producer, tracker, plan.options)
         metrics = task_metrics(_producer_metrics(producer), tracker.delivered, tracker.failed, task.micro_batch)
-        if accumulator is not None:
-            accumulator.add(metrics)
+        if metrics_total is not None:  # a Spark accumulator of the sink's metrics
+            metrics_total.add(metrics)
         if tracker.failed:
             raise _failure(tracker, task, plan.options)
         ok = True
@@ -124,6 +122,57 @@ def run_write_task(
             except Exception:  # noqa: BLE001 - closing must not mask the task's own error
                 if ok:
                     raise
+
+
+def send_arrow_batch(producer, batch, layout: ColumnLayout, topic_option, row_offset: int,
+                     tracker: DeliveryTracker) -> None:
+    """Hand every row of ``batch`` (rows ``row_offset``.. of the task) to the producer, one
+    ``send_batch`` per topic; rejections and failures go to ``tracker`` with their rows.
+
+    Raises ``RowError`` (position within ``batch``) for a row no producer could take, before
+    any row of the batch is sent."""
+    import pyarrow as pa
+
+    if layout.headers:
+        check_headers(batch.column(layout.headers))
+    for topic, rows in _topic_groups(batch, layout, topic_option):
+        part = batch if rows is None else batch.take(pa.array(rows))
+        col = part.column
+        try:
+            future = producer.send_batch(
+                topic,
+                values=col(layout.value),
+                keys=col(layout.key) if layout.key else None,
+                headers=col(layout.headers) if layout.headers else None,
+                partitions=col(layout.partition) if layout.partition else None,
+                timestamps=col(layout.timestamp) if layout.timestamp else None,
+            )
+        except KafkaError as exc:
+            if getattr(exc, "partial", None) is not None:  # batches queued before the rejection
+                tracker.track_bulk(exc.partial, topic, row_offset, rows)
+            first = exc.row or 0
+            not_sent = getattr(exc, "rows_not_sent", None)
+            tracker.fail_now(row_offset + (first if rows is None else int(rows[first])), topic, exc.partition,
+                             exc, count=part.num_rows if not_sent is None else len(not_sent))
+            return
+        tracker.track_bulk(future, topic, row_offset, rows)
+
+
+def _topic_groups(batch, layout: ColumnLayout, topic_option):
+    """[(topic, row indices or None for all rows)]; the topic option wins over the column."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if topic_option is not None:
+        return [(topic_option, None)]
+    col = batch.column(layout.topic)
+    bad = first_null(col)
+    if bad is not None:
+        raise RowError(bad, NULL_TOPIC)
+    topics = pc.unique(col).to_pylist()
+    if len(topics) == 1:
+        return [(topics[0], None)]
+    return [(t, np.flatnonzero(pc.equal(col, t).to_numpy(zero_copy_only=False))) for t in topics]
 
 
 def _coalesced(batches: Iterator, limit: int) -> Iterator:

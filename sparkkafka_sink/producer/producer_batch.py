@@ -18,7 +18,7 @@ class ProducerBatch:
     __slots__ = (
         "topic", "partition", "tp", "builder", "write_limit", "created_ms", "last_attempt_ms", "drained_ms",
         "attempts", "record_count", "result", "reserved", "built", "producer_id", "producer_epoch",
-        "base_sequence", "in_retry", "bytes_uncompressed", "_full", "bulk_count", "last_error",
+        "base_sequence", "_full", "last_error",
     )
 
     def __init__(self, topic: str, partition: int, builder: RecordBatchBuilder | None, write_limit: int,
@@ -39,20 +39,16 @@ class ProducerBatch:
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1
-        self.in_retry = False
-        self.bytes_uncompressed = 0
         self._full = False
-        self.bulk_count = 0
         self.last_error: BaseException | None = None
 
     @classmethod
-    def prebuilt(cls, topic: str, partition: int, data: bytes, record_count: int, uncompressed: int,
+    def prebuilt(cls, topic: str, partition: int, data: bytes, record_count: int,
                  created_ms: float, reserved: int) -> "ProducerBatch":
         """A batch encoded elsewhere (the Arrow bulk path): sealed, ready to drain."""
         batch = cls(topic, partition, None, len(data), created_ms, reserved)
         batch.built = data
         batch.record_count = record_count
-        batch.bytes_uncompressed = uncompressed
         batch._full = True
         return batch
 
@@ -90,7 +86,6 @@ class ProducerBatch:
     def close(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
         """Build (or re-stamp) the wire bytes with the producer state for this attempt."""
         if self.built is None:
-            self.bytes_uncompressed = self.builder.estimated_size
             self.built = self.builder.build(producer_id, producer_epoch, base_sequence)
             self.builder = None
         elif (producer_id, producer_epoch, base_sequence) != (self.producer_id, self.producer_epoch,
@@ -105,7 +100,6 @@ class ProducerBatch:
     def reenqueued(self, now_ms: float) -> None:
         self.attempts += 1
         self.last_attempt_ms = now_ms
-        self.in_retry = True
 
     def done(self, base_offset: int, log_append_time: int, error: BaseException | None) -> bool:
         """Complete every record of the batch; False if it had completed already."""

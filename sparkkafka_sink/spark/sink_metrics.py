@@ -93,19 +93,20 @@ class SinkMetrics:
     every counter stays 0, while writes work as usual.
     """
 
-    def __init__(self, accumulator=None):
-        self._acc = accumulator
+    def __init__(self, total=None):
+        self._total = total
 
     @property
     def enabled(self) -> bool:
-        return self._acc is not None
+        return self._total is not None
 
     @property
-    def accumulator(self):
-        return self._acc
+    def total(self):
+        """The Spark accumulator summing every task's metrics (None under Spark Connect)."""
+        return self._total
 
     def _raw(self) -> dict:
-        return self._acc.value if self._acc is not None else {}
+        return self._total.value if self._total is not None else {}
 
     def snapshot(self) -> dict:
         """records_sent, bytes_sent, batches_sent, records_failed, retries,
@@ -123,8 +124,8 @@ class SinkMetrics:
         return sorted(rows, key=lambda r: (r["query_id"], r["batch_id"]))
 
     def reset(self) -> None:
-        if self._acc is not None:
-            self._acc.value = {}
+        if self._total is not None:
+            self._total.value = {}
 
     def __repr__(self) -> str:
         state = self.snapshot() if self.enabled else "disabled (Spark Connect)"

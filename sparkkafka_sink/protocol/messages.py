@@ -1,0 +1,79 @@
+"""The message classes of every declared API, generated from the specs on first use.
+
+``messages.MetadataResponse`` is the class ``protocol.schema`` built from
+``specs/MetadataResponse.json``; its nested structs hang off the schema
+(``schema_of("MetadataResponse").structs["MetadataResponseTopic"]``).  A few classes gain
+behaviour here (``ApiVersionsResponse.version_range``); requests gain ``API_KEY`` so the
+network layer knows what it sends.  ``encode_body``/``decode_body`` are the generic codec for
+any of them; ``protocol.produce`` keeps hand-written fast paths for the Produce hot path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkkafka_sink.protocol import codec
+from sparkkafka_sink.protocol.api import DECLARED, ApiKey
+from sparkkafka_sink.protocol.schema import MessageSchema, load
+
+#: the spec names of every declared message, requests and responses
+SPEC_NAMES: tuple[str, ...] = tuple(f"{d.spec}{kind}" for d in DECLARED.values()
+                                    for kind in ("Request", "Response"))
+_API_OF = {f"{d.spec}{kind}": key for key, d in DECLARED.items() for kind in ("Request", "Response")}
+
+
+def schema_of(name: str) -> MessageSchema:
+    """The loaded schema of a declared message, with request classes marked by ``API_KEY``."""
+    message = load(name)
+    if getattr(message.cls, "API_KEY", None) is None:
+        message.cls.API_KEY = _API_OF[name]
+    return message
+
+
+def encode_body(message: Any, version: int) -> list:
+    """The body of any declared message instance, as buffers."""
+    return codec.encode(schema_of(type(message).__name__), message, version)
+
+
+def decode_body(name: str, body, version: int) -> Any:
+    return codec.decode(schema_of(name), body, version)
+
+
+def _extend(name: str):
+    """Install a subclass (behaviour only, no new fields) as the class ``name`` decodes to."""
+    def install(cls):
+        message = schema_of(name)
+        cls.API_KEY = _API_OF[name]
+        message.cls = cls
+        return cls
+    return install
+
+
+@_extend("ApiVersionsResponse")
+class ApiVersionsResponse(load("ApiVersionsResponse").cls):
+    __slots__ = ()
+
+    def version_range(self, api_key: int) -> tuple[int, int] | None:
+        """``(min, max)`` the broker speaks of ``api_key``, or None."""
+        for k in self.api_keys or ():
+            if k.api_key == api_key:
+                return k.min_version, k.max_version
+        return None
+
+
+def metadata_request(topics: list[str] | None, allow_auto_topic_creation: bool = True) -> Any:
+    """A MetadataRequest for topic names (``None``: every topic; ``[]``: brokers only)."""
+    message = schema_of("MetadataRequest")
+    topic_cls = message.structs["MetadataRequestTopic"].cls
+    return message.cls(topics=None if topics is None else [topic_cls(name=t) for t in topics],
+                       allow_auto_topic_creation=allow_auto_topic_creation)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API_OF:
+        return schema_of(name).cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["SPEC_NAMES", "schema_of", "encode_body", "decode_body", "metadata_request",
+           "ApiVersionsResponse", *(n for n in SPEC_NAMES if n != "ApiVersionsResponse"), "ApiKey"]

@@ -1,5 +1,6 @@
 """Shared fixtures: the ``kafka`` broker (parametrized over broker kinds), ``fresh_broker`` and the
-3-node Apache Kafka cluster ``kafka_cluster`` of the failover tests.
+session's single Apache Kafka node ``apache_kafka`` (the 3-node cluster ``kafka_cluster`` lives
+in tests/failover/conftest.py, only while those tests run: three idle JVMs cost CPU).
 
 Broker choice (see README, "Tests and brokers"):
 1. ``KAFKA_BOOTSTRAP_SERVERS`` set -> one "external" broker (no pause/kill: fault tests skip);
@@ -141,37 +142,6 @@ def apache_node(apache_kafka):
 #: expired producer state is looked for every second (tests shorten producer.id.expiration.ms
 #: through the admin API and restore it)
 SINGLE_NODE_BROKER_CONFIG = {"producer.id.expiration.check.interval.ms": 1000}
-
-#: the 3-node cluster notices a dead node within seconds, and checks for expired producer state
-#: every second (test 5 shortens producer.id.expiration.ms through the admin API)
-FAILOVER_BROKER_CONFIG = {
-    "broker.heartbeat.interval.ms": 500,
-    "broker.session.timeout.ms": 3000,
-    "producer.id.expiration.check.interval.ms": 1000,
-}
-
-
-@pytest.fixture(scope="session")
-def kafka_cluster_session():
-    if APACHE_SOURCE != "maven":
-        pytest.skip("the 3-node Apache Kafka cluster needs java and mvn on PATH")
-    cluster = ApacheKafka(nodes=3, broker_config=FAILOVER_BROKER_CONFIG).start()
-    print(f"\n[apache kafka {cluster.version}: 3 nodes up in {cluster.startup_seconds:.1f} s]",
-          file=sys.stderr)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
-
-
-@pytest.fixture
-def kafka_cluster(kafka_cluster_session):
-    """The session's 3-node Apache Kafka cluster (replication factor 3); every node is up
-    before and after the test, whatever the test stopped, killed or paused."""
-    kafka_cluster_session.ensure_all_up()
-    yield kafka_cluster_session
-    kafka_cluster_session.ensure_all_up()
-
 
 @pytest.fixture(scope="session", params=KAFKA_KINDS)
 def kafka(request):

@@ -216,20 +216,3 @@ def test_apache_start_failure_shows_the_log_tail(tmp_path):
     assert "num.io.threads" in message, message[-2000:]
     assert not cluster.base_dir.exists()  # close() removed the files
     assert all(not n.running for n in cluster.nodes)
-
-
-@apache_only
-def test_apache_three_node_cluster_replicates_and_survives_a_node_loss(kafka_cluster):
-    from confluent_kafka.admin import AdminClient
-
-    assert len(kafka_cluster.nodes) == 3
-    topic = f"infra-rf3-{os.getpid()}-{time.monotonic_ns()}"
-    create_topics(kafka_cluster.bootstrap_servers, {topic: 3}, replication_factor=3)
-    md = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers}).list_topics(topic, timeout=10)
-    assert len(md.brokers) == 3
-    assert all(len(p.replicas) == 3 for p in md.topics[topic].partitions.values())
-    assert produce_all(kafka_cluster.bootstrap_servers, topic, [b"%d" % i for i in range(30)],
-                       config={"acks": "all"}) == 30
-    kafka_cluster.nodes[0].kill()
-    survivors = ",".join(n.bootstrap_servers for n in kafka_cluster.nodes[1:])
-    assert len(consume_all(survivors, topic, 30, timeout=60)) == 30

@@ -25,9 +25,10 @@ import uuid
 import pytest
 
 from broker_kinds import APACHE_SOURCE
-from kafka_helpers import consume_all, describe_producers
+from kafka_helpers import consume_all, describe_producers, produce_all
 from sparkkafka_sink import Producer
 from sparkkafka_sink.errors import KafkaTimeoutError
+from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [
     pytest.mark.failover,
@@ -454,3 +455,23 @@ def test_producer_state_expired_on_the_broker_is_recovered_without_loss(kafka_cl
     assert metrics["records_failed"] == 0
     records = consume_all(kafka_cluster.bootstrap_servers, topic, expected_count=9000, timeout=60)
     _assert_exactly_once_in_send_order(records, sent)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster itself
+# ---------------------------------------------------------------------------------------------
+
+def test_three_node_cluster_replicates_and_survives_a_node_loss(kafka_cluster):
+    from confluent_kafka.admin import AdminClient
+
+    assert len(kafka_cluster.nodes) == 3
+    topic = f"infra-rf3-{os.getpid()}-{time.monotonic_ns()}"
+    create_topics(kafka_cluster.bootstrap_servers, {topic: 3}, replication_factor=3)
+    md = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers}).list_topics(topic, timeout=10)
+    assert len(md.brokers) == 3
+    assert all(len(p.replicas) == 3 for p in md.topics[topic].partitions.values())
+    assert produce_all(kafka_cluster.bootstrap_servers, topic, [b"%d" % i for i in range(30)],
+                       config={"acks": "all"}) == 30
+    kafka_cluster.nodes[0].kill()
+    survivors = ",".join(n.bootstrap_servers for n in kafka_cluster.nodes[1:])
+    assert len(consume_all(survivors, topic, 30, timeout=60)) == 30

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from broker_kinds import KAFKA_KINDS
+
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
 
 
 def test_quickstart_notebook_executes(kafka, tmp_path, monkeypatch):
-    if kafka.kind == "noida":
-        pytest.skip("the notebook does not depend on the broker: run once, on tansu")
+    if kafka.kind != KAFKA_KINDS[0]:
+        pytest.skip(f"the notebook does not depend on the broker: run once, on {KAFKA_KINDS[0]}")
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrap_servers)

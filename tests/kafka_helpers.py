@@ -14,7 +14,6 @@ tests can assert exact counts.
 from __future__ import annotations
 
 import socket
-import struct
 import time
 import uuid
 from collections import namedtuple
@@ -167,83 +166,28 @@ def produce_all(bootstrap: str, topic: str, records: Iterable, timeout: float = 
 
 def describe_producers(bootstrap: str, topic: str, partition: int) -> list:
     """``[(producer_id, epoch, last_sequence)]`` active on one partition, as its leader (the
-    first address of ``bootstrap``) reports them: DescribeProducers v0, written by hand here
-    (the producer does not need this API) to see what state a broker holds for us."""
-    def cstr(s: str) -> bytes:
-        b = s.encode()
-        return _uvarint(len(b) + 1) + b
+    first address of ``bootstrap``) reports them: DescribeProducers v0, declared in our protocol
+    layer (the producer itself never sends it), over a blocking socket."""
+    from sparkkafka_sink.protocol import messages
+    from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
 
+    schema = messages.schema_of("DescribeProducersRequest")
+    request = schema.cls(topics=[schema.structs["TopicRequest"].cls(name=topic, partition_indexes=[partition])])
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    body = (_uvarint(2) + cstr(topic) + _uvarint(2) + struct.pack(">i", partition) + b"\0" + b"\0")
-    header = struct.pack(">hhi", 61, 0, 7) + struct.pack(">h", 4) + b"test" + b"\0"
-    frame = header + body
+    proto = BrokerProtocol("kafka-helpers")
+    _, frame = proto.send(request, 0)
     with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(struct.pack(">i", len(frame)) + frame)
-        size = struct.unpack(">i", _recv(s, 4))[0]
-        data = _recv(s, size)
-    pos = 4 + 1 + 4  # correlation id, header tags, throttle
-    cur = _Cursor(data, pos)
+        s.sendall(b"".join(bytes(p) for p in frame))
+        answers = []
+        while not answers:
+            data = s.recv(65536)
+            if not data:
+                raise ConnectionError("broker closed the connection")
+            answers = proto.receive(data)
+    ((_, response),) = answers
     producers = []
-    for _ in range(cur.uvarint() - 1):
-        cur.skip(cur.uvarint() - 1)  # topic name
-        for _ in range(cur.uvarint() - 1):
-            _index, error = struct.unpack(">ih", cur.take(6))
-            msg_len = cur.uvarint()
-            cur.skip(max(0, msg_len - 1))
-            assert error == 0, f"DescribeProducers error {error}"
-            for _ in range(cur.uvarint() - 1):
-                pid, epoch, last_seq = struct.unpack(">qii", cur.take(16))
-                cur.skip(8 + 4 + 8)
-                cur.skip_tags()
-                producers.append((pid, epoch, last_seq))
-            cur.skip_tags()
-        cur.skip_tags()
+    for t in response.topics:
+        for p in t.partitions:
+            assert p.error_code == 0, f"DescribeProducers error {p.error_code}: {p.error_message}"
+            producers += [(x.producer_id, x.producer_epoch, x.last_sequence) for x in p.active_producers]
     return producers
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _recv(s, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
-
-
-class _Cursor:
-    def __init__(self, data: bytes, pos: int):
-        self.data, self.pos = data, pos
-
-    def take(self, n: int) -> bytes:
-        v = self.data[self.pos:self.pos + n]
-        if len(v) != n:
-            raise ValueError("short DescribeProducers response")
-        self.pos += n
-        return v
-
-    def skip(self, n: int) -> None:
-        self.take(n)
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self.take(1)[0]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.skip(self.uvarint())

@@ -23,6 +23,7 @@ from sparkkafka_sink.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    ProtocolError,
     UnsupportedVersionError,
 )
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster
@@ -272,8 +273,15 @@ class NetworkClient:
         self._wakeup_pending = False
 
     def _receive(self, conn: BrokerConnection, data: bytes, now: float) -> None:
-        for pending, response in conn.protocol.receive(data):
-            self._completed.append(ClientResponse(pending.context, response, now))
+        answers: list = []
+        try:
+            answers = conn.protocol.receive(data)
+        except ProtocolError as exc:  # deliver what came before the malformed frame, then close
+            answers = exc.answers
+            raise
+        finally:
+            for pending, response in answers:
+                self._completed.append(ClientResponse(pending.context, response, now))
 
     def _handle_timeouts(self, now: float) -> None:
         for node_id in self.in_flight.nodes_with_timed_out_requests(now, self.request_timeout_ms):

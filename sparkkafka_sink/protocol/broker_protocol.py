@@ -11,6 +11,7 @@ our ApiVersions version.  The network layer owns sockets, timing and backoff.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from sparkkafka_sink.protocol.errors import UnsupportedVersionBrokerError as Uns
 from sparkkafka_sink.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameReader
 from sparkkafka_sink.protocol.header import decode_response_header, encode_request
 from sparkkafka_sink.protocol.produce import ProduceRequest, decode_produce_response
+
+log = logging.getLogger(__name__)
 
 #: how many unanswered acks=0 correlation ids to remember per connection
 _UNANSWERED_MEMORY = 4096
@@ -78,12 +81,17 @@ class BrokerProtocol:
 
     def receive(self, data) -> list[tuple[PendingRequest, Any]]:
         """Feed received bytes; returns ``(request, decoded response)`` for each answer
-        completed by them, in order.  Raises ``ProtocolError`` on anything malformed."""
+        completed by them, in order.  Raises ``ProtocolError`` on anything malformed; the
+        answers decoded before it travel on the exception (``answers``), so none is lost."""
         answers = []
-        for frame in self._frames.feed(data):
-            answer = self._answer(frame)
-            if answer is not None:
-                answers.append(answer)
+        try:
+            for frame in self._frames.feed(data):
+                answer = self._answer(frame)
+                if answer is not None:
+                    answers.append(answer)
+        except ProtocolError as exc:
+            exc.answers = answers
+            raise
         return answers
 
     def _answer(self, frame: memoryview) -> tuple[PendingRequest, Any] | None:
@@ -94,6 +102,7 @@ class BrokerProtocol:
         if oldest is None or oldest.correlation_id != correlation_id:
             if correlation_id in self._unanswered:
                 self._unanswered.remove(correlation_id)  # an acks=0 answer nobody waits for
+                log.debug("dropping unexpected response %s: an acks=0 request answered anyway", correlation_id)
                 return None
             raise ProtocolError(f"response with correlation id {correlation_id} does not match the oldest "
                                 f"request awaiting an answer ({oldest.correlation_id if oldest else 'none'})")

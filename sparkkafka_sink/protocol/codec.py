@@ -60,9 +60,11 @@ def _plan(schema: StructSchema, version: int, flexible: bool) -> _Plan:
 # encoding
 # ---------------------------------------------------------------------------------------------
 
-def encode(message: MessageSchema, obj: Any, version: int) -> list:
-    """The body of ``obj`` (an instance of ``message.cls``) at ``version``, as buffers."""
-    _check(message, version)
+def encode(message: MessageSchema, obj: Any, version: int, declared_versions_only: bool = True) -> list:
+    """The body of ``obj`` (an instance of ``message.cls``) at ``version``, as buffers.
+    ``declared_versions_only=False`` allows any version the spec has (tools that read other
+    clients' traffic)."""
+    _check(message, version, declared_versions_only)
     w = Writer()
     _write_struct(w, message, obj, version, message.is_flexible(version))
     return w.parts()
@@ -144,9 +146,9 @@ def _write_value(w: Writer, f: Field, type_: str, value: Any, version: int, flex
 # decoding
 # ---------------------------------------------------------------------------------------------
 
-def decode(message: MessageSchema, body, version: int) -> Any:
+def decode(message: MessageSchema, body, version: int, declared_versions_only: bool = True) -> Any:
     """An instance of ``message.cls`` from ``body`` at ``version``; trailing bytes are an error."""
-    _check(message, version)
+    _check(message, version, declared_versions_only)
     r = Reader(body)
     obj = _read_struct(r, message, version, message.is_flexible(version))
     if r.remaining:
@@ -221,9 +223,9 @@ def _read_value(r: Reader, f: Field, type_: str, version: int, flexible: bool) -
     return value
 
 
-def _check(message: MessageSchema, version: int) -> None:
-    """Declared APIs: the versions we speak; anything else: what its spec allows."""
-    if message.api_key in DECLARED:
+def _check(message: MessageSchema, version: int, declared_versions_only: bool) -> None:
+    """Declared APIs: the versions we speak; otherwise: what the spec allows."""
+    if declared_versions_only and message.api_key in DECLARED:
         check_version(message.api_key, version)
     elif message.valid is None or version not in message.valid:
         raise UnsupportedVersionError(f"{message.name} has no version {version}")

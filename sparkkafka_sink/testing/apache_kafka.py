@@ -117,8 +117,12 @@ def resolve_kafka(version: str = KAFKA_VERSION, timeout: float = 900.0) -> Path:
 
 
 def kafka_uuid() -> str:
-    """A Kafka ``Uuid`` in its text form (URL-safe base64 of 16 bytes, no padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka ``Uuid`` in its text form (URL-safe base64 of 16 bytes, no padding).  Like Kafka's
+    ``Uuid.randomUuid``, never one starting with "-": the storage tool would read it as an option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 _LOG4J2 = """\

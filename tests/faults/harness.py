@@ -29,6 +29,11 @@ _repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 if _repo not in sys.path:  # pragma: no cover - only when run outside pytest's rootdir
     sys.path.insert(0, _repo)
 
+from sparkkafka_sink.errors import KafkaError, ProtocolError  # noqa: E402
+from sparkkafka_sink.protocol import codec  # noqa: E402
+from sparkkafka_sink.protocol.framing import FrameReader  # noqa: E402
+from sparkkafka_sink.protocol.header import decode_response_header  # noqa: E402
+from sparkkafka_sink.protocol.messages import schema_of  # noqa: E402
 from sparkkafka_sink.testing.brokers import (  # noqa: E402
     HOST, EmbeddedBroker, NoidaBroker, TansuBroker, free_port)
 
@@ -38,6 +43,9 @@ __all__ = ["FaultProxy", "FaultHandle", "ProxiedBroker", "start_proxied_broker",
 PRODUCE, METADATA, FIND_COORDINATOR, API_VERSIONS, INIT_PRODUCER_ID = 0, 3, 10, 18, 22
 
 _MAX_BUFFER = 8 * 1024 * 1024  # per direction; stop reading the other side past this (backpressure)
+_MAX_FRAME = 256 * 1024 * 1024
+_SIZE = struct.Struct(">i")
+_REQUEST_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 
 
 class FaultHandle:
@@ -62,9 +70,7 @@ class _Pair:
     """One client connection and its upstream connection, with per-direction state."""
 
     __slots__ = ("id", "client", "server", "out", "delayed", "delayed_bytes", "inflight",
-                 "c_hdr", "c_left", "s_hdr", "s_left", "s_pos", "s_action", "s_buf", "s_req",
-                 "blackholed", "closing", "dead", "c_action", "c_buf", "mutating", "cut_on_response",
-                 "blackhole_after_frame")
+                 "requests", "responses", "blackholed", "closing", "dead", "cut_on_response")
 
     def __init__(self, pid: int, client: socket.socket, server: Optional[socket.socket]):
         self.id = pid
@@ -79,20 +85,11 @@ class _Pair:
             self.delayed[server] = collections.deque()
             self.delayed_bytes[server] = 0
         self.inflight: Dict[int, Tuple[int, int]] = {}  # correlation id -> (api_key, version)
-        self.c_hdr = bytearray()   # request header being collected (size, key, version, corr id)
-        self.c_left: Optional[int] = None
-        self.c_action: Optional[FaultHandle] = None  # request mutation collecting this frame
-        self.c_buf = bytearray()
-        self.mutating = False  # requests go through _mutate_requests (sticky once set)
-        self.s_hdr = bytearray()   # response header being collected (size, corr id)
-        self.s_left: Optional[int] = None
-        self.s_pos = 0
-        self.s_action: Optional[tuple] = None
-        self.s_buf = bytearray()
-        self.s_req: Tuple[Optional[int], Optional[int]] = (None, None)
+        # whole frames in each direction (the protocol layer's own frame reader)
+        self.requests = FrameReader(_MAX_FRAME)
+        self.responses = FrameReader(_MAX_FRAME)
         self.blackholed = server is None
-        self.cut_on_response: set = set()  # correlation ids whose response start cuts the pair
-        self.blackhole_after_frame = False  # blackhole everything once this request is forwarded
+        self.cut_on_response: set = set()  # correlation ids whose response cuts the pair
         self.closing = False       # close once everything queued for the client is written
         self.dead = False
 
@@ -139,6 +136,7 @@ class FaultProxy:
         self._armed_requests: List[FaultHandle] = []
         self._cutter: Optional[FaultHandle] = None   # cut_in_flight()
         self._blackhole_trigger: Optional[FaultHandle] = None  # blackhole_after_next_request()
+        self._blackhole_after: Optional[tuple] = None  # (trigger, pair) once its request arrived
         self._blackhole = False
         self._latency = 0.0
         self._cut_interval: Optional[float] = None
@@ -459,24 +457,30 @@ class FaultProxy:
             return
         if sock is pair.client:
             self._counters["bytes_to_server"] += len(data)
-            # Switch to the frame-collecting path only between headers (a partly seen header
-            # was already forwarded by _observe_requests), and stay on it.
-            if pair.mutating or (self._armed_requests and not pair.c_hdr):
-                pair.mutating = True
-                data = self._mutate_requests(pair, data)
-            else:
-                self._observe_requests(pair, data)
-            if pair.dead:
-                return  # cut_in_flight cut it at this request's header
-            self._queue(pair, pair.server, data)
-            if pair.blackhole_after_frame and pair.c_left is None:
-                pair.blackhole_after_frame = False
-                self._set_blackhole(True)
-                self._blackhole_trigger.fired.set()
-                self._blackhole_trigger = None
+            for frame in self._frames(pair, pair.requests, data):
+                frame = self._request(pair, bytes(frame))
+                if pair.dead:
+                    return  # cut_in_flight cut it as this request arrived
+                self._queue(pair, pair.server, _SIZE.pack(len(frame)) + frame)
+                if self._blackhole_after is not None and self._blackhole_after[1] is pair:
+                    handle, _ = self._blackhole_after
+                    self._blackhole_after = None
+                    self._set_blackhole(True)  # the request went out whole; its answer is lost
+                    handle.fired.set()
+                    return
         else:
             self._counters["bytes_to_client"] += len(data)
-            self._from_server(pair, data)
+            for frame in self._frames(pair, pair.responses, data):
+                self._response(pair, bytes(frame))
+                if pair.dead or pair.closing:
+                    return
+
+    def _frames(self, pair: _Pair, reader: FrameReader, data: bytes) -> list:
+        try:
+            return reader.feed(data)
+        except ProtocolError:  # not Kafka framing: pass nothing on, drop the connection
+            self._close_pair(pair, cut=False)
+            return []
 
     def _queue(self, pair: _Pair, sock: socket.socket, data) -> None:
         if not data:
@@ -530,82 +534,26 @@ class FaultProxy:
             self._close_pair(pair, cut=True, reset=reset)
         return len(pairs)
 
-    # -- Kafka framing ------------------------------------------------------------------------------
-    def _observe_requests(self, pair: _Pair, data: bytes) -> None:
-        """Remember (api_key, version) per correlation id so responses can be matched."""
-        i, n = 0, len(data)
-        while i < n:
-            if pair.c_left is None:
-                take = min(12 - len(pair.c_hdr), n - i)
-                pair.c_hdr += data[i:i + take]
-                i += take
-                if len(pair.c_hdr) < 12:
-                    return
-                size, api_key, version, corr = struct.unpack(">ihhi", pair.c_hdr)
-                pair.inflight[corr] = (api_key, version)
-                pair.c_hdr = bytearray()
-                pair.c_left = max(0, size - 8)
-                self._counters["requests"] += 1
-                if self._request_started(pair, api_key, corr):
-                    return
-            take = min(pair.c_left, n - i)
-            i += take
-            pair.c_left -= take
-            if pair.c_left == 0:
-                pair.c_left = None
-                if pair.blackhole_after_frame:
-                    return  # _read forwards up to here, then blackholes
-
-    def _mutate_requests(self, pair: _Pair, data: bytes) -> bytes:
-        """Like ``_observe_requests``, but holds back a request header until its api key is
-        known and collects whole frames an armed request mutation applies to; returns what
-        may be forwarded now."""
-        out = bytearray()
-        i, n = 0, len(data)
-        while i < n:
-            if pair.c_left is None:
-                take = min(12 - len(pair.c_hdr), n - i)
-                pair.c_hdr += data[i:i + take]
-                i += take
-                if len(pair.c_hdr) < 12:
-                    break
-                size, api_key, version, corr = struct.unpack(">ihhi", pair.c_hdr)
-                pair.inflight[corr] = (api_key, version)
-                self._counters["requests"] += 1
-                if self._request_started(pair, api_key, corr):
-                    return b""
-                pair.c_left = max(0, size - 8)
-                pair.c_action = self._take_armed(self._armed_requests, api_key)
-                if pair.c_action is not None:
-                    pair.c_buf = bytearray(pair.c_hdr[4:])
-                else:
-                    out += pair.c_hdr
-                pair.c_hdr = bytearray()
-            take = min(pair.c_left, n - i)
-            chunk = data[i:i + take]
-            i += take
-            pair.c_left -= take
-            if pair.c_action is not None:
-                pair.c_buf += chunk
-            else:
-                out += chunk
-            if pair.c_left == 0:
-                pair.c_left = None
-                handle, pair.c_action = pair.c_action, None
-                if handle is not None:
-                    api_key, version = struct.unpack(">hh", pair.c_buf[:4])
-                    frame = handle.params["fn"](bytes(pair.c_buf), api_key, version)
-                    pair.c_buf = bytearray()
-                    out += struct.pack(">i", len(frame)) + frame
-                    self._counters["mutated_requests"] += 1
-                    handle.fired.set()
-        return bytes(out)
+    # -- Kafka frames -------------------------------------------------------------------------------
+    def _request(self, pair: _Pair, frame: bytes) -> bytes:
+        """A whole request from the client: note what it is, fire triggers, apply mutations."""
+        api_key, version, corr = _REQUEST_PREFIX.unpack_from(frame)
+        pair.inflight[corr] = (api_key, version)
+        self._counters["requests"] += 1
+        if self._request_started(pair, api_key, corr):
+            return frame
+        handle = self._take_armed(self._armed_requests, api_key)
+        if handle is not None:
+            frame = handle.params["fn"](frame, api_key, version)
+            self._counters["mutated_requests"] += 1
+            handle.fired.set()
+        return frame
 
     def _request_started(self, pair: _Pair, api_key: int, corr: int) -> bool:
         """Triggers that fire on a request: returns True when the pair was cut here."""
         trigger = self._blackhole_trigger
-        if trigger is not None and trigger.api_key in (None, api_key) and not pair.blackhole_after_frame:
-            pair.blackhole_after_frame = True
+        if trigger is not None and trigger.api_key in (None, api_key):
+            self._blackhole_after, self._blackhole_trigger = (trigger, pair), None
         h = self._cutter
         if h is None or h.api_key not in (None, api_key):
             return False
@@ -642,238 +590,69 @@ class FaultProxy:
                     return h
         return None
 
-    def _pick_action(self, api_key: Optional[int], version: Optional[int]) -> Optional[tuple]:
-        h = self._take_armed(self._armed, api_key)
-        if h is not None:
-            return (h.kind, h)
-        if self.rewrite_metadata and api_key in (METADATA, FIND_COORDINATOR):
-            return ("rewrite", None)
-        return None
-
-    def _from_server(self, pair: _Pair, data: bytes) -> None:
-        out = bytearray()
-        i, n = 0, len(data)
-        while i < n and not pair.closing:
-            if pair.s_left is None:
-                take = min(8 - len(pair.s_hdr), n - i)
-                pair.s_hdr += data[i:i + take]
-                i += take
-                if len(pair.s_hdr) < 8:
-                    break
-                size, corr = struct.unpack(">ii", pair.s_hdr)
-                if corr in pair.cut_on_response:
-                    self._in_flight_cut(pair, self._cutter or FaultHandle("cut_in_flight", None, times=None))
-                    return  # the broker handled the request; its answer is lost with the connection
-                pair.s_req = pair.inflight.pop(corr, (None, None))
-                pair.s_action = self._pick_action(*pair.s_req)
-                pair.s_left = max(0, size - 4)
-                pair.s_pos = 0
-                hdr, pair.s_hdr = bytes(pair.s_hdr), bytearray()
-                self._emit(pair, hdr, out)
-            else:
-                take = min(pair.s_left, n - i)
-                chunk = data[i:i + take]
-                i += take
-                pair.s_left -= take
-                self._emit(pair, chunk, out)
-            if pair.s_left == 0 and not pair.closing:
-                self._end_frame(pair, out)
-        self._queue(pair, pair.client, out)
-
-    def _emit(self, pair: _Pair, chunk: bytes, out: bytearray) -> None:
-        action = pair.s_action
-        start = pair.s_pos
-        pair.s_pos += len(chunk)
-        if action is None:
-            out += chunk
-        elif action[0] in ("rewrite", "mutate"):
-            pair.s_buf += chunk
-        elif action[0] == "corrupt":
-            p = action[1].params
-            lo, hi = p["offset"], p["offset"] + p["length"]
-            if hi <= start or lo >= pair.s_pos:
-                out += chunk
-            else:
-                b = bytearray(chunk)
-                for j in range(max(lo, start), min(hi, pair.s_pos)):
-                    b[j - start] ^= 0xFF
-                out += b
-        elif action[0] == "truncate":
-            keep = action[1].params["nbytes"] - start
-            if keep > 0:
-                out += chunk[:keep]
-            if pair.s_pos >= action[1].params["nbytes"]:
-                self._truncated(pair, action[1])
-
-    def _truncated(self, pair: _Pair, handle: FaultHandle) -> None:
-        pair.closing = True  # stop reading; close once the partial frame is written
-        self._counters["truncated"] += 1
-        handle.fired.set()
-
-    def _end_frame(self, pair: _Pair, out: bytearray) -> None:
-        action = pair.s_action
+    def _response(self, pair: _Pair, frame: bytes) -> None:
+        """A whole response from the broker: apply the armed fault (or the address rewrite)."""
+        corr = _SIZE.unpack_from(frame)[0]
+        if corr in pair.cut_on_response:
+            self._in_flight_cut(pair, self._cutter or FaultHandle("cut_in_flight", None, times=None))
+            return  # the broker handled the request; its answer is lost with the connection
+        api_key, version = pair.inflight.pop(corr, (None, None))
         self._counters["responses"] += 1
         h = self._cutter
-        if h is not None and h.api_key in (None, pair.s_req[0]):
+        if h is not None and h.api_key in (None, api_key):
             h.params["answered"] += 1
-        if action is not None:
-            if action[0] == "rewrite":
-                frame = bytes(pair.s_buf)
-                pair.s_buf = bytearray()
-                api_key, version = pair.s_req
+        handle = self._take_armed(self._armed, api_key)
+        wire = _SIZE.pack(len(frame)) + frame
+        if handle is None:
+            if self.rewrite_metadata and api_key in (METADATA, FIND_COORDINATOR):
                 try:
-                    body = _rewrite_addresses(frame[4:], api_key, version, self.host, self.port)
-                    frame = struct.pack(">i", len(body)) + body
+                    frame = _rewrite_addresses(frame, api_key, version, self.host, self.port)
+                    wire = _SIZE.pack(len(frame)) + frame
                     self._counters["rewritten"] += 1
-                except (struct.error, IndexError, ValueError):
+                except (KafkaError, ValueError):
                     self._counters["rewrite_failures"] += 1
-                out += frame
-            elif action[0] == "mutate":
-                frame = bytes(pair.s_buf)
-                pair.s_buf = bytearray()
-                api_key, version = pair.s_req
-                body = action[1].params["fn"](frame[4:], api_key, version)
-                out += struct.pack(">i", len(body)) + body
-                self._counters["mutated"] += 1
-                action[1].fired.set()
-            elif action[0] == "corrupt":
-                self._counters["corrupted"] += 1
-                action[1].fired.set()
-            elif action[0] == "truncate" and not pair.closing:
-                self._truncated(pair, action[1])  # frame shorter than nbytes: close after it
-        pair.s_action = None
-        pair.s_left = None
-        pair.s_pos = 0
+        elif handle.kind == "mutate":
+            body = handle.params["fn"](frame, api_key, version)
+            wire = _SIZE.pack(len(body)) + body
+            self._counters["mutated"] += 1
+        elif handle.kind == "corrupt":
+            lo = handle.params["offset"]
+            damaged = bytearray(wire)
+            for j in range(lo, min(lo + handle.params["length"], len(damaged))):
+                damaged[j] ^= 0xFF
+            wire = bytes(damaged)
+            self._counters["corrupted"] += 1
+        elif handle.kind == "truncate":
+            wire = wire[:handle.params["nbytes"]]
+            pair.closing = True  # stop reading; close once the partial frame is written
+            self._counters["truncated"] += 1
+        self._queue(pair, pair.client, wire)
+        if handle is not None:
+            handle.fired.set()
 
 
 # ---------------------------------------------------------------------------------------------
 # Address rewriting in Metadata / FindCoordinator responses (single-broker clusters)
 # ---------------------------------------------------------------------------------------------
 
-class _Cur:
-    def __init__(self, b: bytes, pos: int = 0):
-        self.b, self.pos = b, pos
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.b):
-            raise ValueError("short response")
-        v = self.b[self.pos:self.pos + n]
-        self.pos += n
-        return v
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise ValueError("varint too long")
-
-    def int16(self) -> int:
-        return struct.unpack(">h", self.take(2))[0]
-
-    def int32(self) -> int:
-        return struct.unpack(">i", self.take(4))[0]
-
-    def string(self, compact: bool) -> Optional[bytes]:
-        n = self.uvarint() - 1 if compact else self.int16()
-        return None if n < 0 else self.take(n)
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        if n < 0x80:
-            out.append(n)
-            return bytes(out)
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-
-
-def _enc_string(s: bytes, compact: bool) -> bytes:
-    return _uvarint(len(s) + 1) + s if compact else struct.pack(">h", len(s)) + s
-
-
-def _rewrite_addresses(body: bytes, api_key: int, version: int, host: str, port: int) -> bytes:
-    """Replace every broker/coordinator host:port in a response body (after the size prefix)."""
-    h = host.encode()
+def _rewrite_addresses(frame: bytes, api_key: int, version: int, host: str, port: int) -> bytes:
+    """Every broker/coordinator host:port in a Metadata or FindCoordinator response frame
+    (correlation id first) replaced by the proxy's: decoded and encoded with the protocol's own
+    declarations, at whatever version the client asked for."""
+    name = "MetadataResponse" if api_key == METADATA else "FindCoordinatorResponse"
+    _, offset = decode_response_header(memoryview(frame), api_key, version)
+    schema = schema_of(name)
+    message = codec.decode(schema, frame[offset:], version, declared_versions_only=False)
     if api_key == METADATA:
-        flexible = version >= 9
-        c = _Cur(body, 4)
-        if flexible:
-            c.skip_tags()
-        if version >= 3:
-            c.int32()
-        out = [body[:c.pos]]
-        n = c.uvarint() - 1 if flexible else c.int32()
-        out.append(_uvarint(n + 1) if flexible else struct.pack(">i", n))
-        for _ in range(max(0, n)):
-            node = c.take(4)
-            c.string(flexible)
-            c.int32()
-            rest_start = c.pos
-            if version >= 1:
-                c.string(flexible)  # rack
-            if flexible:
-                c.skip_tags()
-            out += [node, _enc_string(h, flexible), struct.pack(">i", port), body[rest_start:c.pos]]
-        out.append(body[c.pos:])
-        return b"".join(out)
-    if api_key == FIND_COORDINATOR:
-        flexible = version >= 3
-        c = _Cur(body, 4)
-        if flexible:
-            c.skip_tags()
-        out = []
-        if version >= 4:
-            c.int32()  # throttle
-            out.append(body[:c.pos])
-            n = c.uvarint() - 1
-            out.append(_uvarint(n + 1))
-            for _ in range(max(0, n)):
-                start = c.pos
-                c.string(True)  # key
-                node = c.take(4)
-                head = body[start:c.pos]
-                old_host = c.string(True)
-                old_port = c.int32()
-                tail_start = c.pos
-                c.int16()
-                c.string(True)
-                c.skip_tags()
-                if old_port < 0:
-                    out += [head, _enc_string(old_host or b"", True), struct.pack(">i", old_port)]
-                else:
-                    out += [head, _enc_string(h, True), struct.pack(">i", port)]
-                out.append(body[tail_start:c.pos])
-            out.append(body[c.pos:])
-            return b"".join(out)
-        if version >= 1:
-            c.int32()  # throttle
-        c.int16()  # error code
-        if version >= 1:
-            c.string(flexible)  # error message
-        c.take(4)  # node id
-        prefix_end = c.pos
-        c.string(flexible)
-        old_port = c.int32()
-        if old_port < 0:
-            return body
-        return body[:prefix_end] + _enc_string(h, flexible) + struct.pack(">i", port) + body[c.pos:]
-    return body
+        for node in message.brokers:
+            node.host, node.port = host, port
+    else:
+        for node in message.coordinators if version >= 4 else [message]:
+            if node.port >= 0:  # -1: no coordinator (an error answer)
+                node.host, node.port = host, port
+    body = codec.encode(schema, message, version, declared_versions_only=False)
+    return frame[:offset] + b"".join(bytes(p) for p in body)
 
-
-# ---------------------------------------------------------------------------------------------
-# A broker reachable only through a proxy
-# ---------------------------------------------------------------------------------------------
 
 class ProxiedBroker:
     """A broker whose metadata routes clients through ``proxy``.

@@ -95,7 +95,7 @@ def produce_error(code: int, message: Optional[str] = None,
                 if only is None or p.index in only:
                     p.error_code, p.base_offset = code, -1
                     p.error_message = message if version >= 8 else None
-        return frame[:offset] + b"".join(bytes(b) for b in resp.encode(version))
+        return frame[:offset] + b"".join(bytes(b) for b in messages.encode_body(resp, version))
 
     return fn
 

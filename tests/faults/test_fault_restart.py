@@ -147,13 +147,14 @@ SPARK_FAST = {"request.timeout.ms": 500, "linger.ms": 5, "retry.backoff.ms": 20,
               "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 100, "max.block.ms": 3000}
 
 
+@pytest.mark.parametrize("kind", [k for k in ("noida", "apache") if k in BROKERS])
 def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at_least_once(
-        spark, proxied_broker, tmp_path):
+        spark, proxied_broker, tmp_path, kind):
     import sparkkafka_sink
 
     metrics = sparkkafka_sink.register(spark)
     before = metrics.snapshot()["records_sent"]
-    pb = proxied_broker("noida")
+    pb = proxied_broker(kind)
     topic = fresh_topic(pb, "spark-crash", 4)
     # Spark hands a task's first few Arrow batches on with some delay: with 50,000 rows per task
     # before the gate, the write is visibly under way while the gate holds
@@ -220,8 +221,9 @@ def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at
         assert error is None, str(error)[-2000:]
 
 
-def test_spark_write_to_an_unreachable_broker_fails_with_a_clear_error(spark, proxied_broker):
-    pb = proxied_broker("noida")
+@pytest.mark.parametrize("kind", [k for k in ("noida", "apache") if k in BROKERS])
+def test_spark_write_to_an_unreachable_broker_fails_with_a_clear_error(spark, proxied_broker, kind):
+    pb = proxied_broker(kind)
     topic = "spark-down"
     topic = fresh_topic(pb, topic, 2)
     pb.proxy.blackhole(True)

@@ -15,8 +15,7 @@ from confluent_kafka.admin import AdminClient
 from kafka_helpers import consume_all, produce_all
 from sparkkafka_sink.testing.brokers import free_port
 
-from .harness import (FIND_COORDINATOR, METADATA, PRODUCE, FaultProxy, _rewrite_addresses,
-                      _uvarint)
+from .harness import FIND_COORDINATOR, METADATA, PRODUCE, FaultProxy, _rewrite_addresses
 from .helpers import BROKERS, fresh_topic
 
 
@@ -257,47 +256,45 @@ def test_close_joins_thread(fake):
 # Address rewriting (hand-built responses)
 # ---------------------------------------------------------------------------------------------
 
-def _s(b: bytes, compact: bool) -> bytes:
-    return _uvarint(len(b) + 1) + b if compact else struct.pack(">h", len(b)) + b
+def _rewritten(name: str, api_key: int, version: int, seed: int):
+    """A full response (every field the version has) before and after the rewrite."""
+    from message_values import sample
+    from sparkkafka_sink.protocol import codec
+    from sparkkafka_sink.protocol.header import response_header_version
+    from sparkkafka_sink.protocol.messages import schema_of
+
+    schema = schema_of(name)
+    message = sample(schema, version, seed)
+    if api_key == METADATA and not message.brokers:
+        message.brokers = [schema.structs["MetadataResponseBroker"].cls(node_id=1, host="far", port=9092)]
+    if api_key == FIND_COORDINATOR and version >= 4 and not message.coordinators:
+        message.coordinators = [schema.structs["Coordinator"].cls(key="k", node_id=1, host="far", port=9092)]
+    header = struct.pack(">i", 5) + (b"\x00" if response_header_version(api_key, version) else b"")
+    body = b"".join(bytes(p) for p in codec.encode(schema, message, version, declared_versions_only=False))
+    out = _rewrite_addresses(header + body, api_key, version, "127.0.0.1", 4242)
+    assert out[:len(header)] == header
+    return message, codec.decode(schema, out[len(header):], version, declared_versions_only=False)
 
 
-@pytest.mark.parametrize("version", [0, 1, 3, 8, 9, 12])
+@pytest.mark.parametrize("version", range(0, 14))
 def test_rewrite_metadata(version):
-    flex = version >= 9
-    tags = b"\x00" if flex else b""
-    body = struct.pack(">i", 5) + tags
-    if version >= 3:
-        body += struct.pack(">i", 0)
-    broker = struct.pack(">i", 1) + _s(b"10.0.0.9", flex) + struct.pack(">i", 9092)
-    if version >= 1:
-        broker += _s(b"rack1", flex)
-    broker += tags
-    body += (_uvarint(2) if flex else struct.pack(">i", 1)) + broker + b"REST-OF-RESPONSE"
-    out = _rewrite_addresses(body, METADATA, version, "127.0.0.1", 4242)
-    new_broker = struct.pack(">i", 1) + _s(b"127.0.0.1", flex) + struct.pack(">i", 4242)
-    if version >= 1:
-        new_broker += _s(b"rack1", flex)
-    assert out == body.replace(broker, new_broker + tags)
+    before, after = _rewritten("MetadataResponse", METADATA, version, seed=version)
+    assert before.brokers and all((b.host, b.port) == ("127.0.0.1", 4242) for b in after.brokers)
+    for b in before.brokers:
+        b.host, b.port = "127.0.0.1", 4242
+    assert after == before  # nothing else changed
 
 
-@pytest.mark.parametrize("version", [0, 1, 3, 4])
+@pytest.mark.parametrize("version", range(0, 7))
 def test_rewrite_find_coordinator(version):
-    flex = version >= 3
-    head = struct.pack(">i", 5) + (b"\x00" if flex else b"")
-    if version >= 4:
-        entry = lambda host, port: (_s(b"txn-id", True) + struct.pack(">i", 1) + _s(host, True)
-                                    + struct.pack(">ih", port, 0) + _uvarint(0) + b"\x00")
-        body = head + struct.pack(">i", 0) + _uvarint(2) + entry(b"far", 9092) + b"\x00"
-        want = head + struct.pack(">i", 0) + _uvarint(2) + entry(b"127.0.0.1", 4242) + b"\x00"
-    else:
-        pre = head + (struct.pack(">i", 0) if version >= 1 else b"") + struct.pack(">h", 0)
-        if version >= 1:
-            pre += _uvarint(0) if flex else struct.pack(">h", -1)
-        pre += struct.pack(">i", 1)
-        tail = b"\x00" if flex else b""
-        body = pre + _s(b"far", flex) + struct.pack(">i", 9092) + tail
-        want = pre + _s(b"127.0.0.1", flex) + struct.pack(">i", 4242) + tail
-    assert _rewrite_addresses(body, FIND_COORDINATOR, version, "127.0.0.1", 4242) == want
+    before, after = _rewritten("FindCoordinatorResponse", FIND_COORDINATOR, version, seed=version)
+    nodes_before = before.coordinators if version >= 4 else [before]
+    nodes_after = after.coordinators if version >= 4 else [after]
+    for b, a in zip(nodes_before, nodes_after):
+        want = ("127.0.0.1", 4242) if b.port >= 0 else (b.host, b.port)  # -1: no coordinator
+        assert (a.host, a.port) == want
+        b.host, b.port = want
+    assert after == before
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from fake_broker import (  # noqa: F401  (fixtures)
 from sparkkafka_sink.errors import KafkaTimeoutError, UnsupportedVersionError
 from sparkkafka_sink.network.client import NetworkClient, now_ms
 from sparkkafka_sink.network.connection import BrokerConnection
+from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
 from sparkkafka_sink.network.metadata import Metadata
 
 
@@ -99,14 +100,14 @@ def test_responses_delivered_byte_by_byte(broker, make_producer, monkeypatch):
     for api_key in (API_VERSIONS, METADATA, INIT_PRODUCER_ID, PRODUCE):
         broker.default_behavior[api_key] = Behavior(chunk=1, pause=0.0003)
     reads = {"partial": 0, "frames": 0}
-    orig_read = BrokerConnection.read
+    orig_receive = BrokerProtocol.receive
 
-    def spy_read(self, now):
-        frames = orig_read(self, now)
-        reads["frames" if frames else "partial"] += 1
-        return frames
+    def spy_receive(self, data):
+        answers = orig_receive(self, data)
+        reads["frames" if answers else "partial"] += 1
+        return answers
 
-    monkeypatch.setattr(BrokerConnection, "read", spy_read)
+    monkeypatch.setattr(BrokerProtocol, "receive", spy_receive)
     p = make_producer(broker, linger_ms=20)
     futs = [p.send("t", b"v%d" % i, partition=i % 2) for i in range(20)]
     mds = [f.get(10) for f in futs]
@@ -165,7 +166,7 @@ def test_unexpected_correlation_id_closes_connection_and_retries(broker, make_pr
 
 def test_acks0_responses_are_dropped_quietly(broker, cluster, make_producer, caplog):
     p = make_producer(broker, acks=0)
-    with caplog.at_level(logging.DEBUG, logger="sparkkafka_sink.network.client"):
+    with caplog.at_level(logging.DEBUG, logger="sparkkafka_sink"):
         for i in range(10):
             md = p.send("t", b"v%d" % i, partition=0).get(5)
             assert md.offset == -1

@@ -252,7 +252,7 @@ class Sender(threading.Thread):
                 batch = by_tp.pop((topic.name, p.index), None)
                 if batch is None:
                     continue
-                error = error_for_code(p.error_code, _describe(batch, p))
+                error = error_for_code(p.error_code, _describe(batch, p)) if p.error_code else None
                 if error is None or error.already_written:  # a resend of a batch already stored
                     offset = p.base_offset if error is None else -1
                     self._complete_batch(batch, None, offset, p.log_append_time_ms, now)

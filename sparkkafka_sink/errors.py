@@ -44,6 +44,20 @@ class KafkaConnectionError(KafkaError):
     retriable = True
 
 
+class AuthenticationError(KafkaError):
+    """SASL authentication failed (wrong credentials, unknown mechanism, a broker that could
+    not prove it knows the password).  Not retriable: trying again would fail the same way.
+    Messages name the mechanism, the user and the broker, never a secret."""
+
+
+class SslError(KafkaConnectionError):
+    """The TLS handshake failed: the broker's certificate did not verify (unknown CA, hostname
+    mismatch, expired), the broker asked for a client certificate, or one side does not speak
+    TLS.  Not retriable."""
+
+    retriable = False
+
+
 class KafkaTimeoutError(KafkaError, TimeoutError):
     """An operation did not complete within its configured bound."""
 

@@ -32,6 +32,9 @@ from sparkkafka_sink.testing.brokers import EmbeddedBroker, create_topics, start
 
 log = logging.getLogger("sparkkafka_sink.tests")
 
+#: the secured Apache Kafka node and its PKI, token endpoint and client settings
+pytest_plugins = ["security_fixtures"]
+
 # Broker quirks tests branch on.  Keys are capability flags exposed on BrokerHandle.
 _QUIRKS = {
     "apache": dict(strict_errors=True, persistent=True, list_offsets_correct=True,

@@ -3,11 +3,14 @@
 Only the Sender thread calls it (``ready``/``send``/``poll``); other threads
 may only ``wakeup()`` it, through a socketpair registered in the selector, so
 ``send()`` never waits for the I/O thread.  It owns connection states with
-exponential reconnect backoff, the ApiVersions handshake of each connection
-(versions are negotiated per broker), in-flight caps, request and
+exponential reconnect backoff, the set-up of each connection (TLS handshake,
+ApiVersions -- versions are negotiated per broker -- and SASL authentication,
+renewed before the broker's session expires), in-flight caps, request and
 connection-setup timeouts (which close the connection so its requests are
 retried), and the metadata refresh loop (bootstrap first, then periodic and
-on demand).
+on demand).  A failed authentication or certificate check is fatal
+(``fatal_error``): it would fail the same way again, so no connection is tried
+after it and every caller gets the error.
 """
 
 from __future__ import annotations
@@ -16,20 +19,25 @@ import logging
 import random
 import selectors
 import socket
+import ssl
 import time
 from typing import Any, Callable
 
 from sparkkafka_sink.errors import (
+    AuthenticationError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     ProtocolError,
+    SslError,
     UnsupportedVersionError,
 )
+from sparkkafka_sink.network.authenticator import SaslAuthenticator
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster
 from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
 from sparkkafka_sink.network.in_flight import ClientResponse, InFlightRequest, InFlightRequests
 from sparkkafka_sink.network.metadata import Metadata
+from sparkkafka_sink.network.tls_channel import TlsHandshakeClosed
 from sparkkafka_sink.protocol.api import SUPPORTED_VERSIONS, ApiKey, negotiate
 from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
 from sparkkafka_sink.protocol.errors import error_for_code
@@ -38,6 +46,11 @@ from sparkkafka_sink.protocol.messages import ApiVersionsRequest, metadata_reque
 log = logging.getLogger(__name__)
 
 _WAKEUP = object()
+#: consecutive hang-ups of one broker (in the TLS handshake, or at the first request after set-up)
+#: that make it a listener wanting another security.protocol, not bad luck
+_HANG_UPS_FATAL = 3
+_SETTING_UP = (ConnectionState.CONNECTING, ConnectionState.TLS_HANDSHAKE,
+               ConnectionState.CHECKING_API_VERSIONS, ConnectionState.AUTHENTICATING)
 
 
 def now_ms() -> float:
@@ -50,7 +63,8 @@ class NetworkClient:
                  connection_setup_timeout_ms: int, connection_setup_timeout_max_ms: int,
                  connections_max_idle_ms: int = -1, send_buffer_bytes: int = -1,
                  receive_buffer_bytes: int = -1, allow_auto_topic_creation: bool = True,
-                 software_version: str = "0"):
+                 software_version: str = "0", ssl_context: ssl.SSLContext | None = None,
+                 sasl: Any = None):
         self.metadata = metadata
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -63,6 +77,14 @@ class NetworkClient:
         self.receive_buffer_bytes = receive_buffer_bytes
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.software_version = software_version
+        self.ssl_context = ssl_context
+        #: ``network.sasl.SaslSettings`` when the listener wants SASL
+        self.sasl = sasl
+        #: an error no reconnect can cure (authentication, certificate): set once, then final
+        self.fatal_error: KafkaError | None = None
+        #: SASL sessions renewed on live connections (KIP-368), and connections opened
+        self.reauthentications = 0
+        self.connections_created = 0
         self._conns: dict[int, BrokerConnection] = {}
         self.in_flight = InFlightRequests(max_in_flight, self._conns)
         self.selector = selectors.DefaultSelector()
@@ -74,6 +96,8 @@ class NetworkClient:
         self._bootstrap_nodes = Cluster.bootstrap(metadata.bootstrap).brokers
         self._failures: dict[int, int] = {}
         self._reconnect_at: dict[int, float] = {}
+        self._tls_hang_ups: dict[int, int] = {}
+        self._hang_ups_after_setup: dict[int, int] = {}
         self._completed: list[ClientResponse] = []
         self._metadata_in_flight = False
         self._api_versions_version: dict[int, int] = {}
@@ -96,6 +120,9 @@ class NetworkClient:
         """True if a request can go to ``node_id`` now; otherwise start connecting if allowed."""
         conn = self._conns.get(node_id)
         if conn is not None and conn.state is ConnectionState.READY:
+            if conn.reauthenticate_at_ms is not None and now >= conn.reauthenticate_at_ms:
+                self._start_authentication(conn, now)
+                return False
             return self.in_flight.can_send_more(node_id)
         if (conn is None or conn.state is ConnectionState.DISCONNECTED) and self._can_connect(node_id, now):
             self._initiate_connect(node_id, now)
@@ -114,7 +141,7 @@ class NetworkClient:
         return max(self._reconnect_at.get(node_id, 0.0) - now, 0.0)
 
     def _can_connect(self, node_id: int, now: float) -> bool:
-        return now >= self._reconnect_at.get(node_id, 0.0)
+        return self.fatal_error is None and now >= self._reconnect_at.get(node_id, 0.0)
 
     def _initiate_connect(self, node_id: int, now: float) -> None:
         node = self._node(node_id)
@@ -124,9 +151,11 @@ class NetworkClient:
         if conn is None or (conn.host, conn.port) != (node.host, node.port):
             conn = BrokerConnection(node_id, node.host, node.port, self.selector, client_id=self.client_id,
                                     send_buffer_bytes=self.send_buffer_bytes,
-                                    receive_buffer_bytes=self.receive_buffer_bytes)
+                                    receive_buffer_bytes=self.receive_buffer_bytes,
+                                    ssl_context=self.ssl_context)
             self._conns[node_id] = conn
         log.debug("connecting to node %s at %s", node_id, conn.address)
+        self.connections_created += 1
         try:
             conn.connect(now)
         except (OSError, KafkaError) as e:
@@ -224,7 +253,7 @@ class NetworkClient:
     def poll(self, timeout_ms: float, now: float) -> list[ClientResponse]:
         """Do I/O for up to ``timeout_ms``; run and return the completed requests' responses."""
         metadata_timeout = self._maybe_update_metadata(now)
-        timeout = min(timeout_ms, metadata_timeout, self.request_timeout_ms)
+        timeout = min(timeout_ms, metadata_timeout, self.request_timeout_ms, self._time_to_reauthentication(now))
         if self._completed:
             timeout = 0
         for key, mask in self.selector.select(max(timeout, 0) / 1000.0):
@@ -237,8 +266,11 @@ class NetworkClient:
             now = now_ms()
             try:
                 if conn.state is ConnectionState.CONNECTING:
-                    if mask & selectors.EVENT_WRITE:
-                        conn.finish_connect(now)
+                    if mask & selectors.EVENT_WRITE and conn.finish_connect(now):
+                        self._send_api_versions(conn, now)
+                    continue
+                if conn.state is ConnectionState.TLS_HANDSHAKE:
+                    if conn.advance_tls_handshake(now):
                         self._send_api_versions(conn, now)
                     continue
                 if mask & selectors.EVENT_WRITE:
@@ -273,6 +305,10 @@ class NetworkClient:
         self._wakeup_pending = False
 
     def _receive(self, conn: BrokerConnection, data: bytes, now: float) -> None:
+        if (conn.tls is None and conn.state is ConnectionState.CHECKING_API_VERSIONS
+                and data[:1] in (b"\x15", b"\x16") and data[1:2] == b"\x03"):
+            raise SslError(f"Broker {conn.address} answered with TLS: this listener wants TLS; set "
+                           "security.protocol=SSL (or SASL_SSL)")
         answers: list = []
         try:
             answers = conn.protocol.receive(data)
@@ -280,6 +316,9 @@ class NetworkClient:
             answers = exc.answers
             raise
         finally:
+            if conn.state is ConnectionState.READY and answers:
+                conn.responses_after_ready += len(answers)
+                self._hang_ups_after_setup.pop(conn.node_id, None)
             for pending, response in answers:
                 self._completed.append(ClientResponse(pending.context, response, now))
 
@@ -291,12 +330,15 @@ class NetworkClient:
                     f"Request to node {node_id} ({conn.address}) timed out after "
                     f"{self.request_timeout_ms} ms (request.timeout.ms); closing the connection"), now)
         for conn in list(self._conns.values()):
-            if conn.state in (ConnectionState.CONNECTING, ConnectionState.CHECKING_API_VERSIONS):
+            if conn.state in _SETTING_UP:
                 limit = self._setup_timeout(conn.node_id)
-                if now - conn.state_since_ms > limit:
+                if now - conn.setup_started_ms > limit:
                     self._close(conn, KafkaTimeoutError(
                         f"Connection to {conn.address} was not set up within {limit:.0f} ms "
-                        "(socket.connection.setup.timeout.ms)"), now)
+                        f"(socket.connection.setup.timeout.ms; stuck in {conn.state.value})"), now)
+            elif (conn.state is ConnectionState.READY and conn.reauthenticate_at_ms is not None
+                  and now >= conn.reauthenticate_at_ms):
+                self._start_authentication(conn, now)
             elif (conn.state is ConnectionState.READY and self.connections_max_idle_ms >= 0
                   and now - conn.last_activity_ms > self.connections_max_idle_ms
                   and self.in_flight.count(conn.node_id) == 0 and not conn.has_pending_writes):
@@ -305,7 +347,29 @@ class NetworkClient:
 
     def _close(self, conn: BrokerConnection, error: BaseException | None, now: float) -> None:
         """Close a connection; every request it carried completes as disconnected."""
-        was_ready = conn.state is ConnectionState.READY
+        was_ready = conn.state in (ConnectionState.READY, ConnectionState.REAUTHENTICATING)
+        if isinstance(error, TlsHandshakeClosed):
+            hang_ups = self._tls_hang_ups[conn.node_id] = self._tls_hang_ups.get(conn.node_id, 0) + 1
+            if hang_ups >= _HANG_UPS_FATAL:
+                error = SslError(f"{error} (it hung up {hang_ups} times in a row)")
+        if isinstance(error, (AuthenticationError, SslError)) and not error.retriable and self.fatal_error is None:
+            self.fatal_error = error
+            log.error("%s", error)
+        elif (error is not None and was_ready and self.sasl is None and conn.responses_after_ready == 0
+              and isinstance(error, KafkaConnectionError) and not isinstance(error, KafkaTimeoutError)):
+            hang_ups = self._hang_ups_after_setup[conn.node_id] = self._hang_ups_after_setup.get(conn.node_id, 0) + 1
+            hint = (f"{error} right after the connection was set up: if this listener wants SASL, set "
+                    "security.protocol=SASL_PLAINTEXT or SASL_SSL and sasl.mechanism")
+            if hang_ups >= _HANG_UPS_FATAL:
+                error = AuthenticationError(f"{hint} (it hung up {hang_ups} times in a row)")
+                self.fatal_error = error
+                log.error("%s", error)
+            else:
+                error = KafkaConnectionError(hint)
+        elif (error is not None and conn.state is ConnectionState.CHECKING_API_VERSIONS and conn.tls is None
+              and isinstance(error, KafkaConnectionError) and not isinstance(error, SslError)):
+            error = KafkaConnectionError(f"{error} before answering ApiVersions: if this listener wants TLS, "
+                                         "set security.protocol=SSL or SASL_SSL")
         dropped = conn.close()
         for cb in dropped:
             cb()  # acks=0 sends that never left: completed (as Java does, data may be lost)
@@ -322,6 +386,8 @@ class NetworkClient:
                                                   error=error or KafkaConnectionError(
                                                       f"Connection to {conn.address} closed")))
         if error is not None:
+            if self.fatal_error is not None:
+                self.metadata.failed_update(now, self.fatal_error)
             self.metadata.request_update()
 
     # -- ApiVersions handshake ---------------------------------------------------------
@@ -345,10 +411,78 @@ class NetworkClient:
         if body.error_code:
             self._close(conn, error_for_code(body.error_code, f"ApiVersions from {conn.address}"), now)
             return
-        conn.mark_ready({k.api_key: (k.min_version, k.max_version) for k in body.api_keys}, now)
+        conn.set_api_versions({k.api_key: (k.min_version, k.max_version) for k in body.api_keys}, now)
+        if self.sasl is not None:
+            self._start_authentication(conn, now)
+        else:
+            self._connection_ready(conn, now)
+
+    def _connection_ready(self, conn: BrokerConnection, now: float) -> None:
+        conn.mark_ready(now)
         self._failures[conn.node_id] = 0
+        self._tls_hang_ups.pop(conn.node_id, None)
         self.connect_errors.pop(conn.address, None)
         log.debug("node %s (%s) ready", conn.node_id, conn.address)
+
+    # -- SASL (KIP-152), renewed before the session expires (KIP-368) -------------------------
+    def _start_authentication(self, conn: BrokerConnection, now: float) -> None:
+        reauth = conn.state is ConnectionState.READY
+        auth = SaslAuthenticator(self.sasl, conn.address, reauthentication=reauth, now_ms=now)
+        conn.mark_authenticating(auth, now)
+        if reauth:
+            log.debug("re-authenticating to %s before its SASL session expires", conn.address)
+        if conn.api_versions.get(ApiKey.SASL_HANDSHAKE, (0, 0))[1] < 1:
+            self._close(conn, AuthenticationError(
+                f"Broker {conn.address} cannot authenticate with SASL over Kafka requests (SaslHandshake v1, "
+                "Kafka 1.0 or newer): is security.protocol right for this listener?"), now)
+            return
+        self._send_sasl(conn, auth, auth.handshake_request(), self._handle_sasl_handshake, now)
+
+    def _send_sasl(self, conn: BrokerConnection, auth: SaslAuthenticator, request: Any,
+                   handler: Callable, now: float) -> None:
+        try:
+            self.send(conn.node_id, request, lambda resp: handler(conn, auth, resp), now)
+        except UnsupportedVersionError as e:
+            self._close(conn, AuthenticationError(f"SASL with broker {conn.address}: {e}"), now)
+
+    def _sasl_answer(self, conn: BrokerConnection, auth: SaslAuthenticator, resp: ClientResponse) -> bool:
+        return resp.response is not None and conn.sock is not None and conn.authenticator is auth
+
+    def _handle_sasl_handshake(self, conn: BrokerConnection, auth: SaslAuthenticator, resp: ClientResponse) -> None:
+        if not self._sasl_answer(conn, auth, resp):
+            return
+        try:
+            request = auth.on_handshake(resp.response)
+        except AuthenticationError as e:
+            self._close(conn, e, resp.received_ms)
+            return
+        self._send_sasl(conn, auth, request, self._handle_sasl_authenticate, resp.received_ms)
+
+    def _handle_sasl_authenticate(self, conn: BrokerConnection, auth: SaslAuthenticator,
+                                  resp: ClientResponse) -> None:
+        if not self._sasl_answer(conn, auth, resp):
+            return
+        now = resp.received_ms
+        try:
+            request = auth.on_authenticate(resp.response)
+        except AuthenticationError as e:
+            self._close(conn, e, now)
+            return
+        if request is not None:
+            self._send_sasl(conn, auth, request, self._handle_sasl_authenticate, now)
+            return
+        conn.authenticator = None
+        conn.reauthenticate_at_ms = auth.reauthenticate_at(now)
+        if conn.state is ConnectionState.REAUTHENTICATING:
+            self.reauthentications += 1
+            conn.mark_ready(now)
+        else:
+            self._connection_ready(conn, now)
+
+    def _time_to_reauthentication(self, now: float) -> float:
+        due = [c.reauthenticate_at_ms for c in self._conns.values()
+               if c.reauthenticate_at_ms is not None and c.state is ConnectionState.READY]
+        return max(min(due) - now, 0.0) if due else float("inf")
 
     # -- metadata ----------------------------------------------------------------------
     def _maybe_update_metadata(self, now: float) -> float:

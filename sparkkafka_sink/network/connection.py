@@ -1,10 +1,12 @@
-"""BrokerConnection: one non-blocking TCP socket to one broker.
+"""BrokerConnection: one non-blocking TCP socket to one broker, in the clear or over TLS.
 
 It only moves bytes: connecting without blocking, writing queued frames with
 scatter-gather ``sendmsg`` (record batches are never copied into one buffer,
 partial writes resume where they stopped) and reading what arrives.  Its
 ``protocol`` (a sans-I/O ``BrokerProtocol``, new for every connection) frames
-requests and makes sense of the bytes read.
+requests and makes sense of the bytes read.  With TLS a ``TlsChannel`` sits between
+the two: frames are encrypted as the socket takes them (a bounded amount ahead), and
+reads return plaintext; the handshake is driven by the same selector events.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import os
 import logging
 import selectors
 import socket
+import ssl
 from collections import deque
 from typing import Callable
 
 from sparkkafka_sink.errors import KafkaConnectionError
+from sparkkafka_sink.network.tls_channel import TlsChannel
 from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
 
 log = logging.getLogger(__name__)
@@ -26,19 +30,24 @@ log = logging.getLogger(__name__)
 _IOV_MAX = 512
 _RECV_CHUNK = 1 << 18
 _MAX_READ_PER_POLL = 1 << 24
+#: encrypted bytes kept ready for the socket; more plaintext is encrypted as it drains
+_TLS_WIRE_BUDGET = 1 << 20
 
 
 class ConnectionState(enum.Enum):
     DISCONNECTED = "disconnected"
     CONNECTING = "connecting"  # TCP handshake under way
-    CHECKING_API_VERSIONS = "checking_api_versions"  # TCP up, ApiVersions not answered yet
+    TLS_HANDSHAKE = "tls_handshake"  # TCP up, TLS handshake under way
+    CHECKING_API_VERSIONS = "checking_api_versions"  # ApiVersions not answered yet
+    AUTHENTICATING = "authenticating"  # SaslHandshake/SaslAuthenticate under way
     READY = "ready"
+    REAUTHENTICATING = "reauthenticating"  # KIP-368: a new SASL session before this one expires
 
 
 class BrokerConnection:
     def __init__(self, node_id: int, host: str, port: int, selector: selectors.BaseSelector, *,
                  client_id: str | None = None, send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1,
-                 max_frame_bytes: int = 100 * 1024 * 1024):
+                 max_frame_bytes: int = 100 * 1024 * 1024, ssl_context: ssl.SSLContext | None = None):
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -47,6 +56,8 @@ class BrokerConnection:
         self.receive_buffer_bytes = receive_buffer_bytes
         self.max_frame_bytes = max_frame_bytes
         self.client_id = client_id
+        self.ssl_context = ssl_context
+        self.tls: TlsChannel | None = None
         self.state = ConnectionState.DISCONNECTED
         self.sock: socket.socket | None = None
         self.api_versions: dict[int, tuple[int, int]] = {}
@@ -54,7 +65,15 @@ class BrokerConnection:
         self.last_activity_ms = 0.0
         self._out: deque[tuple[memoryview, Callable[[], None] | None]] = deque()
         self._out_bytes = 0
+        #: TLS only: frames waiting to be encrypted into ``_out``
+        self._plain: deque[tuple[list, Callable[[], None] | None]] = deque()
         self.protocol = BrokerProtocol(client_id, max_frame_bytes)
+        #: SASL: the exchange under way, and when the session must be renewed (KIP-368)
+        self.authenticator = None
+        self.reauthenticate_at_ms: float | None = None
+        self.setup_started_ms = 0.0
+        #: answers received once READY (none before a close hints at a listener wanting SASL)
+        self.responses_after_ready = 0
 
     @property
     def address(self) -> str:
@@ -82,20 +101,58 @@ class BrokerConnection:
                                        f"({os.strerror(rc)})")
         self.sock = sock
         self._set_state(ConnectionState.CONNECTING, now_ms)
+        self.setup_started_ms = now_ms
+        self.responses_after_ready = 0
         self.protocol = BrokerProtocol(self.client_id, self.max_frame_bytes)
         self.selector.register(sock, selectors.EVENT_WRITE, self)
 
-    def finish_connect(self, now_ms: float) -> None:
-        """Called when the socket turned writable while CONNECTING."""
+    def finish_connect(self, now_ms: float) -> bool:
+        """Called when the socket turned writable while CONNECTING; True when the connection
+        can carry Kafka requests (False: a TLS handshake comes first)."""
         err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
             raise KafkaConnectionError(f"Connection to {self.address} failed: {os.strerror(err)}")
-        self._set_state(ConnectionState.CHECKING_API_VERSIONS, now_ms)
-        self._update_interest()
+        if self.ssl_context is None:
+            self._set_state(ConnectionState.CHECKING_API_VERSIONS, now_ms)
+            self._update_interest()
+            return True
+        self.tls = TlsChannel(self.ssl_context, self.host, self.address)
+        self._set_state(ConnectionState.TLS_HANDSHAKE, now_ms)
+        return self.advance_tls_handshake(now_ms)
 
-    def mark_ready(self, api_versions: dict[int, tuple[int, int]], now_ms: float) -> None:
+    def advance_tls_handshake(self, now_ms: float) -> bool:
+        """Feed what arrived to the handshake and send what it answers; True once complete."""
+        tls = self.tls
+        try:
+            for raw in self._recv(now_ms):
+                tls.feed(raw)
+        except _PeerClosed as closed:
+            for raw in closed.chunks:
+                tls.feed(raw)
+            tls.do_handshake()  # an alert that came before the close says more than the close
+            raise tls.eof_error() from None
+        done = tls.do_handshake()
+        out = tls.pending_output()
+        if out:
+            self._queue_wire(out, None)
+        self._write_wire(now_ms)
+        if done:
+            self._set_state(ConnectionState.CHECKING_API_VERSIONS, now_ms)
+        self._update_interest()
+        return done
+
+    def set_api_versions(self, api_versions: dict[int, tuple[int, int]], now_ms: float) -> None:
+        """ApiVersions answered (SASL authentication may still follow)."""
         self.api_versions = api_versions
+        self.last_activity_ms = now_ms
+
+    def mark_ready(self, now_ms: float) -> None:
         self._set_state(ConnectionState.READY, now_ms)
+
+    def mark_authenticating(self, authenticator, now_ms: float) -> None:
+        self.authenticator = authenticator
+        reauth = self.state is ConnectionState.READY
+        self._set_state(ConnectionState.REAUTHENTICATING if reauth else ConnectionState.AUTHENTICATING, now_ms)
 
     def _set_state(self, state: ConnectionState, now_ms: float) -> None:
         self.state = state
@@ -105,6 +162,10 @@ class BrokerConnection:
     # -- writing -----------------------------------------------------------------------
     def enqueue(self, buffers, on_written: Callable[[], None] | None = None) -> None:
         """Queue one frame (a list of bytes-like parts); ``on_written`` fires once it is all on the wire."""
+        if self.tls is not None:
+            self._plain.append((buffers, on_written))
+            self._update_interest()
+            return
         last = len(buffers) - 1
         for i, buf in enumerate(buffers):
             mv = memoryview(buf).cast("B") if not isinstance(buf, memoryview) else buf.cast("B")
@@ -116,10 +177,28 @@ class BrokerConnection:
 
     @property
     def has_pending_writes(self) -> bool:
-        return self._out_bytes > 0
+        return self._out_bytes > 0 or bool(self._plain)
+
+    def _queue_wire(self, data: bytes, on_written: Callable[[], None] | None) -> None:
+        self._out.append((memoryview(data), on_written))
+        self._out_bytes += len(data)
 
     def write(self, now_ms: float) -> None:
         """Write as much of the queue as the socket takes without blocking."""
+        if self.tls is None:
+            self._write_wire(now_ms)
+        else:
+            plain, tls = self._plain, self.tls
+            while True:
+                while plain and self._out_bytes < _TLS_WIRE_BUDGET:
+                    parts, on_written = plain.popleft()
+                    self._queue_wire(tls.encrypt(parts), on_written)
+                self._write_wire(now_ms)
+                if self._out or not plain:
+                    break
+        self._update_interest()
+
+    def _write_wire(self, now_ms: float) -> None:
         out = self._out
         while out:
             bufs = [mv for mv, _ in (out[i] for i in range(min(len(out), _IOV_MAX)))]
@@ -146,7 +225,6 @@ class BrokerConnection:
                 _, cb = out.popleft()
                 if cb is not None:
                     cb()
-        self._update_interest()
 
     def _update_interest(self) -> None:
         if self.sock is None:
@@ -154,7 +232,7 @@ class BrokerConnection:
         if self.state == ConnectionState.CONNECTING:
             events = selectors.EVENT_WRITE
         else:
-            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if self._out else 0)
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if self._out or self._plain else 0)
         try:
             key = self.selector.get_key(self.sock)
             if key.events != events:
@@ -164,7 +242,27 @@ class BrokerConnection:
 
     # -- reading -----------------------------------------------------------------------
     def read(self, now_ms: float) -> list[bytes]:
-        """Read what is available without blocking (bounded per call)."""
+        """Read what is available without blocking (bounded per call): the plaintext.  A close by
+        the broker raises, carrying (as ``chunks``) the plaintext that came before it."""
+        tls = self.tls
+        if tls is None:
+            return self._recv(now_ms)
+        plain: list[bytes] = []
+        try:
+            for raw in self._recv(now_ms):
+                plain.extend(tls.feed(raw))
+        except _PeerClosed as closed:
+            for raw in closed.chunks:
+                plain.extend(tls.feed(raw))
+            raise _PeerClosed(plain, str(tls.eof_error())) from None
+        finally:
+            out = tls.pending_output()  # e.g. a TLS 1.3 key update answered
+            if out:
+                self._queue_wire(out, None)
+                self._update_interest()
+        return plain
+
+    def _recv(self, now_ms: float) -> list[bytes]:
         chunks: list[bytes] = []
         total = 0
         while total < _MAX_READ_PER_POLL:
@@ -197,10 +295,14 @@ class BrokerConnection:
                 pass
         self.sock = None
         self.state = ConnectionState.DISCONNECTED
-        dropped = [cb for _, cb in self._out if cb is not None]
+        dropped = [cb for _, cb in self._out if cb is not None] + [cb for _, cb in self._plain if cb is not None]
         self._out.clear()
+        self._plain.clear()
         self._out_bytes = 0
         self.api_versions = {}
+        self.tls = None
+        self.authenticator = None
+        self.reauthenticate_at_ms = None
         return dropped
 
 

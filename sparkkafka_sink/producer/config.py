@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITIONERS = ("murmur2", "round_robin", "random")
-SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class _Key:
 
 
 def _fail(key: str, value: Any, allowed: str) -> ConfigError:
-    return ConfigError(f"Invalid value {value!r} for configuration '{key}': expected {allowed}")
+    shown = REDACTED if is_secret_key(key) else repr(value)
+    return ConfigError(f"Invalid value {shown} for configuration '{key}': expected {allowed}")
 
 
 def _int(lo: int, hi: int = INT_MAX) -> Callable[[str, Any], int]:
@@ -79,6 +81,34 @@ def _str(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise _fail(key, value, "a string")
     return value
+
+
+def _upper_choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def parse(key: str, value: Any) -> str:
+        if isinstance(value, str) and value.strip().upper() in options:
+            return value.strip().upper()
+        raise _fail(key, value, "one of " + ", ".join(options))
+
+    return parse
+
+
+def _callable_or_str(key: str, value: Any):
+    if callable(value) or isinstance(value, str):
+        return value
+    raise _fail(key, value, "a callable or an importable 'module:function' string")
+
+
+def _float(lo: float, hi: float) -> Callable[[str, Any], float]:
+    def parse(key: str, value: Any) -> float:
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            raise _fail(key, value, f"a number in [{lo}, {hi}]") from None
+        if isinstance(value, bool) or not lo <= f <= hi:
+            raise _fail(key, value, f"a number in [{lo}, {hi}]")
+        return f
+
+    return parse
 
 
 def _acks(key: str, value: Any) -> int:
@@ -162,7 +192,37 @@ _KEYS = [
     _Key("send.buffer.bytes", -1, _int(-1),
          "SO_SNDBUF (-1: OS autotuning; Java's 131072 splits large requests into many writes)"),
     _Key("receive.buffer.bytes", 32768, _int(-1), "SO_RCVBUF (-1: OS default)"),
-    _Key("security.protocol", "PLAINTEXT", _choice(SECURITY_PROTOCOLS, lower=False), "only PLAINTEXT so far"),
+    _Key("security.protocol", "PLAINTEXT", _upper_choice(SECURITY_PROTOCOLS),
+         "PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over TLS)"),
+    _Key("ssl.truststore.location", None, _str, "CA certificates to trust: a PEM or PKCS12 file (default: system CAs)"),
+    _Key("ssl.truststore.type", None, _str, "PEM or PKCS12 (default: from the file name; JKS must be converted)"),
+    _Key("ssl.truststore.password", None, _str, "password of a PKCS12 truststore"),
+    _Key("ssl.truststore.certificates", None, _str, "CA certificates as PEM text (instead of a file)"),
+    _Key("ssl.keystore.location", None, _str, "mutual TLS: client key and certificate, a PEM or PKCS12 file"),
+    _Key("ssl.keystore.type", None, _str, "PEM or PKCS12 (default: from the file name)"),
+    _Key("ssl.keystore.password", None, _str, "password of a PKCS12 keystore"),
+    _Key("ssl.keystore.certificate.chain", None, _str, "mutual TLS: client certificate chain as PEM text"),
+    _Key("ssl.keystore.key", None, _str, "mutual TLS: client private key as PEM text"),
+    _Key("ssl.key.password", None, _str, "password of an encrypted PEM private key"),
+    _Key("ssl.endpoint.identification.algorithm", "https", _str,
+         "'https' verifies the broker's host name against its certificate; '' turns that off"),
+    _Key("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", _str, "TLS versions allowed"),
+    _Key("ssl.protocol", "TLSv1.3", _str, "highest TLS version offered (TLSv1.3, TLSv1.2)"),
+    _Key("ssl.cipher.suites", None, _str, "TLS 1.2 cipher suites (Java/IANA or OpenSSL names; default: OpenSSL's)"),
+    _Key("sasl.mechanism", None, _str, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
+    _Key("sasl.jaas.config", None, _str, "credentials as Java users write them (PlainLoginModule, ScramLoginModule, "
+                                          "OAuthBearerLoginModule)"),
+    _Key("sasl.username", None, _str, "user name for PLAIN/SCRAM (instead of sasl.jaas.config)"),
+    _Key("sasl.password", None, _str, "password for PLAIN/SCRAM (instead of sasl.jaas.config)"),
+    _Key("sasl.oauthbearer.token.provider", None, _callable_or_str,
+         "OAUTHBEARER: a callable (or 'module:function') returning a token"),
+    _Key("sasl.oauthbearer.token.endpoint.url", None, _str, "OAUTHBEARER: OIDC token endpoint (client credentials)"),
+    _Key("sasl.oauthbearer.client.id", None, _str, "OAUTHBEARER/OIDC client id"),
+    _Key("sasl.oauthbearer.client.secret", None, _str, "OAUTHBEARER/OIDC client secret"),
+    _Key("sasl.oauthbearer.scope", None, _str, "OAUTHBEARER/OIDC scope"),
+    _Key("sasl.oauthbearer.extensions", None, _str, "OAUTHBEARER SASL extensions: k=v,k2=v2"),
+    _Key("sasl.login.refresh.window.factor", 0.8, _float(0.5, 1.0),
+         "refresh an OAUTHBEARER token once this fraction of its lifetime has passed"),
     _Key("transactional.id", None, _transactional_id, "not supported yet"),
 ]
 KEYS: dict[str, _Key] = {k.name: k for k in _KEYS}
@@ -237,7 +297,7 @@ class ProducerConfig(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        return f"ProducerConfig({self._values!r})"
+        return f"ProducerConfig({redact(self._values)!r})"
 
 
 def _unknown_key_message(key: str) -> str:

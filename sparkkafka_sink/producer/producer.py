@@ -34,6 +34,8 @@ from sparkkafka_sink.network.client import NetworkClient, now_ms
 from sparkkafka_sink.network.client import now_ms as _monotonic_ms
 from sparkkafka_sink.network.cluster import Cluster
 from sparkkafka_sink.network.metadata import Metadata
+from sparkkafka_sink.network.sasl import sasl_settings
+from sparkkafka_sink.network.ssl_context import build_ssl_context
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.buffer_pool import BufferPool
@@ -107,6 +109,11 @@ class Producer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         self.config = c = ProducerConfig(config, **kwargs)
+        # Security first: a bad truststore or missing credentials fail here, before any thread starts.
+        ssl_context = build_ssl_context(c)
+        self._sasl = sasl_settings(c)
+        if self._sasl is not None:
+            self._sasl.prepare()  # the first OAUTHBEARER token: a bad secret fails here, not on the I/O thread
         self.client_id = c["client.id"] if "client.id" in c.explicit else f"{c['client.id']}-{next(_client_ids)}"
         self._closed = False
         self._metrics = ProducerMetrics()
@@ -129,7 +136,8 @@ class Producer:
             connection_setup_timeout_max_ms=c["socket.connection.setup.timeout.max.ms"],
             connections_max_idle_ms=c["connections.max.idle.ms"], send_buffer_bytes=c["send.buffer.bytes"],
             receive_buffer_bytes=c["receive.buffer.bytes"],
-            allow_auto_topic_creation=c["allow.auto.create.topics"], software_version=__version__)
+            allow_auto_topic_creation=c["allow.auto.create.topics"], software_version=__version__,
+            ssl_context=ssl_context, sasl=self._sasl)
         #: one partitioner (and one state) for send() and send_batch()
         self._partitioner = make_partitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
         self._keyed_murmur2 = c["partitioner"] == "murmur2" and not c["partitioner.ignore.keys"]
@@ -158,6 +166,8 @@ class Producer:
         """Queue one record; the returned future resolves to its RecordMetadata."""
         if self._closed:
             raise ProducerClosedError("Cannot send: the producer is closed")
+        if self._client.fatal_error is not None:
+            raise self._fatal()
         start = _monotonic_ms()
         if topic not in self._valid_topics:
             self._valid_topics.add(validate_topic(topic))
@@ -224,6 +234,8 @@ class Producer:
         """
         if self._closed:
             raise ProducerClosedError("Cannot send: the producer is closed")
+        if self._client.fatal_error is not None:
+            raise self._fatal()
         start = now_ms()
         validate_topic(topic)
         c = self.config
@@ -251,6 +263,11 @@ class Producer:
             self._sender.wakeup()
         return BulkFuture(topic, batches)
 
+    def _fatal(self) -> KafkaError:
+        """The client's fatal error (authentication, certificate), raised afresh for this caller."""
+        error = self._client.fatal_error
+        return type(error)(str(error))
+
     def _ensure_valid_size(self, topic: str, size: int) -> None:
         c = self.config
         if size > c["max.request.size"]:
@@ -273,6 +290,8 @@ class Producer:
             return cluster
         refreshed = False
         while True:
+            if self._client.fatal_error is not None:
+                raise self._fatal()
             code = cluster.topic_errors.get(topic)
             topic_error = error_for_code(code, f"topic {topic!r}") if code else None
             if topic_error is not None and not topic_error.retriable:  # e.g. TOPIC_AUTHORIZATION_FAILED
@@ -340,6 +359,8 @@ class Producer:
             self._sender.force_close()
             self._sender.join()
         self._pool.close()
+        if self._sasl is not None:
+            self._sasl.close()
 
     @property
     def closed(self) -> bool:
@@ -350,6 +371,12 @@ class Producer:
         validate_topic(topic)
         cluster = self._wait_on_metadata(topic, None, self.config["max.block.ms"])
         return cluster.partitions_for(topic)
+
+    def __repr__(self) -> str:
+        protocol = self.config["security.protocol"]
+        principal = f" as {self._sasl.principal!r}" if self._sasl is not None else ""
+        state = "closed" if self._closed else "open"
+        return f"<Producer {self.client_id} {protocol}{principal} {state}>"
 
     def metrics(self) -> dict:
         snap = self._metrics.snapshot()

@@ -102,6 +102,12 @@ class Sender(threading.Thread):
     # -- one loop ----------------------------------------------------------------------
     def run_once(self) -> None:
         now = now_ms()
+        fatal = self.client.fatal_error
+        if fatal is not None:  # authentication or certificate: nothing can be delivered any more
+            self._in_flight.clear()
+            self.metrics.records_failed += self.accumulator.abort_incomplete(fatal)
+            self.client.poll(self.request_timeout_ms, now)
+            return
         idem = self.idempotence
         if idem is not None and not idem.has_producer_id():
             self._maybe_init_producer_id(now)

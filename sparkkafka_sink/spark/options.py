@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from sparkkafka_sink.redaction import redact
 from sparkkafka_sink.spark.validation import SinkValidationError
 
 KAFKA_PREFIX = "kafka."
@@ -44,6 +45,10 @@ class SinkOptions:
     topic: str | None
     producer_config: dict = field(default_factory=dict)
     coalesce_bytes: int = 0
+
+    def __repr__(self) -> str:  # secrets (sasl.jaas.config, passwords, keys) never shown
+        return (f"SinkOptions(bootstrap_servers={self.bootstrap_servers!r}, topic={self.topic!r}, "
+                f"producer_config={redact(self.producer_config)!r}, coalesce_bytes={self.coalesce_bytes})")
 
     @property
     def delivery_timeout_s(self) -> float:
@@ -126,7 +131,8 @@ def _check_producer_config(config: dict) -> None:
     from sparkkafka_sink.producer.config import ProducerConfig
 
     try:
-        ProducerConfig(dict(config))
+        checked = ProducerConfig(dict(config))
+        _check_security(checked)
     except ConfigError as exc:
         # Speak in the user's option names: 'linger.ms' -> 'kafka.linger.ms'.
         text = str(exc)
@@ -137,6 +143,22 @@ def _check_producer_config(config: dict) -> None:
             f"invalid producer option: {text} (kafka.* options are producer settings with the "
             f"prefix stripped)"
         ) from exc
+
+
+def _check_security(config) -> None:
+    """SASL settings in full; TLS files only when they exist here on the driver (on a cluster
+    they may be shipped to the executors only, with --files)."""
+    import os
+
+    from sparkkafka_sink.network.sasl import sasl_settings
+    from sparkkafka_sink.network.ssl_context import build_ssl_context
+
+    settings = sasl_settings(config)
+    if settings is not None:
+        settings.close()
+    files = [config[k] for k in ("ssl.truststore.location", "ssl.keystore.location") if config[k]]
+    if all(os.path.exists(f) for f in files):
+        build_ssl_context(config)
 
 
 def read_properties(path: str) -> dict:

@@ -11,6 +11,8 @@ at-least-once; within a task the producer's idempotence keeps its own retries du
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
@@ -205,10 +207,31 @@ def _concat(batches: list):
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
+#: options naming files, which on a cluster are shipped to the executors with --files / addFile
+_FILE_OPTIONS = ("ssl.truststore.location", "ssl.keystore.location")
+
+
 def _task_config(options: SinkOptions, task: TaskInfo) -> dict:
     config = dict(options.producer_config)
     config.setdefault("client.id", f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
+    for key in _FILE_OPTIONS:
+        if config.get(key):
+            config[key] = _local_file(config[key])
     return config
+
+
+def _local_file(path: str) -> str:
+    """``path`` if it exists here, else the copy Spark shipped to this executor (``--files`` or
+    ``SparkContext.addFile`` put it in the SparkFiles directory under its base name)."""
+    if os.path.exists(path):
+        return path
+    try:
+        from pyspark import SparkFiles
+
+        shipped = SparkFiles.get(os.path.basename(path))
+    except Exception:  # noqa: BLE001 - no SparkFiles here: the producer reports the missing file
+        return path
+    return shipped if os.path.exists(shipped) else path
 
 
 def _flush(producer, tracker: DeliveryTracker, options: SinkOptions) -> None:

@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -154,10 +155,13 @@ class KafkaNode(EmbeddedBroker):
     kind = "apache"
     term_grace = 60.0
 
-    def __init__(self, cluster: "ApacheKafka", node_id: int, port: int, controller_port: int):
+    def __init__(self, cluster: "ApacheKafka", node_id: int, port: int, controller_port: int,
+                 extra_ports: Optional[Dict[str, int]] = None):
         self.cluster = cluster
         self.node_id = node_id
         self.controller_port = controller_port
+        #: ``{listener name: port}`` of the extra (secured) listeners, kept across restarts
+        self.extra_ports: Dict[str, int] = dict(extra_ports or {})
         self.dir = cluster.base_dir / f"node-{node_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.dir / "data"
@@ -199,6 +203,15 @@ class KafkaNode(EmbeddedBroker):
             "num.replica.fetchers": "1",
             "log.segment.bytes": str(64 * 1024 * 1024),
         }
+        if c.security is not None:
+            protocols = c.security.protocols
+            props["listeners"] += "".join(f",{name}://{HOST}:{self.extra_ports[name]}"
+                                          for name in protocols)
+            props["advertised.listeners"] += "".join(f",{name}://{HOST}:{self.extra_ports[name]}"
+                                                     for name in protocols)
+            props["listener.security.protocol.map"] += "".join(
+                f",{name}:{proto}" for name, proto in protocols.items())
+            props.update(c.security.broker_properties())
         props.update({k: str(v) for k, v in c.broker_config.items()})
         return props
 
@@ -208,8 +221,10 @@ class KafkaNode(EmbeddedBroker):
         (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.server_log))
 
     def format_command(self, cluster_id: str) -> List[str]:
+        extra = self.cluster.security.format_args() if self.cluster.security is not None else []
         return [self.cluster.java, *self._log_opts(), "-cp", f"{self.cluster.lib}/*",
-                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties_file)]
+                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties_file),
+                *extra]
 
     def _log_opts(self) -> List[str]:
         cfg = self.dir / "log4j2.properties"
@@ -276,17 +291,24 @@ class ApacheKafka:
     ``broker_config`` adds or overrides ``server.properties`` keys for every node (e.g.
     ``{"producer.id.expiration.ms": 2000}``).  Topics default to replication factor
     ``min(nodes, 3)``.  Use as a context manager, or ``start()`` / ``close()``.
+
+    ``security`` (a :class:`sparkkafka_sink.testing.security.BrokerSecurity`) adds secured
+    listeners beside PLAINTEXT (which stays the inter-broker listener and the one
+    ``wait_for_brokers`` uses): one more port per listener per node, its server properties, and
+    its storage format arguments (SCRAM users); ``bootstrap(listener_name)`` addresses them.
     """
 
     kind = "apache"
 
     def __init__(self, nodes: int = 1, *, version: str = KAFKA_VERSION,
                  broker_config: Optional[Dict[str, object]] = None, startup_timeout: float = 120.0,
-                 base_dir: Optional[str] = None, keep_files: Optional[bool] = None):
+                 base_dir: Optional[str] = None, keep_files: Optional[bool] = None,
+                 security=None):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         self.version = version
         self.broker_config = dict(broker_config or {})
+        self.security = security
         self.startup_timeout = startup_timeout
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix=f"apache-kafka-{version}-"))
@@ -305,6 +327,22 @@ class ApacheKafka:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(n.bootstrap_servers for n in self.nodes)
+
+    @property
+    def listener_names(self) -> List[str]:
+        """"PLAINTEXT" and the names of the extra listeners of ``security``."""
+        return ["PLAINTEXT", *(self.security.protocols if self.security is not None else ())]
+
+    def bootstrap(self, listener: str = "PLAINTEXT", host: str = HOST) -> str:
+        """``"host:port,..."`` of every node's ``listener`` ("PLAINTEXT" or an extra listener
+        of ``security``); ``host`` may be "localhost" (brokers still advertise 127.0.0.1)."""
+        if not self.nodes:
+            raise RuntimeError("the cluster has not been started")
+        if listener == "PLAINTEXT":
+            return ",".join(f"{host}:{n.port}" for n in self.nodes)
+        if listener not in self.nodes[0].extra_ports:
+            raise KeyError(f"no listener {listener!r}; listeners: {self.listener_names}")
+        return ",".join(f"{host}:{n.extra_ports[listener]}" for n in self.nodes)
 
     def node(self, node_id: int) -> KafkaNode:
         for n in self.nodes:
@@ -332,6 +370,15 @@ class ApacheKafka:
                 ports = sorted(ports)
                 self.nodes = [KafkaNode(self, i + 1, ports[2 * i], ports[2 * i + 1])
                               for i in range(self._requested_nodes)]
+                if self.security is not None:
+                    taken = set(ports)
+                    for n in self.nodes:
+                        for name in self.security.protocols:
+                            port = free_port(HOST)
+                            while port in taken:
+                                port = free_port(HOST)
+                            taken.add(port)
+                            n.extra_ports[name] = port
                 for n in self.nodes:
                     n.write_config()
                 self._format()
@@ -342,6 +389,8 @@ class ApacheKafka:
                 wait_for_kafka(HOST, n.port, self.startup_timeout, n._proc, n.log_tail)
                 n._started_once = True
             self.wait_for_brokers(len(self.nodes), timeout=self.startup_timeout)
+            if self.security is not None:
+                self._wait_for_extra_listeners(self.startup_timeout)
         except BaseException:
             self.close()
             raise
@@ -349,6 +398,22 @@ class ApacheKafka:
         log.info("Apache Kafka %s: %d node(s) on %s up in %.1f s", self.version, len(self.nodes),
                  self.bootstrap_servers, self.startup_seconds)
         return self
+
+    def _wait_for_extra_listeners(self, timeout: float) -> None:
+        """Wait until every node accepts TCP connections on its extra listeners."""
+        deadline = time.monotonic() + timeout
+        for n in self.nodes:
+            for name, port in n.extra_ports.items():
+                while True:
+                    try:
+                        socket.create_connection((HOST, port), timeout=1).close()
+                        break
+                    except OSError as e:
+                        if time.monotonic() > deadline:
+                            raise BrokerStartError(f"node {n.node_id} does not accept connections on "
+                                                   f"listener {name} ({HOST}:{port}): {e}\n"
+                                                   f"{n.log_tail(20)}") from e
+                        time.sleep(0.1)
 
     def _format(self) -> None:
         def run(node: KafkaNode) -> None:

@@ -47,10 +47,15 @@ CHOICES = {
     "allow.auto.create.topics": ([True, "false"], ["no", 1]),
     "partitioner.ignore.keys": ([False, "true"], ["maybe", 0]),
     "partitioner": (["murmur2", "round_robin", "random", lambda t, k, n: 0], ["sticky", 3]),
-    "security.protocol": (["PLAINTEXT"], ["SSL", "SASL_PLAINTEXT", "plaintext ", 1]),
+    "security.protocol": (["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "sasl_ssl", "plaintext "], ["TLS", "SASL", "", 1]),
+    "sasl.login.refresh.window.factor": ([0.5, "0.8", 1, "1.0"], [0.4, "1.1", "soon", True]),
     "client.id": (["x", ""], [5, b"x"]),
 }
 NOT_NUMBERS = ["soon", "1.5", 1.5, True, [1], b"5"]
+#: security options read as text (their meaning is checked when the producer builds its TLS
+#: context and SASL settings: tests/security)
+TEXT_KEYS = sorted(k for k in KEYS if (k.startswith("ssl.") or k.startswith("sasl."))
+                   and k not in CHOICES and k != "sasl.oauthbearer.token.provider")
 
 
 def _conf(key, value):
@@ -65,7 +70,8 @@ def _conf(key, value):
 
 
 def test_every_key_has_a_range_or_choice_test():
-    covered = set(RANGES) | set(CHOICES) | {"bootstrap.servers", "transactional.id"}
+    covered = set(RANGES) | set(CHOICES) | set(TEXT_KEYS) | {"bootstrap.servers", "transactional.id",
+                                                            "sasl.oauthbearer.token.provider"}
     assert covered == set(KEYS), set(KEYS) ^ covered
 
 
@@ -89,6 +95,32 @@ def test_choice_option_accepts_only_its_values(key):
     for value in bad:
         with pytest.raises(ConfigError, match=rf"'{key}'.*expected"):
             ProducerConfig(_conf(key, value))
+
+
+@pytest.mark.parametrize("key", TEXT_KEYS)
+def test_security_text_option_must_be_a_string_and_a_secret_is_never_echoed(key):
+    ProducerConfig(_conf(key, "some text"))
+    with pytest.raises(ConfigError, match=rf"'{key}'.*expected a string") as info:
+        ProducerConfig(_conf(key, 12345))
+    if any(word in key for word in ("password", "secret", "jaas", "keystore.key")):
+        assert "12345" not in str(info.value)
+
+
+def test_token_provider_is_a_callable_or_an_import_string():
+    ProducerConfig(_conf("sasl.oauthbearer.token.provider", lambda: "t"))
+    ProducerConfig(_conf("sasl.oauthbearer.token.provider", "module:function"))
+    with pytest.raises(ConfigError, match="'sasl.oauthbearer.token.provider'.*callable"):
+        ProducerConfig(_conf("sasl.oauthbearer.token.provider", 5))
+
+
+def test_config_repr_hides_secrets():
+    config = ProducerConfig(dict(BS, **{"sasl.password": "pw-123", "sasl.jaas.config": "x password=\"jaas-456\";",
+                                        "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----key-789",
+                                        "sasl.oauthbearer.client.secret": "cs-000", "client.id": "visible"}))
+    text = repr(config)
+    for secret in ("pw-123", "jaas-456", "key-789", "cs-000"):
+        assert secret not in text
+    assert "visible" in text and "redacted" in text
 
 
 @pytest.mark.parametrize("conf, fragment", [

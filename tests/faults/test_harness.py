@@ -323,6 +323,18 @@ def test_metadata_routes_clients_through_proxy(proxied_broker, kind):
     assert len(consume_all(pb.direct_bootstrap_servers, routed_topic, 200)) == 200
 
 
+def _wait_for_answer(proxy, producer, answered_before: int, timeout: float = 15.0) -> None:
+    """Until a response newer than ``answered_before`` passed a live connection of ``proxy``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = proxy.stats()
+        if stats["active_connections"] and stats["responses"] > answered_before:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no answer through the proxy within {timeout} s: {stats}")
+        producer.poll(0.005)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_cut_all_mid_stream_confluent_still_delivers(proxied_broker, kind):
     pb = proxied_broker(kind)
@@ -333,12 +345,14 @@ def test_cut_all_mid_stream_confluent_still_delivers(proxied_broker, kind):
     for i in range(n):
         p.produce(cut_topic, b"%d" % i, on_delivery=lambda err, msg: err and errors.append(err))
         if i % 1000 == 500:
-            p.poll(0.02)
+            # cut when the proxy has seen an answer go through since the last cut (a live
+            # connection carrying traffic), not after a guessed pause
+            _wait_for_answer(pb.proxy, p, pb.proxy.stats()["responses"])
             cuts += pb.proxy.cut_all()
         if i % 100 == 0:
             p.poll(0)
     assert p.flush(20) == 0 and not errors
-    assert cuts >= 1
+    assert cuts >= 3
     got = consume_all(pb.direct_bootstrap_servers, cut_topic, n)
     assert {r.value for r in got} == {b"%d" % i for i in range(n)}
     if kind in ("noida", "apache"):  # strict idempotence: a resent batch is not stored twice
@@ -354,14 +368,15 @@ def test_cut_every_confluent_still_delivers(proxied_broker, kind):
     assert p.flush(10) == 0
     errors, sent = [], []
     pb.proxy.cut_every(0.2)
-    end = time.monotonic() + 0.8
-    while time.monotonic() < end:  # produce steadily while connections keep dropping
+    deadline = time.monotonic() + 30
+    # produce steadily while connections keep dropping, until three cuts happened
+    while pb.proxy.stats()["cuts"] < 3 and time.monotonic() < deadline:
         sent.append(b"%d" % len(sent))
         p.produce(flappy_topic, sent[-1], on_delivery=lambda err, msg: err and errors.append(err))
         p.poll(0.002)
     pb.proxy.stop_cutting()
     assert p.flush(20) == 0 and not errors
-    assert pb.proxy.stats()["cuts"] >= 2
+    assert pb.proxy.stats()["cuts"] >= 3
     got = consume_all(pb.direct_bootstrap_servers, flappy_topic, len(sent) + 1)
     assert {r.value for r in got} == set(sent) | {b"warmup"}
 

@@ -25,11 +25,21 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark_event_log(tmp_path_factory):
+    """Where the session's event log goes: every plan, SQL execution, job and streaming progress
+    Spark records, uncompressed, so tests can prove no secret reaches it."""
+    return tmp_path_factory.mktemp("spark-events")
+
+
+@pytest.fixture(scope="session")
+def spark(spark_event_log):
     from pyspark.sql import SparkSession
 
     session = (
         SparkSession.builder.master("local[2]")
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", str(spark_event_log))
+        .config("spark.eventLog.compress", "false")
         .appName("sparkkafka-sink-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")

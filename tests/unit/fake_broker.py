@@ -403,7 +403,7 @@ class FakeBroker:
     def _handle(self, conn: _Conn, frame: bytes) -> None:
         api_key, version, cid, client_id, offset = decode_request_header(frame)
         body_bytes = memoryview(frame)[offset:]
-        if api_key not in HANDLED:
+        if api_key not in HANDLED and api_key not in self.handlers:
             raise ProtocolError(f"fake broker does not handle api key {api_key}")
         body = messages.decode_body(DECLARED[api_key].spec + "Request", body_bytes, version)
         rec = Received(api_key, version, cid, client_id, conn.id, time.monotonic(), body, len(frame))

@@ -1,0 +1,278 @@
+"""The ``ssl.SSLContext`` of a producer, from the Java client's ``ssl.*`` options.
+
+Built once per producer (so a bad truststore fails the constructor, not the first send) and
+shared by every connection.  Python's ``ssl`` reads PEM only; PKCS12 stores are converted in
+memory with ``cryptography``.  A private key never touches the disk unencrypted: keys that must
+go through a file (``load_cert_chain`` takes paths only) are written encrypted with a one-off
+password into a private directory and deleted at once.  JKS cannot be read by any maintained
+Python library, so it fails with the ``keytool`` command that converts it.  Error messages name
+the option and the file, never a password or key.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import ssl
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from sparkkafka_sink.errors import ConfigError
+
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+STORE_TYPES = ("PEM", "PKCS12", "JKS")
+_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_JKS_MAGIC = b"\xfe\xed\xfe\xed"
+#: TLS 1.3 suites: OpenSSL enables all of them and Python cannot narrow them down.
+_TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256")
+
+
+def uses_tls(config: Mapping[str, Any]) -> bool:
+    return config.get("security.protocol") in TLS_PROTOCOLS
+
+
+def build_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext | None:
+    """The client context for ``security.protocol`` SSL/SASL_SSL, or None for plaintext ones."""
+    if not uses_tls(config):
+        explicit = getattr(config, "explicit", config.keys())
+        given = sorted(k for k in explicit if k.startswith("ssl.") and config.get(k) not in (None, "")
+                       and k != "ssl.endpoint.identification.algorithm")
+        if given:
+            raise ConfigError(f"{', '.join(given)} given but security.protocol is "
+                              f"{config.get('security.protocol')}: TLS options need SSL or SASL_SSL")
+        return None
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    algorithm = (config.get("ssl.endpoint.identification.algorithm") or "").strip().lower()
+    if algorithm not in ("", "https"):
+        raise ConfigError(f"Invalid value {algorithm!r} for configuration 'ssl.endpoint.identification.algorithm': "
+                          "expected 'https' (verify the broker's host name) or '' (do not)")
+    ctx.check_hostname = algorithm == "https"
+    _set_protocols(ctx, config)
+    _set_ciphers(ctx, config.get("ssl.cipher.suites"))
+    _load_trust(ctx, config)
+    _load_identity(ctx, config)
+    return ctx
+
+
+# -- protocols and ciphers ----------------------------------------------------------------
+def _set_protocols(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
+    enabled = [p.strip() for p in (config.get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",") if p.strip()]
+    unknown = [p for p in enabled if p not in _VERSIONS]
+    if unknown or not enabled:
+        raise ConfigError(f"Invalid value {config.get('ssl.enabled.protocols')!r} for configuration "
+                          "'ssl.enabled.protocols': expected a list of TLSv1.2, TLSv1.3 (older versions are insecure)")
+    protocol = (config.get("ssl.protocol") or "TLSv1.3").strip()
+    if protocol not in ("TLS", "TLSv1.2", "TLSv1.3"):
+        raise ConfigError(f"Invalid value {protocol!r} for configuration 'ssl.protocol': expected TLSv1.3, TLSv1.2 or TLS")
+    versions = sorted(_VERSIONS[p] for p in enabled)
+    ceiling = _VERSIONS.get(protocol, ssl.TLSVersion.TLSv1_3)
+    if versions[0] > ceiling:
+        raise ConfigError(f"ssl.protocol={protocol} is lower than every version in ssl.enabled.protocols={','.join(enabled)}")
+    ctx.minimum_version = versions[0]
+    ctx.maximum_version = min(versions[-1], ceiling)
+
+
+def _openssl_cipher_name(iana: str) -> str:
+    """Java/IANA TLS 1.2 suite names (``TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384``) in OpenSSL's
+    spelling (``ECDHE-RSA-AES256-GCM-SHA384``); OpenSSL names pass through."""
+    if not iana.startswith("TLS_") or "_WITH_" not in iana:
+        return iana
+    kx, _, cipher = iana[4:].partition("_WITH_")
+    kx = {"RSA": ""}.get(kx, kx.replace("_", "-"))
+    parts = cipher.split("_")
+    if parts[0] == "AES":  # AES_256_GCM_SHA384 -> AES256-GCM-SHA384
+        parts = [f"AES{parts[1]}", *parts[2:]]
+    elif parts[0] == "CHACHA20":  # CHACHA20_POLY1305_SHA256 -> CHACHA20-POLY1305
+        parts = ["CHACHA20", "POLY1305"]
+    name = "-".join(p for p in [kx, *parts] if p)
+    return name.replace("AES128-CBC-SHA", "AES128-SHA").replace("AES256-CBC-SHA", "AES256-SHA")
+
+
+def _set_ciphers(ctx: ssl.SSLContext, suites: Any) -> None:
+    if not suites:
+        return
+    names = [s.strip() for s in str(suites).split(",") if s.strip()]
+    tls12 = [_openssl_cipher_name(n) for n in names if n not in _TLS13_SUITES]
+    if not tls12:
+        return  # only TLS 1.3 suites named: OpenSSL offers exactly those
+    available = {c["name"] for c in ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).get_ciphers()} | {
+        c["name"] for c in _all_ciphers()}
+    unknown = [n for n, o in zip([n for n in names if n not in _TLS13_SUITES], tls12) if o not in available]
+    if unknown:
+        raise ConfigError(f"Invalid value for configuration 'ssl.cipher.suites': unknown or unavailable cipher "
+                          f"suite(s) {', '.join(unknown)} (Java/IANA names such as "
+                          "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, or OpenSSL names)")
+    ctx.set_ciphers(":".join(tls12))
+
+
+def _all_ciphers() -> list[dict]:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        ctx.set_ciphers("ALL:@SECLEVEL=0")
+    except ssl.SSLError:
+        return []
+    return ctx.get_ciphers()
+
+
+# -- trust ----------------------------------------------------------------------------------
+def _store_type(config: Mapping[str, Any], prefix: str, path: str | None) -> str:
+    key = f"{prefix}.type"
+    given = config.get(key)
+    if given:
+        kind = str(given).strip().upper()
+        if kind not in STORE_TYPES:
+            raise ConfigError(f"Invalid value {given!r} for configuration '{key}': expected PEM or PKCS12 (JKS: convert it)")
+        return kind
+    suffix = Path(path).suffix.lower() if path else ""
+    return {".p12": "PKCS12", ".pfx": "PKCS12", ".jks": "JKS"}.get(suffix, "PEM")
+
+
+def _jks_error(key: str, path: str) -> ConfigError:
+    return ConfigError(
+        f"{key} {path} is a JKS keystore, which Python cannot read (no maintained library does). "
+        f"Convert it once with Java's keytool: keytool -importkeystore -srckeystore {path} "
+        f"-destkeystore {Path(path).with_suffix('.p12')} -deststoretype PKCS12, then set "
+        f"{key.rsplit('.', 1)[0]}.type=PKCS12 (or export PEM with openssl pkcs12 -nokeys)")
+
+
+def _read(key: str, path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise ConfigError(f"Cannot read {key} {path!r}: {e.strerror or e} (in Spark, files named in options "
+                          "must exist where tasks run: ship them with --files / SparkFiles, or give PEM text "
+                          "inline)") from None
+
+
+def _password(config: Mapping[str, Any], key: str) -> bytes | None:
+    value = config.get(key)
+    return None if value in (None, "") else str(value).encode()
+
+
+def _load_trust(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
+    location = config.get("ssl.truststore.location") or None
+    inline = config.get("ssl.truststore.certificates") or None
+    if location and inline:
+        raise ConfigError("Give either ssl.truststore.location or ssl.truststore.certificates, not both")
+    if not location and not inline:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)  # system CAs, as Java and librdkafka do
+        return
+    if inline:
+        pem = str(inline)
+        if "-----BEGIN CERTIFICATE-----" not in pem:
+            raise ConfigError("ssl.truststore.certificates must hold PEM text (-----BEGIN CERTIFICATE----- blocks)")
+        _load_cadata(ctx, "ssl.truststore.certificates", pem)
+        return
+    key = "ssl.truststore.location"
+    data = _read(key, location)
+    kind = _store_type(config, "ssl.truststore", location)
+    if kind == "JKS" or data[:4] == _JKS_MAGIC:
+        raise _jks_error(key, location)
+    if kind == "PKCS12":
+        _load_cadata(ctx, key, _pkcs12_certificates_pem(key, location, data, _password(config, "ssl.truststore.password")))
+        return
+    text = data.decode("ascii", "replace")
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise ConfigError(f"{key} {location} is not a PEM file (no -----BEGIN CERTIFICATE-----); "
+                          "set ssl.truststore.type=PKCS12 if it is a PKCS12 store")
+    _load_cadata(ctx, f"{key} {location}", text)
+
+
+def _load_cadata(ctx: ssl.SSLContext, what: str, pem: str) -> None:
+    try:
+        ctx.load_verify_locations(cadata=pem)
+    except (ssl.SSLError, ValueError) as e:
+        raise ConfigError(f"Cannot load the certificates of {what}: {e}") from None
+
+
+def _pkcs12(key: str, path: str, data: bytes, password: bytes | None):
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    try:
+        return pkcs12.load_key_and_certificates(data, password)
+    except ValueError:
+        raise ConfigError(f"Cannot open {key} {path} as PKCS12: wrong password "
+                          f"({key.rsplit('.', 1)[0]}.password) or not a PKCS12 file") from None
+
+
+def _pkcs12_certificates_pem(key: str, path: str, data: bytes, password: bytes | None) -> str:
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    _, cert, extra = _pkcs12(key, path, data, password)
+    certs = ([cert] if cert is not None else []) + list(extra or [])
+    if not certs:
+        raise ConfigError(f"{key} {path} holds no certificates")
+    return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
+
+
+# -- identity (mutual TLS) ----------------------------------------------------------------
+def _load_identity(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
+    location = config.get("ssl.keystore.location") or None
+    chain = config.get("ssl.keystore.certificate.chain") or None
+    key_pem = config.get("ssl.keystore.key") or None
+    if location and (chain or key_pem):
+        raise ConfigError("Give either ssl.keystore.location or ssl.keystore.certificate.chain + "
+                          "ssl.keystore.key, not both")
+    if bool(chain) != bool(key_pem):
+        raise ConfigError("ssl.keystore.certificate.chain and ssl.keystore.key go together (PEM text of the "
+                          "client certificate chain and of its private key)")
+    key_password = _password(config, "ssl.key.password")
+    if chain:
+        _load_pem_identity(ctx, "ssl.keystore.key", str(chain), str(key_pem).encode(), key_password)
+        return
+    if not location:
+        return
+    key = "ssl.keystore.location"
+    data = _read(key, location)
+    kind = _store_type(config, "ssl.keystore", location)
+    if kind == "JKS" or data[:4] == _JKS_MAGIC:
+        raise _jks_error(key, location)
+    if kind == "PKCS12":
+        from cryptography.hazmat.primitives.serialization import Encoding
+
+        private_key, cert, extra = _pkcs12(key, location, data, _password(config, "ssl.keystore.password"))
+        if private_key is None or cert is None:
+            raise ConfigError(f"{key} {location} holds no private key with its certificate")
+        chain_pem = "".join(c.public_bytes(Encoding.PEM).decode() for c in [cert, *(extra or [])])
+        _load_key_object(ctx, key, chain_pem, private_key)
+        return
+    text = data.decode("ascii", "replace")
+    if "PRIVATE KEY-----" not in text or "-----BEGIN CERTIFICATE-----" not in text:
+        raise ConfigError(f"{key} {location} must be a PEM file holding the private key and the certificate chain")
+    _load_pem_identity(ctx, key, text, data, key_password)
+
+
+def _load_pem_identity(ctx: ssl.SSLContext, key: str, chain_pem: str, key_pem: bytes, password: bytes | None) -> None:
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    if b"PRIVATE KEY-----" not in key_pem:
+        raise ConfigError(f"{key} must hold a PEM private key (-----BEGIN PRIVATE KEY-----)")
+    try:
+        private_key = load_pem_private_key(key_pem[key_pem.find(b"-----BEGIN"):], password)
+    except TypeError:
+        raise ConfigError(f"The private key of {key} is encrypted: set ssl.key.password" if password is None
+                          else f"The private key of {key} is not encrypted: leave ssl.key.password unset") from None
+    except ValueError:
+        raise ConfigError(f"Cannot read the private key of {key}: wrong ssl.key.password or not a PEM key") from None
+    _load_key_object(ctx, key, chain_pem, private_key)
+
+
+def _load_key_object(ctx: ssl.SSLContext, key: str, chain_pem: str, private_key) -> None:
+    """Hand a key object to OpenSSL through a private, encrypted, immediately deleted file."""
+    from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, Encoding, PrivateFormat
+
+    if "-----BEGIN CERTIFICATE-----" not in chain_pem:
+        raise ConfigError(f"{key}: no certificate (-----BEGIN CERTIFICATE-----) to go with the private key")
+    one_off = secrets.token_hex(16).encode()
+    encrypted = private_key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(one_off))
+    with tempfile.TemporaryDirectory(prefix="sparkkafka-tls-") as tmp:
+        os.chmod(tmp, 0o700)
+        cert_file, key_file = Path(tmp, "chain.pem"), Path(tmp, "key.pem")
+        cert_file.write_text(chain_pem)
+        key_file.write_bytes(encrypted)
+        try:
+            ctx.load_cert_chain(str(cert_file), str(key_file), password=one_off)
+        except ssl.SSLError as e:
+            raise ConfigError(f"{key}: the private key does not match the certificate, or the chain is invalid ({e.reason})") from None

@@ -1,0 +1,122 @@
+"""The sink over SASL_SSL + SCRAM-SHA-512 against the secured Apache Kafka node: a batch write and a
+streaming write land every row (read back by confluent-kafka with the same security), a wrong
+password fails the job with our message, and no secret reaches Spark's event log (every plan,
+SQL execution, job property and streaming progress Spark records) or our logs."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from kafka_helpers import consume_all
+from sparkkafka_sink.testing.security import WRONG_PASSWORD
+from test_spark_streaming import rate, run_until
+
+pytestmark = [pytest.mark.broker, pytest.mark.security]
+
+_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PASSWORD = "alice-secret"
+
+
+def secured_options(cluster, topic: str, password: str = PASSWORD) -> dict:
+    return {
+        "kafka.bootstrap.servers": cluster.bootstrap("SASL_SSL"),
+        "topic": topic,
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.ssl.truststore.location": str(cluster.security.pki.ca_cert_path),
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": f'{_SCRAM_MODULE} required username="alice" password="{password}";',
+        "kafka.max.block.ms": "20000",
+    }
+
+
+def reader(confluent_config) -> dict:
+    return {k: v for k, v in confluent_config("SASL_SSL", "SCRAM-SHA-512").items() if k != "bootstrap.servers"}
+
+
+def our_log_text(caplog) -> str:
+    """What our own loggers said (py4j's DEBUG log echoes every .option() call to the JVM: not ours)."""
+    return "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("sparkkafka_sink"))
+
+
+def event_log_text(directory: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in directory.rglob("*") if p.is_file())
+
+
+def test_batch_write_over_sasl_ssl_scram(spark, sink_metrics, spark_event_log, secured_kafka, secured_topic,
+                                         confluent_config, caplog):
+    caplog.set_level(logging.DEBUG)
+    topic = secured_topic(partitions=3)
+    n = 20_000
+    df = spark.range(n).select(F.col("id").cast("string").alias("value"), F.col("id").cast("string").alias("key"))
+    before = sink_metrics.snapshot()["records_sent"]
+    df.write.format("pyprod-kafka").mode("append").options(**secured_options(secured_kafka, topic)).save()
+    got = consume_all(secured_kafka.bootstrap("SASL_SSL"), topic, expected_count=n, timeout=60,
+                      config=reader(confluent_config))
+    assert sorted(int(r.value) for r in got) == list(range(n))
+    assert sink_metrics.snapshot()["records_sent"] - before == n
+    log_text = event_log_text(spark_event_log)
+    assert "SCRAM-SHA-512" in log_text or "pyprod-kafka" in log_text  # the event log is really written
+    assert PASSWORD not in log_text and PASSWORD not in our_log_text(caplog)
+
+
+def test_streaming_write_over_sasl_ssl_scram(spark, spark_event_log, secured_kafka, secured_topic,
+                                             confluent_config, tmp_path):
+    topic = secured_topic(partitions=2)
+    query = (rate(spark).select(F.col("value").cast("string").alias("value"))
+             .writeStream.format("pyprod-kafka").options(**secured_options(secured_kafka, topic))
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="500 milliseconds").start())
+    n = run_until(query, 60)
+    got = consume_all(secured_kafka.bootstrap("SASL_SSL"), topic, expected_count=n, timeout=60,
+                      config=reader(confluent_config))
+    values = {int(r.value) for r in got}
+    assert set(range(n)) <= values
+    assert PASSWORD not in str(query.recentProgress)
+    assert PASSWORD not in event_log_text(spark_event_log)
+
+
+def test_wrong_password_fails_the_job_with_our_message_and_no_secret(spark, spark_event_log, secured_kafka,
+                                                                     secured_topic, caplog):
+    caplog.set_level(logging.DEBUG)
+    topic = secured_topic()
+    df = spark.range(10).select(F.col("id").cast("string").alias("value"))
+    with pytest.raises(Exception) as info:
+        df.write.format("pyprod-kafka").mode("append").options(
+            **secured_options(secured_kafka, topic, password=WRONG_PASSWORD)).save()
+    text = str(info.value)
+    assert "SCRAM-SHA-512 authentication of 'alice'" in text, text[-2000:]
+    assert WRONG_PASSWORD not in text
+    assert WRONG_PASSWORD not in event_log_text(spark_event_log) and WRONG_PASSWORD not in our_log_text(caplog)
+
+
+def test_unknown_mechanism_fails_on_the_driver(spark, secured_kafka, secured_topic):
+    options = secured_options(secured_kafka, "t")
+    options["kafka.sasl.mechanism"] = "GSSAPI"
+    df = spark.range(1).select(F.col("id").cast("string").alias("value"))
+    with pytest.raises(Exception) as info:
+        df.write.format("pyprod-kafka").mode("append").options(**options).save()
+    assert "kafka.sasl.mechanism" in str(info.value) or "GSSAPI" in str(info.value)
+    assert PASSWORD not in str(info.value)
+
+
+def test_truststore_shipped_with_add_file_is_found_by_the_tasks(spark, secured_kafka, secured_topic,
+                                                                confluent_config, tmp_path):
+    """On a cluster the truststore travels with --files / addFile: the option may name it by its
+    base name, which does not exist on the driver's working directory; tasks find Spark's copy."""
+    import shutil
+
+    shipped = tmp_path / "shipped-ca-for-tasks.pem"
+    shutil.copy(secured_kafka.security.pki.ca_cert_path, shipped)
+    spark.sparkContext.addFile(str(shipped))
+    topic = secured_topic()
+    options = secured_options(secured_kafka, topic)
+    options["kafka.ssl.truststore.location"] = shipped.name
+    df = spark.range(100).select(F.col("id").cast("string").alias("value"))
+    df.write.format("pyprod-kafka").mode("append").options(**options).save()
+    got = consume_all(secured_kafka.bootstrap("SASL_SSL"), topic, expected_count=100, timeout=60,
+                      config=reader(confluent_config))
+    assert sorted(int(r.value) for r in got) == list(range(100))

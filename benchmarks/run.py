@@ -6,8 +6,13 @@ process of its own (``benchmarks.worker``) on a fresh topic, and all Spark conte
 Spark process (``benchmarks.contenders.spark``).  Every run's record count is checked on the
 broker, and the broker's own CPU time is read from ``/proc/<pid>/stat`` around every run.
 ``--matrix`` (or several ``--value-size``/``--partitions``) repeats that over value sizes x
-topic partitions and reports one table of them.  Writes ``results.json``, ``results.md`` and
-(not for a matrix) ``results.png`` to ``--out``; progress goes to stderr, the summary to stdout.
+topic partitions and reports one table of them.  A contender writing over a secured listener
+(``spark-pyprod-sasl-ssl``), or ``--security``, makes the harness start its Apache Kafka with a
+SASL_SSL listener (``BrokerSecurity``, a throw-away ``TestPki``) beside PLAINTEXT, which still
+creates, counts and deletes the topics; the summary then gives the cost of TLS+SASL as the ratio
+of the secured write's rows/s to ``spark-pyprod``'s in the same run.  Writes ``results.json``,
+``results.md`` and (not for a matrix) ``results.png`` to ``--out``; progress goes to stderr, the
+summary to stdout.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import datetime as _dt
 import json
 import math
 import os
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,10 +56,18 @@ MATRIX = {"value_sizes": "100,1024", "partitions": "4,64,256", "compression": "n
           "contenders": "spark-pyprod,spark-jvm-kafka,spark-mapinarrow-confluent,spark-noop"}
 #: column titles of the matrix table
 MATRIX_LABELS = {"spark-pyprod": "pyprod-kafka (ours)", "spark-jvm-kafka": "Spark kafka (JVM)",
-                 "spark-mapinarrow-confluent": "mapInArrow+confluent", "spark-noop": "no-op floor"}
+                 "spark-mapinarrow-confluent": "mapInArrow+confluent", "spark-noop": "no-op floor",
+                 "spark-pyprod-sasl-ssl": "pyprod-kafka SASL_SSL"}
 #: server.properties of the benchmark's Apache Kafka on top of the test fixture's: files of a
 #: deleted topic go after 1 s, not 60 (a 1 KiB run writes ~2 GB; runs follow each other fast)
 APACHE_BENCH_CONFIG = {"log.segment.delete.delay.ms": 1000}
+#: the secured listener the harness adds (``--security`` or a contender with ``security``) and
+#: how the secured contender logs in (``BrokerSecurity``'s user alice)
+SECURED_LISTENER = "SASL_SSL"
+SASL_MECHANISM = "SCRAM-SHA-512"
+_SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+#: the secured contender and the one it is compared with (the cost of TLS+SASL)
+TLS_COST_PAIR = ("spark-pyprod-sasl-ssl", "spark-pyprod")
 
 
 def default_broker() -> str:
@@ -114,6 +129,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--bootstrap", default=None,
                     help="use this running broker instead of starting one (--broker then names its kind, "
                          "which decides how counts are read)")
+    ap.add_argument("--security", action="store_true",
+                    help=f"start Apache Kafka with a {SECURED_LISTENER} listener ({SASL_MECHANISM}, a throw-away "
+                         "test CA) beside PLAINTEXT; implied when a selected contender writes over it "
+                         "(spark-pyprod-sasl-ssl)")
     ap.add_argument("--out", default="benchmarks/results", help="output directory (relative: to the repository)")
     ap.add_argument("--rounds", type=int, default=1, help="runs per standalone contender (best counts)")
     ap.add_argument("--spark-rounds", type=int, default=2, help="runs per Spark contender (best counts)")
@@ -177,6 +196,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.names = resolve(args.contenders)
     except ValueError as e:
         ap.error(str(e))
+    if args.security and (args.bootstrap or args.broker != "apache"):
+        ap.error("--security needs the harness's own Apache Kafka (--broker apache, no --bootstrap)")
+    # a secured broker when asked for, or when a selected contender needs one and it can be had
+    # (else those contenders are skipped with the reason)
+    args.secured = args.security or (any(CONTENDERS[n].security for n in args.names)
+                                     and not args.bootstrap and args.broker == "apache")
     return args
 
 
@@ -266,7 +291,9 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
 
 
 def run_spark(args, template: BenchSpec, names: list[str], spark_jars: list[str] | None = None,
-              unavailable: dict | None = None) -> tuple[list[dict], dict]:
+              unavailable: dict | None = None, security: dict | None = None) -> tuple[list[dict], dict]:
+    """``security``: the secured listener's bootstrap and ``kafka.*`` options, for the contenders
+    writing over it (passed to the Spark process in its config)."""
     cfg = {
         "cells": [{"value_size": v, "partitions": p} for v, p in args.cells],
         "spark_jars": spark_jars or [],
@@ -284,6 +311,8 @@ def run_spark(args, template: BenchSpec, names: list[str], spark_jars: list[str]
         "progress_interval": max(args.progress_interval, 2.0),
         "keep_topics": args.keep_topics,
     }
+    if security:
+        cfg["security"] = security
     with tempfile.NamedTemporaryFile(prefix="bench-spark-", suffix=".json", delete=False) as f:
         result_path = f.name
     try:
@@ -439,6 +468,76 @@ def targets(results: list[dict], args, spark_floor_mb: float | None = None) -> l
     return out
 
 
+def tls_cost(results: list[dict]) -> list[dict]:
+    """The cost of TLS+SASL per (codec, cell) where the secured contender ran: its best round's
+    rows/s over ``spark-pyprod``'s, both measured in this run on the same broker, with the CPU
+    seconds (machine and broker) of those rounds and every round's rows/s.  The pair's rounds
+    alternate (``benchmarks.contenders.spark.schedule``), so each round also gives a ratio of two
+    neighbouring runs: ``round_ratios`` and their median, steadier than one ratio of bests."""
+    secured, plain = TLS_COST_PAIR
+    by = {(r["contender"], r["compression"], *_cell(r)): r for r in results}
+
+    def ok(r):
+        return r is not None and r.get("status") == "ok" and r.get("records_per_s")
+
+    def rounds(r):
+        return [x.get("records_per_s") for x in (r or {}).get("rounds", []) if x.get("status") == "ok"]
+
+    def by_round(r):
+        return {x.get("round"): x.get("records_per_s") for x in (r or {}).get("rounds", [])
+                if x.get("status") == "ok" and x.get("records_per_s")}
+
+    out = []
+    for r in results:
+        if r["contender"] != secured:
+            continue
+        base = by.get((plain, r["compression"], *_cell(r)))
+        entry = {"secured": secured, "plaintext": plain, "listener": r.get("listener"),
+                 "compression": r["compression"], "value_size": r.get("value_size"),
+                 "partitions": r.get("partitions"),
+                 "secured_rows_per_s": r.get("records_per_s") if ok(r) else None,
+                 "plaintext_rows_per_s": base.get("records_per_s") if ok(base) else None,
+                 "secured_rounds_rows_per_s": rounds(r), "plaintext_rounds_rows_per_s": rounds(base)}
+        for key in ("cpu_machine_s", "cpu_broker_s"):
+            entry[f"secured_{key}"] = r.get(key) if ok(r) else None
+            entry[f"plaintext_{key}"] = base.get(key) if ok(base) else None
+        a, b = entry["secured_rows_per_s"], entry["plaintext_rows_per_s"]
+        entry["ratio"] = a / b if a and b else None
+        sr, pr = by_round(r), by_round(base)
+        entry["round_ratios"] = [sr[k] / pr[k] for k in sorted(k for k in sr if k in pr and k is not None)]
+        entry["median_round_ratio"] = statistics.median(entry["round_ratios"]) if entry["round_ratios"] else None
+        if entry["ratio"] is None:
+            entry["why_none"] = "; ".join(f"{n}: {(x or {}).get('status', 'not run')}"
+                                          for n, x in ((secured, r), (plain, base)) if not ok(x))
+        out.append(entry)
+    return out
+
+
+def _tls_cost_lines(doc: dict, cells: bool = False) -> list[str]:
+    """One line per codec (and cell): "cost of TLS+SASL: secured / plaintext = x"."""
+    lines = []
+    for c in doc.get("tls_cost") or []:
+        where = f"{_size_label(c['value_size'])} values, {c['partitions']} partitions, " if cells else ""
+        head = (f"**Cost of TLS+SASL** ({where}{c['compression']}; {c.get('listener') or SECURED_LISTENER}, "
+                f"same broker, same run): `{c['secured']}` / `{c['plaintext']}` = ")
+        if c["ratio"] is None:
+            lines.append(head + f"– (not measured: {c.get('why_none')})")
+            continue
+        cpu = ""
+        if c.get("secured_cpu_machine_s") is not None and c.get("plaintext_cpu_machine_s") is not None:
+            cpu = (f"; CPU s of the whole machine {c['secured_cpu_machine_s']:.1f} vs "
+                   f"{c['plaintext_cpu_machine_s']:.1f}")
+            if c.get("secured_cpu_broker_s") is not None and c.get("plaintext_cpu_broker_s") is not None:
+                cpu += f", of which the broker {c['secured_cpu_broker_s']:.1f} vs {c['plaintext_cpu_broker_s']:.1f}"
+        per_round = ""
+        if len(c.get("round_ratios") or []) > 1:
+            per_round = (f"; round by round {', '.join(f'{x:.2f}' for x in c['round_ratios'])}, "
+                         f"median {c['median_round_ratio']:.2f}")
+        lines.append(head + f"**{c['ratio']:.2f}** ({c['secured_rows_per_s']:,.0f} vs "
+                     f"{c['plaintext_rows_per_s']:,.0f} rows/s, best rounds{cpu}{per_round}).")
+    return lines + [""] if lines else []
+
+
 # --------------------------------------------------------------------------------- outputs
 
 
@@ -452,6 +551,9 @@ def _broker_desc(meta: dict) -> str:
         b += f" {meta['broker_version']}"
     if meta["broker"] == "apache":
         b += " (1 node, KRaft)"
+    sec = meta.get("security")
+    if sec:
+        b += f" with a {sec['listener']} listener ({sec['mechanism']} as {sec['user']}, test CA)"
     return b
 
 
@@ -562,6 +664,8 @@ def markdown(doc: dict) -> str:
                   f"peak RSS column){'; error: ' + sp['error'] if sp.get('error') else ''}.", ""]
     lines += _spark_kafka_line(meta)
     lines += _run_table(doc["results"])
+    if doc.get("tls_cost"):
+        lines += [""] + _tls_cost_lines(doc)[:-1]
     lines += ["", "| target | codec | measured | goal | met |", "|---|---|---:|---:|:---:|"]
     for t in doc["targets"]:
         unit = t.get("unit", "")
@@ -594,6 +698,8 @@ def markdown_matrix(doc: dict) -> str:
     if sp.get("error"):
         lines += [f"Spark process error: {sp['error'][:500]}", ""]
     lines += matrix_table(doc)
+    if doc.get("tls_cost"):
+        lines += [""] + _tls_cost_lines(doc, cells=True)[:-1]
     lines += ["", "rows/s: DataFrame rows (records) written per second of the Spark action, best round; "
                   "ours ÷ X: rows/s of pyprod-kafka over X's; broker CPU s/M: the broker process's CPU "
                   "seconds (utime+stime from /proc/<pid>/stat, before/after the run) per million rows.",
@@ -680,16 +786,61 @@ class BrokerHandle:
     stop: object
     version: str | None = None
     config: dict | None = None
+    #: with a secured listener: its name, bootstrap, SASL mechanism and user, and the
+    #: ``kafka.*`` options of a sink writing over it (``secured_settings``)
+    security: dict | None = None
 
 
-def start_bench_broker(kind: str) -> BrokerHandle:
+def secured_settings(cluster) -> dict:
+    """How a Spark sink writes over ``cluster``'s SASL_SSL listener: its bootstrap and the
+    ``kafka.``-prefixed options (truststore = the test CA's PEM, SCRAM-SHA-512 as alice)."""
+    user, password = cluster.security.credentials(SASL_MECHANISM)
+    return {
+        "listener": SECURED_LISTENER,
+        "bootstrap": cluster.bootstrap(SECURED_LISTENER),
+        "mechanism": SASL_MECHANISM,
+        "user": user,
+        "options": {
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.ssl.truststore.location": str(cluster.security.pki.ca_cert_path),
+            "kafka.sasl.mechanism": SASL_MECHANISM,
+            "kafka.sasl.jaas.config": f'{_SCRAM_LOGIN_MODULE} required username="{user}" password="{password}";',
+        },
+    }
+
+
+def start_bench_broker(kind: str, secured: bool = False) -> BrokerHandle:
+    """``secured``: Apache Kafka with a SASL_SSL listener too (its PKI in a temporary directory,
+    removed when the broker is stopped)."""
     if kind == "apache":
         from sparkkafka_sink.testing.apache_kafka import ApacheKafka
 
-        cluster = ApacheKafka(nodes=1, broker_config=APACHE_BENCH_CONFIG).start()
+        if not secured:
+            cluster = ApacheKafka(nodes=1, broker_config=APACHE_BENCH_CONFIG).start()
+            node = cluster.nodes[0]
+            return BrokerHandle(kind, cluster.bootstrap_servers, node.pid, cluster.close, cluster.version,
+                                dict(node.properties()))
+        from sparkkafka_sink.redaction import redact
+        from sparkkafka_sink.testing.security import BrokerSecurity, TestPki
+
+        pki_dir = tempfile.mkdtemp(prefix="bench-pki-")
+        try:
+            security = BrokerSecurity(TestPki(pki_dir, jks=False), listeners=(SECURED_LISTENER,))
+            cluster = ApacheKafka(nodes=1, broker_config=APACHE_BENCH_CONFIG, security=security).start()
+        except BaseException:
+            shutil.rmtree(pki_dir, ignore_errors=True)
+            raise
+
+        def stop() -> None:
+            try:
+                cluster.close()
+            finally:
+                shutil.rmtree(pki_dir, ignore_errors=True)
+
         node = cluster.nodes[0]
-        return BrokerHandle(kind, cluster.bootstrap_servers, node.pid, cluster.close, cluster.version,
-                            dict(node.properties()))
+        # the listener's JAAS config holds the PLAIN users' passwords: not into results.json
+        return BrokerHandle(kind, cluster.bootstrap_servers, node.pid, stop, cluster.version,
+                            redact(node.properties()), secured_settings(cluster))
     from sparkkafka_sink.testing.brokers import start_broker
 
     broker = start_broker(kind)
@@ -750,16 +901,31 @@ def main(argv=None) -> int:
                 unavailable["spark-jvm-kafka"] = why[:1500]
                 meta["spark_kafka"] = {"error": why[:1500]}
                 log(f"== {why[:600]}")
+        secured_names = [n for n in args.names if CONTENDERS[n].security]
+        if secured_names and not args.secured:
+            why = (f"needs the harness's own Apache Kafka (--broker apache, no --bootstrap), which it starts "
+                   f"with a {SECURED_LISTENER} listener")
+            for n in secured_names:
+                unavailable[n] = why
+            log(f"== {', '.join(secured_names)}: skipped, {why}")
         if args.bootstrap:
             bootstrap = args.bootstrap
             log(f"== using broker at {bootstrap} ({args.broker})")
         else:
-            broker = start_bench_broker(args.broker)
+            broker = start_bench_broker(args.broker, secured=args.secured)
             bootstrap = broker.bootstrap
             meta["broker_version"] = broker.version
             meta["broker_config"] = broker.config
             log(f"== started {args.broker}{' ' + broker.version if broker.version else ''} at {bootstrap} "
                 f"(pid {broker.pid})")
+            if broker.security:
+                from sparkkafka_sink.redaction import redact
+
+                sec = broker.security
+                meta["security"] = dict(sec, options=redact(sec["options"]))
+                log(f"== {sec['listener']} listener at {sec['bootstrap']} ({sec['mechanism']} as {sec['user']}, "
+                    f"CA {sec['options']['kafka.ssl.truststore.location']}); topics are created, counted and "
+                    f"deleted over PLAINTEXT")
         meta["bootstrap"] = bootstrap
         template = template_spec(args, bootstrap)
         if broker is not None:
@@ -780,7 +946,8 @@ def main(argv=None) -> int:
                             log(f"   {name} {comp}: {r.get('status')}: {r.get('note')}")
         if spark_names:
             template = dataclasses.replace(template, records=args.spark_rows)
-            spark_runs, spark_meta = run_spark(args, template, spark_names, spark_jars, unavailable)
+            spark_runs, spark_meta = run_spark(args, template, spark_names, spark_jars, unavailable,
+                                               broker.security if broker is not None else None)
             meta["spark"] = spark_meta
             if spark_meta.get("error"):
                 log(f"== spark process error: {spark_meta['error']}")
@@ -801,6 +968,9 @@ def main(argv=None) -> int:
     # the targets are the single-configuration run's; a matrix reports its ratios in its table
     doc = {"meta": meta, "results": results,
            "targets": [] if args.matrix else targets(results, args, floor), "runs": runs}
+    costs = tls_cost(results)
+    if costs:  # only when the secured contender ran (or was skipped): other runs' JSON unchanged
+        doc["tls_cost"] = costs
     (out_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str))
     (out_dir / "results.md").write_text(markdown(doc))
     charted = not args.no_chart and not args.matrix

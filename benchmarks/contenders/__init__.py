@@ -9,6 +9,10 @@ process (``benchmarks.contenders.spark``).  A standalone contender module provid
     setup(spec) -> client                 # untimed: create the client, fetch metadata
     run(spec, client, data, progress) -> dict   # timed: send spec.records records, wait for acks
     teardown(client)                      # untimed: close
+
+A contender with ``security`` writes over that listener of the harness's own Apache Kafka, which
+then starts with it (``BrokerSecurity``); such contenders are not in the ``all``/``spark``
+groups (they change the broker a run starts): name them.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ class Contender:
     module: str
     description: str
     ours: bool = False
+    #: the secured listener it writes over (None: PLAINTEXT); the harness then starts its
+    #: Apache Kafka with that listener and passes the contender its bootstrap and options
+    security: str | None = None
 
 
 CONTENDERS: dict[str, Contender] = {c.name: c for c in [
@@ -42,6 +49,9 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in [
               "pre-encoded Produce requests written on one socket, pipelined: the broker's ceiling"),
     Contender("spark-pyprod", "spark", "benchmarks.contenders.spark",
               'df.write.format("pyprod-kafka").save()', ours=True),
+    Contender("spark-pyprod-sasl-ssl", "spark", "benchmarks.contenders.spark",
+              'spark-pyprod over the SASL_SSL listener: TLS + SASL SCRAM-SHA-512 (the cost of security)',
+              ours=True, security="SASL_SSL"),
     Contender("spark-jvm-kafka", "spark", "benchmarks.contenders.spark",
               'df.write.format("kafka").save(): Spark\'s own Kafka sink (spark-sql-kafka, Java kafka-clients)'),
     Contender("spark-mapinarrow-confluent", "spark", "benchmarks.contenders.spark",
@@ -54,12 +64,13 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in [
               "df.mapInArrow(fn) where fn only counts rows: what Spark alone costs (the floor)"),
 ]}
 
+#: contenders needing a secured broker are left out of the groups: selected by name only
 GROUPS = {
-    "standalone": [n for n, c in CONTENDERS.items() if c.group == "standalone"],
-    "limit": [n for n, c in CONTENDERS.items() if c.group == "limit"],
-    "spark": [n for n, c in CONTENDERS.items() if c.group == "spark"],
+    "standalone": [n for n, c in CONTENDERS.items() if c.group == "standalone" and not c.security],
+    "limit": [n for n, c in CONTENDERS.items() if c.group == "limit" and not c.security],
+    "spark": [n for n, c in CONTENDERS.items() if c.group == "spark" and not c.security],
 }
-GROUPS["all"] = list(CONTENDERS)
+GROUPS["all"] = [n for n, c in CONTENDERS.items() if not c.security]
 
 #: other names accepted by --contenders
 ALIASES = {"pyprod-kafka": "spark-pyprod", "spark-kafka": "spark-jvm-kafka"}

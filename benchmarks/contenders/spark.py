@@ -12,6 +12,16 @@ DataFrame is rebuilt per value size.
 Maven by ``benchmarks.spark_kafka_jars`` in the parent) are on the session's classpath from the
 start (``spark.jars``, config ``spark_jars``), as the session is built once for all contenders.
 
+``spark-pyprod-sasl-ssl`` is ``spark-pyprod`` writing over the broker's SASL_SSL listener
+(config ``security``: that listener's ``bootstrap`` and the ``kafka.``-prefixed security
+options, from the parent, which started the broker with it); topics are created, counted and
+deleted over PLAINTEXT (``spec.bootstrap``) as for everyone.  When it runs together with
+``spark-pyprod`` (the cost of TLS+SASL), the two are measured as a pair: one small untimed write
+of each first (a Spark session's first ``pyprod-kafka`` write pays 5-7 s of worker start-up,
+which would otherwise fall on whichever ran first), then their rounds interleaved (plain r1,
+secured r1, plain r2, ...) so that drift on the machine hits both alike.  Every other run keeps
+each contender's rounds back to back.
+
 Timing is the wall time of the Spark action (job start to last task done, i.e. every record
 acknowledged: each contender flushes its producer before its task ends).  Memory is sampled
 from /proc every 100 ms: ``peak_rss_mb`` is the largest Python worker process that worked
@@ -54,10 +64,14 @@ from benchmarks.common import (
     proc_rss_bytes,
 )
 
-WRITES = {"spark-pyprod", "spark-jvm-kafka", "spark-mapinarrow-confluent", "spark-foreach-confluent",
-          "spark-foreach-kafka-python"}
+WRITES = {"spark-pyprod", "spark-pyprod-sasl-ssl", "spark-jvm-kafka", "spark-mapinarrow-confluent",
+          "spark-foreach-confluent", "spark-foreach-kafka-python"}
 #: contenders that run no Python worker of their own (their peak RSS is the JVM's)
 JVM_ONLY = {"spark-jvm-kafka"}
+#: measured as a pair when both run (warm-up writes, interleaved rounds): PLAINTEXT, SASL_SSL
+TLS_PAIR = ("spark-pyprod", "spark-pyprod-sasl-ssl")
+#: rows of each untimed warm-up write of the pair (both DataFrame partitions get some)
+PAIR_WARMUP_ROWS = 20_000
 
 
 # ------------------------------------------------------------------ functions run in the tasks
@@ -331,13 +345,29 @@ def _sink_options(spec: BenchSpec) -> dict:
     }
 
 
-def _action(name: str, df, spec: BenchSpec):
-    """Run the contender's Spark action; returns the row count Spark itself reports (or None)."""
+def _secured_sink_options(spec: BenchSpec, security: dict) -> dict:
+    """``_sink_options`` aimed at the secured listener: its bootstrap, plus the security options
+    (``kafka.security.protocol``, ``kafka.ssl.truststore.location``, ``kafka.sasl.*``)."""
+    options = _sink_options(spec)
+    options["kafka.bootstrap.servers"] = security["bootstrap"]
+    options.update(security["options"])
+    return options
+
+
+def _action(name: str, df, spec: BenchSpec, security: dict | None = None):
+    """Run the contender's Spark action; returns the row count Spark itself reports (or None).
+    ``security``: the secured listener's bootstrap and options (``spark-pyprod-sasl-ssl``)."""
     from pyspark.sql import functions as F
 
-    if name == "spark-pyprod":
+    if name in ("spark-pyprod", "spark-pyprod-sasl-ssl"):
+        if name == "spark-pyprod":
+            options = _sink_options(spec)
+        else:
+            if not security:
+                raise RuntimeError(f"{name} needs the secured listener's settings (config 'security')")
+            options = _secured_sink_options(spec, security)
         w = df.write.format("pyprod-kafka").mode("append")
-        for k, v in _sink_options(spec).items():
+        for k, v in options.items():
             w = w.option(k, v)
         w.save()
         return None
@@ -378,7 +408,13 @@ def _available(name: str, cfg: dict | None = None) -> str | None:
             import kafka  # noqa: F401
         except ImportError as e:
             return f"kafka-python not installed: {e}"
-    if name == "spark-pyprod":
+    if name == "spark-pyprod-sasl-ssl":
+        why = (cfg or {}).get("unavailable", {}).get(name)
+        if why:
+            return why
+        if not (cfg or {}).get("security"):
+            return "no secured listener (config 'security'): the harness starts one with its own Apache Kafka"
+    if name in ("spark-pyprod", "spark-pyprod-sasl-ssl"):
         try:
             import pyspark_pyprod_kafka  # noqa: F401
         except Exception as e:  # noqa: BLE001
@@ -395,11 +431,14 @@ def _short_error(e: BaseException) -> str:
     return out[:1500]
 
 
-def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, keep_topic: bool = False) -> dict:
+def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, keep_topic: bool = False,
+             security: dict | None = None) -> dict:
     writes = name in WRITES
     res = {"contender": name, "group": "spark", "compression": spec.compression, "records": spec.records,
            "value_size": spec.value_size, "partitions": spec.partitions,
            "topic": spec.topic if writes else None, "status": "ok"}
+    if name == "spark-pyprod-sasl-ssl" and security:
+        res["listener"] = f"{security.get('listener')} ({security.get('mechanism')})"
     if writes:
         res["topic_ready_s"] = create_topic(spec.bootstrap, spec.topic, spec.partitions)
     landed = ApproxLanded(spec.bootstrap, spec.topic, spec.partitions) if writes else None
@@ -409,7 +448,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
                       progress_interval=progress_interval, tracker=spark.sparkContext.statusTracker(), t0=t0)
     sampler.start()
     try:
-        spark_count = _action(name, df, spec)
+        spark_count = _action(name, df, spec, security)
         elapsed = time.perf_counter() - t0
         res.update(cpu.stop())
     except Exception as e:  # noqa: BLE001
@@ -451,6 +490,37 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         f"worker peak {res['peak_rss_mb']} MB, JVM {res['jvm_peak_mb']} MB; CPU {res.get('cpu_machine_s')}s "
         f"(broker {res.get('cpu_broker_s', '?')}s)")
     return res
+
+
+def schedule(names: list[str], rounds: int, pair: bool) -> list[tuple[str, int]]:
+    """``(contender, round)`` in running order: each contender's rounds back to back, except
+    the TLS pair (``pair``), whose rounds alternate where the first of them stands."""
+    out: list[tuple[str, int]] = []
+    for name in names:
+        if pair and name == TLS_PAIR[1]:
+            continue  # runs with TLS_PAIR[0]
+        if pair and name == TLS_PAIR[0]:
+            out += [(n, rnd) for rnd in range(1, rounds + 1) for n in TLS_PAIR]
+        else:
+            out += [(name, rnd) for rnd in range(1, rounds + 1)]
+    return out
+
+
+def pair_warmup(spark, df, cell_spec: dict, rows: int, security: dict | None) -> float:
+    """One small untimed write of each of the TLS pair (fresh topics, deleted after): starts
+    the data source's Python workers and the secured path's imports before any clock runs."""
+    t = time.perf_counter()
+    small = df.sample(fraction=min(1.0, PAIR_WARMUP_ROWS / max(rows, 1)), seed=7)
+    for name in TLS_PAIR:
+        spec = BenchSpec(**dict(cell_spec, contender=name, topic=new_topic(f"warmup-{name}"), label=f"{name} warm-up"))
+        create_topic(spec.bootstrap, spec.topic, spec.partitions)
+        try:
+            _action(name, small, spec, security)
+        except Exception as e:  # noqa: BLE001 - the timed rounds will report it
+            log(f"[spark] warm-up write of {name} failed: {_short_error(e)[:300]}")
+        finally:
+            delete_topic(spec.bootstrap, spec.topic, spec.broker_log_dir)
+    return round(time.perf_counter() - t, 2)
 
 
 def main(argv=None) -> int:
@@ -510,30 +580,34 @@ def main(argv=None) -> int:
                     meta["worker_floor_mb"] = round(sampler.worker_peak / MiB, 1)
                     log(f"[spark] warm-up (untimed no-op pass) {meta['warmup_s']}s, fresh worker RSS "
                         f"{meta['worker_floor_mb']} MB")
+            pair = all(n in cfg["contenders"] and n not in skipped for n in TLS_PAIR)
+            if pair and "pair_warmup_s" not in meta:
+                meta["pair_warmup_s"] = pair_warmup(spark, df, cell_spec, cfg["rows"], cfg.get("security"))
+                log(f"[spark] warm-up writes of {' and '.join(TLS_PAIR)} (untimed, ~{fmt_int(PAIR_WARMUP_ROWS)} "
+                    f"rows each) {meta['pair_warmup_s']}s; their rounds alternate")
             where = (f" v{cell['value_size']} p{cell['partitions']}" if len(cells) > 1 else "")
             # A contender's rounds run back to back: Spark stops Python workers that have been
             # idle for about a minute, so rounds spread across the whole run would each start
             # with cold workers (0.5-1 s of imports per worker) or not, depending on what ran in
             # between.  Back to back, round 1 may pay that start-up and later rounds reuse them.
             for comp in cfg["compressions"]:
-                for name in cfg["contenders"]:
-                    for rnd in range(1, cfg["rounds"] + 1):
-                        if name in skipped:
-                            if rnd == 1:
-                                runs.append({"contender": name, "group": "spark", "compression": comp,
-                                             "value_size": cell["value_size"], "partitions": cell["partitions"],
-                                             "status": "skipped", "note": skipped[name], "round": rnd})
-                            continue
-                        spec = BenchSpec(**dict(cell_spec, contender=name, compression=comp,
-                                                topic=new_topic(f"{name}-{comp}"), records=cfg["rows"],
-                                                label=f"{name} {comp}{where} r{rnd}/{cfg['rounds']}"))
-                        res = run_once(spark, df, name, spec, cfg.get("progress_interval", 2.0),
-                                       keep_topic=cfg.get("keep_topics", False))
-                        res["round"] = rnd
-                        runs.append(res)
-                        dump()
-                        if res["status"] == "error":
-                            log(f"[{spec.label}] ERROR: {res['note'][:600]}")
+                for name, rnd in schedule(cfg["contenders"], cfg["rounds"], pair):
+                    if name in skipped:
+                        if rnd == 1:
+                            runs.append({"contender": name, "group": "spark", "compression": comp,
+                                         "value_size": cell["value_size"], "partitions": cell["partitions"],
+                                         "status": "skipped", "note": skipped[name], "round": rnd})
+                        continue
+                    spec = BenchSpec(**dict(cell_spec, contender=name, compression=comp,
+                                            topic=new_topic(f"{name}-{comp}"), records=cfg["rows"],
+                                            label=f"{name} {comp}{where} r{rnd}/{cfg['rounds']}"))
+                    res = run_once(spark, df, name, spec, cfg.get("progress_interval", 2.0),
+                                   keep_topic=cfg.get("keep_topics", False), security=cfg.get("security"))
+                    res["round"] = rnd
+                    runs.append(res)
+                    dump()
+                    if res["status"] == "error":
+                        log(f"[{spec.label}] ERROR: {res['note'][:600]}")
         meta["ok"] = True
     except BaseException as e:  # noqa: BLE001
         traceback.print_exc()

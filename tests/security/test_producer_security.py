@@ -419,3 +419,19 @@ def test_oauthbearer_extensions_reach_the_broker(secured_kafka, secured_topic, c
         "sasl.oauthbearer.extensions": "identityPoolId=pool-2"})
     send_and_read_back(config, topic, confluent_config("SASL_PLAINTEXT", "OAUTHBEARER"), count=10)
     assert sent and all(b"\x01logicalCluster=lkc-1\x01" in m and b"\x01identityPoolId=pool-2\x01" in m for m in sent)
+
+
+def test_system_cas_are_trusted_when_no_truststore_is_given():
+    """As Java and librdkafka do: without ssl.truststore.* the operating system's CAs verify brokers
+    (a managed service's certificate needs no configuration)."""
+    import ssl as _ssl
+
+    from sparkkafka_sink.network.ssl_context import build_ssl_context
+    from sparkkafka_sink.producer.config import ProducerConfig
+
+    ctx = build_ssl_context(ProducerConfig({"bootstrap.servers": "x:9093", "security.protocol": "SASL_SSL",
+                                            "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p"}))
+    reference = _ssl.create_default_context()
+    assert ctx.cert_store_stats()["x509_ca"] == reference.cert_store_stats()["x509_ca"]
+    assert ctx.check_hostname and ctx.verify_mode == _ssl.CERT_REQUIRED
+    assert ctx.minimum_version == _ssl.TLSVersion.TLSv1_2

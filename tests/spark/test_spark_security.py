@@ -58,6 +58,7 @@ def test_batch_write_over_sasl_ssl_scram(spark, sink_metrics, spark_event_log, s
                       config=reader(confluent_config))
     assert sorted(int(r.value) for r in got) == list(range(n))
     assert sink_metrics.snapshot()["records_sent"] - before == n
+    assert PASSWORD not in repr(sink_metrics.snapshot())
     log_text = event_log_text(spark_event_log)
     assert "SCRAM-SHA-512" in log_text or "pyprod-kafka" in log_text  # the event log is really written
     assert PASSWORD not in log_text and PASSWORD not in our_log_text(caplog)

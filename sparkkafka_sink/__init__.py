@@ -30,6 +30,14 @@ def __getattr__(name):
         from sparkkafka_sink import producer
 
         return getattr(producer, name)
+    if name in ("PreparedTransaction",):
+        from sparkkafka_sink.producer import transactions
+
+        return getattr(transactions, name)
+    if name in ("complete_transaction", "abort_lingering"):
+        from sparkkafka_sink.producer import handover
+
+        return getattr(handover, name)
     if name in ("register", "SinkMetrics"):
         from sparkkafka_sink import spark
 

@@ -156,10 +156,9 @@ def _partitioner(key: str, value: Any):
 def _transactional_id(key: str, value: Any):
     if value is None:
         return None
-    raise ConfigError(
-        f"Invalid value {value!r} for configuration '{key}': transactions are not supported yet; "
-        "leave it unset (idempotence still gives exactly-once delivery per partition within a producer)"
-    )
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(key, value, "a non-empty string (or unset)")
+    return value
 
 
 _KEYS = [
@@ -223,7 +222,9 @@ _KEYS = [
     _Key("sasl.oauthbearer.extensions", None, _str, "OAUTHBEARER SASL extensions: k=v,k2=v2"),
     _Key("sasl.login.refresh.window.factor", 0.8, _float(0.5, 1.0),
          "refresh an OAUTHBEARER token once this fraction of its lifetime has passed"),
-    _Key("transactional.id", None, _transactional_id, "not supported yet"),
+    _Key("transactional.id", None, _transactional_id,
+         "makes the producer transactional: init_transactions(), begin/commit/abort_transaction()"),
+    _Key("transaction.timeout.ms", 60000, _int(1), "the coordinator aborts a transaction open this long"),
 ]
 KEYS: dict[str, _Key] = {k.name: k for k in _KEYS}
 
@@ -279,6 +280,10 @@ class ProducerConfig(Mapping[str, Any]):
                 # As the Java client (>= 3.2): idempotence is on by default but silently
                 # yields to settings the user chose explicitly.
                 v["enable.idempotence"] = False
+        if v["transactional.id"] is not None and not v["enable.idempotence"]:
+            raise ConfigError(
+                "transactional.id needs idempotence: enable.idempotence must be true (and acks=all, "
+                "retries > 0, max.in.flight.requests.per.connection <= 5)")
         if v["buffer.memory"] < v["batch.size"]:
             raise ConfigError(
                 f"buffer.memory ({v['buffer.memory']}) must be >= batch.size ({v['batch.size']})"

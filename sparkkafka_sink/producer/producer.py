@@ -46,6 +46,7 @@ from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
 from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2_partition
 from sparkkafka_sink.producer.sender import Sender
+from sparkkafka_sink.producer.transactions import PreparedTransaction, TransactionManager
 from sparkkafka_sink.protocol.errors import UnknownTopicOrPartitionError, error_for_code
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, estimate_record_size
 from sparkkafka_sink.record.compression import from_name
@@ -120,7 +121,12 @@ class Producer:
         self._metadata = Metadata(c["bootstrap.servers"], max_age_ms=c["metadata.max.age.ms"],
                                   refresh_backoff_ms=c["retry.backoff.ms"], max_idle_ms=c["metadata.max.idle.ms"])
         self._pool = BufferPool(c["buffer.memory"])
-        self._idempotence = IdempotenceManager() if c["enable.idempotence"] else None
+        if c["transactional.id"] is not None:
+            self._transactions = TransactionManager(c["transactional.id"], c["transaction.timeout.ms"])
+            self._idempotence = self._transactions
+        else:
+            self._transactions = None
+            self._idempotence = IdempotenceManager() if c["enable.idempotence"] else None
         self._compression = from_name(c["compression.type"])
         self._accumulator = RecordAccumulator(
             batch_size=c["batch.size"], compression_type=self._compression, linger_ms=c["linger.ms"],
@@ -213,6 +219,8 @@ class Producer:
             else:
                 partition = self._partitioner.partition(
                     topic, key, len(parts), cluster.available_partitions(topic), size)
+        if self._transactions is not None:
+            self._transactions.check_can_send(topic, partition)
         now = _monotonic_ms()
         fut, full, new_batch = self._accumulator.append(
             topic, partition, timestamp_ms, key, value, headers, size,
@@ -248,6 +256,9 @@ class Producer:
             batch_size=c["batch.size"], max_request_size=c["max.request.size"])
         batches = []
         now = now_ms()
+        if self._transactions is not None:
+            for partition, _, _, _ in planned:
+                self._transactions.check_can_send(topic, partition)
         for i, (partition, count, data, rows) in enumerate(planned):
             batch = ProducerBatch.prebuilt(topic, partition, data, count, now, len(data))
             remaining = max(max_block - (now_ms() - start), 0)
@@ -329,6 +340,50 @@ class Producer:
             addrs = ", ".join(f"{h}:{p}" for h, p in md.bootstrap)
             msg += f"; no metadata could be fetched from bootstrap.servers {addrs}"
         return KafkaTimeoutError(msg)
+
+    # -- transactions ------------------------------------------------------------------
+    def _transaction_manager(self) -> TransactionManager:
+        if self._transactions is None:
+            raise KafkaError("Transactions need transactional.id in the producer's configuration")
+        return self._transactions
+
+    def _block_s(self, timeout: float | None) -> float:
+        return self.config["max.block.ms"] / 1000 if timeout is None else timeout
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the producer id and epoch of ``transactional.id`` from its coordinator, fencing
+        any older producer with that id (its open transaction is aborted).  Once, first."""
+        result = self._transaction_manager().initialize()
+        self._sender.wakeup()
+        result.wait(self._block_s(timeout))
+
+    def begin_transaction(self) -> None:
+        self._transaction_manager().begin()
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver everything sent in the transaction, then commit it: it becomes visible to
+        read_committed consumers, all of it at once.  A failed send makes this raise; abort then."""
+        tm = self._transaction_manager()
+        self.flush(timeout)
+        result = tm.end(commit=True)
+        self._sender.wakeup()
+        result.wait(self._block_s(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: what it wrote is never visible to read_committed consumers."""
+        tm = self._transaction_manager()
+        self.flush(timeout)
+        result = tm.end(commit=False)
+        self._sender.wakeup()
+        result.wait(self._block_s(timeout))
+
+    def prepare(self, timeout: float | None = None) -> PreparedTransaction:
+        """Deliver everything sent in the open transaction and hand it over: another process
+        commits or aborts it with ``sparkkafka_sink.complete_transaction(prepared, commit, config)``.
+        The producer cannot use the transaction afterwards; close it (closing does not abort)."""
+        tm = self._transaction_manager()
+        self.flush(timeout)
+        return tm.hand_over()
 
     # -- flush / close -----------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> None:

@@ -83,11 +83,14 @@ class ProducerBatch:
         """Stop further appends (the batch is about to be drained)."""
         self._full = True
 
-    def close(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+    def close(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+              is_transactional: bool = False) -> bytes:
         """Build (or re-stamp) the wire bytes with the producer state for this attempt."""
         if self.built is None:
-            self.built = self.builder.build(producer_id, producer_epoch, base_sequence)
+            self.built = self.builder.build(producer_id, producer_epoch, base_sequence, is_transactional)
             self.builder = None
+        elif is_transactional:
+            self.built = set_producer_state(self.built, producer_id, producer_epoch, base_sequence, True)
         elif (producer_id, producer_epoch, base_sequence) != (self.producer_id, self.producer_epoch,
                                                               self.base_sequence):
             self.built = set_producer_state(self.built, producer_id, producer_epoch, base_sequence)

@@ -28,8 +28,9 @@ from sparkkafka_sink.producer.accumulator import RecordAccumulator
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
+from sparkkafka_sink.producer.transactions import COORDINATOR_TRANSACTION, TransactionManager
 from sparkkafka_sink.protocol.errors import OutOfOrderSequenceNumberError, error_for_code
-from sparkkafka_sink.protocol.messages import InitProducerIdRequest
+from sparkkafka_sink.protocol.messages import FindCoordinatorRequest, InitProducerIdRequest
 from sparkkafka_sink.protocol.produce import ProduceRequest
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,10 @@ class Sender(threading.Thread):
         self._pid_request_pending = False
         self._pid_retry_at = 0.0
         self.fatal_error: BaseException | None = None
+        #: a transactional producer's manager (also its idempotence manager), else None
+        self.transactions = idempotence if isinstance(idempotence, TransactionManager) else None
+        self._txn_request_pending = False
+        self._txn_retry_at = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------
     def run(self) -> None:
@@ -109,9 +114,13 @@ class Sender(threading.Thread):
             self.client.poll(self.request_timeout_ms, now)
             return
         idem = self.idempotence
-        if idem is not None and not idem.has_producer_id():
+        if self.transactions is not None:
+            self._maybe_send_transactional_request(now)
+        elif idem is not None and not idem.has_producer_id():
             self._maybe_init_producer_id(now)
         poll_timeout = self._send_producer_data(now)
+        if self.transactions is not None and not self._txn_request_pending and self._txn_retry_at > now:
+            poll_timeout = min(poll_timeout, self._txn_retry_at - now)
         self.client.poll(poll_timeout, now)
 
     def _send_producer_data(self, now: float) -> float:
@@ -223,6 +232,61 @@ class Sender(threading.Thread):
         if was_reset:
             self.accumulator.unsequenced_reset()
 
+    # -- transactions (the coordinator's requests, one at a time) ------------------------------
+    def _maybe_send_transactional_request(self, now: float) -> None:
+        tm = self.transactions
+        if self._txn_request_pending or now < self._txn_retry_at or tm.fatal_error is not None:
+            return
+        if tm.needs_coordinator():
+            node = self.client.least_loaded_node(now)
+            if node is None or not self.client.ready(node, now):
+                return
+            request = FindCoordinatorRequest(key=tm.transactional_id, key_type=COORDINATOR_TRANSACTION,
+                                             coordinator_keys=[tm.transactional_id])
+            self._send_transactional(node, "find", request, now)
+            return
+        if tm.coordinator is None or not self.client.ready(tm.coordinator, now):
+            return
+        step = tm.next_request()
+        if step is not None:
+            self._send_transactional(tm.coordinator, step[0], step[1], now)
+
+    def _send_transactional(self, node: int, kind: str, request, now: float) -> None:
+        try:
+            self.client.send(node, request, lambda resp: self._handle_transactional(kind, resp), now)
+        except KafkaError as e:
+            self.transactions.fail_fatally(KafkaError(f"transactions need {type(request).__name__}: {e}"))
+            self._fail_everything(self.transactions.fatal_error)
+            return
+        self._txn_request_pending = True
+
+    def _handle_transactional(self, kind: str, resp: ClientResponse) -> None:
+        self._txn_request_pending = False
+        tm = self.transactions
+        now = resp.received_ms
+        if resp.response is None:
+            tm.request_failed(kind, resp.error)
+            self._txn_retry_at = now + self.retry_backoff_ms
+            return
+        if kind == "find":
+            body = resp.response
+            answer = body.coordinators[0] if getattr(body, "coordinators", None) else body
+            if answer.error_code:
+                self._txn_retry_at = now + self.retry_backoff_ms
+                log.debug("FindCoordinator for %r: %s", tm.transactional_id, error_for_code(answer.error_code))
+                return
+            tm.coordinator_found(answer.node_id)
+            return
+        outcome = tm.handle_answer(kind, resp.response)
+        if outcome == "retry":
+            self._txn_retry_at = now + self.retry_backoff_ms
+        elif outcome == "fatal":
+            self._fail_everything(tm.fatal_error)
+
+    def _fail_everything(self, error: BaseException) -> None:
+        self._in_flight.clear()
+        self.metrics.records_failed += self.accumulator.abort_incomplete(error)
+
     # -- produce -----------------------------------------------------------------------
     def _send_produce_request(self, node: int, batches: list[ProducerBatch], now: float) -> None:
         by_topic: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
@@ -231,7 +295,8 @@ class Sender(threading.Thread):
             by_topic[b.topic].append((b.partition, b.built))
             by_tp[b.tp] = b
             self._in_flight[b.tp].append(b)
-        request = ProduceRequest(None, self.acks, self.request_timeout_ms, list(by_topic.items()))
+        txn_id = self.transactions.transactional_id if self.transactions is not None else None
+        request = ProduceRequest(txn_id, self.acks, self.request_timeout_ms, list(by_topic.items()))
         try:
             self.client.send(node, request, lambda resp: self._handle_produce_response(resp, by_tp), now,
                              expect_response=self.acks != 0)
@@ -316,6 +381,8 @@ class Sender(threading.Thread):
                 and not batch.has_reached_delivery_timeout(self.delivery_timeout_ms, now))
 
     def _fail_batch(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
+        if self.transactions is not None:
+            self.transactions.batch_failed(error)
         flights = self._in_flight.get(batch.tp)
         if flights and batch in flights:
             flights.remove(batch)

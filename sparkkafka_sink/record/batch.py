@@ -310,7 +310,8 @@ class RecordBatchBuilder:
         )
 
 
-def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_sequence: int):
+def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_sequence: int,
+                       is_transactional: bool | None = None):
     """Stamp producer id, epoch and base sequence into one built batch and fix its CRC.
 
     A writable buffer (``bytearray`` or writable ``memoryview``: the bulk path's uncompressed
@@ -325,6 +326,10 @@ def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_
     if len(out) < BATCH_OVERHEAD or out[MAGIC_OFFSET] != MAGIC:
         raise ValueError("not a record batch v2")
     _PRODUCER_STATE.pack_into(out, PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence)
+    if is_transactional is not None:  # the bulk path builds batches before it knows
+        attributes = int.from_bytes(out[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2], "big")
+        attributes = attributes | TRANSACTIONAL_FLAG if is_transactional else attributes & ~TRANSACTIONAL_FLAG
+        out[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
     _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return out
 

@@ -1,0 +1,144 @@
+"""Producer transactions on Apache Kafka: commit, abort, fencing, and the hand-over that lets
+another process (the Spark driver) commit what a task prepared.  Read back with read_committed;
+a read_uncommitted control shows aborted records exist (the test bites)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kafka_helpers import consume_all
+from sparkkafka_sink import Producer, abort_lingering, complete_transaction
+from sparkkafka_sink.errors import KafkaError, ProducerFencedError
+from sparkkafka_sink.producer.transactions import PreparedTransaction
+from sparkkafka_sink.testing.brokers import create_topics
+
+pytestmark = [pytest.mark.broker, pytest.mark.transactions]
+
+
+@pytest.fixture
+def bootstrap(apache_kafka):
+    return apache_kafka.bootstrap_servers
+
+
+@pytest.fixture
+def topic(bootstrap, request):
+    name = f"txn-{request.node.name[-30:].strip('[]')}-{uuid.uuid4().hex[:6]}".replace("[", "-").replace("]", "")
+    create_topics(bootstrap, {name: 3}, timeout=30)
+    return name
+
+
+def producer(bootstrap, txn_id=None, **extra):
+    return Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id or f"t-{uuid.uuid4().hex}",
+                     "max.block.ms": 30000, "linger.ms": 5, **extra})
+
+
+def committed(bootstrap, topic, n=None):
+    return consume_all(bootstrap, topic, expected_count=n, isolation_level="read_committed", timeout=30)
+
+
+def everything(bootstrap, topic, n=None):
+    return consume_all(bootstrap, topic, expected_count=n, isolation_level="read_uncommitted", timeout=30)
+
+
+def test_commit_and_abort(bootstrap, topic):
+    with producer(bootstrap) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(300):
+            p.send(topic, value=b"c%d" % i, key=b"k%d" % i)
+        p.send_batch(topic, values=[b"b%d" % i for i in range(300)])
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(200):
+            p.send(topic, value=b"a%d" % i)
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(topic, value=b"last", partition=0)
+        p.commit_transaction()
+    got = committed(bootstrap, topic, 601)
+    values = sorted(r.value for r in got)
+    assert values == sorted([b"c%d" % i for i in range(300)] + [b"b%d" % i for i in range(300)] + [b"last"])
+    # the control read shows the aborted records were written (and kept invisible)
+    assert sum(1 for r in everything(bootstrap, topic, 801) if r.value.startswith(b"a")) == 200
+
+
+def test_send_outside_a_transaction_is_refused(bootstrap, topic):
+    with producer(bootstrap) as p:
+        with pytest.raises(KafkaError, match="init_transactions"):
+            p.begin_transaction()
+        p.init_transactions()
+        with pytest.raises(KafkaError, match="begin_transaction"):
+            p.send(topic, value=b"x")
+
+
+def test_a_newer_producer_fences_the_older_and_aborts_its_transaction(bootstrap, topic):
+    txn_id = f"fence-{uuid.uuid4().hex}"
+    old = producer(bootstrap, txn_id)
+    old.init_transactions()
+    old.begin_transaction()
+    old.send(topic, value=b"old", partition=0).get(30)
+    new = producer(bootstrap, txn_id)
+    new.init_transactions()  # fences old; its open transaction is aborted
+    with pytest.raises(ProducerFencedError, match="fenced"):
+        old.commit_transaction()
+    new.begin_transaction()
+    new.send(topic, value=b"new", partition=0)
+    new.commit_transaction()
+    old.close(5)
+    new.close(5)
+    assert [r.value for r in committed(bootstrap, topic, 1)] == [b"new"]
+
+
+def test_prepared_transaction_committed_from_elsewhere(bootstrap, topic):
+    """The hand-over: a producer prepares, closes; another client commits under its epoch."""
+    p = producer(bootstrap)
+    p.init_transactions()
+    p.begin_transaction()
+    for i in range(500):
+        p.send(topic, value=b"h%d" % i)
+    prepared = p.prepare()
+    p.close(10)
+    assert isinstance(prepared, PreparedTransaction) and len(prepared.partitions) == 3
+    assert committed(bootstrap, topic) == []  # nothing visible before the commit
+    again = PreparedTransaction.from_json(prepared.to_json())
+    complete_transaction(again, True, {"bootstrap.servers": bootstrap})
+    complete_transaction(again, True, {"bootstrap.servers": bootstrap})  # a retried commit is harmless
+    assert len(committed(bootstrap, topic, 500)) == 500
+
+
+def test_prepared_transaction_aborted_from_elsewhere(bootstrap, topic):
+    p = producer(bootstrap)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(topic, value=b"gone", partition=1)
+    prepared = p.prepare()
+    p.close(10)
+    complete_transaction(prepared, False, {"bootstrap.servers": bootstrap})
+    p2 = producer(bootstrap)
+    p2.init_transactions()
+    p2.begin_transaction()
+    p2.send(topic, value=b"kept", partition=1)
+    p2.commit_transaction()
+    p2.close(5)
+    assert [r.value for r in committed(bootstrap, topic, 1)] == [b"kept"]
+    assert b"gone" in [r.value for r in everything(bootstrap, topic, 2)]
+
+
+def test_abort_lingering_by_prefix(bootstrap, topic):
+    prefix = f"job-{uuid.uuid4().hex[:8]}-"
+    keep_id = prefix + "keep"
+    prepared = {}
+    for name in ("a", "b", "keep"):
+        p = producer(bootstrap, prefix + name)
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, value=name.encode(), partition=2)
+        prepared[name] = p.prepare()
+        p.close(5)
+    aborted = abort_lingering(prefix, {"bootstrap.servers": bootstrap}, exclude=[keep_id])
+    assert sorted(aborted) == [prefix + "a", prefix + "b"]
+    complete_transaction(prepared["keep"], True, {"bootstrap.servers": bootstrap})
+    # the partition's last stable offset moved past everything: a read_committed read ends
+    assert [r.value for r in committed(bootstrap, topic, 1)] == [b"keep"]

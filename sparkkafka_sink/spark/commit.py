@@ -33,6 +33,9 @@ class TaskCommitMessage(WriterCommitMessage):
     # (topic, partition) -> (count, first_offset, last_offset)
     offsets: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)
+    #: exactly-once: the task's open transaction, for the driver to commit (JSON of a
+    #: ``PreparedTransaction``), or None
+    transaction: Optional[str] = None
 
 
 def merge_offsets(messages: Iterable[Optional[TaskCommitMessage]]) -> dict:

@@ -58,6 +58,8 @@ class TaskInfo:
     partition: int = 0
     attempt: int = 0
     micro_batch: Optional[tuple] = None  # (query id, batch id) when streaming
+    #: Spark's id of this task attempt, unique in the application (transactional ids use it)
+    attempt_id: int = 0
 
     @classmethod
     def current(cls) -> "TaskInfo":
@@ -68,7 +70,7 @@ class TaskInfo:
             return cls()
         query, batch = ctx.getLocalProperty(_QUERY_ID_PROPERTY), ctx.getLocalProperty(_BATCH_ID_PROPERTY)
         micro_batch = (query, int(batch)) if query and batch and batch.lstrip("-").isdigit() else None
-        return cls(ctx.stageId(), ctx.partitionId(), ctx.attemptNumber(), micro_batch)
+        return cls(ctx.stageId(), ctx.partitionId(), ctx.attemptNumber(), micro_batch, ctx.taskAttemptId())
 
 
 def default_producer_factory(config: dict):
@@ -93,6 +95,9 @@ def run_write_task(
         for batch in _coalesced(batches, plan.options.coalesce_bytes):
             if producer is None:  # empty partitions never open a connection
                 producer = producer_factory(_task_config(plan.options, task))
+                if plan.options.exactly_once:
+                    producer.init_transactions()
+                    producer.begin_transaction()
             try:
                 send_arrow_batch(producer, batch, plan.layout, plan.options.topic, rows_seen, tracker)
             except RowError as exc:
@@ -109,6 +114,9 @@ def run_write_task(
             metrics_total.add(metrics)
         if tracker.failed:
             raise _failure(tracker, task, plan.options)
+        transaction = None
+        if producer is not None and plan.options.exactly_once:
+            transaction = producer.prepare().to_json()  # the driver commits it with the job
         ok = True
         return TaskCommitMessage(
             partition_id=task.partition,
@@ -116,14 +124,26 @@ def run_write_task(
             records=tracker.delivered,
             offsets={tp: tuple(s) for tp, s in tracker.offsets.items()},
             metrics=metrics,
+            transaction=transaction,
         )
     finally:
+        if producer is not None and not ok and plan.options.exactly_once:
+            _abort_quietly(producer)
         if producer is not None:
             try:
                 producer.close(None if ok else _CLOSE_AFTER_FAILURE_S)
             except Exception:  # noqa: BLE001 - closing must not mask the task's own error
                 if ok:
                     raise
+
+
+def _abort_quietly(producer) -> None:
+    """A failed exactly-once task aborts its transaction (best effort: the driver also aborts
+    every transaction of the write that it does not commit)."""
+    try:
+        producer.abort_transaction(_CLOSE_AFTER_FAILURE_S)
+    except Exception:  # noqa: BLE001 - the task's own error is what matters
+        pass
 
 
 def send_arrow_batch(producer, batch, layout: ColumnLayout, topic_option, row_offset: int,
@@ -214,10 +234,18 @@ _FILE_OPTIONS = ("ssl.truststore.location", "ssl.keystore.location")
 def _task_config(options: SinkOptions, task: TaskInfo) -> dict:
     config = dict(options.producer_config)
     config.setdefault("client.id", f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
+    if options.exactly_once:
+        # one id per task attempt: attempts never fence each other, the driver commits the winner's
+        config["transactional.id"] = transactional_id(options.transactional_id_prefix, task)
     for key in _FILE_OPTIONS:
         if config.get(key):
             config[key] = _local_file(config[key])
     return config
+
+
+def transactional_id(prefix: str, task: TaskInfo) -> str:
+    where = f"-b{task.micro_batch[1]}" if task.micro_batch else ""
+    return f"{prefix}{where}-p{task.partition}-t{task.attempt_id}"
 
 
 def _local_file(path: str) -> str:

@@ -25,7 +25,16 @@ class PyprodKafkaWriter(DataSourceArrowWriter):
         return run_write_task(iterator, self.plan, self.metrics_total)
 
     def commit(self, messages):
+        if self.plan is not None and self.plan.options.exactly_once:
+            from sparkkafka_sink.spark.transactions import commit_all
+
+            log_line(logging.INFO, "pyprod-kafka: exactly-once: " + commit_all(messages, self.plan.options))
         log_line(logging.INFO, commit_summary(messages))
 
     def abort(self, messages):
+        if self.plan is not None and self.plan.options.exactly_once:
+            from sparkkafka_sink.spark.transactions import abort_all
+
+            log_line(logging.WARNING, "pyprod-kafka: exactly-once: " + abort_all(messages, self.plan.options))
+            return
         log_line(logging.WARNING, abort_summary(messages))

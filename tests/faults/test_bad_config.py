@@ -49,6 +49,7 @@ CHOICES = {
     "partitioner": (["murmur2", "round_robin", "random", lambda t, k, n: 0], ["sticky", 3]),
     "security.protocol": (["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "sasl_ssl", "plaintext "], ["TLS", "SASL", "", 1]),
     "sasl.login.refresh.window.factor": ([0.5, "0.8", 1, "1.0"], [0.4, "1.1", "soon", True]),
+    "transaction.timeout.ms": ([1, "60000", 900000], [0, -1, "soon", True]),
     "client.id": (["x", ""], [5, b"x"]),
 }
 NOT_NUMBERS = ["soon", "1.5", 1.5, True, [1], b"5"]
@@ -134,7 +135,7 @@ def test_config_repr_hides_secrets():
     ({"delivery.timeout.ms": 1000, "request.timeout.ms": 2000, "linger.ms": 5},
      "delivery.timeout.ms (1000) must be >= linger.ms + request.timeout.ms (5 + 2000 = 2005)"),
     ({"buffer.memory": 1000, "batch.size": 16384}, "buffer.memory (1000) must be >= batch.size (16384)"),
-    ({"transactional.id": "tx"}, "transactions are not supported yet"),
+    ({"transactional.id": "tx", "acks": 1}, "transactional.id needs idempotence"),
 ])
 def test_conflicting_settings_are_rejected_like_the_java_client(conf, fragment):
     threads = set(sender_threads())

@@ -97,6 +97,26 @@ def test_unsupported_kafka_keys(key):
         parse_options({"kafka.bootstrap.servers": "h:9092", f"kafka.{key}": "x"})
 
 
+def test_exactly_once_options():
+    plain = parse_options({"kafka.bootstrap.servers": "h:9092"})
+    assert not plain.exactly_once
+    eos = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once"})
+    other = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "EXACTLY-ONCE"})
+    assert eos.exactly_once and eos.transactional_id_prefix != other.transactional_id_prefix  # one per write
+    assert eos.producer_config["transaction.timeout.ms"] == "900000"
+    named = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
+                           "transactionalIdPrefix": "nightly-load"})
+    assert named.transactional_id_prefix == "nightly-load"
+    for options, message in [
+        ({"deliveryGuarantee": "twice"}, "deliveryGuarantee' must be one of at-least-once, exactly-once"),
+        ({"transactionalIdPrefix": "x"}, "needs deliveryGuarantee=exactly-once"),
+        ({"deliveryGuarantee": "exactly-once", "kafka.acks": "1"}, "needs kafka.acks=all"),
+        ({"deliveryGuarantee": "exactly-once", "kafka.enable.idempotence": "false"}, "needs idempotence"),
+    ]:
+        with pytest.raises(SinkValidationError, match=message):
+            parse_options({"kafka.bootstrap.servers": "h:9092", **options})
+
+
 def test_read_properties(tmp_path):
     p = tmp_path / "p.properties"
     p.write_text("# comment\n! also\n\ncompression.type = zstd\nlinger.ms:10\n")

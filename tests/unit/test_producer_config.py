@@ -82,9 +82,12 @@ def test_delivery_timeout_must_cover_linger_plus_request_timeout():
     assert ProducerConfig({**BS, "request.timeout.ms": 200000})["delivery.timeout.ms"] == 200005
 
 
-def test_transactions_are_refused_clearly():
-    with pytest.raises(ConfigError, match="transactions are not supported yet"):
-        ProducerConfig({**BS, "transactional.id": "tx"})
+def test_transactional_id_needs_idempotence():
+    assert ProducerConfig({**BS, "transactional.id": "tx"})["transaction.timeout.ms"] == 60000
+    with pytest.raises(ConfigError, match="transactional.id needs idempotence"):
+        ProducerConfig({**BS, "transactional.id": "tx", "enable.idempotence": False})
+    with pytest.raises(ConfigError, match="'transactional.id'"):
+        ProducerConfig({**BS, "transactional.id": " "})
 
 
 def test_every_key_is_documented():

@@ -1,10 +1,11 @@
 """What a write task reports back, and the driver's one-line summaries of it.
 
 Spark passes the tasks' ``WriterCommitMessage`` objects to ``commit()`` (all
-succeeded) or ``abort()`` (some failed; failed tasks give None).  Kafka has
-nothing to commit or roll back, so both only log: the summary says where the
-data went, the abort note says what is already in Kafka and will be written
-again when the job is re-run (at-least-once).
+succeeded) or ``abort()`` (some failed; failed tasks give None).  At-least-once,
+Kafka has nothing to commit or roll back, so both only log: the summary says
+where the data went, the abort note says what is already in Kafka and will be
+written again when the job is re-run.  Exactly-once, a message also carries the
+task's open transaction, which ``spark.transactions`` commits or aborts.
 """
 
 from __future__ import annotations

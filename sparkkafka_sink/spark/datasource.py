@@ -28,10 +28,10 @@ class PyprodKafkaDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
-    def _plan(self, schema):
+    def _plan(self, schema, streaming: bool = False):
         from sparkkafka_sink.spark.write_task import WritePlan
 
-        options = parse_options(self.options)
+        options = parse_options(self.options, streaming=streaming)
         layout = validate_schema(schema, options.topic)
         return WritePlan(options=options, layout=layout)
 
@@ -45,4 +45,4 @@ class PyprodKafkaDataSource(DataSource):
         from sparkkafka_sink.spark.stream_writer import PyprodKafkaStreamWriter
 
         # overwrite is True for output mode "complete": Kafka just receives the rows again.
-        return PyprodKafkaStreamWriter(self._plan(schema), type(self).metrics_total)
+        return PyprodKafkaStreamWriter(self._plan(schema, streaming=True), type(self).metrics_total)

@@ -54,6 +54,10 @@ class SinkOptions:
     coalesce_bytes: int = 0
     #: exactly-once: each task writes in a transaction the driver commits; ids start with this
     transactional_id_prefix: str | None = None
+    #: exactly-once streaming: this run of the query (ids of a restarted query never collide with
+    #: the transactions a crashed run left), and where committed micro-batches are recorded
+    run_id: str = ""
+    commit_log_dir: str | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -99,7 +103,8 @@ def producer_config_from_options(options: Mapping[str, str]) -> dict:
     return config
 
 
-def parse_options(options: Mapping[str, str], *, check_producer_config: bool = True) -> SinkOptions:
+def parse_options(options: Mapping[str, str], *, check_producer_config: bool = True,
+                  streaming: bool = False) -> SinkOptions:
     """Validate the options on the driver and return what the tasks need.
 
     ``check_producer_config`` runs the producer's own ``ProducerConfig`` over the
@@ -117,7 +122,7 @@ def parse_options(options: Mapping[str, str], *, check_producer_config: bool = T
     for key, why in _REJECTED_KAFKA_KEYS.items():
         if key in config:
             raise SinkValidationError(f"option 'kafka.{key}' is not supported: {why}")
-    prefix = _exactly_once(lowered, config)
+    prefix = _exactly_once(lowered, config, streaming)
     if check_producer_config:
         _check_producer_config(config)
     topic = lowered.get("topic")
@@ -125,10 +130,33 @@ def parse_options(options: Mapping[str, str], *, check_producer_config: bool = T
         raise SinkValidationError("option 'topic' is empty; give a topic name or drop the option")
     return SinkOptions(bootstrap_servers=str(bootstrap), topic=topic, producer_config=config,
                        coalesce_bytes=_coalesce_bytes(lowered.get(COALESCE_OPTION)),
-                       transactional_id_prefix=prefix)
+                       transactional_id_prefix=prefix,
+                       **(_streaming_commit_log(lowered, prefix) if streaming and prefix else {}))
 
 
-def _exactly_once(lowered: Mapping[str, str], config: dict) -> str | None:
+def _streaming_commit_log(lowered: Mapping[str, str], prefix: str) -> dict:
+    """Exactly-once writeStream: committed micro-batches are recorded beside the checkpoint."""
+    import os
+    import uuid
+
+    location = lowered.get("checkpointlocation")
+    if not location:
+        raise SinkValidationError(
+            "deliveryGuarantee=exactly-once on writeStream needs .option(\"checkpointLocation\", path): the "
+            "sink records each committed micro-batch beside the checkpoint, so a replayed batch is not "
+            "written twice")
+    path = str(location)
+    if path.startswith("file:"):
+        path = path[len("file:"):]
+        path = "/" + path.lstrip("/") if path.startswith("//") else path
+    elif "://" in path:
+        raise SinkValidationError(
+            f"deliveryGuarantee=exactly-once on writeStream needs a checkpointLocation on a local or mounted "
+            f"file system (the sink writes its commit records there with plain file operations), got {location!r}")
+    return {"run_id": uuid.uuid4().hex[:8], "commit_log_dir": os.path.join(os.path.abspath(path), "pyprod-kafka")}
+
+
+def _exactly_once(lowered: Mapping[str, str], config: dict, streaming: bool = False) -> str | None:
     """The transactional id prefix under exactly-once (None: at-least-once); checks the producer
     options that would break it."""
     guarantee = str(lowered.get(GUARANTEE_OPTION, "at-least-once")).strip().lower()
@@ -147,8 +175,13 @@ def _exactly_once(lowered: Mapping[str, str], config: dict) -> str | None:
         raise SinkValidationError("deliveryGuarantee=exactly-once needs idempotence: drop kafka.enable.idempotence=false")
     config.setdefault("transaction.timeout.ms", str(EXACTLY_ONCE_TIMEOUT_MS))
     if prefix is None:
+        import hashlib
         import uuid
 
+        if streaming and lowered.get("checkpointlocation"):
+            # the query's own: stable across restarts, so leftovers of a crashed run are found
+            digest = hashlib.sha1(str(lowered["checkpointlocation"]).encode()).hexdigest()[:16]
+            return f"pyprod-kafka-q{digest}"
         return f"pyprod-kafka-{uuid.uuid4().hex[:16]}"  # one write, one prefix: jobs never share ids
     prefix = str(prefix).strip()
     if not prefix or len(prefix) > 200:

@@ -75,3 +75,121 @@ def _abort_others(options: SinkOptions, keep: list[str]) -> list[str]:
 
 def _partitions(prepared: PreparedTransaction) -> str:
     return ", ".join(f"{t}-{p}" for t, p in prepared.partitions) or "no partitions"
+
+
+# -- streaming: one commit per micro-batch, recorded so a replay is not written twice -------------
+class MicroBatchLog:
+    """``<checkpoint>/pyprod-kafka/<batch>.intent`` (the transactions about to be committed) and
+    ``<batch>.done`` (all committed), each written whole (temporary file, then rename)."""
+
+    def __init__(self, directory: str):
+        import os
+
+        self.dir = directory
+        os.makedirs(directory, exist_ok=True)
+
+    def _path(self, batch_id: int, kind: str) -> str:
+        import os
+
+        return os.path.join(self.dir, f"{batch_id}.{kind}")
+
+    def _write(self, batch_id: int, kind: str, text: str) -> None:
+        import os
+
+        path = self._path(batch_id, kind)
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def done(self, batch_id: int) -> bool:
+        import os
+
+        return os.path.exists(self._path(batch_id, "done"))
+
+    def intent(self, batch_id: int) -> list[PreparedTransaction] | None:
+        import json
+        import os
+
+        path = self._path(batch_id, "intent")
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return [PreparedTransaction.from_json(t) for t in json.load(f)]
+
+    def write_intent(self, batch_id: int, prepared: list[PreparedTransaction]) -> None:
+        import json
+
+        self._write(batch_id, "intent", json.dumps([p.to_json() for p in prepared]))
+
+    def write_done(self, batch_id: int) -> None:
+        self._write(batch_id, "done", "")
+
+
+#: a test seam (tests/spark/test_spark_exactly_once.py): "before:<batch>:<file>" or
+#: "after:<batch>:<file>" creates <file> and stops at that point of that micro-batch's commit,
+#: so the test can kill the driver there
+_PAUSE_ENV = "SPARKKAFKA_SINK_TEST_PAUSE_COMMIT"
+
+
+def _pause_point(where: str, batch_id: int) -> None:
+    import os
+    import time
+
+    spec = os.environ.get(_PAUSE_ENV, "")
+    if spec.count(":") >= 2:
+        point, batch, marker = spec.split(":", 2)
+        if point == where and int(batch) == batch_id:
+            open(marker, "w").close()
+            time.sleep(3600)
+
+
+def commit_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
+    """Commit micro-batch ``batch_id`` exactly once, even when Spark calls this again for it or
+    replays the batch after a driver restart."""
+    _pause_point("before", batch_id)
+    log = MicroBatchLog(options.commit_log_dir)
+    new = [p for _, p in _prepared(messages)]
+    config = options.producer_config
+    if log.done(batch_id):
+        for p in new:
+            complete_transaction(p, False, config, timeout=_END_TIMEOUT_S)
+        return (f"micro-batch {batch_id} was committed before (a replay): its {len(new)} new "
+                "transactions aborted, nothing written twice")
+    earlier = log.intent(batch_id)
+    if earlier is None:
+        log.write_intent(batch_id, new)
+        to_commit, extra = new, []
+    else:  # a crash between the intent and done: finish what was decided then
+        to_commit, extra = earlier, new
+    failed = []
+    for p in to_commit:
+        try:
+            complete_transaction(p, True, config, timeout=_END_TIMEOUT_S)
+        except KafkaError as e:
+            failed.append(f"{_partitions(p)}: {e}")
+    if failed:
+        raise TransactionCommitError(
+            f"pyprod-kafka: exactly-once commit of micro-batch {batch_id} failed for {len(failed)} of "
+            f"{len(to_commit)} transactions ({'; '.join(failed)}); the query stops, and its restart "
+            "commits them again from the record beside the checkpoint")
+    for p in extra:
+        complete_transaction(p, False, config, timeout=_END_TIMEOUT_S)
+    aborted = _abort_others(options, keep=[p.transactional_id for p in to_commit])
+    log.write_done(batch_id)
+    _pause_point("after", batch_id)
+    return (f"micro-batch {batch_id}: {len(to_commit)} transactions committed"
+            + (" (recorded by a run that crashed before it finished)" if earlier is not None else "")
+            + (f", {len(extra) + len(aborted)} others aborted" if extra or aborted else ""))
+
+
+def abort_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
+    log = MicroBatchLog(options.commit_log_dir)
+    if log.done(batch_id) or log.intent(batch_id) is not None:
+        # decided before: only this attempt's new transactions go
+        for _, p in _prepared(messages):
+            complete_transaction(p, False, options.producer_config, timeout=_END_TIMEOUT_S)
+        return f"micro-batch {batch_id}: this attempt's transactions aborted (the batch was committed before)"
+    return abort_all(messages, options)

@@ -236,16 +236,17 @@ def _task_config(options: SinkOptions, task: TaskInfo) -> dict:
     config.setdefault("client.id", f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
     if options.exactly_once:
         # one id per task attempt: attempts never fence each other, the driver commits the winner's
-        config["transactional.id"] = transactional_id(options.transactional_id_prefix, task)
+        config["transactional.id"] = transactional_id(options.transactional_id_prefix, options.run_id, task)
     for key in _FILE_OPTIONS:
         if config.get(key):
             config[key] = _local_file(config[key])
     return config
 
 
-def transactional_id(prefix: str, task: TaskInfo) -> str:
+def transactional_id(prefix: str, run_id: str, task: TaskInfo) -> str:
+    run = f"-r{run_id}" if run_id else ""
     where = f"-b{task.micro_batch[1]}" if task.micro_batch else ""
-    return f"{prefix}{where}-p{task.partition}-t{task.attempt_id}"
+    return f"{prefix}{run}{where}-p{task.partition}-t{task.attempt_id}"
 
 
 def _local_file(path: str) -> str:

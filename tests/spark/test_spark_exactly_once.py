@@ -54,3 +54,57 @@ def test_failed_job_leaves_nothing_visible_and_nothing_hanging(apache_kafka, top
     # read_committed ends (the last stable offset moved past everything: no hanging transaction)
     assert consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed", timeout=30) == []
     assert len(consume_all(apache_kafka.bootstrap_servers, topic)) > 0, "nothing was written: the test did not bite"
+
+
+STREAM_JOB = Path(__file__).with_name("exactly_once_stream_job.py")
+
+
+def _stream(bootstrap, topic, checkpoint, min_batch, pause=None, timeout=300):
+    """Run the streaming job; with ``pause`` ("before"/"after", batch, marker) kill its whole
+    process group (the driver) once the commit of that batch stopped at that point."""
+    import signal
+    import time
+
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    env.pop("SPARKKAFKA_SINK_TEST_PAUSE_COMMIT", None)
+    if pause is not None:
+        env["SPARKKAFKA_SINK_TEST_PAUSE_COMMIT"] = ":".join(str(x) for x in pause)
+    proc = subprocess.Popen([sys.executable, str(STREAM_JOB), bootstrap, topic, str(checkpoint), str(min_batch)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        if pause is None:
+            out, _ = proc.communicate(timeout=timeout)
+            return out
+        marker = Path(pause[2])
+        deadline = time.monotonic() + timeout
+        while not marker.exists():  # observed: the commit of that batch reached the point
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "the commit never reached the pause point"
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver dies there: JVM and Python alike
+        proc.wait(30)
+        return "KILLED"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+def test_streaming_driver_killed_around_the_commit_then_restarted(apache_kafka, topic, tmp_path):
+    """The driver is killed after the tasks of micro-batch 2 prepared but before its commit, then
+    (restarted) after the commit of micro-batch 4 but before Spark recorded it; each restart
+    replays the batch.  Every row once, none lost: read_committed shows exactly 0..n-1."""
+    bootstrap = apache_kafka.bootstrap_servers
+    checkpoint = tmp_path / "checkpoint"
+    assert _stream(bootstrap, topic, checkpoint, 3, pause=("before", 2, tmp_path / "paused-2")) == "KILLED"
+    assert _stream(bootstrap, topic, checkpoint, 5, pause=("after", 4, tmp_path / "paused-4")) == "KILLED"
+    out = _stream(bootstrap, topic, checkpoint, 6)
+    assert "REACHED" in out, out[-3000:]
+    committed = values(consume_all(bootstrap, topic, isolation_level="read_committed", timeout=60))
+    assert committed, "nothing committed"
+    assert len(committed) == len(set(committed)), "a row was written twice"
+    assert sorted(committed) == list(range(len(committed))), "rows were lost"
+    assert (checkpoint / "pyprod-kafka" / "4.done").exists()
+    everything = values(consume_all(bootstrap, topic, timeout=60))
+    assert len(everything) > len(committed), "no replayed rows were written: the test did not bite"

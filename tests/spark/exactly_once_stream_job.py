@@ -1,0 +1,47 @@
+"""A streaming query for tests/spark/test_spark_exactly_once.py, in a process (group) of its own
+so the test can kill the whole driver: ``python exactly_once_stream_job.py BOOTSTRAP TOPIC
+CHECKPOINT MIN_BATCH`` runs rate -> pyprod-kafka (exactly-once) until micro-batch MIN_BATCH is
+done, then stops cleanly.  The rate source numbers rows 0, 1, 2, ...: a replayed batch has the
+same rows.  SPARKKAFKA_SINK_TEST_PAUSE_COMMIT (see spark/transactions.py) makes a commit stop."""
+
+import os
+import sys
+import time
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+
+def main(bootstrap: str, topic: str, checkpoint: str, min_batch: int) -> int:
+    spark = (SparkSession.builder.master("local[2]").appName("exactly-once-stream-test")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    query = (spark.readStream.format("rate").option("rowsPerSecond", 40).option("numPartitions", 2).load()
+             .selectExpr("cast(value as string) as value")
+             .writeStream.format("pyprod-kafka")
+             .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+             .option("deliveryGuarantee", "exactly-once")
+             .option("checkpointLocation", checkpoint)
+             .trigger(processingTime="500 milliseconds").start())
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            if query.exception():
+                print(f"QUERY FAILED: {query.exception()}", flush=True)
+                return 3
+            progress = query.lastProgress
+            if progress and progress["batchId"] >= min_batch:
+                print(f"REACHED batch {progress['batchId']}", flush=True)
+                return 0
+            time.sleep(0.2)
+        print("TIMEOUT", flush=True)
+        return 4
+    finally:
+        query.stop()
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))

@@ -1,0 +1,79 @@
+"""The driver's exactly-once decisions without a broker: which transactions are committed, which
+aborted, and what is recorded beside the checkpoint (the broker round trips:
+tests/spark/test_spark_exactly_once.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkkafka_sink.producer.transactions import PreparedTransaction
+from sparkkafka_sink.spark import transactions as T
+from sparkkafka_sink.spark.commit import TaskCommitMessage
+from sparkkafka_sink.spark.options import SinkOptions
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    log = {"end": [], "lingering": []}
+
+    def end(prepared, commit, config, timeout=60.0):
+        if prepared.transactional_id.endswith("broken"):
+            raise T.KafkaError("coordinator says no")
+        log["end"].append((prepared.transactional_id, commit))
+
+    def lingering(prefix, config, exclude=(), timeout=60.0):
+        log["lingering"].append((prefix, sorted(exclude)))
+        return []
+
+    monkeypatch.setattr(T, "complete_transaction", end)
+    monkeypatch.setattr(T, "abort_lingering", lingering)
+    return log
+
+
+def message(partition: int, txn: str | None) -> TaskCommitMessage:
+    prepared = PreparedTransaction(txn, 7, 1, (("t", partition),)).to_json() if txn else None
+    return TaskCommitMessage(partition, 0, 1, {}, {}, prepared)
+
+
+def options(tmp_path) -> SinkOptions:
+    return SinkOptions("h:9092", "t", {"bootstrap.servers": "h:9092"}, 0, "q", "run1", str(tmp_path / "log"))
+
+
+def test_batch_commit_commits_the_kept_attempts_and_aborts_the_rest(calls, tmp_path):
+    text = T.commit_all([message(0, "q-p0-t1"), message(1, "q-p1-t5"), None, message(2, None)], options(tmp_path))
+    assert calls["end"] == [("q-p0-t1", True), ("q-p1-t5", True)]
+    assert calls["lingering"] == [("q", ["q-p0-t1", "q-p1-t5"])]
+    assert "2 transactions committed" in text
+
+
+def test_batch_commit_failure_says_what_is_visible(calls, tmp_path):
+    with pytest.raises(T.TransactionCommitError) as info:
+        T.commit_all([message(0, "q-p0-t1"), message(1, "q-p1-broken")], options(tmp_path))
+    text = str(info.value)
+    assert "1 of 2 tasks" in text and "t-1" in text and "NOT visible" in text and "t-0" in text
+
+
+def test_micro_batch_commit_then_replays(calls, tmp_path):
+    opts = options(tmp_path)
+    T.commit_micro_batch([message(0, "q-b3-p0-t1")], 3, opts)
+    assert calls["end"] == [("q-b3-p0-t1", True)]
+    assert (tmp_path / "log" / "3.intent").exists() and (tmp_path / "log" / "3.done").exists()
+    calls["end"].clear()
+    text = T.commit_micro_batch([message(0, "q-b3-p0-t9")], 3, opts)  # Spark replays batch 3
+    assert calls["end"] == [("q-b3-p0-t9", False)] and "committed before" in text
+
+
+def test_micro_batch_commit_finishes_what_a_crashed_run_decided(calls, tmp_path):
+    opts = options(tmp_path)
+    log = T.MicroBatchLog(opts.commit_log_dir)
+    log.write_intent(4, [PreparedTransaction("q-b4-p0-old", 7, 1, (("t", 0),))])
+    text = T.commit_micro_batch([message(0, "q-b4-p0-new")], 4, opts)
+    assert calls["end"] == [("q-b4-p0-old", True), ("q-b4-p0-new", False)]
+    assert log.done(4) and "crashed" in text
+
+
+def test_micro_batch_abort_keeps_a_decided_batch(calls, tmp_path):
+    opts = options(tmp_path)
+    T.MicroBatchLog(opts.commit_log_dir).write_intent(5, [PreparedTransaction("q-b5-old", 7, 1, ())])
+    T.abort_micro_batch([message(0, "q-b5-new")], 5, opts)
+    assert calls["end"] == [("q-b5-new", False)] and calls["lingering"] == []

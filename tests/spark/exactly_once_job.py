@@ -1,8 +1,9 @@
 """A Spark job for tests/spark/test_spark_exactly_once.py, in a process of its own: a master
 with task retries (``local[2,4]``), which the suite's shared session (``local[2]``) does not have.
 
-``python exactly_once_job.py BOOTSTRAP TOPIC ROWS FAULT`` writes rows 0..ROWS-1 with
-deliveryGuarantee=exactly-once; FAULT says how the first attempt of partition 1 fails:
+``python exactly_once_job.py BOOTSTRAP ROWS TOPIC:FAULT ...`` writes rows 0..ROWS-1 to each TOPIC
+(one write each, one Spark session for all) with deliveryGuarantee=exactly-once; FAULT says how
+the first attempt of partition 1 fails:
 ``raise`` (a row for a partition that does not exist fails the task after three Arrow batches
 were sent; the task aborts its transaction and Spark retries it),
 ``none``, or ``fail-job`` (every attempt of partition 1 raises: the job fails).
@@ -18,13 +19,21 @@ from pyspark import TaskContext  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
 
-def main(bootstrap: str, topic: str, rows: int, fault: str) -> int:
+def main(bootstrap: str, rows: int, jobs: list) -> int:
     spark = (SparkSession.builder.master("local[2,4]").appName("exactly-once-test")
              .config("spark.ui.enabled", "false")
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    try:
+        for topic, fault in jobs:
+            write(spark, bootstrap, rows, topic, fault)
+    finally:
+        spark.stop()
+    return 0
 
+
+def write(spark, bootstrap: str, rows: int, topic: str, fault: str) -> None:
     def failing(batches):
         """Partition 1's first attempt (or every attempt, for fail-job) sends a row to partition
         999 in its fourth Arrow batch: the sink fails that task after it sent three batches."""
@@ -46,13 +55,10 @@ def main(bootstrap: str, topic: str, rows: int, fault: str) -> int:
          .option("coalesceBytes", "0")
          .save())
     except Exception as e:  # noqa: BLE001
-        print(f"JOB FAILED: {str(e)[-400:]}", flush=True)
-        return 3
-    finally:
-        spark.stop()
-    print("JOB OK", flush=True)
-    return 0
+        print(f"JOB FAILED {topic}: {str(e)[-400:]}", flush=True)
+        return
+    print(f"JOB OK {topic}", flush=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]))
+    sys.exit(main(sys.argv[1], int(sys.argv[2]), [tuple(a.split(":", 1)) for a in sys.argv[3:]]))

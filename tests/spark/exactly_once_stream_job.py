@@ -24,7 +24,7 @@ def main(bootstrap: str, topic: str, checkpoint: str, min_batch: int) -> int:
              .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
              .option("deliveryGuarantee", "exactly-once")
              .option("checkpointLocation", checkpoint)
-             .trigger(processingTime="500 milliseconds").start())
+             .trigger(processingTime="250 milliseconds").start())
     deadline = time.monotonic() + 240
     try:
         while time.monotonic() < deadline:

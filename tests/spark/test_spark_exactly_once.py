@@ -21,11 +21,18 @@ JOB = Path(__file__).with_name("exactly_once_job.py")
 ROWS = 8000
 
 
-def run_job(bootstrap: str, topic: str, fault: str) -> str:
+@pytest.fixture(scope="module")
+def batch_jobs(apache_kafka):
+    """Both batch scenarios in one Spark process (one start-up): ``{fault: (topic, output)}``."""
+    faults = ("raise", "fail-job")
+    topics = {fault: f"eos-{fault}-{uuid.uuid4().hex[:8]}" for fault in faults}
+    create_topics(apache_kafka.bootstrap_servers, {t: 3 for t in topics.values()}, timeout=30)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    proc = subprocess.run([sys.executable, str(JOB), bootstrap, topic, str(ROWS), fault], env=env,
-                          capture_output=True, text=True, timeout=300)
-    return proc.stdout + proc.stderr[-3000:]
+    proc = subprocess.run([sys.executable, str(JOB), apache_kafka.bootstrap_servers, str(ROWS),
+                           *(f"{topics[f]}:{f}" for f in faults)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr[-3000:]
+    return {fault: (topics[fault], out) for fault in faults}
 
 
 @pytest.fixture
@@ -39,18 +46,18 @@ def values(records):
     return [int(r.value) for r in records]
 
 
-def test_task_failing_after_partial_send_is_retried_and_written_once(apache_kafka, topic):
-    out = run_job(apache_kafka.bootstrap_servers, topic, "raise")
-    assert "JOB OK" in out, out
+def test_task_failing_after_partial_send_is_retried_and_written_once(apache_kafka, batch_jobs):
+    topic, out = batch_jobs["raise"]
+    assert f"JOB OK {topic}" in out, out
     committed = values(consume_all(apache_kafka.bootstrap_servers, topic, ROWS, isolation_level="read_committed"))
     assert sorted(committed) == list(range(ROWS)), "not exactly the rows (lost or duplicated)"
     everything = values(consume_all(apache_kafka.bootstrap_servers, topic, ROWS + 1))
     assert len(everything) > ROWS, "the failed attempt wrote nothing: the test did not bite"
 
 
-def test_failed_job_leaves_nothing_visible_and_nothing_hanging(apache_kafka, topic):
-    out = run_job(apache_kafka.bootstrap_servers, topic, "fail-job")
-    assert "JOB FAILED" in out, out
+def test_failed_job_leaves_nothing_visible_and_nothing_hanging(apache_kafka, batch_jobs):
+    topic, out = batch_jobs["fail-job"]
+    assert f"JOB FAILED {topic}" in out, out
     # read_committed ends (the last stable offset moved past everything: no hanging transaction)
     assert consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed", timeout=30) == []
     assert len(consume_all(apache_kafka.bootstrap_servers, topic)) > 0, "nothing was written: the test did not bite"

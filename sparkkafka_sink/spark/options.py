@@ -37,6 +37,7 @@ DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
 DEFAULT_COALESCE_BYTES = 4 << 20
 COALESCE_OPTION = "coalescebytes"
 GUARANTEE_OPTION = "deliveryguarantee"
+BATCH_ID_OPTION = "batchid"
 PREFIX_OPTION = "transactionalidprefix"
 GUARANTEES = ("at-least-once", "exactly-once")
 #: exactly-once: a task's transaction stays open until the driver commits the whole job, so the
@@ -58,6 +59,8 @@ class SinkOptions:
     #: the transactions a crashed run left), and where committed micro-batches are recorded
     run_id: str = ""
     commit_log_dir: str | None = None
+    #: exactly-once inside foreachBatch: the micro-batch this batch write belongs to
+    batch_id: int | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -131,7 +134,23 @@ def parse_options(options: Mapping[str, str], *, check_producer_config: bool = T
     return SinkOptions(bootstrap_servers=str(bootstrap), topic=topic, producer_config=config,
                        coalesce_bytes=_coalesce_bytes(lowered.get(COALESCE_OPTION)),
                        transactional_id_prefix=prefix,
-                       **(_streaming_commit_log(lowered, prefix) if streaming and prefix else {}))
+                       **(_streaming_commit_log(lowered, prefix) if prefix and (streaming or _batch_id(lowered) is not None)
+                          else {}),
+                       batch_id=_batch_id(lowered) if prefix else None)
+
+
+def _batch_id(lowered: Mapping[str, str]) -> int | None:
+    raw = lowered.get(BATCH_ID_OPTION)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SinkValidationError(f"option 'batchId' must be the micro-batch id foreachBatch passes (an integer >= 0), "
+                                  f"got {raw!r}")
+    return value
 
 
 def _streaming_commit_log(lowered: Mapping[str, str], prefix: str) -> dict:
@@ -142,9 +161,9 @@ def _streaming_commit_log(lowered: Mapping[str, str], prefix: str) -> dict:
     location = lowered.get("checkpointlocation")
     if not location:
         raise SinkValidationError(
-            "deliveryGuarantee=exactly-once on writeStream needs .option(\"checkpointLocation\", path): the "
-            "sink records each committed micro-batch beside the checkpoint, so a replayed batch is not "
-            "written twice")
+            "deliveryGuarantee=exactly-once on writeStream (or with batchId in foreachBatch) needs "
+            ".option(\"checkpointLocation\", path) -- in foreachBatch the query's own: the sink records "
+            "each committed micro-batch beside it, so a replayed batch is not written twice")
     path = str(location)
     if path.startswith("file:"):
         path = path[len("file:"):]
@@ -165,8 +184,9 @@ def _exactly_once(lowered: Mapping[str, str], config: dict, streaming: bool = Fa
                                   f"got {lowered.get(GUARANTEE_OPTION)!r}")
     prefix = lowered.get(PREFIX_OPTION)
     if guarantee == "at-least-once":
-        if prefix is not None:
-            raise SinkValidationError("option 'transactionalIdPrefix' needs deliveryGuarantee=exactly-once")
+        for option, name in ((PREFIX_OPTION, "transactionalIdPrefix"), (BATCH_ID_OPTION, "batchId")):
+            if lowered.get(option) is not None:
+                raise SinkValidationError(f"option '{name}' needs deliveryGuarantee=exactly-once")
         return None
     acks = str(config.get("acks", "all")).strip().lower()
     if acks not in ("all", "-1"):
@@ -178,7 +198,7 @@ def _exactly_once(lowered: Mapping[str, str], config: dict, streaming: bool = Fa
         import hashlib
         import uuid
 
-        if streaming and lowered.get("checkpointlocation"):
+        if (streaming or lowered.get(BATCH_ID_OPTION) is not None) and lowered.get("checkpointlocation"):
             # the query's own: stable across restarts, so leftovers of a crashed run are found
             digest = hashlib.sha1(str(lowered["checkpointlocation"]).encode()).hexdigest()[:16]
             return f"pyprod-kafka-q{digest}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
@@ -236,6 +237,8 @@ def _task_config(options: SinkOptions, task: TaskInfo) -> dict:
     config.setdefault("client.id", f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
     if options.exactly_once:
         # one id per task attempt: attempts never fence each other, the driver commits the winner's
+        if options.batch_id is not None:  # foreachBatch: the batch id the user passed
+            task = dataclasses.replace(task, micro_batch=(None, options.batch_id))
         config["transactional.id"] = transactional_id(options.transactional_id_prefix, options.run_id, task)
     for key in _FILE_OPTIONS:
         if config.get(key):

@@ -25,16 +25,22 @@ class PyprodKafkaWriter(DataSourceArrowWriter):
         return run_write_task(iterator, self.plan, self.metrics_total)
 
     def commit(self, messages):
-        if self.plan is not None and self.plan.options.exactly_once:
-            from sparkkafka_sink.spark.transactions import commit_all
+        options = self.plan.options if self.plan is not None else None
+        if options is not None and options.exactly_once:
+            from sparkkafka_sink.spark import transactions
 
-            log_line(logging.INFO, "pyprod-kafka: exactly-once: " + commit_all(messages, self.plan.options))
+            text = (transactions.commit_all(messages, options) if options.batch_id is None
+                    else transactions.commit_micro_batch(messages, options.batch_id, options))
+            log_line(logging.INFO, "pyprod-kafka: exactly-once: " + text)
         log_line(logging.INFO, commit_summary(messages))
 
     def abort(self, messages):
-        if self.plan is not None and self.plan.options.exactly_once:
-            from sparkkafka_sink.spark.transactions import abort_all
+        options = self.plan.options if self.plan is not None else None
+        if options is not None and options.exactly_once:
+            from sparkkafka_sink.spark import transactions
 
-            log_line(logging.WARNING, "pyprod-kafka: exactly-once: " + abort_all(messages, self.plan.options))
+            text = (transactions.abort_all(messages, options) if options.batch_id is None
+                    else transactions.abort_micro_batch(messages, options.batch_id, options))
+            log_line(logging.WARNING, "pyprod-kafka: exactly-once: " + text)
             return
         log_line(logging.WARNING, abort_summary(messages))

@@ -115,3 +115,28 @@ def test_streaming_driver_killed_around_the_commit_then_restarted(apache_kafka, 
     assert (checkpoint / "pyprod-kafka" / "4.done").exists()
     everything = values(consume_all(bootstrap, topic, timeout=60))
     assert len(everything) > len(committed), "no replayed rows were written: the test did not bite"
+
+
+def test_foreach_batch_with_batch_id_writes_a_replayed_batch_once(spark, apache_kafka, topic, tmp_path):
+    """The documented foreachBatch pattern: the batch id (and the query's checkpoint) passed as
+    options.  Spark replays a micro-batch after a crash by calling the function again with the
+    same id: its rows are then aborted, not written twice."""
+    from pyspark.sql import functions as F
+
+    bootstrap = apache_kafka.bootstrap_servers
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def write(batch_df, batch_id):
+        (batch_df.write.format("pyprod-kafka").mode("append")
+         .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+         .option("deliveryGuarantee", "exactly-once").option("batchId", batch_id)
+         .option("checkpointLocation", checkpoint).save())
+
+    first = spark.range(0, 300).select(F.col("id").cast("string").alias("value"))
+    second = spark.range(300, 500).select(F.col("id").cast("string").alias("value"))
+    write(first, 0)
+    write(first, 0)   # the replay of micro-batch 0
+    write(second, 1)
+    committed = values(consume_all(bootstrap, topic, 500, isolation_level="read_committed"))
+    assert sorted(committed) == list(range(500))
+    assert len(values(consume_all(bootstrap, topic, 800))) == 800, "the replay wrote nothing: the test did not bite"

@@ -107,11 +107,21 @@ def test_exactly_once_options():
     named = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
                            "transactionalIdPrefix": "nightly-load"})
     assert named.transactional_id_prefix == "nightly-load"
+    in_foreach_batch = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
+                                      "batchId": "7", "checkpointLocation": "/cp/q"})
+    assert in_foreach_batch.batch_id == 7 and in_foreach_batch.commit_log_dir == "/cp/q/pyprod-kafka"
+    again = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
+                           "batchId": "8", "checkpointLocation": "/cp/q"})
+    assert again.transactional_id_prefix == in_foreach_batch.transactional_id_prefix  # stable per query
     for options, message in [
         ({"deliveryGuarantee": "twice"}, "deliveryGuarantee' must be one of at-least-once, exactly-once"),
         ({"transactionalIdPrefix": "x"}, "needs deliveryGuarantee=exactly-once"),
         ({"deliveryGuarantee": "exactly-once", "kafka.acks": "1"}, "needs kafka.acks=all"),
         ({"deliveryGuarantee": "exactly-once", "kafka.enable.idempotence": "false"}, "needs idempotence"),
+        ({"batchId": "3"}, "'batchId' needs deliveryGuarantee=exactly-once"),
+        ({"deliveryGuarantee": "exactly-once", "batchId": "3"}, "needs .option\\(\"checkpointLocation\""),
+        ({"deliveryGuarantee": "exactly-once", "batchId": "-1", "checkpointLocation": "/c"}, "'batchId' must be"),
+        ({"deliveryGuarantee": "exactly-once", "batchId": "2", "checkpointLocation": "s3://b/c"}, "local or mounted"),
     ]:
         with pytest.raises(SinkValidationError, match=message):
             parse_options({"kafka.bootstrap.servers": "h:9092", **options})

@@ -33,7 +33,8 @@ from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.errors import (
-    InvalidProducerEpochError, ProducerFencedBrokerError, TransactionalIdAuthorizationFailedError, error_for_code)
+    InvalidProducerEpochError, InvalidTransactionTimeoutError, ProducerFencedBrokerError,
+    TransactionalIdAuthorizationFailedError, error_for_code)
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +317,12 @@ class TransactionManager(IdempotenceManager):
         return "done"
 
     def _classify(self, error: BaseException) -> str:
+        if isinstance(error, InvalidTransactionTimeoutError):
+            self.fail_fatally(KafkaError(
+                f"transaction.timeout.ms={self.transaction_timeout_ms} is more than the brokers allow "
+                "(their transaction.max.timeout.ms, 900000 by default): lower transaction.timeout.ms "
+                "(Spark: kafka.transaction.timeout.ms) or raise the brokers' transaction.max.timeout.ms"))
+            return "fatal"
         if isinstance(error, (ProducerFencedBrokerError, InvalidProducerEpochError)):
             self.fail_fatally(ProducerFencedError(
                 f"Producer with transactional id {self.transactional_id!r} was fenced: another producer with "

@@ -33,6 +33,10 @@ class PyprodKafkaDataSource(DataSource):
 
         options = parse_options(self.options, streaming=streaming)
         layout = validate_schema(schema, options.topic)
+        if options.exactly_once:
+            from sparkkafka_sink.spark.transactions import check_transaction_timeout
+
+            check_transaction_timeout(options)
         return WritePlan(options=options, layout=layout)
 
     def writer(self, schema, overwrite: bool):

@@ -31,6 +31,28 @@ def _prepared(messages: Iterable[Optional[TaskCommitMessage]]) -> list[tuple[Tas
             if m is not None and m.transaction]
 
 
+def check_transaction_timeout(options: SinkOptions, timeout_s: float = 15.0) -> None:
+    """On the driver, before any task: the brokers accept ``transaction.timeout.ms`` (their
+    ``transaction.max.timeout.ms`` caps it).  InitProducerId under a probe id of this write asks
+    exactly that; a refusal fails the write with one clear line instead of failing every task."""
+    import time
+
+    from sparkkafka_sink.producer.handover import TransactionAdmin
+    from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
+    from sparkkafka_sink.spark.validation import SinkValidationError
+
+    config = options.producer_config
+    timeout_ms = int(config.get("transaction.timeout.ms", 60000))
+    try:
+        with TransactionAdmin(config) as admin:
+            admin.fence(f"{options.transactional_id_prefix}-probe", time.monotonic() + timeout_s, timeout_ms)
+    except InvalidTransactionTimeoutError:
+        raise SinkValidationError(
+            f"kafka.transaction.timeout.ms={timeout_ms} is more than the brokers allow (their "
+            "transaction.max.timeout.ms, 900000 by default): lower it, or raise the brokers' cap; under "
+            "exactly-once a task's transaction stays open until the driver commits the whole job") from None
+
+
 def commit_all(messages, options: SinkOptions) -> str:
     """Commit every prepared transaction, then abort the write's others; a summary line."""
     config = options.producer_config

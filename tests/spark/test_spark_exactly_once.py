@@ -140,3 +140,15 @@ def test_foreach_batch_with_batch_id_writes_a_replayed_batch_once(spark, apache_
     committed = values(consume_all(bootstrap, topic, 500, isolation_level="read_committed"))
     assert sorted(committed) == list(range(500))
     assert len(values(consume_all(bootstrap, topic, 800))) == 800, "the replay wrote nothing: the test did not bite"
+
+
+def test_transaction_timeout_above_the_brokers_cap_fails_on_the_driver(spark, apache_kafka, topic):
+    from pyspark.sql import functions as F
+
+    df = spark.range(10).select(F.col("id").cast("string").alias("value"))
+    with pytest.raises(Exception) as info:
+        (df.write.format("pyprod-kafka").mode("append")
+         .option("kafka.bootstrap.servers", apache_kafka.bootstrap_servers).option("topic", topic)
+         .option("deliveryGuarantee", "exactly-once").option("kafka.transaction.timeout.ms", "3600000").save())
+    assert "kafka.transaction.timeout.ms=3600000 is more than the brokers allow" in str(info.value)
+    assert consume_all(apache_kafka.bootstrap_servers, topic) == []

@@ -142,3 +142,9 @@ def test_abort_lingering_by_prefix(bootstrap, topic):
     complete_transaction(prepared["keep"], True, {"bootstrap.servers": bootstrap})
     # the partition's last stable offset moved past everything: a read_committed read ends
     assert [r.value for r in committed(bootstrap, topic, 1)] == [b"keep"]
+
+
+def test_transaction_timeout_above_the_brokers_cap_is_a_clear_error(bootstrap):
+    with producer(bootstrap, **{"transaction.timeout.ms": 3_600_000}) as p:
+        with pytest.raises(KafkaError, match=r"transaction.timeout.ms=3600000 is more than the brokers allow"):
+            p.init_transactions()

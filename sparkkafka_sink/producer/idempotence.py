@@ -30,6 +30,9 @@ STATE_FRESH_MS = 1000.0
 
 
 class IdempotenceManager:
+    #: batches are stamped as part of a transaction (``TransactionManager``)
+    is_transactional = False
+
     def __init__(self):
         self.producer_id = -1
         self.producer_epoch = -1
@@ -77,11 +80,11 @@ class IdempotenceManager:
                     and batch.producer_epoch == self.producer_epoch):
                 seq = self._next_sequence.get(batch.tp, 0)
                 self._next_sequence[batch.tp] = (seq + batch.record_count) & 0x7FFFFFFF
-                batch.close(self.producer_id, self.producer_epoch, seq)
+                batch.close(self.producer_id, self.producer_epoch, seq, self.is_transactional)
                 flights = self._in_flight.setdefault(batch.tp, [])
                 flights.append(batch)
             else:
-                batch.close(batch.producer_id, batch.producer_epoch, batch.base_sequence)
+                batch.close(batch.producer_id, batch.producer_epoch, batch.base_sequence, self.is_transactional)
 
     def first_in_flight_sequence(self, tp) -> int:
         with self._lock:

@@ -363,17 +363,16 @@ class Producer:
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Deliver everything sent in the transaction, then commit it: it becomes visible to
         read_committed consumers, all of it at once.  A failed send makes this raise; abort then."""
-        tm = self._transaction_manager()
-        self.flush(timeout)
-        result = tm.end(commit=True)
-        self._sender.wakeup()
-        result.wait(self._block_s(timeout))
+        self._end_transaction(True, timeout)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: what it wrote is never visible to read_committed consumers."""
+        self._end_transaction(False, timeout)
+
+    def _end_transaction(self, commit: bool, timeout: float | None) -> None:
         tm = self._transaction_manager()
-        self.flush(timeout)
-        result = tm.end(commit=False)
+        self.flush(timeout)  # EndTxn only once every batch of the transaction is resolved
+        result = tm.end(commit=commit)
         self._sender.wakeup()
         result.wait(self._block_s(timeout))
 

@@ -93,6 +93,8 @@ class PreparedTransaction:
 
 
 class TransactionManager(IdempotenceManager):
+    is_transactional = True
+
     def __init__(self, transactional_id: str, transaction_timeout_ms: int):
         super().__init__()
         self.transactional_id = transactional_id
@@ -194,17 +196,6 @@ class TransactionManager(IdempotenceManager):
     # -- draining (Sender thread) ------------------------------------------------------------
     def may_drain(self, batch: ProducerBatch) -> bool:
         return batch.tp in self._added and super().may_drain(batch)
-
-    def assign_and_close(self, batch: ProducerBatch) -> None:
-        with self._lock:
-            if not (batch.base_sequence >= 0 and batch.producer_id == self.producer_id
-                    and batch.producer_epoch == self.producer_epoch):
-                seq = self._next_sequence.get(batch.tp, 0)
-                self._next_sequence[batch.tp] = (seq + batch.record_count) & 0x7FFFFFFF
-                batch.close(self.producer_id, self.producer_epoch, seq, is_transactional=True)
-                self._in_flight.setdefault(batch.tp, []).append(batch)
-            else:
-                batch.close(batch.producer_id, batch.producer_epoch, batch.base_sequence, is_transactional=True)
 
     def request_reset(self) -> None:
         """A transactional producer cannot renumber: the transaction is lost, abort it."""

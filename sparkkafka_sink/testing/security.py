@@ -732,6 +732,8 @@ def sasl_probe(host: str, port: int, mechanism: str, *, user: Optional[str] = No
     import socket
     import struct
 
+    from sparkkafka_sink.testing.brokers import _recv_exact as recv_exact
+
     mechanism = mechanism.upper()
     if mechanism == "PLAIN":
         auth = b"\0" + (user or "").encode() + b"\0" + (password or "").encode()
@@ -739,15 +741,6 @@ def sasl_probe(host: str, port: int, mechanism: str, *, user: Optional[str] = No
         auth = b"n,,\x01auth=Bearer " + (token or "").encode() + b"\x01\x01"
     else:
         raise ValueError(f"sasl_probe does PLAIN and OAUTHBEARER, not {mechanism}")
-
-    def recv_exact(sock, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("connection closed by broker")
-            buf += chunk
-        return bytes(buf)
 
     def call(sock, api_key: int, version: int, cid: int, body: bytes) -> bytes:
         req = struct.pack(">hhi", api_key, version, cid) + _kstr("sparkkafka-sasl-probe") + body

@@ -97,7 +97,7 @@ def test_prepared_transaction_committed_from_elsewhere(bootstrap, topic):
     p.init_transactions()
     p.begin_transaction()
     for i in range(500):
-        p.send(topic, value=b"h%d" % i)
+        p.send(topic, value=b"h%d" % i, partition=i % 3)  # every partition (null keys stick to one)
     prepared = p.prepare()
     p.close(10)
     assert isinstance(prepared, PreparedTransaction) and len(prepared.partitions) == 3

@@ -146,6 +146,15 @@ def _read(key: str, path: str) -> bytes:
                           "inline)") from None
 
 
+def _read_store(config: Mapping[str, Any], prefix: str, location: str) -> tuple[bytes, str]:
+    """The bytes of a trust- or keystore file and its type (PEM or PKCS12); JKS is refused."""
+    data = _read(f"{prefix}.location", location)
+    kind = _store_type(config, prefix, location)
+    if kind == "JKS" or data[:4] == _JKS_MAGIC:
+        raise _jks_error(f"{prefix}.location", location)
+    return data, kind
+
+
 def _password(config: Mapping[str, Any], key: str) -> bytes | None:
     value = config.get(key)
     return None if value in (None, "") else str(value).encode()
@@ -166,10 +175,7 @@ def _load_trust(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
         _load_cadata(ctx, "ssl.truststore.certificates", pem)
         return
     key = "ssl.truststore.location"
-    data = _read(key, location)
-    kind = _store_type(config, "ssl.truststore", location)
-    if kind == "JKS" or data[:4] == _JKS_MAGIC:
-        raise _jks_error(key, location)
+    data, kind = _read_store(config, "ssl.truststore", location)
     if kind == "PKCS12":
         _load_cadata(ctx, key, _pkcs12_certificates_pem(key, location, data, _password(config, "ssl.truststore.password")))
         return
@@ -225,10 +231,7 @@ def _load_identity(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
     if not location:
         return
     key = "ssl.keystore.location"
-    data = _read(key, location)
-    kind = _store_type(config, "ssl.keystore", location)
-    if kind == "JKS" or data[:4] == _JKS_MAGIC:
-        raise _jks_error(key, location)
+    data, kind = _read_store(config, "ssl.keystore", location)
     if kind == "PKCS12":
         from cryptography.hazmat.primitives.serialization import Encoding
 

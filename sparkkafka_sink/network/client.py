@@ -15,6 +15,7 @@ after it and every caller gets the error.
 
 from __future__ import annotations
 
+import collections
 import logging
 import random
 import selectors
@@ -101,6 +102,11 @@ class NetworkClient:
         self._completed: list[ClientResponse] = []
         self._metadata_in_flight = False
         self._api_versions_version: dict[int, int] = {}
+        #: the cluster's finalized features (name -> max level) from the newest ApiVersions answer
+        self.finalized_features: dict[str, int] = {}
+        #: requests sent, by ``(api key, version)``: which versions were negotiated in practice
+        self.requests_sent: collections.Counter = collections.Counter()
+        self._features_epoch = -1
         #: last connection error per broker address, so timeouts can say what went wrong
         self.connect_errors: dict[str, BaseException] = {}
         self.closed = False
@@ -127,6 +133,10 @@ class NetworkClient:
         if (conn is None or conn.state is ConnectionState.DISCONNECTED) and self._can_connect(node_id, now):
             self._initiate_connect(node_id, now)
         return False
+
+    def connection_failures(self, node_id: int) -> int:
+        """Failed connection attempts to ``node_id`` since it was last ready (0: none)."""
+        return self._failures.get(node_id, 0)
 
     def connection_delay(self, node_id: int, now: float) -> float:
         """How long the caller may sleep before ``node_id`` is worth trying again.
@@ -210,25 +220,27 @@ class NetworkClient:
         return all(self._failures.get(n, 0) > 0 for n in nodes)
 
     # -- sending -----------------------------------------------------------------------
-    def api_version(self, node_id: int, api_key: int) -> int:
+    def api_version(self, node_id: int, api_key: int, max_version: int | None = None) -> int:
         conn = self._conns[node_id]
         rng = conn.api_versions.get(api_key)
         if rng is None:
             raise UnsupportedVersionError(
                 f"Broker {conn.address} does not support {ApiKey(api_key).name} at all")
-        return negotiate(api_key, rng[0], rng[1])
+        return negotiate(api_key, rng[0], rng[1], max_version)
 
     def send(self, node_id: int, request: Any, callback: Callable[[ClientResponse], None] | None,
              now: float, *, expect_response: bool = True, context: Any = None,
-             version: int | None = None) -> InFlightRequest:
-        """Queue ``request`` to a READY node (check ``ready()`` first)."""
+             version: int | None = None, max_version: int | None = None) -> InFlightRequest:
+        """Queue ``request`` to a READY node (check ``ready()`` first), at ``version`` or the
+        highest both sides speak (at most ``max_version``)."""
         conn = self._conns[node_id]
         api_key = type(request).API_KEY
         if version is None:
-            version = self.api_version(node_id, api_key)
+            version = self.api_version(node_id, api_key, max_version)
         req = InFlightRequest(node_id, 0, api_key, version, request, callback, now, expect_response, now, context)
         pending, frame = conn.protocol.send(request, version, expect_response=expect_response, context=req)
         req.correlation_id = pending.correlation_id
+        self.requests_sent[(api_key, version)] += 1
         if expect_response:
             conn.enqueue(frame)
         else:
@@ -412,6 +424,10 @@ class NetworkClient:
             self._close(conn, error_for_code(body.error_code, f"ApiVersions from {conn.address}"), now)
             return
         conn.set_api_versions({k.api_key: (k.min_version, k.max_version) for k in body.api_keys}, now)
+        epoch = getattr(body, "finalized_features_epoch", -1)
+        if epoch is not None and epoch >= 0 and epoch >= self._features_epoch:
+            self._features_epoch = epoch
+            self.finalized_features = {f.name: f.max_version_level for f in body.finalized_features or ()}
         if self.sasl is not None:
             self._start_authentication(conn, now)
         else:

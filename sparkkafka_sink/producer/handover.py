@@ -3,7 +3,8 @@
 A ``PreparedTransaction`` names a transactional id, its producer id and epoch.  EndTxn under
 that id and epoch commits or aborts the transaction without fencing it -- the coordinator does
 not care which connection asks -- and asking again after a lost answer is safe (a transaction
-already committed answers NONE to the same commit).  ``abort_lingering`` finds the open
+already committed answers NONE to the same commit).  A transaction begun under transactions v2
+is ended with EndTxn v5 (the coordinator bumps its epoch), one of v1 with v4 at most.  ``abort_lingering`` finds the open
 transactions whose ids start with a prefix (ListTransactions on every broker) and aborts them by
 fencing (InitProducerId under their id makes the coordinator abort what is open), so a failed
 job leaves nothing that blocks read_committed consumers until ``transaction.timeout.ms``.
@@ -17,7 +18,7 @@ import logging
 import time
 from typing import Any, Iterable, Mapping
 
-from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError
+from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from sparkkafka_sink.network.client import NetworkClient, now_ms
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.network.sasl import sasl_settings
@@ -67,8 +68,11 @@ class TransactionAdmin:
         self.close()
 
     # -- one request ---------------------------------------------------------------------------
-    def call(self, node: int | None, request: Any, deadline: float) -> Any:
-        """Send ``request`` to ``node`` (None: any broker) and wait for its answer."""
+    def call(self, node: int | None, request: Any, deadline: float, max_version: int | None = None) -> Any:
+        """Send ``request`` to ``node`` (None: any broker) and wait for its answer.
+
+        A named node (a coordinator) that cannot be reached, or whose connection drops before
+        the answer, raises ``KafkaConnectionError``: the caller asks who coordinates now."""
         answer: list = []
         sent = False
         while True:
@@ -82,21 +86,27 @@ class TransactionAdmin:
             if not sent:
                 target = node if node is not None else self.client.least_loaded_node(now)
                 if target is not None and self.client.ready(target, now):
-                    self.client.send(target, request, answer.append, now)
+                    self.client.send(target, request, answer.append, now, max_version=max_version)
                     sent = True
+                elif node is not None and self.client.connection_failures(node):
+                    raise KafkaConnectionError(f"{type(request).__name__}: node {node} cannot be reached")
             self.client.poll(50, now)
             if answer:
                 resp = answer[0]
                 if resp.response is None:
+                    if node is not None:
+                        raise KafkaConnectionError(f"{type(request).__name__}: connection to node {node} lost "
+                                                   f"before the answer ({resp.error})")
                     answer.clear()
                     sent = False  # the connection went: ask again
                     time.sleep(self.retry_backoff_s)
                     continue
                 return resp.response
 
-    def brokers(self, deadline: float) -> list[int]:
-        self.metadata.request_update()
-        while self.metadata.cluster.is_bootstrap:
+    def brokers(self, deadline: float, fresh: bool = False) -> list[int]:
+        """The brokers in the metadata (``fresh``: from an answer newer than this call)."""
+        version = self.metadata.request_update()
+        while self.metadata.cluster.is_bootstrap or (fresh and self.metadata.version <= version):
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError(f"no metadata from {self.config['bootstrap.servers']}: "
                                         f"{self.metadata.last_error}")
@@ -129,7 +139,11 @@ class TransactionAdmin:
                                          producer_epoch=prepared.producer_epoch, committed=commit)
         while True:
             node = self.coordinator(prepared.transactional_id, deadline)
-            body = self.call(node, request, deadline)
+            try:
+                body = self.call(node, request, deadline, prepared.max_version(request.API_KEY))
+            except KafkaConnectionError as e:  # the coordinator went: ask again who it is
+                self._backoff_or_raise(e, deadline)
+                continue
             error = error_for_code(body.error_code, f"EndTxn({'commit' if commit else 'abort'}) of "
                                                     f"{prepared.transactional_id!r}")
             if error is None:
@@ -142,25 +156,53 @@ class TransactionAdmin:
                                                  producer_id=-1, producer_epoch=-1)
         while True:
             node = self.coordinator(transactional_id, deadline)
-            body = self.call(node, request, deadline)
+            try:
+                body = self.call(node, request, deadline)
+            except KafkaConnectionError as e:
+                self._backoff_or_raise(e, deadline)
+                continue
             error = error_for_code(body.error_code, f"InitProducerId {transactional_id!r}")
             if error is None:
                 return
             self._backoff_or_raise(error, deadline)
 
     def open_transactions(self, prefix: str, deadline: float) -> list[tuple[str, int, str]]:
-        """``(transactional id, producer id, state)`` of every open transaction under ``prefix``."""
-        found = []
-        for node in self.brokers(deadline):
-            body = self.call(node, messages.ListTransactionsRequest(
-                state_filters=list(OPEN_STATES), producer_id_filters=[], duration_filter=-1), deadline)
-            error = error_for_code(body.error_code, "ListTransactions")
-            if error is not None:
-                raise error
-            for t in body.transaction_states:
-                if t.transactional_id.startswith(prefix):
-                    found.append((t.transactional_id, t.producer_id, t.transaction_state))
-        return found
+        """``(transactional id, producer id, state)`` of every open transaction under ``prefix``.
+
+        Each broker lists the transactions it coordinates; when one is down or still loading,
+        all are asked again once fresh metadata names the brokers that took over."""
+        request = messages.ListTransactionsRequest(state_filters=list(OPEN_STATES), producer_id_filters=[],
+                                                   duration_filter=-1)
+        fresh = False
+        while True:
+            found = []
+            try:
+                for node in self.brokers(deadline, fresh):
+                    body = self.call(node, request, deadline)
+                    error = error_for_code(body.error_code, f"ListTransactions on node {node}")
+                    if error is not None:
+                        raise error
+                    found += [(t.transactional_id, t.producer_id, t.transaction_state)
+                              for t in body.transaction_states if t.transactional_id.startswith(prefix)]
+                return found
+            except KafkaError as e:
+                self._backoff_or_raise(e, deadline)
+                fresh = True
+
+    def abort_lingering(self, prefix: str, deadline: float, exclude: Iterable[str] = ()) -> list[str]:
+        """Abort every open transaction whose id starts with ``prefix`` (except ``exclude``);
+        returns the ids aborted."""
+        if not prefix:
+            raise KafkaError("abort_lingering needs a non-empty transactional id prefix")
+        skip = set(exclude)
+        aborted = []
+        for txn_id, _, state in self.open_transactions(prefix, deadline):
+            if txn_id in skip:
+                continue
+            log.info("aborting lingering transaction %r (%s)", txn_id, state)
+            self.fence(txn_id, deadline)
+            aborted.append(txn_id)
+        return aborted
 
 
 def complete_transaction(prepared: PreparedTransaction, commit: bool, config: Mapping[str, Any],
@@ -177,14 +219,5 @@ def abort_lingering(prefix: str, config: Mapping[str, Any], *, exclude: Iterable
     returns the ids aborted."""
     if not prefix:
         raise KafkaError("abort_lingering needs a non-empty transactional id prefix")
-    skip = set(exclude)
-    deadline = time.monotonic() + timeout
-    aborted = []
     with TransactionAdmin(config) as admin:
-        for txn_id, _, state in admin.open_transactions(prefix, deadline):
-            if txn_id in skip:
-                continue
-            log.info("aborting lingering transaction %r (%s)", txn_id, state)
-            admin.fence(txn_id, deadline)
-            aborted.append(txn_id)
-    return aborted
+        return admin.abort_lingering(prefix, time.monotonic() + timeout, exclude)

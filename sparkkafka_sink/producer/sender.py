@@ -28,7 +28,8 @@ from sparkkafka_sink.producer.accumulator import RecordAccumulator
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
-from sparkkafka_sink.producer.transactions import COORDINATOR_TRANSACTION, TransactionManager
+from sparkkafka_sink.producer.transactions import COORDINATOR_TRANSACTION, TransactionManager, max_version_for
+from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.protocol.errors import OutOfOrderSequenceNumberError, error_for_code
 from sparkkafka_sink.protocol.messages import FindCoordinatorRequest, InitProducerIdRequest
 from sparkkafka_sink.protocol.produce import ProduceRequest
@@ -237,6 +238,7 @@ class Sender(threading.Thread):
         tm = self.transactions
         if self._txn_request_pending or now < self._txn_retry_at or tm.fatal_error is not None:
             return
+        tm.cluster_features(self.client.finalized_features)
         if tm.needs_coordinator():
             node = self.client.least_loaded_node(now)
             if node is None or not self.client.ready(node, now):
@@ -253,7 +255,8 @@ class Sender(threading.Thread):
 
     def _send_transactional(self, node: int, kind: str, request, now: float) -> None:
         try:
-            self.client.send(node, request, lambda resp: self._handle_transactional(kind, resp), now)
+            self.client.send(node, request, lambda resp: self._handle_transactional(kind, resp), now,
+                             max_version=self.transactions.max_version(type(request).API_KEY))
         except KafkaError as e:
             self.transactions.fail_fatally(KafkaError(f"transactions need {type(request).__name__}: {e}"))
             self._fail_everything(self.transactions.fatal_error)
@@ -295,11 +298,14 @@ class Sender(threading.Thread):
             by_topic[b.topic].append((b.partition, b.built))
             by_tp[b.tp] = b
             self._in_flight[b.tp].append(b)
-        txn_id = self.transactions.transactional_id if self.transactions is not None else None
-        request = ProduceRequest(txn_id, self.acks, self.request_timeout_ms, list(by_topic.items()))
+        tm = self.transactions
+        request = ProduceRequest(tm.transactional_id if tm is not None else None, self.acks,
+                                 self.request_timeout_ms, list(by_topic.items()))
         try:
             self.client.send(node, request, lambda resp: self._handle_produce_response(resp, by_tp), now,
-                             expect_response=self.acks != 0)
+                             expect_response=self.acks != 0,
+                             # Produce v12 means transactions v2: only a v2 transaction uses it
+                             max_version=max_version_for(ApiKey.PRODUCE, tm is not None and tm.transaction_v2))
         except KafkaError as e:
             for b in batches:
                 self._complete_batch(b, e, -1, -1, now)

@@ -11,6 +11,11 @@ needs, one at a time, to the transaction coordinator it finds first:
 * AddPartitionsToTxn (transactions v1) for every partition before its first batch is drained;
 * EndTxn to commit or abort, once every batch of the transaction is resolved.
 
+Transactions v2 (KIP-890 part 2; on when the cluster finalized ``transaction.version`` >= 2, as
+Kafka 4 does by default): no AddPartitionsToTxn -- Produce v12 adds a partition to the
+transaction itself -- and EndTxn v5 bumps the epoch, which the answer carries.  Transactions v1
+cap Produce at v11 and EndTxn at v4.  The version is chosen when a transaction begins.
+
 Retriable answers (coordinator loading or moved, CONCURRENT_TRANSACTIONS) are asked again after
 ``retry.backoff.ms``; PRODUCER_FENCED / INVALID_PRODUCER_EPOCH make the producer unusable (a newer
 producer owns the id).  A failed batch makes the transaction abortable: commit then fails and
@@ -32,6 +37,7 @@ from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, ProducerFenced
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.protocol import messages
+from sparkkafka_sink.protocol.api import TRANSACTION_VERSION_FEATURE, TRANSACTIONS_V1_MAX
 from sparkkafka_sink.protocol.errors import (
     InvalidProducerEpochError, InvalidTransactionTimeoutError, ProducerFencedBrokerError,
     TransactionalIdAuthorizationFailedError, error_for_code)
@@ -80,16 +86,28 @@ class PreparedTransaction:
     producer_id: int
     producer_epoch: int
     partitions: tuple[tuple[str, int], ...]
+    #: begun under transactions v2: its EndTxn is v5 (v4 at most otherwise)
+    transaction_v2: bool = False
 
     def to_json(self) -> str:
         return json.dumps({"transactional_id": self.transactional_id, "producer_id": self.producer_id,
-                           "producer_epoch": self.producer_epoch, "partitions": [list(p) for p in self.partitions]})
+                           "producer_epoch": self.producer_epoch, "partitions": [list(p) for p in self.partitions],
+                           "transaction_v2": self.transaction_v2})
 
     @classmethod
     def from_json(cls, text: str) -> "PreparedTransaction":
         d = json.loads(text)
         return cls(d["transactional_id"], int(d["producer_id"]), int(d["producer_epoch"]),
-                   tuple((t, int(p)) for t, p in d["partitions"]))
+                   tuple((t, int(p)) for t, p in d["partitions"]), bool(d.get("transaction_v2", False)))
+
+    def max_version(self, api_key: int) -> int | None:
+        """The highest version of ``api_key`` this transaction may be ended with."""
+        return max_version_for(api_key, self.transaction_v2)
+
+
+def max_version_for(api_key: int, transaction_v2: bool) -> int | None:
+    """Transactions v1 cap Produce and EndTxn below the versions that mean v2."""
+    return None if transaction_v2 else TRANSACTIONS_V1_MAX.get(api_key)
 
 
 class TransactionManager(IdempotenceManager):
@@ -104,6 +122,10 @@ class TransactionManager(IdempotenceManager):
         self.coordinator: int | None = None
         self.fatal_error: KafkaError | None = None
         self.abortable_error: KafkaError | None = None
+        #: the cluster has transactions v2 (finalized transaction.version >= 2), as last seen
+        self.cluster_transaction_v2 = False
+        #: the open (or next) transaction uses transactions v2: fixed at begin_transaction()
+        self.transaction_v2 = False
         self._added: set[tuple[str, int]] = set()     # in the transaction (AddPartitionsToTxn answered)
         self._pending: set[tuple[str, int]] = set()   # to add before their first batch drains
         self._adding: set[tuple[str, int]] = set()    # in an AddPartitionsToTxn in flight
@@ -135,6 +157,7 @@ class TransactionManager(IdempotenceManager):
                                  + (" (call init_transactions() first)"
                                     if self.state is TransactionState.UNINITIALIZED else ""))
             self.state = TransactionState.IN_TRANSACTION
+            self.transaction_v2 = self.cluster_transaction_v2
             self._added.clear()
             self.abortable_error = None
 
@@ -145,7 +168,9 @@ class TransactionManager(IdempotenceManager):
             tp = (topic, partition)
             if tp not in self._added and tp not in self._pending:
                 with self._cond:
-                    if tp not in self._added:
+                    if self.transaction_v2:
+                        self._added.add(tp)  # Produce v12 adds it to the transaction
+                    elif tp not in self._added:
                         self._pending.add(tp)
             return
         self._check_usable()
@@ -186,7 +211,7 @@ class TransactionManager(IdempotenceManager):
                 raise KafkaError("prepare() before every partition joined the transaction: flush first")
             self.state = TransactionState.HANDED_OVER
             return PreparedTransaction(self.transactional_id, self.producer_id, self.producer_epoch,
-                                       tuple(sorted(self._added)))
+                                       tuple(sorted(self._added)), self.transaction_v2)
 
     def _start(self, what: str, kind: str, commit: bool) -> TransactionalResult:
         result = TransactionalResult(what)
@@ -208,6 +233,15 @@ class TransactionManager(IdempotenceManager):
                 self.abortable_error = KafkaError(f"a batch of the transaction failed: {error}")
 
     # -- control requests (Sender thread) ----------------------------------------------------
+    def cluster_features(self, finalized: dict[str, int]) -> None:
+        """The brokers' finalized features: transactions v2 for the next transaction when
+        ``transaction.version`` >= 2 (an open transaction keeps the version it began with)."""
+        self.cluster_transaction_v2 = finalized.get(TRANSACTION_VERSION_FEATURE, 0) >= 2
+
+    def max_version(self, api_key: int) -> int | None:
+        """The highest version of ``api_key`` the current transaction may use."""
+        return max_version_for(api_key, self.transaction_v2)
+
     def needs_coordinator(self) -> bool:
         return self.coordinator is None and (self._step is not None or bool(self._pending))
 

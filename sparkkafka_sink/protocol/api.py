@@ -53,12 +53,14 @@ class ApiDeclaration(NamedTuple):
     max_version: int
 
 
-#: Every API this package declares, the one table of versions we speak.  Produce stops at 11
-#: (v12 changes transaction semantics, v13 names topics by id); InitProducerId starts at 3
+#: Every API this package declares, the one table of versions we speak.  Produce stops at 12
+#: (v12 is v11 that adds a transaction's partitions implicitly -- transactions v2, used only
+#: then -- and v13 names topics by id); EndTxn v5 bumps the epoch (transactions v2, likewise
+#: capped at v4 otherwise: ``TRANSACTIONS_V1_MAX``); InitProducerId starts at 3
 #: because v0-2 are broken on tansu; Metadata stops at 12 (v13 adds a top-level error code).
 #: The security and transaction APIs are declared for the code that will use them.
 DECLARED: dict[ApiKey, ApiDeclaration] = {
-    ApiKey.PRODUCE: ApiDeclaration("Produce", 3, 11),
+    ApiKey.PRODUCE: ApiDeclaration("Produce", 3, 12),
     ApiKey.METADATA: ApiDeclaration("Metadata", 1, 12),
     ApiKey.API_VERSIONS: ApiDeclaration("ApiVersions", 0, 3),
     ApiKey.INIT_PRODUCER_ID: ApiDeclaration("InitProducerId", 3, 5),
@@ -71,6 +73,13 @@ DECLARED: dict[ApiKey, ApiDeclaration] = {
     ApiKey.DESCRIBE_TRANSACTIONS: ApiDeclaration("DescribeTransactions", 0, 0),
     ApiKey.LIST_TRANSACTIONS: ApiDeclaration("ListTransactions", 0, 2),
 }
+
+#: the highest version of an API a transaction of transactions v1 may use (KIP-890 part 2:
+#: above these the broker adds partitions on Produce and bumps the epoch at EndTxn)
+TRANSACTIONS_V1_MAX: dict[ApiKey, int] = {ApiKey.PRODUCE: 11, ApiKey.END_TXN: 4}
+
+#: the finalized feature whose level 2 turns transactions v2 on across the cluster
+TRANSACTION_VERSION_FEATURE = "transaction.version"
 
 #: ``(min, max)`` we speak of each declared API
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {k: (d.min_version, d.max_version) for k, d in DECLARED.items()}
@@ -122,11 +131,13 @@ def check_version(api_key: int, version: int) -> None:
         )
 
 
-def negotiate(api_key: int, broker_min: int, broker_max: int) -> int:
-    """Highest version both we and the broker support."""
+def negotiate(api_key: int, broker_min: int, broker_max: int, max_version: int | None = None) -> int:
+    """Highest version both we and the broker support (and at most ``max_version``)."""
     if api_key not in SUPPORTED_VERSIONS:
         raise UnsupportedVersionError(f"{_name(api_key)} is not implemented by this client")
     lo, hi = SUPPORTED_VERSIONS[api_key]
+    if max_version is not None:
+        hi = min(hi, max_version)
     best = min(hi, broker_max)
     if best < max(lo, broker_min):
         raise UnsupportedVersionError(

@@ -10,10 +10,11 @@ write is visible to read_committed consumers before its commit, and nothing hang
 
 from __future__ import annotations
 
+import time
 from typing import Iterable, Optional
 
 from sparkkafka_sink.errors import KafkaError
-from sparkkafka_sink.producer.handover import abort_lingering, complete_transaction
+from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.producer.transactions import PreparedTransaction
 from sparkkafka_sink.spark.commit import TaskCommitMessage
 from sparkkafka_sink.spark.options import SinkOptions
@@ -26,6 +27,28 @@ class TransactionCommitError(KafkaError):
     """The driver could not commit every task's transaction: the message says what is visible."""
 
 
+class _DriverTransactions:
+    """One coordinator client (one set of connections) for a whole driver commit or abort;
+    each call bounded by ``_END_TIMEOUT_S``, retries included."""
+
+    def __init__(self, options: SinkOptions):
+        self.prefix = options.transactional_id_prefix
+        self.admin = TransactionAdmin(options.producer_config)
+
+    def __enter__(self) -> "_DriverTransactions":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.admin.close()
+
+    def end(self, prepared: PreparedTransaction, commit: bool) -> None:
+        self.admin.end(prepared, commit, time.monotonic() + _END_TIMEOUT_S)
+
+    def abort_others(self, keep: list[str]) -> list[str]:
+        """Abort every open transaction of the write except ``keep``."""
+        return self.admin.abort_lingering(self.prefix, time.monotonic() + _END_TIMEOUT_S, keep)
+
+
 def _prepared(messages: Iterable[Optional[TaskCommitMessage]]) -> list[tuple[TaskCommitMessage, PreparedTransaction]]:
     return [(m, PreparedTransaction.from_json(m.transaction)) for m in messages
             if m is not None and m.transaction]
@@ -35,9 +58,6 @@ def check_transaction_timeout(options: SinkOptions, timeout_s: float = 15.0) -> 
     """On the driver, before any task: the brokers accept ``transaction.timeout.ms`` (their
     ``transaction.max.timeout.ms`` caps it).  InitProducerId under a probe id of this write asks
     exactly that; a refusal fails the write with one clear line instead of failing every task."""
-    import time
-
-    from sparkkafka_sink.producer.handover import TransactionAdmin
     from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
     from sparkkafka_sink.spark.validation import SinkValidationError
 
@@ -55,44 +75,39 @@ def check_transaction_timeout(options: SinkOptions, timeout_s: float = 15.0) -> 
 
 def commit_all(messages, options: SinkOptions) -> str:
     """Commit every prepared transaction, then abort the write's others; a summary line."""
-    config = options.producer_config
     done, failed = [], []
-    for message, prepared in _prepared(messages):
-        try:
-            complete_transaction(prepared, True, config, timeout=_END_TIMEOUT_S)
-            done.append((message, prepared))
-        except KafkaError as e:
-            failed.append((message, prepared, e))
-    if failed:
-        visible = ", ".join(f"task of partition {m.partition_id}: {_partitions(p)}" for m, p in done) or "none"
-        lost = "; ".join(f"partition {m.partition_id} ({_partitions(p)}): {e}" for m, p, e in failed)
-        _abort_others(options, keep=[])
-        raise TransactionCommitError(
-            f"pyprod-kafka: exactly-once commit failed for {len(failed)} of {len(failed) + len(done)} tasks; "
-            f"their rows are NOT visible: {lost}. Committed and visible: {visible}")
-    aborted = _abort_others(options, keep=[p.transactional_id for _, p in done])
+    with _DriverTransactions(options) as txns:
+        for message, prepared in _prepared(messages):
+            try:
+                txns.end(prepared, True)
+                done.append((message, prepared))
+            except KafkaError as e:
+                failed.append((message, prepared, e))
+        if failed:
+            visible = ", ".join(f"task of partition {m.partition_id}: {_partitions(p)}" for m, p in done) or "none"
+            lost = "; ".join(f"partition {m.partition_id} ({_partitions(p)}): {e}" for m, p, e in failed)
+            txns.abort_others(keep=[])
+            raise TransactionCommitError(
+                f"pyprod-kafka: exactly-once commit failed for {len(failed)} of {len(failed) + len(done)} tasks; "
+                f"their rows are NOT visible: {lost}. Committed and visible: {visible}")
+        aborted = txns.abort_others(keep=[p.transactional_id for _, p in done])
     return (f"{len(done)} transactions committed under {options.transactional_id_prefix!r}"
             + (f", {len(aborted)} left by failed or losing attempts aborted" if aborted else ""))
 
 
 def abort_all(messages, options: SinkOptions) -> str:
-    config = options.producer_config
     errors = []
-    for _, prepared in _prepared(messages):
-        try:
-            complete_transaction(prepared, False, config, timeout=_END_TIMEOUT_S)
-        except KafkaError as e:
-            errors.append(f"{prepared.transactional_id}: {e}")
-    aborted = _abort_others(options, keep=[])
+    with _DriverTransactions(options) as txns:
+        for _, prepared in _prepared(messages):
+            try:
+                txns.end(prepared, False)
+            except KafkaError as e:
+                errors.append(f"{prepared.transactional_id}: {e}")
+        aborted = txns.abort_others(keep=[])
     text = f"every transaction under {options.transactional_id_prefix!r} aborted ({len(aborted)} lingering)"
     if errors:
         text += "; could not abort (the coordinator aborts them after transaction.timeout.ms): " + "; ".join(errors)
     return text
-
-
-def _abort_others(options: SinkOptions, keep: list[str]) -> list[str]:
-    return abort_lingering(options.transactional_id_prefix, options.producer_config, exclude=keep,
-                           timeout=_END_TIMEOUT_S)
 
 
 def _partitions(prepared: PreparedTransaction) -> str:
@@ -174,32 +189,32 @@ def commit_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
     _pause_point("before", batch_id)
     log = MicroBatchLog(options.commit_log_dir)
     new = [p for _, p in _prepared(messages)]
-    config = options.producer_config
-    if log.done(batch_id):
-        for p in new:
-            complete_transaction(p, False, config, timeout=_END_TIMEOUT_S)
-        return (f"micro-batch {batch_id} was committed before (a replay): its {len(new)} new "
-                "transactions aborted, nothing written twice")
-    earlier = log.intent(batch_id)
-    if earlier is None:
-        log.write_intent(batch_id, new)
-        to_commit, extra = new, []
-    else:  # a crash between the intent and done: finish what was decided then
-        to_commit, extra = earlier, new
-    failed = []
-    for p in to_commit:
-        try:
-            complete_transaction(p, True, config, timeout=_END_TIMEOUT_S)
-        except KafkaError as e:
-            failed.append(f"{_partitions(p)}: {e}")
-    if failed:
-        raise TransactionCommitError(
-            f"pyprod-kafka: exactly-once commit of micro-batch {batch_id} failed for {len(failed)} of "
-            f"{len(to_commit)} transactions ({'; '.join(failed)}); the query stops, and its restart "
-            "commits them again from the record beside the checkpoint")
-    for p in extra:
-        complete_transaction(p, False, config, timeout=_END_TIMEOUT_S)
-    aborted = _abort_others(options, keep=[p.transactional_id for p in to_commit])
+    with _DriverTransactions(options) as txns:
+        if log.done(batch_id):
+            for p in new:
+                txns.end(p, False)
+            return (f"micro-batch {batch_id} was committed before (a replay): its {len(new)} new "
+                    "transactions aborted, nothing written twice")
+        earlier = log.intent(batch_id)
+        if earlier is None:
+            log.write_intent(batch_id, new)
+            to_commit, extra = new, []
+        else:  # a crash between the intent and done: finish what was decided then
+            to_commit, extra = earlier, new
+        failed = []
+        for p in to_commit:
+            try:
+                txns.end(p, True)
+            except KafkaError as e:
+                failed.append(f"{_partitions(p)}: {e}")
+        if failed:
+            raise TransactionCommitError(
+                f"pyprod-kafka: exactly-once commit of micro-batch {batch_id} failed for {len(failed)} of "
+                f"{len(to_commit)} transactions ({'; '.join(failed)}); the query stops, and its restart "
+                "commits them again from the record beside the checkpoint")
+        for p in extra:
+            txns.end(p, False)
+        aborted = txns.abort_others(keep=[p.transactional_id for p in to_commit])
     log.write_done(batch_id)
     _pause_point("after", batch_id)
     return (f"micro-batch {batch_id}: {len(to_commit)} transactions committed"
@@ -211,7 +226,8 @@ def abort_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
     log = MicroBatchLog(options.commit_log_dir)
     if log.done(batch_id) or log.intent(batch_id) is not None:
         # decided before: only this attempt's new transactions go
-        for _, p in _prepared(messages):
-            complete_transaction(p, False, options.producer_config, timeout=_END_TIMEOUT_S)
+        with _DriverTransactions(options) as txns:
+            for _, p in _prepared(messages):
+                txns.end(p, False)
         return f"micro-batch {batch_id}: this attempt's transactions aborted (the batch was committed before)"
     return abort_all(messages, options)

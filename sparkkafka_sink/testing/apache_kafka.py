@@ -222,6 +222,8 @@ class KafkaNode(EmbeddedBroker):
 
     def format_command(self, cluster_id: str) -> List[str]:
         extra = self.cluster.security.format_args() if self.cluster.security is not None else []
+        for name, level in self.cluster.features.items():
+            extra += ["--feature", f"{name}={level}"]
         return [self.cluster.java, *self._log_opts(), "-cp", f"{self.cluster.lib}/*",
                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties_file),
                 *extra]
@@ -296,6 +298,8 @@ class ApacheKafka:
     listeners beside PLAINTEXT (which stays the inter-broker listener and the one
     ``wait_for_brokers`` uses): one more port per listener per node, its server properties, and
     its storage format arguments (SCRAM users); ``bootstrap(listener_name)`` addresses them.
+    ``features`` formats the storage with those feature levels (``{"transaction.version": 1}``:
+    a Kafka 4 cluster with transactions v1 only).
     """
 
     kind = "apache"
@@ -303,12 +307,14 @@ class ApacheKafka:
     def __init__(self, nodes: int = 1, *, version: str = KAFKA_VERSION,
                  broker_config: Optional[Dict[str, object]] = None, startup_timeout: float = 120.0,
                  base_dir: Optional[str] = None, keep_files: Optional[bool] = None,
-                 security=None):
+                 security=None, features: Optional[Dict[str, int]] = None):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         self.version = version
         self.broker_config = dict(broker_config or {})
         self.security = security
+        #: feature levels the storage is formatted with (``{"transaction.version": 1}``)
+        self.features = dict(features or {})
         self.startup_timeout = startup_timeout
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir or tempfile.mkdtemp(prefix=f"apache-kafka-{version}-"))

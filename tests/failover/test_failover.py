@@ -7,6 +7,8 @@ replication factor 3, min.insync.replicas 2, acks=all, idempotence on.
    and a new send succeeds once they are back.
 4. Leadership moved by a preferred-leader election through the admin API while writing.
 5. The broker forgets our producer state (producer.id.expiration.ms) between sends.
+6. The transaction coordinator SIGKILLed while the driver's EndTxn (exactly-once commit) is in
+   flight: the commit completes on the coordinator elected after failover.
 
 Every fault is triggered by what the test observes (records acknowledged, rows landed, leaders in
 metadata), never by sleeping and hoping.  Everything is checked by reading the topic back with
@@ -28,6 +30,8 @@ from broker_kinds import APACHE_SOURCE
 from kafka_helpers import consume_all, describe_producers, produce_all
 from sparkkafka_sink import Producer
 from sparkkafka_sink.errors import KafkaTimeoutError
+from sparkkafka_sink.producer.handover import TransactionAdmin
+from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [
@@ -455,6 +459,54 @@ def test_producer_state_expired_on_the_broker_is_recovered_without_loss(kafka_cl
     assert metrics["records_failed"] == 0
     records = consume_all(kafka_cluster.bootstrap_servers, topic, expected_count=9000, timeout=60)
     _assert_exactly_once_in_send_order(records, sent)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. The transaction coordinator killed during the driver's commit
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.transactions
+def test_transaction_coordinator_killed_during_commit_completes_after_failover(kafka_cluster):
+    """What the Spark driver does with a task's prepared transaction (TransactionAdmin.end), with
+    the coordinator killed the moment the EndTxn went out: the commit completes after failover
+    (the new coordinator finishes or accepts it), every row visible once to read_committed."""
+    topic = _create_topic(kafka_cluster, 3)
+    n = 3000
+    p = _producer(kafka_cluster, transactional_id=f"failover-{uuid.uuid4().hex[:8]}")
+    p.init_transactions()
+    victim = kafka_cluster.node(p._transactions.coordinator)
+    p.begin_transaction()
+    for i in range(n):
+        p.send(topic, value=b"%05d" % i, partition=i % 3)
+    prepared = p.prepare()
+    p.close(10)
+    assert len(prepared.partitions) == 3
+    assert consume_all(kafka_cluster.bootstrap_servers, topic, isolation_level="read_committed",
+                       timeout=10) == []
+
+    killed = threading.Event()
+    with TransactionAdmin({"bootstrap.servers": kafka_cluster.bootstrap_servers, "request.timeout.ms": 10000,
+                           "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 500}) as admin:
+        send = admin.client.send
+
+        def send_then_kill(node_id, request, *args, **kwargs):
+            in_flight = send(node_id, request, *args, **kwargs)
+            if type(request).API_KEY == ApiKey.END_TXN and not killed.is_set():
+                assert node_id == victim.node_id
+                killed.set()
+                victim.kill()  # the EndTxn is on the wire: its answer never comes
+            return in_flight
+
+        admin.client.send = send_then_kill
+        admin.end(prepared, True, time.monotonic() + 120)
+        new_coordinator = admin.coordinator(prepared.transactional_id, time.monotonic() + 30)
+        # the rest of the driver's commit, the node still down: nothing else of the write is open
+        assert admin.abort_lingering(prepared.transactional_id, time.monotonic() + 60,
+                                     exclude=[prepared.transactional_id]) == []
+    assert killed.is_set() and new_coordinator != victim.node_id and not victim.running
+    got = consume_all(_running_bootstrap(kafka_cluster), topic, expected_count=n,
+                      isolation_level="read_committed", timeout=60)
+    assert sorted(r.value for r in got) == [b"%05d" % i for i in range(n)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -170,7 +170,9 @@ def test_versions_negotiated_with_the_broker(kafka):
         client = p._sender.client
         node = p._metadata.cluster.leader_for(topic, 0)
         got = {k: client.api_version(node, k) for k in (ApiKey.PRODUCE, ApiKey.METADATA, ApiKey.INIT_PRODUCER_ID)}
+        produce_sent = {v for (k, v) in client.requests_sent if k == ApiKey.PRODUCE}
     if kafka.kind == "apache":
-        assert got == {ApiKey.PRODUCE: 11, ApiKey.METADATA: 12, ApiKey.INIT_PRODUCER_ID: 5}
+        assert got == {ApiKey.PRODUCE: 12, ApiKey.METADATA: 12, ApiKey.INIT_PRODUCER_ID: 5}
+        assert produce_sent == {11}  # v12 means transactions v2: only a v2 transaction sends it
     else:
         assert got[ApiKey.PRODUCE] >= 9 and got[ApiKey.METADATA] >= 9 and got[ApiKey.INIT_PRODUCER_ID] >= 3

@@ -14,19 +14,27 @@ from sparkkafka_sink.spark.options import SinkOptions
 
 @pytest.fixture
 def calls(monkeypatch):
-    log = {"end": [], "lingering": []}
+    log = {"end": [], "lingering": [], "admins": 0, "closed": 0}
 
-    def end(prepared, commit, config, timeout=60.0):
-        if prepared.transactional_id.endswith("broken"):
-            raise T.KafkaError("coordinator says no")
-        log["end"].append((prepared.transactional_id, commit))
+    class Admin:
+        """The coordinator client the driver uses, recording instead of asking a broker."""
 
-    def lingering(prefix, config, exclude=(), timeout=60.0):
-        log["lingering"].append((prefix, sorted(exclude)))
-        return []
+        def __init__(self, config):
+            log["admins"] += 1
 
-    monkeypatch.setattr(T, "complete_transaction", end)
-    monkeypatch.setattr(T, "abort_lingering", lingering)
+        def close(self):
+            log["closed"] += 1
+
+        def end(self, prepared, commit, deadline):
+            if prepared.transactional_id.endswith("broken"):
+                raise T.KafkaError("coordinator says no")
+            log["end"].append((prepared.transactional_id, commit))
+
+        def abort_lingering(self, prefix, deadline, exclude=()):
+            log["lingering"].append((prefix, sorted(exclude)))
+            return []
+
+    monkeypatch.setattr(T, "TransactionAdmin", Admin)
     return log
 
 
@@ -44,6 +52,7 @@ def test_batch_commit_commits_the_kept_attempts_and_aborts_the_rest(calls, tmp_p
     assert calls["end"] == [("q-p0-t1", True), ("q-p1-t5", True)]
     assert calls["lingering"] == [("q", ["q-p0-t1", "q-p1-t5"])]
     assert "2 transactions committed" in text
+    assert calls["admins"] == calls["closed"] == 1  # one set of connections for the whole commit
 
 
 def test_batch_commit_failure_says_what_is_visible(calls, tmp_path):

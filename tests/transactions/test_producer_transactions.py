@@ -1,9 +1,14 @@
 """Producer transactions on Apache Kafka: commit, abort, fencing, and the hand-over that lets
 another process (the Spark driver) commit what a task prepared.  Read back with read_committed;
-a read_uncommitted control shows aborted records exist (the test bites)."""
+a read_uncommitted control shows aborted records exist (the test bites).
+
+Each runs on two Kafka 4 clusters: the session's node, formatted with Kafka's default
+``transaction.version=2`` (transactions v2: partitions join through Produce v12, EndTxn v5 bumps
+the epoch), and a node formatted with ``transaction.version=1`` (AddPartitionsToTxn, EndTxn v4)."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 
 import pytest
@@ -12,14 +17,29 @@ from kafka_helpers import consume_all
 from sparkkafka_sink import Producer, abort_lingering, complete_transaction
 from sparkkafka_sink.errors import KafkaError, ProducerFencedError
 from sparkkafka_sink.producer.transactions import PreparedTransaction
+from sparkkafka_sink.protocol.api import ApiKey
+from sparkkafka_sink.testing.apache_kafka import ApacheKafka
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.transactions]
 
 
-@pytest.fixture
-def bootstrap(apache_kafka):
-    return apache_kafka.bootstrap_servers
+@pytest.fixture(scope="module")
+def kafka_tv1(apache_kafka):
+    """A Kafka 4 node whose storage was formatted with transactions v1 only."""
+    cluster = ApacheKafka(1, features={"transaction.version": 1}).start()
+    print(f"\n[apache kafka {cluster.version} transaction.version=1: up in {cluster.startup_seconds:.1f} s]",
+          file=sys.stderr)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(params=["tv2", "tv1"])
+def bootstrap(request, apache_kafka):
+    cluster = apache_kafka if request.param == "tv2" else request.getfixturevalue("kafka_tv1")
+    return cluster.bootstrap_servers
 
 
 @pytest.fixture
@@ -144,7 +164,35 @@ def test_abort_lingering_by_prefix(bootstrap, topic):
     assert [r.value for r in committed(bootstrap, topic, 1)] == [b"keep"]
 
 
+@pytest.mark.parametrize("bootstrap", ["tv2"], indirect=True)
 def test_transaction_timeout_above_the_brokers_cap_is_a_clear_error(bootstrap):
     with producer(bootstrap, **{"transaction.timeout.ms": 3_600_000}) as p:
         with pytest.raises(KafkaError, match=r"transaction.timeout.ms=3600000 is more than the brokers allow"):
             p.init_transactions()
+
+
+def test_transaction_version_negotiated(bootstrap, topic, request):
+    """Transactions v2 where the cluster finalized it: Produce v12 adds the partitions (no
+    AddPartitionsToTxn), EndTxn v5 bumps the epoch at every end; v1 otherwise (Produce <= 11,
+    AddPartitionsToTxn, EndTxn <= 4, one epoch).  Read back either way."""
+    v2 = request.node.callspec.params["bootstrap"] == "tv2"
+    with producer(bootstrap) as p:
+        p.init_transactions()
+        first_epoch = p._transactions.producer_epoch
+        for round_ in range(3):
+            p.begin_transaction()
+            for i in range(90):
+                p.send(topic, value=b"%d-%d" % (round_, i), partition=i % 3)
+            p.commit_transaction() if round_ != 1 else p.abort_transaction()
+        sent = p._sender.client.requests_sent
+        epochs = p._transactions.producer_epoch - first_epoch
+    produce = {v for (k, v) in sent if k == ApiKey.PRODUCE}
+    end_txn = {v for (k, v) in sent if k == ApiKey.END_TXN}
+    added = sum(n for (k, _), n in sent.items() if k == ApiKey.ADD_PARTITIONS_TO_TXN)
+    if v2:
+        assert (produce, end_txn, added, epochs) == ({12}, {5}, 0, 3)
+    else:
+        assert max(produce) <= 11 and max(end_txn) <= 4 and added >= 3 and epochs == 0
+    assert sorted(r.value for r in committed(bootstrap, topic, 180)) == sorted(
+        b"%d-%d" % (r, i) for r in (0, 2) for i in range(90))
+    assert len(everything(bootstrap, topic, 270)) == 270  # the aborted round is there, unseen

@@ -7,7 +7,7 @@ import pytest
 from sparkkafka_sink import errors as base
 from sparkkafka_sink.errors import BrokerResponseError, UnsupportedVersionError
 from sparkkafka_sink.protocol import SUPPORTED_VERSIONS, ApiKey, check_version, is_flexible, negotiate
-from sparkkafka_sink.protocol.api import first_flexible_version
+from sparkkafka_sink.protocol.api import TRANSACTIONS_V1_MAX, first_flexible_version
 from sparkkafka_sink.protocol import errors as perr
 
 
@@ -20,7 +20,7 @@ def test_api_key_values():
 def test_supported_and_flexible_versions():
     used = (ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.INIT_PRODUCER_ID)
     assert {k: SUPPORTED_VERSIONS[k] for k in used} == {
-        ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (1, 12), ApiKey.PRODUCE: (3, 11),
+        ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (1, 12), ApiKey.PRODUCE: (3, 12),
         ApiKey.INIT_PRODUCER_ID: (3, 5)}
     assert {k: first_flexible_version(k) for k in used} == {
         ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 9, ApiKey.PRODUCE: 9, ApiKey.INIT_PRODUCER_ID: 2}
@@ -33,10 +33,13 @@ def test_supported_and_flexible_versions():
     assert not is_flexible(ApiKey.SASL_HANDSHAKE, 1)
     with pytest.raises(UnsupportedVersionError):
         is_flexible(999, 0)
+    # Produce v12 and EndTxn v5 mean transactions v2: a v1 transaction stops below them
+    assert negotiate(ApiKey.PRODUCE, 3, 13) == 12 and negotiate(ApiKey.PRODUCE, 3, 13, 11) == 11
+    assert negotiate(ApiKey.END_TXN, 0, 5, TRANSACTIONS_V1_MAX[ApiKey.END_TXN]) == 4
 
 
 @pytest.mark.parametrize("api_key, broker, expected", [
-    (ApiKey.PRODUCE, (0, 11), 11), (ApiKey.PRODUCE, (0, 9), 9), (ApiKey.PRODUCE, (3, 13), 11),
+    (ApiKey.PRODUCE, (0, 11), 11), (ApiKey.PRODUCE, (0, 9), 9), (ApiKey.PRODUCE, (3, 13), 12),
     (ApiKey.METADATA, (0, 12), 12), (ApiKey.METADATA, (0, 13), 12), (ApiKey.METADATA, (1, 1), 1),
     (ApiKey.INIT_PRODUCER_ID, (0, 4), 4), (ApiKey.API_VERSIONS, (0, 4), 3),
 ])
@@ -49,7 +52,7 @@ def test_negotiate_without_overlap_names_api_and_ranges():
         negotiate(ApiKey.INIT_PRODUCER_ID, 0, 2)
     assert "INIT_PRODUCER_ID" in str(info.value) and "v3-v5" in str(info.value) and "v0-v2" in str(info.value)
     with pytest.raises(UnsupportedVersionError):
-        negotiate(ApiKey.PRODUCE, 12, 13)
+        negotiate(ApiKey.PRODUCE, 13, 14)
     with pytest.raises(UnsupportedVersionError):
         negotiate(ApiKey.FETCH, 0, 17)
 
@@ -57,7 +60,7 @@ def test_negotiate_without_overlap_names_api_and_ranges():
 def test_check_version():
     check_version(ApiKey.PRODUCE, 3)
     with pytest.raises(UnsupportedVersionError):
-        check_version(ApiKey.PRODUCE, 12)
+        check_version(ApiKey.PRODUCE, 13)
 
 
 # --- errors ---------------------------------------------------------------------------------

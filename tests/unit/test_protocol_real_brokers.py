@@ -13,6 +13,7 @@ import pytest
 
 from sparkkafka_sink.protocol import ApiKey, decode_response_header, messages, negotiate
 from sparkkafka_sink.protocol.broker_protocol import decode_response
+from sparkkafka_sink.protocol.api import TRANSACTIONS_V1_MAX
 
 FRAMES = {
     ("tansu", "api_versions_v3"): (
@@ -293,7 +294,8 @@ def test_apache_api_versions_and_what_we_negotiate(broker, produce_max, metadata
     assert r.version_range(ApiKey.PRODUCE) == (0, produce_max)
     assert r.version_range(ApiKey.METADATA)[1] == metadata_max
     assert r.version_range(ApiKey.API_VERSIONS) == (0, api_versions_max)
-    assert negotiate(ApiKey.PRODUCE, *r.version_range(ApiKey.PRODUCE)) == 11
+    assert negotiate(ApiKey.PRODUCE, *r.version_range(ApiKey.PRODUCE)) == min(12, produce_max)
+    assert negotiate(ApiKey.PRODUCE, *r.version_range(ApiKey.PRODUCE), TRANSACTIONS_V1_MAX[ApiKey.PRODUCE]) == 11
     assert negotiate(ApiKey.METADATA, *r.version_range(ApiKey.METADATA)) == 12
     assert negotiate(ApiKey.INIT_PRODUCER_ID, *r.version_range(ApiKey.INIT_PRODUCER_ID)) == 5
     assert negotiate(ApiKey.API_VERSIONS, *r.version_range(ApiKey.API_VERSIONS)) == 3

@@ -1,7 +1,9 @@
 """Compatibility pass against the newest Apache Kafka 3.9 (``pytest -m kafka3``): many users still
 run 3.x.  One node from Maven jars (``KAFKA_3_VERSION``), started once for this module: a
 producer round trip with every codec, idempotence (the broker holds our producer id and
-sequences; a resend after a lost answer is not written twice), and a Spark write."""
+sequences; a resend after a lost answer is not written twice), transactions (v1 only on 3.9:
+AddPartitionsToTxn, Produce v11, EndTxn v4; the driver-side hand-over), and Spark writes at
+least once and exactly once."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 
 from broker_kinds import APACHE_SOURCE
 from kafka_helpers import consume_all, describe_producers
-from sparkkafka_sink import Producer
+from sparkkafka_sink import Producer, complete_transaction
 from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.testing.apache_kafka import KAFKA_3_VERSION, ApacheKafka
 from sparkkafka_sink.testing.brokers import create_topics
@@ -91,6 +93,35 @@ def test_idempotence_exactly_once_and_in_order(kafka3):
     assert dict(got) == dict(sent)
 
 
+def test_transactions_v1_commit_abort_and_hand_over(kafka3):
+    topic = _topic(kafka3, "k3-txn", 3)
+    with Producer({"bootstrap.servers": kafka3.bootstrap_servers, "transactional.id": "k3-txn-a"}) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(300):
+            p.send(topic, value=b"c%d" % i, partition=i % 3)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(100):
+            p.send(topic, value=b"a%d" % i, partition=i % 3)
+        p.abort_transaction()
+        sent = p._sender.client.requests_sent
+    assert max(v for k, v in sent if k == ApiKey.PRODUCE) == 11 and max(v for k, v in sent if k == ApiKey.END_TXN) <= 4
+    assert any(k == ApiKey.ADD_PARTITIONS_TO_TXN for k, _ in sent)
+    p = Producer({"bootstrap.servers": kafka3.bootstrap_servers, "transactional.id": "k3-txn-b"})
+    p.init_transactions()
+    p.begin_transaction()
+    for i in range(200):
+        p.send(topic, value=b"h%d" % i, partition=i % 3)
+    prepared = p.prepare()
+    p.close(10)
+    assert not prepared.transaction_v2
+    complete_transaction(prepared, True, {"bootstrap.servers": kafka3.bootstrap_servers})
+    got = consume_all(kafka3.bootstrap_servers, topic, expected_count=500, isolation_level="read_committed")
+    assert sorted(r.value for r in got) == sorted([b"c%d" % i for i in range(300)] + [b"h%d" % i for i in range(200)])
+    assert len(consume_all(kafka3.bootstrap_servers, topic, expected_count=600)) == 600  # the aborted ones exist
+
+
 def test_spark_write(kafka3):
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -108,6 +139,12 @@ def test_spark_write(kafka3):
          .option("kafka.bootstrap.servers", kafka3.bootstrap_servers).option("topic", topic)
          .option("kafka.compression.type", "lz4").save())
         got = consume_all(kafka3.bootstrap_servers, topic, expected_count=n)
+        assert sorted(int(r.value) for r in got) == list(range(n))
+        eos = _topic(kafka3, "k3-spark-eos", 4)
+        (df.write.format("pyprod-kafka").mode("append")
+         .option("kafka.bootstrap.servers", kafka3.bootstrap_servers).option("topic", eos)
+         .option("deliveryGuarantee", "exactly-once").save())
+        got = consume_all(kafka3.bootstrap_servers, eos, expected_count=n, isolation_level="read_committed")
         assert sorted(int(r.value) for r in got) == list(range(n))
     finally:
         if active is None:

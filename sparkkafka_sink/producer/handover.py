@@ -9,7 +9,7 @@ transactions whose ids start with a prefix (ListTransactions on every broker) an
 fencing (InitProducerId under their id makes the coordinator abort what is open), so a failed
 job leaves nothing that blocks read_committed consumers until ``transaction.timeout.ms``.
 
-These are short blocking calls over a ``NetworkClient`` of their own, bounded by a timeout.
+These are short blocking calls (``BlockingAdmin``), each bounded by a deadline.
 """
 
 from __future__ import annotations
@@ -18,12 +18,8 @@ import logging
 import time
 from typing import Any, Iterable, Mapping
 
-from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from sparkkafka_sink.network.client import NetworkClient, now_ms
-from sparkkafka_sink.network.metadata import Metadata
-from sparkkafka_sink.network.sasl import sasl_settings
-from sparkkafka_sink.network.ssl_context import build_ssl_context
-from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.errors import KafkaConnectionError, KafkaError
+from sparkkafka_sink.producer.admin import BlockingAdmin
 from sparkkafka_sink.producer.transactions import COORDINATOR_TRANSACTION, PreparedTransaction
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.errors import error_for_code
@@ -32,86 +28,13 @@ log = logging.getLogger(__name__)
 
 #: states of a transaction that still needs an end (Kafka's TransactionState names)
 OPEN_STATES = ("Ongoing",)
-_RETRY_NAMES = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
-                "CONCURRENT_TRANSACTIONS", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION")
 
 
-class TransactionAdmin:
+class TransactionAdmin(BlockingAdmin):
     """Blocking coordinator calls with the producer's configuration (security included)."""
 
     def __init__(self, config: Mapping[str, Any]):
-        c = ProducerConfig({k: v for k, v in dict(config).items() if k != "transactional.id"})
-        self.config = c
-        self.retry_backoff_s = c["retry.backoff.ms"] / 1000
-        self._sasl = sasl_settings(c)
-        if self._sasl is not None:
-            self._sasl.prepare()
-        self.metadata = Metadata(c["bootstrap.servers"], max_age_ms=c["metadata.max.age.ms"],
-                                 refresh_backoff_ms=c["retry.backoff.ms"], max_idle_ms=c["metadata.max.idle.ms"])
-        self.client = NetworkClient(
-            self.metadata, client_id=f"{c['client.id']}-txn-admin", request_timeout_ms=c["request.timeout.ms"],
-            max_in_flight=5, reconnect_backoff_ms=c["reconnect.backoff.ms"],
-            reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-            connection_setup_timeout_ms=c["socket.connection.setup.timeout.ms"],
-            connection_setup_timeout_max_ms=c["socket.connection.setup.timeout.max.ms"],
-            allow_auto_topic_creation=False, ssl_context=build_ssl_context(c), sasl=self._sasl)
-
-    def close(self) -> None:
-        self.client.close()
-        if self._sasl is not None:
-            self._sasl.close()
-
-    def __enter__(self) -> "TransactionAdmin":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # -- one request ---------------------------------------------------------------------------
-    def call(self, node: int | None, request: Any, deadline: float, max_version: int | None = None) -> Any:
-        """Send ``request`` to ``node`` (None: any broker) and wait for its answer.
-
-        A named node (a coordinator) that cannot be reached, or whose connection drops before
-        the answer, raises ``KafkaConnectionError``: the caller asks who coordinates now."""
-        answer: list = []
-        sent = False
-        while True:
-            now = now_ms()
-            if self.client.fatal_error is not None:
-                raise type(self.client.fatal_error)(str(self.client.fatal_error))
-            if time.monotonic() > deadline:
-                last = self.metadata.last_error
-                raise KafkaTimeoutError(f"{type(request).__name__} got no answer in time"
-                                        + (f"; last error: {last}" if last else ""))
-            if not sent:
-                target = node if node is not None else self.client.least_loaded_node(now)
-                if target is not None and self.client.ready(target, now):
-                    self.client.send(target, request, answer.append, now, max_version=max_version)
-                    sent = True
-                elif node is not None and self.client.connection_failures(node):
-                    raise KafkaConnectionError(f"{type(request).__name__}: node {node} cannot be reached")
-            self.client.poll(50, now)
-            if answer:
-                resp = answer[0]
-                if resp.response is None:
-                    if node is not None:
-                        raise KafkaConnectionError(f"{type(request).__name__}: connection to node {node} lost "
-                                                   f"before the answer ({resp.error})")
-                    answer.clear()
-                    sent = False  # the connection went: ask again
-                    time.sleep(self.retry_backoff_s)
-                    continue
-                return resp.response
-
-    def brokers(self, deadline: float, fresh: bool = False) -> list[int]:
-        """The brokers in the metadata (``fresh``: from an answer newer than this call)."""
-        version = self.metadata.request_update()
-        while self.metadata.cluster.is_bootstrap or (fresh and self.metadata.version <= version):
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"no metadata from {self.config['bootstrap.servers']}: "
-                                        f"{self.metadata.last_error}")
-            self.client.poll(50, now_ms())
-        return sorted(self.metadata.cluster.brokers)
+        super().__init__(config, "txn-admin")
 
     def coordinator(self, transactional_id: str, deadline: float) -> int:
         request = messages.FindCoordinatorRequest(key=transactional_id, key_type=COORDINATOR_TRANSACTION,
@@ -124,13 +47,6 @@ class TransactionAdmin:
                 return answer.node_id
             self._backoff_or_raise(error_for_code(answer.error_code, f"FindCoordinator {transactional_id!r}"),
                                    deadline)
-
-    def _backoff_or_raise(self, error: BaseException, deadline: float) -> None:
-        if getattr(error, "name", "") not in _RETRY_NAMES and not getattr(error, "retriable", False):
-            raise error
-        if time.monotonic() + self.retry_backoff_s > deadline:
-            raise KafkaTimeoutError(f"gave up retrying: {error}")
-        time.sleep(self.retry_backoff_s)
 
     # -- transactions ----------------------------------------------------------------------------
     def end(self, prepared: PreparedTransaction, commit: bool, deadline: float) -> None:

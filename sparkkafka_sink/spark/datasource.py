@@ -33,6 +33,9 @@ class PyprodKafkaDataSource(DataSource):
 
         options = parse_options(self.options, streaming=streaming)
         layout = validate_schema(schema, options.topic)
+        from sparkkafka_sink.spark.cluster_check import check_cluster
+
+        check_cluster(options)
         if options.exactly_once:
             from sparkkafka_sink.spark.transactions import check_transaction_timeout
 

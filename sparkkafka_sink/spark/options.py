@@ -39,6 +39,10 @@ COALESCE_OPTION = "coalescebytes"
 GUARANTEE_OPTION = "deliveryguarantee"
 BATCH_ID_OPTION = "batchid"
 PREFIX_OPTION = "transactionalidprefix"
+#: ``clusterCheckTimeoutMs``: the driver's check that the cluster answers and the topic may be
+#: written, before any task (``spark/cluster_check.py``); 0 turns it off
+CLUSTER_CHECK_OPTION = "clusterchecktimeoutms"
+DEFAULT_CLUSTER_CHECK_TIMEOUT_MS = 10_000
 GUARANTEES = ("at-least-once", "exactly-once")
 #: exactly-once: a task's transaction stays open until the driver commits the whole job, so the
 #: default is Kafka's default cap (transaction.max.timeout.ms, 15 minutes)
@@ -61,6 +65,8 @@ class SinkOptions:
     commit_log_dir: str | None = None
     #: exactly-once inside foreachBatch: the micro-batch this batch write belongs to
     batch_id: int | None = None
+    #: the driver's check of the cluster before any task (0: none)
+    cluster_check_timeout_ms: int = DEFAULT_CLUSTER_CHECK_TIMEOUT_MS
 
     @property
     def exactly_once(self) -> bool:
@@ -136,7 +142,8 @@ def parse_options(options: Mapping[str, str], *, check_producer_config: bool = T
                        transactional_id_prefix=prefix,
                        **(_streaming_commit_log(lowered, prefix) if prefix and (streaming or _batch_id(lowered) is not None)
                           else {}),
-                       batch_id=_batch_id(lowered) if prefix else None)
+                       batch_id=_batch_id(lowered) if prefix else None,
+                       cluster_check_timeout_ms=_cluster_check_timeout(lowered.get(CLUSTER_CHECK_OPTION)))
 
 
 def _batch_id(lowered: Mapping[str, str]) -> int | None:
@@ -207,6 +214,20 @@ def _exactly_once(lowered: Mapping[str, str], config: dict, streaming: bool = Fa
     if not prefix or len(prefix) > 200:
         raise SinkValidationError("option 'transactionalIdPrefix' must be 1-200 characters")
     return prefix
+
+
+def _cluster_check_timeout(raw) -> int:
+    if raw is None:
+        return DEFAULT_CLUSTER_CHECK_TIMEOUT_MS
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 600_000:
+        raise SinkValidationError(
+            f"option 'clusterCheckTimeoutMs' must be a whole number of milliseconds from 0 to 600000 "
+            f"(0: no check of the cluster before the tasks start), got {raw!r}")
+    return value
 
 
 def _coalesce_bytes(raw) -> int:

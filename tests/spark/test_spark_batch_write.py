@@ -134,10 +134,39 @@ def test_record_too_large_fails_the_task(spark, kafka):
     assert f"row 1 of this task's input, topic '{t}', partition chosen by the partitioner: RecordTooLargeError" in text
 
 
-def test_unreachable_broker_fails_within_the_timeouts(spark):
+def test_unreachable_broker_fails_on_the_driver_in_seconds(spark):
+    """The driver's cluster check: one line naming the address, before any task waits."""
     port = free_port()  # nothing listens there
     df = spark.createDataFrame([("a",), ("b",)], "value string").coalesce(1)
     w = (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", f"127.0.0.1:{port}")
+         .option("topic", "nowhere").option("clusterCheckTimeoutMs", "2000"))
+    start = time.monotonic()
+    with pytest.raises(Exception) as e:
+        w.save()
+    took = time.monotonic() - start
+    text = str(e.value)
+    assert 2 <= took < 15, took
+    # ours is the exception's last line (before Spark's SQLSTATE)
+    last = [line for line in text.strip().splitlines() if line.strip() and "SQLSTATE" not in line][-1]
+    assert f"pyprod-kafka: no Kafka broker answered at kafka.bootstrap.servers=127.0.0.1:{port} within 2 s" in last, text
+    assert "Connection refused" in text or "refused" in text.lower()
+    assert "write task" not in text  # no task ran
+
+
+def test_missing_topic_fails_on_the_driver(spark, kafka):
+    df = spark.createDataFrame([("a",)], "value string")
+    missing = f"missing-{time.monotonic_ns()}"
+    text = _fails(writer(df, kafka, topic=missing, **{"kafka.allow.auto.create.topics": "false"}))
+    assert f"pyprod-kafka: topic '{missing}' does not exist (kafka.allow.auto.create.topics is false)" in text
+    assert "option 'topic'" in text and "write task" not in text
+
+
+def test_unreachable_broker_fails_within_the_timeouts(spark):
+    """Without the driver's check (clusterCheckTimeoutMs=0) each task gives up within its timeouts."""
+    port = free_port()  # nothing listens there
+    df = spark.createDataFrame([("a",), ("b",)], "value string").coalesce(1)
+    w = (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", f"127.0.0.1:{port}")
+         .option("clusterCheckTimeoutMs", "0")
          .option("topic", "nowhere").option("kafka.max.block.ms", "2000")
          .option("kafka.delivery.timeout.ms", "3000").option("kafka.request.timeout.ms", "1000"))
     start = time.monotonic()

@@ -6,6 +6,7 @@ SQL execution, job property and streaming progress Spark records) or our logs.""
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -85,11 +86,16 @@ def test_wrong_password_fails_the_job_with_our_message_and_no_secret(spark, spar
     caplog.set_level(logging.DEBUG)
     topic = secured_topic()
     df = spark.range(10).select(F.col("id").cast("string").alias("value"))
+    start = time.monotonic()
     with pytest.raises(Exception) as info:
         df.write.format("pyprod-kafka").mode("append").options(
             **secured_options(secured_kafka, topic, password=WRONG_PASSWORD)).save()
     text = str(info.value)
     assert "SCRAM-SHA-512 authentication of 'alice'" in text, text[-2000:]
+    # refused on the driver, before any task: at once, naming the options to check
+    assert "pyprod-kafka: the cluster at kafka.bootstrap.servers=" in text and "refused this client" in text
+    assert "kafka.sasl.*" in text and "write task" not in text
+    assert time.monotonic() - start < 15
     assert WRONG_PASSWORD not in text
     assert WRONG_PASSWORD not in event_log_text(spark_event_log) and WRONG_PASSWORD not in our_log_text(caplog)
 

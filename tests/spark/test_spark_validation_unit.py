@@ -153,3 +153,13 @@ def test_coalesce_bytes_default_explicit_and_invalid():
     for bad in ("-1", "4MB", "", str((1 << 30) + 1)):
         with pytest.raises(SinkValidationError, match=r"option 'coalesceBytes' must be a whole number of bytes"):
             parse_options({**base, "coalesceBytes": bad})
+
+
+def test_cluster_check_timeout_default_explicit_and_invalid():
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    assert parse_options(base).cluster_check_timeout_ms == 10_000
+    assert parse_options({**base, "clusterCheckTimeoutMs": "0"}).cluster_check_timeout_ms == 0
+    assert parse_options({**base, "CLUSTERCHECKTIMEOUTMS": " 2500 "}).cluster_check_timeout_ms == 2500
+    for bad in ("-1", "10s", "", "600001"):
+        with pytest.raises(SinkValidationError, match=r"option 'clusterCheckTimeoutMs' must be a whole number"):
+            parse_options({**base, "clusterCheckTimeoutMs": bad})

@@ -1,0 +1,47 @@
+"""Fail fast on the driver: the cluster answers, and the write's topic may be written.
+
+Without it a typo in ``kafka.bootstrap.servers`` costs every task ``max.block.ms`` (60 s) and
+Spark retries each task four times before the job fails.  Before any task starts, the driver
+asks the cluster once -- with the write's own security settings -- within
+``clusterCheckTimeoutMs`` (default 10 s; 0 turns the check off): does a broker answer, does the
+``topic`` option's topic exist (or may it be auto-created), may this principal write to it.
+Each failure is one line naming the option to fix.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sparkkafka_sink.errors import AuthenticationError, KafkaError, KafkaTimeoutError, SslError
+from sparkkafka_sink.producer.admin import BlockingAdmin, TopicCheckError
+from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.validation import SinkValidationError
+
+
+def check_cluster(options: SinkOptions) -> None:
+    """Raise ``SinkValidationError`` unless the cluster answers and the topic may be written."""
+    timeout_ms = options.cluster_check_timeout_ms
+    if not timeout_ms:
+        return
+    config = options.producer_config
+    deadline = time.monotonic() + timeout_ms / 1000
+    auto_create = str(config.get("allow.auto.create.topics", "true")).strip().lower() == "true"
+    where = f"kafka.bootstrap.servers={options.bootstrap_servers}"
+    try:
+        with BlockingAdmin(config, "driver-check") as admin:
+            if options.topic:
+                admin.check_topics_writable([options.topic], deadline, allow_auto_create=auto_create)
+            else:
+                admin.brokers(deadline)
+    except TopicCheckError as e:
+        raise SinkValidationError(f"{e} (option 'topic'; at {where})") from None
+    except (AuthenticationError, SslError) as e:
+        raise SinkValidationError(f"the cluster at {where} refused this client: {e} "
+                                  "(check the kafka.security.protocol, kafka.sasl.* and kafka.ssl.* options)") from None
+    except KafkaTimeoutError as e:
+        raise SinkValidationError(
+            f"no Kafka broker answered at {where} within {timeout_ms / 1000:g} s ({e}); is the address "
+            "right and reachable from the driver? (option clusterCheckTimeoutMs bounds this check; 0 skips it)"
+        ) from None
+    except KafkaError as e:
+        raise SinkValidationError(f"the cluster check at {where} failed: {e}") from None

@@ -42,6 +42,8 @@ PREFIX_OPTION = "transactionalidprefix"
 #: ``clusterCheckTimeoutMs``: the driver's check that the cluster answers and the topic may be
 #: written, before any task (``spark/cluster_check.py``); 0 turns it off
 CLUSTER_CHECK_OPTION = "clusterchecktimeoutms"
+#: per write task: records and bytes (key + value + headers) per second (``spark/rate_limit.py``)
+RATE_OPTIONS = {"maxrecordspersecond": "maxRecordsPerSecond", "maxbytespersecond": "maxBytesPerSecond"}
 DEFAULT_CLUSTER_CHECK_TIMEOUT_MS = 10_000
 GUARANTEES = ("at-least-once", "exactly-once")
 #: exactly-once: a task's transaction stays open until the driver commits the whole job, so the
@@ -67,6 +69,9 @@ class SinkOptions:
     batch_id: int | None = None
     #: the driver's check of the cluster before any task (0: none)
     cluster_check_timeout_ms: int = DEFAULT_CLUSTER_CHECK_TIMEOUT_MS
+    #: rate limits of each write task (None: none)
+    max_records_per_s: float | None = None
+    max_bytes_per_s: float | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -143,7 +148,9 @@ def parse_options(options: Mapping[str, str], *, check_producer_config: bool = T
                        **(_streaming_commit_log(lowered, prefix) if prefix and (streaming or _batch_id(lowered) is not None)
                           else {}),
                        batch_id=_batch_id(lowered) if prefix else None,
-                       cluster_check_timeout_ms=_cluster_check_timeout(lowered.get(CLUSTER_CHECK_OPTION)))
+                       cluster_check_timeout_ms=_cluster_check_timeout(lowered.get(CLUSTER_CHECK_OPTION)),
+                       max_records_per_s=_rate(lowered, "maxrecordspersecond"),
+                       max_bytes_per_s=_rate(lowered, "maxbytespersecond"))
 
 
 def _batch_id(lowered: Mapping[str, str]) -> int | None:
@@ -214,6 +221,20 @@ def _exactly_once(lowered: Mapping[str, str], config: dict, streaming: bool = Fa
     if not prefix or len(prefix) > 200:
         raise SinkValidationError("option 'transactionalIdPrefix' must be 1-200 characters")
     return prefix
+
+
+def _rate(lowered: Mapping[str, str], key: str) -> float | None:
+    raw = lowered.get(key)
+    if raw is None:
+        return None
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise SinkValidationError(f"option '{RATE_OPTIONS[key]}' must be a positive number per second "
+                                  f"(of each write task), got {raw!r}")
+    return value
 
 
 def _cluster_check_timeout(raw) -> int:

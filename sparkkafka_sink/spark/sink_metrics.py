@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pyspark.accumulators import AccumulatorParam
 
-COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "retries")
+COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "retries", "throttle_time_ms")
 MICRO_BATCHES = "micro_batches"
 #: Per micro-batch entries kept on the driver (oldest dropped first).
 MAX_MICRO_BATCHES = 1000
@@ -45,10 +45,12 @@ class MetricsParam(AccumulatorParam):
         return _merge(value1, value2)
 
 
-def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batch=None) -> dict:
+def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batch=None,
+                 throttled_s: float = 0.0) -> dict:
     """One task's contribution.  Record counts come from the task's own futures
     (exact by construction); bytes, batches, retries and latency from the producer.
-    ``micro_batch`` is ``(query_id, batch_id)`` for a streaming task."""
+    ``micro_batch`` is ``(query_id, batch_id)`` for a streaming task; ``throttled_s`` the time
+    the task's rate limit held it back."""
     pm = producer_metrics or {}
     num = lambda k: pm.get(k) or 0  # noqa: E731
     if "request_latency_sum_ms" in pm and "requests" in pm:
@@ -66,6 +68,7 @@ def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batc
         "produce_latency_sum_ms": lat_sum,
         "produce_latency_weight": lat_n,
         "write_tasks": 1,
+        "throttle_time_ms": int(throttled_s * 1000),
     }
     if micro_batch is not None:
         out[MICRO_BATCHES] = {micro_batch: dict(out)}
@@ -109,8 +112,9 @@ class SinkMetrics:
         return self._total.value if self._total is not None else {}
 
     def snapshot(self) -> dict:
-        """records_sent, bytes_sent, batches_sent, records_failed, retries,
-        produce_latency_max_ms, produce_latency_avg_ms, write_tasks."""
+        """records_sent, bytes_sent, batches_sent, records_failed, retries, throttle_time_ms
+        (time the rate limits held tasks back), produce_latency_max_ms, produce_latency_avg_ms,
+        write_tasks."""
         return snapshot_of(self._raw())
 
     def micro_batches(self, query_id=None) -> list:

@@ -26,6 +26,7 @@ from sparkkafka_sink.errors import (
 from sparkkafka_sink.spark.commit import TaskCommitMessage
 from sparkkafka_sink.spark.delivery import DeliveryTracker
 from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.rate_limit import RateLimiter, payload_bytes
 from sparkkafka_sink.spark.row_checks import NULL_TOPIC, RowError, check_headers, first_null
 from sparkkafka_sink.spark.sink_metrics import task_metrics
 from sparkkafka_sink.spark.validation import PREFIX, ColumnLayout
@@ -92,8 +93,9 @@ def run_write_task(
     producer = None
     rows_seen = 0
     ok = False
+    limiter = rate_limiter(plan.options)
     try:
-        for batch in _coalesced(batches, plan.options.coalesce_bytes):
+        for batch in _paced(_coalesced(batches, plan.options.coalesce_bytes), limiter, plan.layout):
             if producer is None:  # empty partitions never open a connection
                 producer = producer_factory(_task_config(plan.options, task))
                 if plan.options.exactly_once:
@@ -110,7 +112,8 @@ def run_write_task(
                 break
         if producer is not None:
             _flush(producer, tracker, plan.options)
-        metrics = task_metrics(_producer_metrics(producer), tracker.delivered, tracker.failed, task.micro_batch)
+        metrics = task_metrics(_producer_metrics(producer), tracker.delivered, tracker.failed, task.micro_batch,
+                               limiter.throttled_s if limiter is not None else 0.0)
         if metrics_total is not None:  # a Spark accumulator of the sink's metrics
             metrics_total.add(metrics)
         if tracker.failed:
@@ -218,6 +221,22 @@ def _coalesced(batches: Iterator, limit: int) -> Iterator:
             pending, size = [], 0
     if pending:
         yield _concat(pending)
+
+
+def _paced(batches: Iterator, limiter: Optional[RateLimiter], layout: ColumnLayout) -> Iterator:
+    """``batches`` as they are, or cut into slices each sent at its turn under the rate limits."""
+    if limiter is None:
+        yield from batches
+        return
+    count = payload_bytes(layout)
+    for batch in batches:
+        yield from limiter.paced(batch, count)
+
+
+def rate_limiter(options: SinkOptions) -> Optional[RateLimiter]:
+    if not options.max_records_per_s and not options.max_bytes_per_s:
+        return None
+    return RateLimiter(options.max_records_per_s, options.max_bytes_per_s)
 
 
 def _concat(batches: list):

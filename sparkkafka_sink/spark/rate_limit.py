@@ -1,0 +1,86 @@
+"""Rate limits of a write task: ``maxRecordsPerSecond`` and ``maxBytesPerSecond``.
+
+A backfill must not flood a shared cluster.  Each write task paces what it hands the producer:
+every Arrow batch is cut into slices of about a tenth of a second's allowance and each slice
+waits for its turn (virtual scheduling: slice k may go once the slices before it have "cost"
+their records or bytes at the limit).  The rate is smooth -- no burst above one slice, far
+below one Arrow batch -- and a task slower than the limit never saves up credit for a burst.
+Bytes are what the records carry: key, value and header bytes, before compression.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator
+
+#: a slice holds this many seconds of the allowance
+SLICE_SECONDS = 0.1
+
+
+class RateLimiter:
+    """Paces slices of Arrow batches to at most ``records_per_s`` and ``bytes_per_s``."""
+
+    def __init__(self, records_per_s: float | None, bytes_per_s: float | None,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+        if not records_per_s and not bytes_per_s:
+            raise ValueError("RateLimiter needs a records or a bytes limit")
+        self.records_per_s = records_per_s or None
+        self.bytes_per_s = bytes_per_s or None
+        self._clock = clock
+        self._sleep = sleep
+        self._next: float | None = None  # when the next slice may go
+        #: seconds this task waited for its turn (a metric)
+        self.throttled_s = 0.0
+
+    def paced(self, batch, payload_bytes: Callable[[object], int]) -> Iterator:
+        """Slices of ``batch`` (zero-copy, in order), each yielded when its turn came."""
+        rows = batch.num_rows
+        if rows == 0:
+            return
+        nbytes = payload_bytes(batch)
+        per_slice = rows
+        if self.records_per_s:
+            per_slice = min(per_slice, self.records_per_s * SLICE_SECONDS)
+        if self.bytes_per_s and nbytes:
+            per_slice = min(per_slice, self.bytes_per_s * SLICE_SECONDS * rows / nbytes)
+        per_slice = max(1, int(per_slice))
+        for start in range(0, rows, per_slice):
+            piece = batch.slice(start, per_slice) if per_slice < rows else batch
+            piece_bytes = nbytes if piece is batch else nbytes * piece.num_rows // rows
+            self.acquire(piece.num_rows, piece_bytes)
+            yield piece
+
+    def acquire(self, records: int, nbytes: int) -> None:
+        """Wait until ``records`` records of ``nbytes`` bytes may go."""
+        now = self._clock()
+        if self._next is not None and self._next > now:
+            self._sleep(self._next - now)
+            self.throttled_s += self._next - now
+            now = self._next
+        cost = 0.0
+        if self.records_per_s:
+            cost = records / self.records_per_s
+        if self.bytes_per_s:
+            cost = max(cost, nbytes / self.bytes_per_s)
+        # from now, not from an old turn: a slow task never saves credit for a burst
+        self._next = now + cost
+
+
+def payload_bytes(layout) -> Callable[[object], int]:
+    """``batch -> bytes`` of key, value and headers (the columns of ``layout``) in a batch."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def lengths(col) -> int:
+        if pa.types.is_struct(col.type):
+            return sum(lengths(col.field(i)) for i in range(col.type.num_fields))
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            return lengths(pc.list_flatten(col))
+        total = pc.sum(pc.binary_length(col)).as_py()
+        return int(total or 0)
+
+    def count(batch) -> int:
+        names = [n for n in (layout.key, layout.value, layout.headers) if n]
+        return sum(lengths(batch.column(n)) for n in names)
+
+    return count

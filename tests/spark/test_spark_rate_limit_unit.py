@@ -1,0 +1,78 @@
+"""The rate limiter of a write task, on a fake clock: slices of a tenth of a second's allowance,
+each sent at its turn; no credit saved by a slow task; bytes counted from key, value and headers."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from sparkkafka_sink.spark.options import parse_options
+from sparkkafka_sink.spark.rate_limit import RateLimiter, payload_bytes
+from sparkkafka_sink.spark.validation import ColumnLayout, SinkValidationError
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.slept.append(s)
+        self.now += s
+
+
+def batch(rows: int, value_size: int = 10):
+    return pa.RecordBatch.from_arrays([pa.array([b"v" * value_size] * rows)], ["value"])
+
+
+LAYOUT = ColumnLayout(value="value")
+
+
+def test_records_per_second_slices_and_paces():
+    clock = FakeClock()
+    limiter = RateLimiter(1000, None, clock=clock, sleep=clock.sleep)
+    sent = [(clock.now, piece.num_rows) for piece in limiter.paced(batch(1000), payload_bytes(LAYOUT))]
+    # ten slices of 100 rows (a tenth of a second each), the first at once, then one per 0.1 s
+    assert [n for _, n in sent] == [100] * 10
+    assert [round(t - 100.0, 6) for t, _ in sent] == [round(0.1 * i, 6) for i in range(10)]
+    assert limiter.throttled_s == pytest.approx(0.9)
+
+
+def test_bytes_per_second_slices_by_payload():
+    clock = FakeClock()
+    limiter = RateLimiter(None, 10_000, clock=clock, sleep=clock.sleep)  # 1 KB per slice: 100 rows of 10 bytes
+    pieces = list(limiter.paced(batch(450, 10), payload_bytes(LAYOUT)))
+    assert [p.num_rows for p in pieces] == [100, 100, 100, 100, 50]
+    assert clock.now - 100.0 == pytest.approx(0.4)
+
+
+def test_the_stricter_limit_wins_and_a_slow_task_saves_no_credit():
+    clock = FakeClock()
+    limiter = RateLimiter(1000, 1_000_000, clock=clock, sleep=clock.sleep)
+    limiter.acquire(100, 100)  # costs 0.1 s of the record limit
+    clock.now += 5.0  # the task was busy elsewhere for 5 s
+    limiter.acquire(100, 100)
+    limiter.acquire(100, 100)
+    assert clock.slept == [pytest.approx(0.1)]  # no burst of 5 s of saved credit
+
+
+def test_payload_bytes_counts_key_value_and_headers():
+    headers = pa.array([[{"key": "h", "value": b"xyz"}], None, []],
+                       pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+    b = pa.RecordBatch.from_arrays([pa.array([b"ab", None, b"c"]), pa.array(["kk", "k", None]), headers],
+                                   ["value", "key", "headers"])
+    count = payload_bytes(ColumnLayout(value="value", key="key", headers="headers"))
+    assert count(b) == (2 + 1) + (2 + 1) + (1 + 3)
+
+
+def test_options_parse_and_refuse():
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    o = parse_options({**base, "maxRecordsPerSecond": "5000", "MAXBYTESPERSECOND": "1e6"})
+    assert (o.max_records_per_s, o.max_bytes_per_s) == (5000.0, 1e6)
+    assert parse_options(base).max_records_per_s is None
+    for bad in ("0", "-5", "fast", "inf"):
+        with pytest.raises(SinkValidationError, match="option 'maxRecordsPerSecond' must be a positive number"):
+            parse_options({**base, "maxRecordsPerSecond": bad})

@@ -221,6 +221,20 @@ class RecordAccumulator:
     def reenqueue(self, batch: ProducerBatch, now_ms: float) -> None:
         """Put a failed batch back at the front of its deque, in sequence order."""
         batch.reenqueued(now_ms)
+        self._to_front(batch)
+
+    def split_and_reenqueue(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
+        """``batch`` (refused as too large) is replaced by ``pieces``, at the front of its deque
+        and in its place among the incomplete batches; they count as not yet tried."""
+        with self._incomplete_lock:
+            order = list(self._incomplete)
+            at = order.index(batch) if batch in self._incomplete else len(order)
+            order[at:at + 1] = pieces
+            self._incomplete = dict.fromkeys(order)
+        for piece in reversed(pieces):
+            self._to_front(piece)
+
+    def _to_front(self, batch: ProducerBatch) -> None:
         q = self._queue(batch.tp)
         with q.lock:
             if batch.base_sequence >= 0 and self.idempotence is not None:

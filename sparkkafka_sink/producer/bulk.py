@@ -30,12 +30,11 @@ class BulkResult:
 
     def __init__(self, topic: str, batches: list[tuple[ProducerBatch, np.ndarray]]):
         self.topic = topic
-        self.record_count = sum(b.record_count for b, _ in batches)
         per: dict[int, list[int]] = {}
         for batch, _rows in batches:
-            base = batch.result.base_offset
-            merge_range(per, batch.partition, batch.record_count, base,
-                        base + batch.record_count - 1 if base >= 0 else -1)
+            for count, first, last in batch.result.landed(batch.record_count):
+                merge_range(per, batch.partition, count, first, last)
+        self.record_count = sum(v[0] for v in per.values())
         #: partition -> (records, first offset, last offset); offsets -1 when unknown (acks=0)
         self.partitions = {p: tuple(v) for p, v in sorted(per.items())}
 
@@ -63,12 +62,18 @@ class BulkFuture:
         return True
 
     def errors(self) -> list[tuple[BaseException, int, np.ndarray]]:
-        """(error, partition, original row indices) for every failed batch."""
-        return [(b.result.error, b.partition, rows) for b, rows in self._batches
-                if b.result.is_done() and b.result.error is not None]
+        """(error, partition, original row indices) for every failed batch (or piece of one the
+        broker made us split)."""
+        return [(error, b.partition, rows[start:start + n]) for b, rows in self._batches if b.result.is_done()
+                for error, start, n in b.result.failed_pieces(b.record_count)]
 
     def failed_count(self) -> int:
-        return sum(b.record_count for b, _ in self._batches if b.result.is_done() and b.result.error)
+        return sum(len(rows) for _, _, rows in self.errors())
+
+    def landed(self) -> BulkResult:
+        """What was written so far: counts and offsets of the records that succeeded (the
+        failed ones are in ``errors()``)."""
+        return BulkResult(self.topic, [(b, rows) for b, rows in self._batches if b.result.is_done()])
 
     def get(self, timeout: float | None = None) -> BulkResult:
         """Wait for every batch; raise the first error (annotated with how many rows failed)."""

@@ -30,9 +30,13 @@ class RecordMetadata(NamedTuple):
 
 
 class ProduceRequestResult:
-    """Completion of one batch: base offset, log append time, or the error."""
+    """Completion of one batch: base offset, log append time, or the error.
 
-    __slots__ = ("topic", "partition", "base_offset", "log_append_time", "error", "_event", "_callbacks", "_lock")
+    A batch the broker found too large is split (``split``): its result then completes once
+    every piece did, and a record's offset and error are its own piece's (``resolve``)."""
+
+    __slots__ = ("topic", "partition", "base_offset", "log_append_time", "error", "_event", "_callbacks", "_lock",
+                 "pieces")
 
     def __init__(self, topic: str, partition: int):
         self.topic = topic
@@ -43,6 +47,8 @@ class ProduceRequestResult:
         self._event = threading.Event()
         self._callbacks: list[Callable[["ProduceRequestResult"], Any]] | None = []
         self._lock = threading.Lock()
+        #: after a split: ``[(first record index, count, piece's result)]`` in record order
+        self.pieces: list[tuple[int, int, "ProduceRequestResult"]] | None = None
 
     def done(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         with self._lock:
@@ -61,6 +67,56 @@ class ProduceRequestResult:
 
     def is_done(self) -> bool:
         return self._event.is_set()
+
+    def split(self, pieces: list[tuple[int, int, "ProduceRequestResult"]]) -> None:
+        """The batch was split into ``pieces``: complete when all are, with the first error."""
+        self.pieces = pieces
+        remaining = [len(pieces)]
+        lock = threading.Lock()
+
+        def piece_done(_):
+            with lock:
+                remaining[0] -= 1
+                if remaining[0]:
+                    return
+            failed = [r.error for _, _, r in pieces if r.error is not None]
+            first = pieces[0][2]
+            self.done(first.base_offset, first.log_append_time, failed[0] if failed else None)
+
+        for _, _, result in pieces:
+            result.add_callback(piece_done)
+
+    def resolve(self, index: int) -> tuple["ProduceRequestResult", int]:
+        """The result that holds record ``index`` of this batch, and its index there."""
+        result = self
+        while result.pieces is not None:
+            for start, count, piece in result.pieces:
+                if start <= index < start + count:
+                    result, index = piece, index - start
+                    break
+            else:
+                raise IndexError(index)
+        return result, index
+
+    def offset_of(self, index: int) -> int:
+        """Offset of record ``index`` (-1 when unknown: acks=0, failed, or not stored twice)."""
+        result, index = self.resolve(index)
+        return result.base_offset + index if result.base_offset >= 0 else -1
+
+    def landed(self, count: int) -> list[tuple[int, int, int]]:
+        """``(records, first offset, last offset)`` of the records of this batch of ``count``
+        that were written (all, one range, unless it was split and a piece failed)."""
+        if self.pieces is None:
+            if self.error is not None:
+                return []
+            return [(count, self.base_offset, self.base_offset + count - 1 if self.base_offset >= 0 else -1)]
+        return [r for _, c, piece in self.pieces for r in piece.landed(c)]
+
+    def failed_pieces(self, count: int) -> list[tuple[BaseException, int, int]]:
+        """``(error, first index, count)`` of the failed records of this batch of ``count``."""
+        if self.pieces is None:
+            return [(self.error, 0, count)] if self.error is not None else []
+        return [(e, start + s, n) for start, c, piece in self.pieces for e, s, n in piece.failed_pieces(c)]
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._event.wait(timeout)
@@ -90,10 +146,14 @@ class FutureRecordMetadata:
         return self._result.is_done()
 
     def _metadata(self) -> RecordMetadata:
-        r = self._result
-        offset = r.base_offset + self._relative_offset if r.base_offset >= 0 else -1
+        r, index = self._result.resolve(self._relative_offset)
+        offset = r.base_offset + index if r.base_offset >= 0 else -1
         ts = r.log_append_time if r.log_append_time >= 0 else self._timestamp
         return RecordMetadata(r.topic, r.partition, offset, ts, self._key_size, self._value_size)
+
+    def _error(self) -> BaseException | None:
+        """This record's own error (its piece's, when the batch was split)."""
+        return self._result.resolve(self._relative_offset)[0].error
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         """Block until the record is acknowledged; raise its error if it failed."""
@@ -102,32 +162,33 @@ class FutureRecordMetadata:
                 f"Record for {self._result.topic}-{self._result.partition} was not acknowledged "
                 f"within {timeout} s of waiting in get() (it is still pending)"
             )
-        if self._result.error is not None:
-            raise self._result.error
+        error = self._error()
+        if error is not None:
+            raise error
         return self._metadata()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         if not self._result.wait(timeout):
             raise KafkaTimeoutError(f"Record for {self._result.topic}-{self._result.partition} still pending")
-        return self._result.error
+        return self._error()
 
     def succeeded(self) -> bool:
-        return self.done() and self._result.error is None
+        return self.done() and self._error() is None
 
     def failed(self) -> bool:
-        return self.done() and self._result.error is not None
+        return self.done() and self._error() is not None
 
     def add_callback(self, fn: Callable[[RecordMetadata], Any]) -> "FutureRecordMetadata":
         """``fn(metadata)`` runs (on the Sender thread) when the record succeeds."""
-        self._result.add_callback(lambda r: fn(self._metadata()) if r.error is None else None)
+        self._result.add_callback(lambda r: fn(self._metadata()) if self._error() is None else None)
         return self
 
     def add_errback(self, fn: Callable[[BaseException], Any]) -> "FutureRecordMetadata":
         """``fn(exception)`` runs (on the Sender thread) when the record fails."""
-        self._result.add_callback(lambda r: fn(r.error) if r.error is not None else None)
+        self._result.add_callback(lambda r: fn(self._error()) if self._error() is not None else None)
         return self
 
     def add_both(self, fn: Callable[[RecordMetadata | None, BaseException | None], Any]) -> "FutureRecordMetadata":
         self._result.add_callback(
-            lambda r: fn(None, r.error) if r.error is not None else fn(self._metadata(), None))
+            lambda r: fn(None, self._error()) if self._error() is not None else fn(self._metadata(), None))
         return self

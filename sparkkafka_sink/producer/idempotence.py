@@ -96,6 +96,14 @@ class IdempotenceManager:
             flights = self._in_flight.get(batch.tp)
             return bool(flights) and flights[0] is batch
 
+    def split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
+        """``batch`` was split into ``pieces`` that keep its sequence range: they take its place."""
+        with self._lock:
+            flights = self._in_flight.get(batch.tp)
+            if flights and batch in flights:
+                at = flights.index(batch)
+                flights[at:at + 1] = pieces
+
     def complete(self, batch: ProducerBatch, acknowledged_ms: float | None = None) -> None:
         """The batch is finished (acknowledged at ``acknowledged_ms``, or failed for good):
         stop tracking it."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 class ProducerMetrics:
     __slots__ = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "retries",
-                 "requests", "_latency_sum", "request_latency_max_ms")
+                 "requests", "_latency_sum", "request_latency_max_ms", "batch_splits")
 
     def __init__(self):
         self.records_sent = 0
@@ -19,6 +19,8 @@ class ProducerMetrics:
         self.requests = 0
         self._latency_sum = 0.0
         self.request_latency_max_ms = 0.0
+        #: batches split because a broker refused them as too large
+        self.batch_splits = 0
 
     def record_request(self, latency_ms: float) -> None:
         self.requests += 1
@@ -38,6 +40,7 @@ class ProducerMetrics:
             "batches_sent": self.batches_sent,
             "records_failed": self.records_failed,
             "retries": self.retries,
+            "batch_splits": self.batch_splits,
             "requests": self.requests,
             "request_latency_max_ms": round(self.request_latency_max_ms, 3),
             "request_latency_avg_ms": round(self._latency_sum / self.requests, 3) if self.requests else 0.0,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from sparkkafka_sink.producer.future import FutureRecordMetadata, ProduceRequestResult
-from sparkkafka_sink.record.batch import RecordBatchBuilder, set_producer_state
+from sparkkafka_sink.record.batch import RecordBatchBuilder, set_producer_state, split_batch
 
 
 class ProducerBatch:
@@ -99,6 +99,28 @@ class ProducerBatch:
         self.base_sequence = base_sequence
         self._full = True
         return self.built
+
+    def split(self) -> list["ProducerBatch"]:
+        """This built batch as two of its records each (in order), for a broker that refused it
+        as too large.  They keep its place: its sequence range and producer state, creation
+        time and attempts; its memory goes with the first.  Its result completes when theirs
+        have, each record's future answering from its own piece."""
+        pieces, start = [], 0
+        for data, count in split_batch(self.built, 2):
+            child = ProducerBatch.prebuilt(self.topic, self.partition, data, count, self.created_ms, 0)
+            child.attempts = self.attempts
+            child.last_attempt_ms = self.last_attempt_ms
+            child.drained_ms = self.drained_ms
+            if self.base_sequence >= 0:
+                seq = (self.base_sequence + start) & 0x7FFFFFFF
+                child.built = set_producer_state(data, self.producer_id, self.producer_epoch, seq)
+                child.producer_id, child.producer_epoch, child.base_sequence = \
+                    self.producer_id, self.producer_epoch, seq
+            pieces.append((start, count, child))
+            start += count
+        pieces[0][2].reserved = self.reserved
+        self.result.split([(s, n, child.result) for s, n, child in pieces])
+        return [child for _, _, child in pieces]
 
     def reenqueued(self, now_ms: float) -> None:
         self.attempts += 1

@@ -36,6 +36,10 @@ from sparkkafka_sink.protocol.produce import ProduceRequest
 
 log = logging.getLogger(__name__)
 
+#: answers that split a batch of several records: too large, or refused for some of its records
+#: (INVALID_RECORD: a null key on a compacted topic, ...); only a single record then fails
+_SPLIT_ON = ("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD")
+
 
 class Sender(threading.Thread):
     def __init__(self, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator, *,
@@ -360,6 +364,9 @@ class Sender(threading.Thread):
             self.accumulator.deallocate(batch)
             return
         batch.last_error = error
+        if getattr(error, "name", "") in _SPLIT_ON and batch.record_count > 1:
+            self._split(batch, error)
+            return
         retriable = getattr(error, "retriable", False) and not getattr(error, "resend_cannot_help", False)
         idem = self.idempotence
         if idem is not None and getattr(error, "producer_state_lost", False):
@@ -381,6 +388,19 @@ class Sender(threading.Thread):
             idem.complete(batch)
             idem.request_reset()
         self._fail_batch(batch, error, now)
+
+    def _split(self, batch: ProducerBatch, error: BaseException) -> None:
+        """As the Java client for a batch too large: a batch of several records the broker
+        refused is sent again as two halves (recursively, down to single records); sequences
+        are kept, so order and idempotence hold.  Only the single records at fault fail (the
+        Java client fails a whole batch refused as INVALID_RECORD; splitting keeps its others)."""
+        pieces = batch.split()
+        log.info("%s-%d: %d records refused (%s): split into %s", batch.topic, batch.partition,
+                 batch.record_count, error, [p.record_count for p in pieces])
+        if self.idempotence is not None:
+            self.idempotence.split(batch, pieces)
+        self.accumulator.split_and_reenqueue(batch, pieces)
+        self.metrics.batch_splits += 1
 
     def _can_retry(self, batch: ProducerBatch, now: float) -> bool:
         return (batch.attempts < self.retries and not self._force_close

@@ -334,6 +334,22 @@ def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_
     return out
 
 
+def split_batch(data, parts: int = 2) -> list[tuple[bytearray | bytes, int]]:
+    """One built batch re-encoded as up to ``parts`` batches of consecutive records, each
+    ``(bytes, record count)``: what a batch a broker refused as too large becomes.  Same
+    compression, timestamps, keys, values and headers; producer state unset."""
+    (batch,) = decode_batches(data)
+    records = batch.records
+    size = max(1, -(-len(records) // parts))
+    pieces = []
+    for start in range(0, len(records), size):
+        builder = RecordBatchBuilder(batch.compression_type, write_limit=1 << 62)
+        for r in records[start:start + size]:
+            builder.try_append(r.timestamp, r.key, r.value, r.headers)
+        pieces.append((builder.build(), builder.record_count))
+    return pieces
+
+
 # ------------------------------------------------------------------------------------ decoding
 
 

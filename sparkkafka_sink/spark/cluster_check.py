@@ -4,7 +4,8 @@ Without it a typo in ``kafka.bootstrap.servers`` costs every task ``max.block.ms
 Spark retries each task four times before the job fails.  Before any task starts, the driver
 asks the cluster once -- with the write's own security settings -- within
 ``clusterCheckTimeoutMs`` (default 10 s; 0 turns the check off): does a broker answer, does the
-``topic`` option's topic exist (or may it be auto-created), may this principal write to it.
+``topic`` option's topic (and the dead-letter topic) exist or may it be auto-created, may this
+principal write to it.
 Each failure is one line naming the option to fix.
 """
 
@@ -29,12 +30,15 @@ def check_cluster(options: SinkOptions) -> None:
     where = f"kafka.bootstrap.servers={options.bootstrap_servers}"
     try:
         with BlockingAdmin(config, "driver-check") as admin:
-            if options.topic:
-                admin.check_topics_writable([options.topic], deadline, allow_auto_create=auto_create)
+            topics = [t for t in (options.topic, options.dead_letter_topic) if t]
+            if topics:
+                admin.check_topics_writable(topics, deadline, allow_auto_create=auto_create)
             else:
                 admin.brokers(deadline)
     except TopicCheckError as e:
-        raise SinkValidationError(f"{e} (option 'topic'; at {where})") from None
+        option = ("errors.deadletterqueue.topic.name" if options.dead_letter_topic and repr(options.dead_letter_topic)
+                  in str(e) else "topic")
+        raise SinkValidationError(f"{e} (option '{option}'; at {where})") from None
     except (AuthenticationError, SslError) as e:
         raise SinkValidationError(f"the cluster at {where} refused this client: {e} "
                                   "(check the kafka.security.protocol, kafka.sasl.* and kafka.ssl.* options)") from None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from sparkkafka_sink.producer.offset_ranges import merge_range
+from sparkkafka_sink.spark.dead_letter import BadRow, DeadLetters, is_bad_row, row_contents
 
 
 @dataclass
@@ -33,14 +34,20 @@ class Failure:
 
 
 class DeliveryTracker:
-    """Counts records handed over vs. resolved, and keeps the first (lowest row) failure."""
+    """Counts records handed over vs. resolved, and keeps the first (lowest row) failure.
 
-    def __init__(self):
+    With ``dead_letters`` (errors.tolerance=all) records the broker refused for good are handed
+    there (with their contents, read from the Arrow batch they came from) instead of failing."""
+
+    def __init__(self, dead_letters: DeadLetters | None = None, layout=None):
         self._bulk_done: deque = deque()
+        self.dead_letters = dead_letters
+        self.layout = layout
         self.sent = 0  # records handed to the producer
         self.delivered = 0
         self.failed = 0  # includes the rejected ones
         self.rejected = 0  # send_batch() refused them: never handed over
+        self.tolerated = 0  # handed over, refused by the broker as bad rows, handed to dead_letters
         self.first_failure: Failure | None = None
         # (topic, partition) -> [count, first_offset, last_offset]
         self.offsets: dict = {}
@@ -51,27 +58,36 @@ class DeliveryTracker:
         self._record_failure(Failure(row, topic, partition, exc, count))
 
     # -- bulk futures ----------------------------------------------------------------------
-    def track_bulk(self, future, topic: str, row_offset: int, row_map=None) -> None:
-        """A ``send_batch`` future; ``row_map`` maps its rows to positions in the Arrow batch."""
+    def track_bulk(self, future, topic: str, row_offset: int, row_map=None, source=None) -> None:
+        """A ``send_batch`` future; ``row_map`` maps its rows to positions in the Arrow batch;
+        ``source`` is the Arrow batch of its rows (kept until it resolves only when bad rows are
+        dead-lettered)."""
         self.sent += future.record_count
-        future.add_callback(partial(self._on_bulk_done, (future, topic, row_offset, row_map)))
+        if self.dead_letters is None:
+            source = None
+        future.add_callback(partial(self._on_bulk_done, (future, topic, row_offset, row_map, source)))
 
     def _on_bulk_done(self, entry, _result, _error):
         self._bulk_done.append(entry)
 
     def _fold_bulk(self, entry) -> None:
-        future, topic, row_offset, row_map = entry
+        future, topic, row_offset, row_map, source = entry
         errors = future.errors()
         failed = 0
         for exc, partition, rows in errors:
+            failed += len(rows)
+            if self.dead_letters is not None and source is not None and is_bad_row(exc):
+                self.tolerated += len(rows)
+                for r in rows.tolist():
+                    row = row_offset + (r if row_map is None else int(row_map[r]))
+                    self.dead_letters.reject(BadRow(row, topic, partition, exc, "broker",
+                                                    *row_contents(source, self.layout, r)))
+                continue
             first = int(rows.min())
             row = row_offset + (first if row_map is None else int(row_map[first]))
             self._record_failure(Failure(row, topic, partition, exc, len(rows)))
-            failed += len(rows)
         self.delivered += future.record_count - failed
-        if errors:
-            return
-        for partition, (count, first, last) in future.get(0).partitions.items():
+        for partition, (count, first, last) in future.landed().partitions.items():
             merge_range(self.offsets, (topic, partition), count, first, last)
 
     # -- bookkeeping (task thread only) ----------------------------------------------------
@@ -91,7 +107,7 @@ class DeliveryTracker:
     @property
     def pending(self) -> int:
         """Records handed over whose outcome has not been drained yet."""
-        return self.sent - self.delivered - (self.failed - self.rejected)
+        return self.sent - self.delivered - self.tolerated - (self.failed - self.rejected)
 
     def wait_all(self, timeout_s: float) -> bool:
         """After ``flush()``: wait until every callback ran; False on timeout."""

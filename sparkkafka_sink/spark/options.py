@@ -42,6 +42,11 @@ PREFIX_OPTION = "transactionalidprefix"
 #: ``clusterCheckTimeoutMs``: the driver's check that the cluster answers and the topic may be
 #: written, before any task (``spark/cluster_check.py``); 0 turns it off
 CLUSTER_CHECK_OPTION = "clusterchecktimeoutms"
+#: bad rows (Kafka Connect's names): fail at the first (none) or skip, count and dead-letter (all)
+TOLERANCE_OPTION = "errors.tolerance"
+DLQ_TOPIC_OPTION = "errors.deadletterqueue.topic.name"
+DLQ_HEADERS_OPTION = "errors.deadletterqueue.context.headers.enable"
+ERRORS_LOG_OPTION = "errors.log.enable"
 #: per write task: records and bytes (key + value + headers) per second (``spark/rate_limit.py``)
 RATE_OPTIONS = {"maxrecordspersecond": "maxRecordsPerSecond", "maxbytespersecond": "maxBytesPerSecond"}
 DEFAULT_CLUSTER_CHECK_TIMEOUT_MS = 10_000
@@ -72,6 +77,11 @@ class SinkOptions:
     #: rate limits of each write task (None: none)
     max_records_per_s: float | None = None
     max_bytes_per_s: float | None = None
+    #: errors.tolerance=all: bad rows are skipped (and dead-lettered when a DLQ topic is set)
+    tolerate_bad_rows: bool = False
+    dead_letter_topic: str | None = None
+    dead_letter_context_headers: bool = True
+    log_bad_rows: bool = False
 
     @property
     def exactly_once(self) -> bool:
@@ -150,7 +160,39 @@ def parse_options(options: Mapping[str, str], *, check_producer_config: bool = T
                        batch_id=_batch_id(lowered) if prefix else None,
                        cluster_check_timeout_ms=_cluster_check_timeout(lowered.get(CLUSTER_CHECK_OPTION)),
                        max_records_per_s=_rate(lowered, "maxrecordspersecond"),
-                       max_bytes_per_s=_rate(lowered, "maxbytespersecond"))
+                       max_bytes_per_s=_rate(lowered, "maxbytespersecond"),
+                       **_error_handling(lowered, topic))
+
+
+def _error_handling(lowered: Mapping[str, str], topic) -> dict:
+    tolerance = str(lowered.get(TOLERANCE_OPTION, "none")).strip().lower()
+    if tolerance not in ("none", "all"):
+        raise SinkValidationError(f"option '{TOLERANCE_OPTION}' must be none (the first bad row fails the task) "
+                                  f"or all (bad rows are skipped and counted), got {lowered.get(TOLERANCE_OPTION)!r}")
+    dlq = lowered.get(DLQ_TOPIC_OPTION)
+    if dlq is not None:
+        dlq = str(dlq).strip()
+        if not dlq:
+            raise SinkValidationError(f"option '{DLQ_TOPIC_OPTION}' is empty; give a topic name or drop it")
+        if tolerance != "all":
+            raise SinkValidationError(f"option '{DLQ_TOPIC_OPTION}' needs {TOLERANCE_OPTION}=all (with none the "
+                                      "first bad row fails the task, so nothing is dead-lettered)")
+        if topic is not None and dlq == str(topic).strip():
+            raise SinkValidationError(f"option '{DLQ_TOPIC_OPTION}' names the topic the rows are written to, "
+                                      f"{dlq!r}: bad rows need a topic of their own")
+    return {"tolerate_bad_rows": tolerance == "all", "dead_letter_topic": dlq,
+            "dead_letter_context_headers": _flag(lowered, DLQ_HEADERS_OPTION, True),
+            "log_bad_rows": _flag(lowered, ERRORS_LOG_OPTION, False)}
+
+
+def _flag(lowered: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = lowered.get(key)
+    if raw is None:
+        return default
+    value = str(raw).strip().lower()
+    if value not in ("true", "false"):
+        raise SinkValidationError(f"option '{key}' must be true or false, got {raw!r}")
+    return value == "true"
 
 
 def _batch_id(lowered: Mapping[str, str]) -> int | None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from pyspark.accumulators import AccumulatorParam
 
-COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "retries", "throttle_time_ms")
+COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "records_skipped",
+            "records_dead_lettered", "retries", "throttle_time_ms")
 MICRO_BATCHES = "micro_batches"
 #: Per micro-batch entries kept on the driver (oldest dropped first).
 MAX_MICRO_BATCHES = 1000
@@ -46,11 +47,12 @@ class MetricsParam(AccumulatorParam):
 
 
 def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batch=None,
-                 throttled_s: float = 0.0) -> dict:
+                 throttled_s: float = 0.0, skipped: int = 0, dead_lettered: int = 0) -> dict:
     """One task's contribution.  Record counts come from the task's own futures
     (exact by construction); bytes, batches, retries and latency from the producer.
     ``micro_batch`` is ``(query_id, batch_id)`` for a streaming task; ``throttled_s`` the time
-    the task's rate limit held it back."""
+    the task's rate limit held it back; ``skipped`` the bad rows tolerated (errors.tolerance=all),
+    ``dead_lettered`` those written to the dead-letter topic."""
     pm = producer_metrics or {}
     num = lambda k: pm.get(k) or 0  # noqa: E731
     if "request_latency_sum_ms" in pm and "requests" in pm:
@@ -61,6 +63,8 @@ def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batc
     out = {
         "records_sent": delivered,
         "records_failed": failed,
+        "records_skipped": skipped,
+        "records_dead_lettered": dead_lettered,
         "bytes_sent": int(num("bytes_sent")),
         "batches_sent": int(num("batches_sent")),
         "retries": int(num("retries")),
@@ -112,7 +116,8 @@ class SinkMetrics:
         return self._total.value if self._total is not None else {}
 
     def snapshot(self) -> dict:
-        """records_sent, bytes_sent, batches_sent, records_failed, retries, throttle_time_ms
+        """records_sent, bytes_sent, batches_sent, records_failed, records_skipped (bad rows
+        tolerated), records_dead_lettered, retries, throttle_time_ms
         (time the rate limits held tasks back), produce_latency_max_ms, produce_latency_avg_ms,
         write_tasks."""
         return snapshot_of(self._raw())

@@ -24,6 +24,7 @@ from sparkkafka_sink.errors import (
     KafkaTimeoutError,
 )
 from sparkkafka_sink.spark.commit import TaskCommitMessage
+from sparkkafka_sink.spark.dead_letter import BadRow, DeadLetters, is_bad_row, row_contents
 from sparkkafka_sink.spark.delivery import DeliveryTracker
 from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.rate_limit import RateLimiter, payload_bytes
@@ -89,7 +90,12 @@ def run_write_task(
     task: Optional[TaskInfo] = None,
 ) -> TaskCommitMessage:
     task = task or TaskInfo.current()
-    tracker = DeliveryTracker()
+    options = plan.options
+    dead_letters = (DeadLetters(options.dead_letter_topic, options.dead_letter_context_headers, options.log_bad_rows,
+                                task.partition, task.attempt, _max_request_size(options))
+                    if options.tolerate_bad_rows else None)
+    tracker = DeliveryTracker(dead_letters, plan.layout)
+    dlq_tracker = DeliveryTracker()  # the dead-letter records: each must land, or the task fails
     producer = None
     rows_seen = 0
     ok = False
@@ -102,7 +108,7 @@ def run_write_task(
                     producer.init_transactions()
                     producer.begin_transaction()
             try:
-                send_arrow_batch(producer, batch, plan.layout, plan.options.topic, rows_seen, tracker)
+                send_arrow_batch(producer, batch, plan.layout, plan.options.topic, rows_seen, tracker, dead_letters)
             except RowError as exc:
                 tracker.fail_now(rows_seen + exc.index, exc.topic, exc.partition, InvalidRecordError(str(exc)))
                 break
@@ -110,14 +116,24 @@ def run_write_task(
             tracker.drain()
             if tracker.failed:
                 break
+            _send_dead_letters(producer, dead_letters, dlq_tracker)
         if producer is not None:
             _flush(producer, tracker, plan.options)
+            while _send_dead_letters(producer, dead_letters, dlq_tracker):  # bad rows refused late
+                _flush(producer, tracker, plan.options)
+            if dead_letters is not None:
+                _flush(producer, dlq_tracker, plan.options)
         metrics = task_metrics(_producer_metrics(producer), tracker.delivered, tracker.failed, task.micro_batch,
-                               limiter.throttled_s if limiter is not None else 0.0)
+                               limiter.throttled_s if limiter is not None else 0.0,
+                               skipped=dead_letters.skipped if dead_letters is not None else 0,
+                               dead_lettered=dlq_tracker.delivered)
         if metrics_total is not None:  # a Spark accumulator of the sink's metrics
             metrics_total.add(metrics)
         if tracker.failed:
             raise _failure(tracker, task, plan.options)
+        if dlq_tracker.failed:
+            raise _failure(dlq_tracker, task, plan.options,
+                           f"writing bad rows to the dead-letter topic {options.dead_letter_topic!r} failed")
         transaction = None
         if producer is not None and plan.options.exactly_once:
             transaction = producer.prepare().to_json()  # the driver commits it with the job
@@ -151,18 +167,69 @@ def _abort_quietly(producer) -> None:
 
 
 def send_arrow_batch(producer, batch, layout: ColumnLayout, topic_option, row_offset: int,
-                     tracker: DeliveryTracker) -> None:
+                     tracker: DeliveryTracker, dead_letters: Optional[DeadLetters] = None) -> None:
     """Hand every row of ``batch`` (rows ``row_offset``.. of the task) to the producer, one
     ``send_batch`` per topic; rejections and failures go to ``tracker`` with their rows.
 
     Raises ``RowError`` (position within ``batch``) for a row no producer could take, before
-    any row of the batch is sent."""
+    any row of the batch is sent.  With ``dead_letters`` (errors.tolerance=all) such rows, and
+    rows the producer refuses, are taken out and handed there, and the rest is sent."""
+    import numpy as np
     import pyarrow as pa
 
-    if layout.headers:
-        check_headers(batch.column(layout.headers))
-    for topic, rows in _topic_groups(batch, layout, topic_option):
+    positions = None  # batch rows -> positions in the original batch, once bad rows were taken out
+    while True:
+        try:
+            _check_rows(batch, layout, topic_option)
+            groups = _topic_groups(batch, layout, topic_option)
+            break
+        except RowError as exc:
+            if dead_letters is None:
+                raise
+            i = exc.index
+            header_error = str(exc) != NULL_TOPIC  # its headers cannot be read: left out
+            topic = exc.topic or topic_option or (batch.column(layout.topic)[i].as_py() if layout.topic else None)
+            dead_letters.reject(BadRow(row_offset + (i if positions is None else int(positions[i])), topic,
+                                       exc.partition, InvalidRecordError(str(exc)), "row check",
+                                       *row_contents(batch, layout, i, with_headers=not header_error)))
+            keep = np.delete(np.arange(batch.num_rows), i)
+            batch = batch.take(pa.array(keep))
+            positions = keep if positions is None else positions[keep]
+            if batch.num_rows == 0:
+                return
+    for topic, rows in groups:
         part = batch if rows is None else batch.take(pa.array(rows))
+        if positions is not None:  # positions in the batch the task received
+            rows = positions if rows is None else positions[rows]
+        _send_part(producer, part, layout, topic, rows, row_offset, tracker, dead_letters)
+
+
+def _check_rows(batch, layout: ColumnLayout, topic_option) -> None:
+    """Raise ``RowError`` for the first row no producer could take (a null topic, a header
+    without a key), whichever check finds it."""
+    errors = []
+    if layout.headers:
+        try:
+            check_headers(batch.column(layout.headers))
+        except RowError as exc:
+            errors.append(exc)
+    if topic_option is None:
+        bad = first_null(batch.column(layout.topic))
+        if bad is not None:
+            errors.append(RowError(bad, NULL_TOPIC))
+    if errors:
+        raise min(errors, key=lambda e: e.index)
+
+
+def _send_part(producer, part, layout: ColumnLayout, topic: str, rows, row_offset: int, tracker: DeliveryTracker,
+               dead_letters: Optional[DeadLetters]) -> None:
+    """One ``send_batch`` of ``part`` (``rows``: its rows' positions in the original batch, None
+    for all in order); under tolerance a row the producer refuses is taken out and the rest
+    sent again."""
+    import numpy as np
+    import pyarrow as pa
+
+    while True:
         col = part.column
         try:
             future = producer.send_batch(
@@ -175,13 +242,44 @@ def send_arrow_batch(producer, batch, layout: ColumnLayout, topic_option, row_of
             )
         except KafkaError as exc:
             if getattr(exc, "partial", None) is not None:  # batches queued before the rejection
-                tracker.track_bulk(exc.partial, topic, row_offset, rows)
+                tracker.track_bulk(exc.partial, topic, row_offset, rows, part)
             first = exc.row or 0
             not_sent = getattr(exc, "rows_not_sent", None)
-            tracker.fail_now(row_offset + (first if rows is None else int(rows[first])), topic, exc.partition,
-                             exc, count=part.num_rows if not_sent is None else len(not_sent))
+            row = row_offset + (first if rows is None else int(rows[first]))
+            if dead_letters is not None and is_bad_row(exc) and not_sent is None and exc.row is not None:
+                dead_letters.reject(BadRow(row, topic, exc.partition, exc, "producer",
+                                           *row_contents(part, layout, first)))
+                keep = np.delete(np.arange(part.num_rows), first)
+                if len(keep) == 0:
+                    return
+                part = part.take(pa.array(keep))
+                rows = keep if rows is None else np.asarray(rows)[keep]
+                continue
+            tracker.fail_now(row, topic, exc.partition, exc, count=part.num_rows if not_sent is None else len(not_sent))
             return
-        tracker.track_bulk(future, topic, row_offset, rows)
+        tracker.track_bulk(future, topic, row_offset, rows, part)
+        return
+
+
+def _max_request_size(options: SinkOptions) -> int:
+    try:
+        return int(options.producer_config.get("max.request.size", 1048576))
+    except (TypeError, ValueError):
+        return 1048576
+
+
+def _send_dead_letters(producer, dead_letters: Optional[DeadLetters], dlq_tracker: DeliveryTracker) -> int:
+    """Send the bad rows queued so far to the dead-letter topic; how many."""
+    if dead_letters is None or producer is None:
+        return 0
+    queued = dead_letters.take()
+    if not queued:
+        return 0
+    records = [dead_letters.record_of(b) for b in queued]
+    future = producer.send_batch(dead_letters.topic, values=[v for _, v, _ in records],
+                                 keys=[k for k, _, _ in records], headers=[h for _, _, h in records])
+    dlq_tracker.track_bulk(future, dead_letters.topic, 0)
+    return len(records)
 
 
 def _topic_groups(batch, layout: ColumnLayout, topic_option):
@@ -311,7 +409,7 @@ def _producer_metrics(producer) -> dict:
         return {}
 
 
-def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions) -> SinkWriteError:
+def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions, what: str | None = None) -> SinkWriteError:
     first = tracker.first_failure
     err = first.error
     hint = ""
@@ -319,7 +417,7 @@ def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions) -> 
         hint = f" (is kafka.bootstrap.servers={options.bootstrap_servers} reachable?)"
     exc = SinkWriteError(
         f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt}) "
-        f"failed: {tracker.failed} record(s) failed, {tracker.delivered} delivered (the task stops "
+        f"failed{': ' + what if what else ''}: {tracker.failed} record(s) failed, {tracker.delivered} delivered (the task stops "
         f"sending at the first failure). First failure at {first.where()}: "
         f"{type(err).__name__}: {err}{hint}"
     )

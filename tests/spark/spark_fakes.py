@@ -78,13 +78,20 @@ class FakeBulkFuture:
                 by_partition.setdefault(partition, (fut._error, []))[1].append(row)
         return [(err, p, np.array(rows)) for p, (err, rows) in by_partition.items()]
 
-    def get(self, timeout=None):
+    def landed(self):
         per = {}
         for _, partition, fut in self.entries:
+            if fut._error is not None:
+                continue
             count, first, last = per.get(partition, (0, None, None))
             off = fut._value.offset
             per[partition] = (count + 1, off if first is None else min(first, off), off if last is None else max(last, off))
-        return BulkResult(self.record_count, per)
+        return BulkResult(sum(c for c, _, _ in per.values()), per)
+
+    def get(self, timeout=None):
+        if self.errors():
+            raise self.errors()[0][0]
+        return self.landed()
 
 
 class FakeProducer:

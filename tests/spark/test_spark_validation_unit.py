@@ -163,3 +163,41 @@ def test_cluster_check_timeout_default_explicit_and_invalid():
     for bad in ("-1", "10s", "", "600001"):
         with pytest.raises(SinkValidationError, match=r"option 'clusterCheckTimeoutMs' must be a whole number"):
             parse_options({**base, "clusterCheckTimeoutMs": bad})
+
+
+def test_error_handling_options():
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    o = parse_options(base)
+    assert (o.tolerate_bad_rows, o.dead_letter_topic, o.dead_letter_context_headers, o.log_bad_rows) == \
+        (False, None, True, False)
+    o = parse_options({**base, "errors.tolerance": "ALL", "errors.deadletterqueue.topic.name": "dlq",
+                       "errors.deadletterqueue.context.headers.enable": "false", "errors.log.enable": "true"})
+    assert (o.tolerate_bad_rows, o.dead_letter_topic, o.dead_letter_context_headers, o.log_bad_rows) == \
+        (True, "dlq", False, True)
+    for bad, message in [({"errors.tolerance": "some"}, "must be none"),
+                         ({"errors.deadletterqueue.topic.name": "dlq"}, "needs errors.tolerance=all"),
+                         ({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "t"}, "a topic of their own"),
+                         ({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": " "}, "is empty"),
+                         ({"errors.log.enable": "yes"}, "must be true or false")]:
+        with pytest.raises(SinkValidationError, match=message):
+            parse_options({**base, **bad})
+
+
+def test_dead_letter_record_context_and_truncation():
+    from sparkkafka_sink.errors import RecordTooLargeError
+    from sparkkafka_sink.spark.dead_letter import BadRow, DeadLetters, is_bad_row
+
+    dl = DeadLetters("dlq", True, False, spark_partition=3, attempt=1, max_request_size=10_000)
+    bad = BadRow(42, "events", 2, RecordTooLargeError("too big"), "producer", b"k", b"x" * 50_000, [("h", b"1")])
+    dl.reject(bad)
+    assert dl.skipped == 1 and dl.take() == [bad] and dl.take() == []
+    key, value, headers = dl.record_of(bad)
+    h = dict(headers)
+    assert key == b"k" and len(value) < 10_000 and h["__pyprod.errors.value.truncated.from"] == b"50000"
+    assert (h["__connect.errors.topic"], h["__connect.errors.partition"], h["__pyprod.errors.row"]) == \
+        (b"events", b"2", b"42")
+    assert h["__connect.errors.exception.class.name"] == b"sparkkafka_sink.errors.RecordTooLargeError"
+    assert (h["__pyprod.errors.spark.partition"], h["__pyprod.errors.spark.attempt"], h["h"]) == (b"3", b"1", b"1")
+    assert is_bad_row(bad.error) and not is_bad_row(TimeoutError())
+    plain = DeadLetters("dlq", False, False, 0, 0)
+    assert plain.record_of(BadRow(1, "t", None, bad.error, "producer", None, b"v", []))[2] == []

@@ -338,7 +338,7 @@ def test_api_versions_v0_fallback_only_for_unsupported_version():
 
 
 @pytest.mark.parametrize("name, version", [
-    ("ProduceRequest", 2), ("ProduceResponse", 12), ("MetadataResponse", 0), ("MetadataRequest", 13),
+    ("ProduceRequest", 2), ("ProduceResponse", 13), ("MetadataResponse", 0), ("MetadataRequest", 13),
     ("InitProducerIdResponse", 2), ("ApiVersionsResponse", 4)])
 def test_unsupported_versions_are_refused(name, version):
     with pytest.raises(UnsupportedVersionError):

@@ -1,0 +1,128 @@
+"""Bad rows under ``errors.tolerance=all``: skipped, counted, logged, dead-lettered.
+
+A bad row is one that can never be written as it is: a null or invalid topic, a header
+without a key, a partition out of range, a record over ``max.request.size``, an invalid
+timestamp -- all refused before sending -- and a broker's refusal of the record itself
+(MESSAGE_TOO_LARGE for a single record, after splitting; INVALID_RECORD, CORRUPT_MESSAGE,
+INVALID_TIMESTAMP, TOPIC_AUTHORIZATION_FAILED for one topic among several).  Retriable trouble
+(a broker down, timeouts, buffer memory) is never a bad row: it fails the task as before.
+
+With ``errors.deadletterqueue.topic.name`` each bad row is written there -- by the task's own
+producer, so under exactly-once in the same transaction -- with its original key, value and
+headers (as far as they could be read), plus context headers (Kafka Connect's names where
+Connect has one) naming the error, the intended topic and partition, and the Spark partition,
+attempt and row.  A value too large to travel at all (the row was refused for its size) is cut
+to fit ``max.request.size``, its original length in a header.  The DLQ writes are tracked like
+any other: one that fails fails the task.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sparkkafka_sink.errors import BrokerResponseError, InvalidPartitionError, InvalidRecordError, RecordTooLargeError
+
+log = logging.getLogger(__name__)
+
+#: broker answers that condemn the record, not the moment
+_BAD_ROW_ANSWERS = frozenset({"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "CORRUPT_MESSAGE",
+                              "INVALID_TIMESTAMP", "TOPIC_AUTHORIZATION_FAILED", "INVALID_TOPIC_EXCEPTION"})
+
+#: context headers (Kafka Connect's, KIP-298, where Connect has the concept)
+H_TOPIC = "__connect.errors.topic"
+H_PARTITION = "__connect.errors.partition"
+H_EXCEPTION = "__connect.errors.exception.class.name"
+H_MESSAGE = "__connect.errors.exception.message"
+H_STAGE = "__connect.errors.stage"
+H_SPARK_PARTITION = "__pyprod.errors.spark.partition"
+H_SPARK_ATTEMPT = "__pyprod.errors.spark.attempt"
+H_ROW = "__pyprod.errors.row"
+H_TRUNCATED = "__pyprod.errors.value.truncated.from"
+#: room left for the record's framing and context headers when a value is cut to fit
+_RECORD_SLACK = 4096
+
+
+def is_bad_row(error: BaseException) -> bool:
+    """The record itself can never succeed (as opposed to trouble that a retry may cure)."""
+    if isinstance(error, (InvalidRecordError, InvalidPartitionError, RecordTooLargeError)):
+        return True
+    return isinstance(error, BrokerResponseError) and getattr(error, "name", "") in _BAD_ROW_ANSWERS
+
+
+@dataclass
+class BadRow:
+    row: int             # position in the task's input
+    topic: str | None    # where it was meant to go
+    partition: int | None
+    error: BaseException
+    stage: str           # "row check", "producer" (refused before sending) or "broker"
+    key: bytes | None
+    value: bytes | None
+    headers: list
+
+
+class DeadLetters:
+    """One task's bad rows: counted, logged, and queued for the dead-letter topic."""
+
+    def __init__(self, topic: str | None, context_headers: bool, log_each: bool, spark_partition: int, attempt: int,
+                 max_request_size: int = 1048576):
+        self.topic = topic
+        self.max_request_size = max_request_size
+        self.context_headers = context_headers
+        self.log_each = log_each
+        self.spark_partition = spark_partition
+        self.attempt = attempt
+        self.skipped = 0
+        self._queued: list[BadRow] = []
+
+    def reject(self, bad: BadRow) -> None:
+        self.skipped += 1
+        if self.log_each:  # never the values: they may be secret or huge
+            log.warning("pyprod-kafka: skipping row %d of Spark partition %d (attempt %d) meant for topic %r "
+                        "partition %s at the %s: %s: %s%s", bad.row, self.spark_partition, self.attempt, bad.topic,
+                        bad.partition, bad.stage, type(bad.error).__name__, bad.error,
+                        f"; dead-lettered to {self.topic!r}" if self.topic else "")
+        if self.topic is not None:
+            self._queued.append(bad)
+
+    def take(self) -> list[BadRow]:
+        queued, self._queued = self._queued, []
+        return queued
+
+    def record_of(self, bad: BadRow) -> tuple[bytes | None, bytes | None, list]:
+        """(key, value, headers) of the dead-letter record for ``bad``."""
+        headers = list(bad.headers)
+        value = bad.value
+        room = self.max_request_size - _RECORD_SLACK - len(bad.key or b"") - sum(
+            len(k) + len(v or b"") for k, v in headers)
+        if value is not None and len(value) > room:
+            headers.append((H_TRUNCATED, _text(len(value))))
+            value = value[:max(room, 0)]
+        if self.context_headers:
+            headers += [(H_TOPIC, _text(bad.topic)), (H_PARTITION, _text(bad.partition)),
+                        (H_EXCEPTION, _text(type(bad.error).__module__ + "." + type(bad.error).__name__)),
+                        (H_MESSAGE, _text(str(bad.error))), (H_STAGE, _text(bad.stage)),
+                        (H_SPARK_PARTITION, _text(self.spark_partition)), (H_SPARK_ATTEMPT, _text(self.attempt)),
+                        (H_ROW, _text(bad.row))]
+        return bad.key, value, headers
+
+
+def _text(value) -> bytes | None:
+    return None if value is None else str(value).encode("utf-8", "replace")
+
+
+def row_contents(batch, layout, index: int, with_headers: bool = True) -> tuple[bytes | None, bytes | None, list]:
+    """Key, value and headers of row ``index`` of an Arrow batch, as far as they can be read."""
+    def as_bytes(name):
+        if not name:
+            return None
+        v = batch.column(name)[index].as_py()
+        return v.encode("utf-8") if isinstance(v, str) else v
+
+    headers = []
+    if with_headers and layout.headers:
+        for h in batch.column(layout.headers)[index].as_py() or ():
+            if h is not None and h.get("key") is not None:
+                headers.append((h["key"], h.get("value")))
+    return as_bytes(layout.key), as_bytes(layout.value), headers

@@ -1,0 +1,128 @@
+"""errors.tolerance=all with a dead-letter topic: a DataFrame of good rows and each kind of bad
+row (null topic, header without a key, partition out of range, record over max.request.size
+-- refused before sending -- and, on Apache Kafka, a record over the topic's max.message.bytes,
+refused by the broker after the batch was split around it).  Every good row lands in its topic,
+every bad row in the DLQ with its key, value and context headers, and the metrics are exact;
+with errors.tolerance=none (the default) the same DataFrame fails naming the first bad row."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from pyspark.sql import functions as F
+
+from kafka_helpers import consume_all
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+N = 200
+BROKER_LIMIT = 4096  # the topic's max.message.bytes (Apache Kafka)
+PRODUCER_LIMIT = 100_000  # kafka.max.request.size
+HEADERS = "array<struct<key:string,value:binary>>"
+
+
+def bad_rows(kind: str) -> dict:
+    """row -> why it is bad."""
+    rows = {10: "row check", 20: "row check", 30: "producer", 50: "producer"}
+    if kind == "apache":
+        rows[40] = "broker"
+    return rows
+
+
+def frame(spark, topic: str, kind: str):
+    bad = bad_rows(kind)
+    rows = []
+    for i in range(N):
+        value = b"v%03d" % i
+        t, partition, headers = topic, None, [("row", b"%d" % i)]
+        if i == 10:
+            t = None
+        elif i == 20:
+            headers = [(None, b"keyless")]
+        elif i == 30:
+            partition = 7
+        elif i == 40 and 40 in bad:
+            value = b"b" * (BROKER_LIMIT * 2)
+        elif i == 50:
+            value = b"p" * (PRODUCER_LIMIT * 2)
+        rows.append((b"k%03d" % i, value, t, partition, [{"key": k, "value": v} for k, v in headers]))
+    return spark.createDataFrame(rows, f"key binary, value binary, topic string, partition int, headers {HEADERS}") \
+        .coalesce(1)
+
+
+def writer(df, kafka, **options):
+    w = (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+         .option("kafka.max.request.size", str(PRODUCER_LIMIT)))
+    for k, v in options.items():
+        w = w.option(k, v)
+    return w
+
+
+def test_bad_rows_go_to_the_dead_letter_topic(spark, sink_metrics, kafka):
+    topic = kafka.create_topic(partitions=2, config={"max.message.bytes": str(BROKER_LIMIT), "retention.ms": "-1"}
+                               if kafka.kind == "apache" else None)
+    dlq = kafka.create_topic(partitions=1)
+    bad = bad_rows(kafka.kind)
+    before = sink_metrics.snapshot()
+    writer(frame(spark, topic, kafka.kind), kafka, **{"errors.tolerance": "all",
+                                                      "errors.deadletterqueue.topic.name": dlq,
+                                                      "errors.log.enable": "true"}).save()
+    good = consume_all(kafka.bootstrap_servers, topic, expected_count=N - len(bad))
+    assert sorted(int(r.key[1:]) for r in good) == [i for i in range(N) if i not in bad]
+    dead = consume_all(kafka.bootstrap_servers, dlq, expected_count=len(bad))
+    assert len(dead) == len(bad)
+    by_row = {int(dict(r.headers)["__pyprod.errors.row"]): r for r in dead}
+    assert sorted(by_row) == sorted(bad)
+    for row, r in by_row.items():
+        h = dict(r.headers)
+        assert r.key == b"k%03d" % row  # the original key and value
+        assert r.value is not None and r.value[:1] in (b"v", b"b", b"p")
+        assert h["__connect.errors.stage"] == bad[row].encode()
+        assert h["__pyprod.errors.spark.partition"] == b"0" and h["__pyprod.errors.spark.attempt"] == b"0"
+        assert h["__connect.errors.exception.class.name"] and h["__connect.errors.exception.message"]
+        assert h["__connect.errors.topic"] == (None if row == 10 else topic.encode())
+        if row != 20:  # the original headers travel along (row 20's cannot be read)
+            assert h["row"] == b"%d" % row
+    assert b"Partition" in dict(by_row[30].headers)["__connect.errors.exception.class.name"]
+    assert b"max.request.size" in dict(by_row[50].headers)["__connect.errors.exception.message"]
+    # a value too large to travel is cut to fit, its length kept
+    assert dict(by_row[50].headers)["__pyprod.errors.value.truncated.from"] == b"%d" % (PRODUCER_LIMIT * 2)
+    assert by_row[50].value == b"p" * len(by_row[50].value) and len(by_row[50].value) < PRODUCER_LIMIT
+    if 40 in bad:
+        assert b"MESSAGE_TOO_LARGE" in dict(by_row[40].headers)["__connect.errors.exception.message"]
+    after = sink_metrics.snapshot()
+    delta = {k: after[k] - before[k] for k in ("records_sent", "records_failed", "records_skipped",
+                                               "records_dead_lettered")}
+    assert delta == {"records_sent": N - len(bad), "records_failed": 0, "records_skipped": len(bad),
+                     "records_dead_lettered": len(bad)}
+
+
+def test_without_tolerance_the_first_bad_row_fails_the_task(spark, kafka):
+    topic = kafka.create_topic(partitions=2)
+    with pytest.raises(Exception) as info:
+        writer(frame(spark, topic, kafka.kind), kafka).save()
+    text = str(info.value)
+    assert "row 10 of this task's input, topic None" in text and "topic is null" in text
+
+
+def test_tolerance_without_a_dead_letter_topic_skips_and_counts(spark, sink_metrics, kafka):
+    topic = kafka.create_topic(partitions=2)
+    before = sink_metrics.snapshot()
+    df = spark.range(100).select(F.col("id").cast("string").alias("value"),
+                                 F.when(F.col("id") % 25 == 0, F.lit(9)).otherwise(F.lit(None)).cast("int")
+                                 .alias("partition")).coalesce(1)
+    writer(df, kafka, topic=topic, **{"errors.tolerance": "all"}).save()
+    got = consume_all(kafka.bootstrap_servers, topic, expected_count=96)
+    assert sorted(int(r.value) for r in got) == [i for i in range(100) if i % 25]
+    after = sink_metrics.snapshot()
+    assert after["records_skipped"] - before["records_skipped"] == 4
+    assert after["records_dead_lettered"] == before["records_dead_lettered"]
+
+
+def test_dead_letter_options_are_checked(spark, kafka):
+    df = spark.range(1).select(F.col("id").cast("string").alias("value"))
+    with pytest.raises(Exception, match="needs errors.tolerance=all"):
+        writer(df, kafka, topic="t", **{"errors.deadletterqueue.topic.name": "dlq"}).save()
+    with pytest.raises(Exception, match="errors.tolerance' must be none"):
+        writer(df, kafka, topic="t", **{"errors.tolerance": "some"}).save()

@@ -1,0 +1,59 @@
+"""Splitting a batch a broker refused as too large, without a broker: the records re-encoded in
+order, the batch's result completing from its pieces, each record's offset and error its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.producer.future import FutureRecordMetadata, ProduceRequestResult
+from sparkkafka_sink.producer.producer_batch import ProducerBatch
+from sparkkafka_sink.record.batch import CompressionType, RecordBatchBuilder, decode_batches, split_batch
+
+
+def built(n: int, codec=CompressionType.ZSTD) -> bytes:
+    b = RecordBatchBuilder(codec, write_limit=1 << 30)
+    for i in range(n):
+        b.try_append(1_700_000_000_000 + i, None if i % 3 == 0 else b"k%d" % i, b"v%d" % i,
+                     [("h", b"%d" % i)] if i % 2 else [])
+    return b.build(7, 1, 100)
+
+
+@pytest.mark.parametrize("n", [2, 5, 64])
+def test_split_batch_keeps_every_record_in_order(n):
+    (original,) = decode_batches(built(n))
+    pieces = split_batch(built(n))
+    assert [count for _, count in pieces] == [-(-n // 2), n // 2]
+    records = [r for data, _ in pieces for r in decode_batches(data)[0].records]
+    strip = lambda r: (r.timestamp, r.key, r.value, r.headers)  # noqa: E731
+    assert [strip(r) for r in records] == [strip(r) for r in original.records]
+    assert all(decode_batches(d)[0].compression_type == CompressionType.ZSTD for d, _ in pieces)
+
+
+def test_split_pieces_keep_the_sequence_range_and_complete_the_batch():
+    batch = ProducerBatch.prebuilt("t", 0, built(5), 5, 0.0, 1000)
+    batch.close(7, 1, 100)
+    futures = [FutureRecordMetadata(batch.result, i, 0, 0, 0) for i in range(5)]
+    first, second = batch.split()
+    assert (first.record_count, second.record_count) == (3, 2)
+    assert (first.base_sequence, second.base_sequence) == (100, 103)
+    assert decode_batches(second.built)[0].base_sequence == 103 and first.reserved == 1000
+    first.done(40, -1, None)
+    assert not batch.result.is_done()
+    second.done(90, -1, None)  # another producer wrote between the pieces
+    assert batch.result.is_done() and batch.result.error is None
+    assert [f.get(0).offset for f in futures] == [40, 41, 42, 90, 91]
+    assert batch.result.offset_of(0) == 40 and batch.result.offset_of(4) == 91
+
+
+def test_a_failed_piece_fails_only_its_records():
+    result = ProduceRequestResult("t", 0)
+    a, b = ProduceRequestResult("t", 0), ProduceRequestResult("t", 0)
+    result.split([(0, 2, a), (2, 3, b)])
+    futures = [FutureRecordMetadata(result, i, 0, 0, 0) for i in range(5)]
+    a.done(10, -1, None)
+    b.done(-1, -1, KafkaError("too large"))
+    assert result.error is not None
+    assert [f.failed() for f in futures] == [False, False, True, True, True]
+    assert futures[1].get(0).offset == 11
+    assert [(s, n) for _, s, n in result.failed_pieces(5)] == [(2, 3)]

@@ -126,3 +126,23 @@ def test_dead_letter_options_are_checked(spark, kafka):
         writer(df, kafka, topic="t", **{"errors.deadletterqueue.topic.name": "dlq"}).save()
     with pytest.raises(Exception, match="errors.tolerance' must be none"):
         writer(df, kafka, topic="t", **{"errors.tolerance": "some"}).save()
+
+
+def test_dead_letters_under_exactly_once_share_the_task_transaction(spark, sink_metrics, apache_kafka):
+    """The dead-letter records are written by the task's transactional producer: nothing of
+    either topic is visible to read_committed readers before the driver commits, all after."""
+    from sparkkafka_sink.testing.brokers import create_topics
+
+    topic, dlq = (f"eos-dlq-{uuid.uuid4().hex[:8]}-{n}" for n in ("rows", "dead"))
+    create_topics(apache_kafka.bootstrap_servers, {topic: 2, dlq: 1})
+    df = spark.range(300).select(F.col("id").cast("string").alias("value"),
+                                 F.when(F.col("id") % 100 == 7, F.lit(5)).otherwise(F.lit(None)).cast("int")
+                                 .alias("partition")).coalesce(1)
+    (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", apache_kafka.bootstrap_servers)
+     .option("topic", topic).option("deliveryGuarantee", "exactly-once").option("errors.tolerance", "all")
+     .option("errors.deadletterqueue.topic.name", dlq).save())
+    good = consume_all(apache_kafka.bootstrap_servers, topic, expected_count=297, isolation_level="read_committed")
+    dead = consume_all(apache_kafka.bootstrap_servers, dlq, expected_count=3, isolation_level="read_committed")
+    assert sorted(int(r.value) for r in good) == [i for i in range(300) if i % 100 != 7]
+    assert sorted(int(r.value) for r in dead) == [7, 107, 207]
+    assert all(dict(r.headers)["__connect.errors.stage"] == b"producer" for r in dead)

@@ -66,6 +66,22 @@ def test_start_failure_reports_log_tail():
     broker.stop()
 
 
+def test_start_failures_leave_no_files(monkeypatch):
+    """A broker that cannot even be spawned (or fails to start) leaves no empty log behind."""
+    broker = TansuBroker(startup_timeout=5)
+    monkeypatch.setattr(broker, "_command", lambda: ["/nonexistent/tansu-binary"])
+    with pytest.raises(OSError):
+        broker.start()
+    assert not os.path.exists(broker.log_path)
+    with socket.socket() as holder:  # and a start refused by a taken port
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        failed = TansuBroker(port=holder.getsockname()[1], startup_timeout=10)
+        with pytest.raises(BrokerStartError):
+            failed.start()
+    assert not os.path.exists(failed.log_path)
+
+
 @pytest.mark.parametrize("kind", BROKER_KINDS)
 def test_pause_resume_kill(fresh_broker, kind):
     handle = fresh_broker(kind)

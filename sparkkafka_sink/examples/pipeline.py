@@ -1,11 +1,11 @@
 """A spark-submit pipeline: generate events and write them to Kafka through ``pyprod-kafka``.
 
-With the package pip-installed (``pip install 'sparkkafka-sink[spark]'``)::
+With the package installed (``pip install '.[spark]'`` from a checkout, or its wheel)::
 
-    spark-submit --properties-file conf/spark-defaults.conf \\
-        "$(python -c 'import sparkkafka_sink.examples.pipeline as m; print(m.__file__)')" \\
+    ex() { python -m sparkkafka_sink.examples "$1"; }    # where the installed files are
+    spark-submit --properties-file "$(ex spark-defaults.conf)" "$(ex pipeline.py)" \\
         --bootstrap-servers localhost:9092 --topic events --rows 100000 \\
-        --producer-config conf/producer.properties
+        --producer-config "$(ex producer.properties)"
 
 ``--producer-config`` is a Java-style properties file whose entries become
 ``kafka.<key>`` options.  The last stdout line is ``PIPELINE_RESULT {json}``

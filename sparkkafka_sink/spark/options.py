@@ -345,7 +345,7 @@ def _check_security(config) -> None:
 def read_properties(path: str) -> dict:
     """Read a Java-style ``key=value`` properties file (``#``/``!`` comments).
 
-    Used by the spark-submit pipeline to load ``conf/producer.properties`` and
+    Used by the spark-submit pipeline to load the example ``producer.properties`` and
     pass each entry as a ``kafka.<key>`` option.
     """
     props = {}

@@ -271,15 +271,15 @@ class EmbeddedBroker:
         for attempt in range(attempts):
             if self.port is None or (attempt > 0 and not self._fixed_port):
                 self.port = free_port(self.host)
-            self._spawn()
             try:
+                self._spawn()
                 self.startup_seconds = wait_for_kafka(
                     self.host, self.port, self.startup_timeout, self._proc, self.log_tail)
                 self._started_once = True
                 return self
-            except BrokerStartError:
+            except BaseException as exc:
                 self._terminate(kill_only=True)
-                if attempt == attempts - 1:
+                if attempt == attempts - 1 or not isinstance(exc, BrokerStartError):
                     self._forget()
                     if not self._started_once:  # keep data of a failed *re*start for inspection
                         self._after_stop(keep_data=False)

@@ -1,5 +1,6 @@
 """The package as users get it: pip-installed (not the source tree), found by Spark's data-source
-lookup, and a pipeline script run with spark-submit and conf/spark-defaults.conf."""
+lookup, and a pipeline script run with spark-submit and the example configuration files, all
+found in the installed package (``python -m sparkkafka_sink.examples``)."""
 
 from __future__ import annotations
 
@@ -71,11 +72,19 @@ def test_spark_submit_pipeline(installed_package, kafka, tmp_path):
         pytest.skip(f"packaging and spark-submit do not depend on the broker: run once, on {KAFKA_KINDS[0]}")
     topic = kafka.create_topic(partitions=2)
     rows = 5000
+
+    def example(name: str) -> str:
+        """The file as a pip user finds it: ``python -m sparkkafka_sink.examples NAME``."""
+        out = subprocess.run([sys.executable, "-m", "sparkkafka_sink.examples", name], cwd=tmp_path,
+                             env=_env(installed_package), capture_output=True, text=True, timeout=60, check=True)
+        path = out.stdout.strip()
+        assert path.startswith(str(installed_package)) and Path(path).is_file(), path
+        return path
+
     cmd = [
-        str(SPARK_SUBMIT), "--properties-file", str(REPO / "conf" / "spark-defaults.conf"),
-        str(installed_package / "sparkkafka_sink" / "examples" / "pipeline.py"),
+        str(SPARK_SUBMIT), "--properties-file", example("spark-defaults.conf"), example("pipeline.py"),
         "--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic, "--rows", str(rows),
-        "--producer-config", str(REPO / "conf" / "producer.properties"),
+        "--producer-config", example("producer.properties"),
     ]
     out = subprocess.run(cmd, cwd=tmp_path, env=_env(installed_package), capture_output=True, text=True,
                          timeout=300)

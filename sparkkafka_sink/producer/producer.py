@@ -420,6 +420,14 @@ class Producer:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def healthy(self) -> bool:
+        """Open, its Sender running, no fatal error (authentication, fencing), nothing pending:
+        fit to be handed to another caller (the Spark sink's producer pool)."""
+        return (not self._closed and self._sender.is_alive() and self._client.fatal_error is None
+                and (self._transactions is None or self._transactions.fatal_error is None)
+                and not self._accumulator.has_incomplete())
+
     # -- introspection -----------------------------------------------------------------
     def partitions_for(self, topic: str) -> list[int]:
         validate_topic(topic)

@@ -47,6 +47,9 @@ TOLERANCE_OPTION = "errors.tolerance"
 DLQ_TOPIC_OPTION = "errors.deadletterqueue.topic.name"
 DLQ_HEADERS_OPTION = "errors.deadletterqueue.context.headers.enable"
 ERRORS_LOG_OPTION = "errors.log.enable"
+#: producers kept by each Python worker across at-least-once tasks (``spark/producer_pool.py``)
+CACHE_TIMEOUT_OPTION = "producercachetimeoutms"
+DEFAULT_CACHE_TIMEOUT_MS = 600_000  # Spark's spark.kafka.producer.cache.timeout
 #: per write task: records and bytes (key + value + headers) per second (``spark/rate_limit.py``)
 RATE_OPTIONS = {"maxrecordspersecond": "maxRecordsPerSecond", "maxbytespersecond": "maxBytesPerSecond"}
 DEFAULT_CLUSTER_CHECK_TIMEOUT_MS = 10_000
@@ -77,6 +80,8 @@ class SinkOptions:
     #: rate limits of each write task (None: none)
     max_records_per_s: float | None = None
     max_bytes_per_s: float | None = None
+    #: idle pooled producers are closed after this (0: no pool, one producer per task)
+    producer_cache_timeout_ms: int = DEFAULT_CACHE_TIMEOUT_MS
     #: errors.tolerance=all: bad rows are skipped (and dead-lettered when a DLQ topic is set)
     tolerate_bad_rows: bool = False
     dead_letter_topic: str | None = None
@@ -158,9 +163,14 @@ def parse_options(options: Mapping[str, str], *, check_producer_config: bool = T
                        **(_streaming_commit_log(lowered, prefix) if prefix and (streaming or _batch_id(lowered) is not None)
                           else {}),
                        batch_id=_batch_id(lowered) if prefix else None,
-                       cluster_check_timeout_ms=_cluster_check_timeout(lowered.get(CLUSTER_CHECK_OPTION)),
+                       cluster_check_timeout_ms=_whole_ms(lowered, CLUSTER_CHECK_OPTION, "clusterCheckTimeoutMs",
+                                                          DEFAULT_CLUSTER_CHECK_TIMEOUT_MS, 600_000,
+                                                          "0: no check of the cluster before the tasks start"),
                        max_records_per_s=_rate(lowered, "maxrecordspersecond"),
                        max_bytes_per_s=_rate(lowered, "maxbytespersecond"),
+                       producer_cache_timeout_ms=_whole_ms(lowered, CACHE_TIMEOUT_OPTION, "producerCacheTimeoutMs",
+                                                           DEFAULT_CACHE_TIMEOUT_MS, 86_400_000,
+                                                           "0: one producer per task, no pool"),
                        **_error_handling(lowered, topic))
 
 
@@ -279,17 +289,17 @@ def _rate(lowered: Mapping[str, str], key: str) -> float | None:
     return value
 
 
-def _cluster_check_timeout(raw) -> int:
+def _whole_ms(lowered: Mapping[str, str], key: str, name: str, default: int, most: int, zero: str) -> int:
+    raw = lowered.get(key)
     if raw is None:
-        return DEFAULT_CLUSTER_CHECK_TIMEOUT_MS
+        return default
     try:
         value = int(str(raw).strip())
     except ValueError:
         value = -1
-    if not 0 <= value <= 600_000:
+    if not 0 <= value <= most:
         raise SinkValidationError(
-            f"option 'clusterCheckTimeoutMs' must be a whole number of milliseconds from 0 to 600000 "
-            f"(0: no check of the cluster before the tasks start), got {raw!r}")
+            f"option '{name}' must be a whole number of milliseconds from 0 to {most} ({zero}), got {raw!r}")
     return value
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pyspark.accumulators import AccumulatorParam
 
 COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "records_skipped",
-            "records_dead_lettered", "retries", "throttle_time_ms")
+            "records_dead_lettered", "retries", "throttle_time_ms", "producers_created")
 MICRO_BATCHES = "micro_batches"
 #: Per micro-batch entries kept on the driver (oldest dropped first).
 MAX_MICRO_BATCHES = 1000
@@ -47,12 +47,14 @@ class MetricsParam(AccumulatorParam):
 
 
 def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batch=None,
-                 throttled_s: float = 0.0, skipped: int = 0, dead_lettered: int = 0) -> dict:
+                 throttled_s: float = 0.0, skipped: int = 0, dead_lettered: int = 0,
+                 producers_created: int = 0) -> dict:
     """One task's contribution.  Record counts come from the task's own futures
     (exact by construction); bytes, batches, retries and latency from the producer.
     ``micro_batch`` is ``(query_id, batch_id)`` for a streaming task; ``throttled_s`` the time
     the task's rate limit held it back; ``skipped`` the bad rows tolerated (errors.tolerance=all),
-    ``dead_lettered`` those written to the dead-letter topic."""
+    ``dead_lettered`` those written to the dead-letter topic; ``producers_created`` 1 when the task
+    made a producer (0: it took one from the pool, or had no rows)."""
     pm = producer_metrics or {}
     num = lambda k: pm.get(k) or 0  # noqa: E731
     if "request_latency_sum_ms" in pm and "requests" in pm:
@@ -73,6 +75,7 @@ def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batc
         "produce_latency_weight": lat_n,
         "write_tasks": 1,
         "throttle_time_ms": int(throttled_s * 1000),
+        "producers_created": producers_created,
     }
     if micro_batch is not None:
         out[MICRO_BATCHES] = {micro_batch: dict(out)}
@@ -117,7 +120,8 @@ class SinkMetrics:
 
     def snapshot(self) -> dict:
         """records_sent, bytes_sent, batches_sent, records_failed, records_skipped (bad rows
-        tolerated), records_dead_lettered, retries, throttle_time_ms
+        tolerated), records_dead_lettered, retries, throttle_time_ms, producers_created (fewer than
+        write_tasks when the pool served tasks)
         (time the rate limits held tasks back), produce_latency_max_ms, produce_latency_avg_ms,
         write_tasks."""
         return snapshot_of(self._raw())

@@ -27,6 +27,7 @@ from sparkkafka_sink.spark.commit import TaskCommitMessage
 from sparkkafka_sink.spark.dead_letter import BadRow, DeadLetters, is_bad_row, row_contents
 from sparkkafka_sink.spark.delivery import DeliveryTracker
 from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.producer_pool import POOL
 from sparkkafka_sink.spark.rate_limit import RateLimiter, payload_bytes
 from sparkkafka_sink.spark.row_checks import NULL_TOPIC, RowError, check_headers, first_null
 from sparkkafka_sink.spark.sink_metrics import task_metrics
@@ -100,10 +101,20 @@ def run_write_task(
     rows_seen = 0
     ok = False
     limiter = rate_limiter(plan.options)
+    # at-least-once tasks of one Python worker share producers (producer_pool.py)
+    pooled = (not options.exactly_once and options.producer_cache_timeout_ms > 0
+              and producer_factory is default_producer_factory)
+    config = _task_config(options, task, pooled)
+    baseline, created = {}, 0
     try:
         for batch in _paced(_coalesced(batches, plan.options.coalesce_bytes), limiter, plan.layout):
             if producer is None:  # empty partitions never open a connection
-                producer = producer_factory(_task_config(plan.options, task))
+                if pooled:
+                    producer, reused = POOL.acquire(config, producer_factory, options.producer_cache_timeout_ms / 1000)
+                    baseline = _producer_metrics(producer) if reused else {}
+                else:
+                    producer, reused = producer_factory(config), False
+                created = 0 if reused else 1
                 if plan.options.exactly_once:
                     producer.init_transactions()
                     producer.begin_transaction()
@@ -123,10 +134,10 @@ def run_write_task(
                 _flush(producer, tracker, plan.options)
             if dead_letters is not None:
                 _flush(producer, dlq_tracker, plan.options)
-        metrics = task_metrics(_producer_metrics(producer), tracker.delivered, tracker.failed, task.micro_batch,
-                               limiter.throttled_s if limiter is not None else 0.0,
+        metrics = task_metrics(_since(_producer_metrics(producer), baseline), tracker.delivered, tracker.failed,
+                               task.micro_batch, limiter.throttled_s if limiter is not None else 0.0,
                                skipped=dead_letters.skipped if dead_letters is not None else 0,
-                               dead_lettered=dlq_tracker.delivered)
+                               dead_lettered=dlq_tracker.delivered, producers_created=created)
         if metrics_total is not None:  # a Spark accumulator of the sink's metrics
             metrics_total.add(metrics)
         if tracker.failed:
@@ -149,7 +160,9 @@ def run_write_task(
     finally:
         if producer is not None and not ok and plan.options.exactly_once:
             _abort_quietly(producer)
-        if producer is not None:
+        if producer is not None and ok and pooled:
+            POOL.release(producer, config, options.producer_cache_timeout_ms / 1000)
+        elif producer is not None:
             try:
                 producer.close(None if ok else _CLOSE_AFTER_FAILURE_S)
             except Exception:  # noqa: BLE001 - closing must not mask the task's own error
@@ -349,9 +362,11 @@ def _concat(batches: list):
 _FILE_OPTIONS = ("ssl.truststore.location", "ssl.keystore.location")
 
 
-def _task_config(options: SinkOptions, task: TaskInfo) -> dict:
+def _task_config(options: SinkOptions, task: TaskInfo, pooled: bool = False) -> dict:
     config = dict(options.producer_config)
-    config.setdefault("client.id", f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
+    # a pooled producer serves many tasks of this Python worker: named after the worker
+    config.setdefault("client.id", f"pyprod-kafka-worker-{os.getpid()}" if pooled
+                      else f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
     if options.exactly_once:
         # one id per task attempt: attempts never fence each other, the driver commits the winner's
         if options.batch_id is not None:  # foreachBatch: the batch id the user passed
@@ -398,6 +413,21 @@ def _flush(producer, tracker: DeliveryTracker, options: SinkOptions) -> None:
         raise SinkWriteError(
             f"{PREFIX}{tracker.pending} record futures still unresolved after flush() returned"
         )
+
+
+#: cumulative producer counters: a pooled producer's task reports what changed during the task
+_PRODUCER_COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "retries", "batch_splits",
+                      "requests", "request_latency_sum_ms")
+
+
+def _since(now: dict, baseline: dict) -> dict:
+    if not baseline:
+        return now
+    out = dict(now)
+    for key in _PRODUCER_COUNTERS:
+        if key in now:
+            out[key] = now[key] - baseline.get(key, 0)
+    return out
 
 
 def _producer_metrics(producer) -> dict:

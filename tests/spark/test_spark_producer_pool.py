@@ -1,0 +1,59 @@
+"""The producer pool in a streaming query: 200 micro-batches of 2 tasks share a couple of
+producers (one per Python worker) instead of making 400, and the broker restarted in the middle
+(observed: after micro-batch 100 was written) costs no row -- the pooled producers reconnect."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from pyspark.sql import functions as F
+
+from kafka_helpers import consume_all
+from sparkkafka_sink.testing.brokers import create_topics
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
+
+BATCHES = 200
+
+
+def test_pooled_producers_across_200_micro_batches_with_a_broker_restart(spark, sink_metrics, apache_node, tmp_path):
+    bootstrap = apache_node.bootstrap_servers
+    topic = f"pool-{uuid.uuid4().hex[:8]}"
+    create_topics(bootstrap, {topic: 2})
+    stream = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 50).option("numPartitions", 2)
+              .load().select(F.col("value").cast("string").alias("value")))
+    before = sink_metrics.snapshot()
+    query = (stream.writeStream.format("pyprod-kafka").option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", topic).option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="0 seconds").start())
+    restarted = False
+    deadline = time.monotonic() + 400
+    try:
+        while True:
+            assert time.monotonic() < deadline, f"only {len(query.recentProgress)} micro-batches"
+            if query.exception():
+                raise query.exception()
+            progress = query.lastProgress
+            done = progress["batchId"] + 1 if progress else 0
+            if done >= BATCHES:
+                break
+            if done >= BATCHES // 2 and not restarted:
+                apache_node.restart()  # the pooled producers lose their connections
+                restarted = True
+            time.sleep(0.05)
+    finally:
+        query.stop()
+    rows = sum(p["numInputRows"] for p in query.recentProgress)  # recentProgress keeps the last 100
+    after = sink_metrics.snapshot()
+    tasks = after["write_tasks"] - before["write_tasks"]
+    created = after["producers_created"] - before["producers_created"]
+    assert tasks >= 2 * BATCHES
+    assert 1 <= created <= 10, f"{created} producers made for {tasks} tasks: the pool did not serve them"
+    written = after["records_sent"] - before["records_sent"]
+    got = consume_all(bootstrap, topic, expected_count=written, timeout=120)
+    values = {int(r.value) for r in got}
+    assert values == set(range(len(values))), "a row is missing"
+    assert len(values) >= rows
+    assert len(got) == written  # at-least-once: what the sink counted as written is there

@@ -182,6 +182,18 @@ def _name_topics_after_test(request):
         handle.broker.cluster.ensure_all_up()  # a test paused or killed the shared node
 
 
+@pytest.fixture(autouse=True)
+def _no_pooled_producers_left():
+    """Write tasks run in this process (tests calling ``run_write_task``) pool their producers;
+    close them after each test so no Sender thread outlives it."""
+    yield
+    import sys
+
+    pool = sys.modules.get("sparkkafka_sink.spark.producer_pool")
+    if pool is not None:
+        pool.POOL.close_all()
+
+
 @pytest.fixture
 def fresh_broker(request) -> Callable[..., BrokerHandle]:
     """Factory ``fresh_broker(kind="tansu", **broker_kwargs) -> BrokerHandle`` for tests that

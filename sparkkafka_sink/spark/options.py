@@ -205,18 +205,21 @@ def _flag(lowered: Mapping[str, str], key: str, default: bool) -> bool:
     return value == "true"
 
 
+def _number(raw, parse, valid, message: str):
+    """``parse(raw)`` if it parses and is ``valid``, else ``SinkValidationError(message)``."""
+    try:
+        value = parse(str(raw).strip())
+    except ValueError:
+        value = None
+    if value is None or not valid(value):
+        raise SinkValidationError(f"{message}, got {raw!r}")
+    return value
+
+
 def _batch_id(lowered: Mapping[str, str]) -> int | None:
     raw = lowered.get(BATCH_ID_OPTION)
-    if raw is None:
-        return None
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise SinkValidationError(f"option 'batchId' must be the micro-batch id foreachBatch passes (an integer >= 0), "
-                                  f"got {raw!r}")
-    return value
+    return None if raw is None else _number(
+        raw, int, lambda v: v >= 0, "option 'batchId' must be the micro-batch id foreachBatch passes (an integer >= 0)")
 
 
 def _streaming_commit_log(lowered: Mapping[str, str], prefix: str) -> dict:
@@ -277,44 +280,23 @@ def _exactly_once(lowered: Mapping[str, str], config: dict, streaming: bool = Fa
 
 def _rate(lowered: Mapping[str, str], key: str) -> float | None:
     raw = lowered.get(key)
-    if raw is None:
-        return None
-    try:
-        value = float(str(raw).strip())
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise SinkValidationError(f"option '{RATE_OPTIONS[key]}' must be a positive number per second "
-                                  f"(of each write task), got {raw!r}")
-    return value
+    return None if raw is None else _number(
+        raw, float, lambda v: 0 < v < float("inf"),
+        f"option '{RATE_OPTIONS[key]}' must be a positive number per second (of each write task)")
 
 
 def _whole_ms(lowered: Mapping[str, str], key: str, name: str, default: int, most: int, zero: str) -> int:
     raw = lowered.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        value = -1
-    if not 0 <= value <= most:
-        raise SinkValidationError(
-            f"option '{name}' must be a whole number of milliseconds from 0 to {most} ({zero}), got {raw!r}")
-    return value
+    return default if raw is None else _number(
+        raw, int, lambda v: 0 <= v <= most,
+        f"option '{name}' must be a whole number of milliseconds from 0 to {most} ({zero})")
 
 
 def _coalesce_bytes(raw) -> int:
-    if raw is None:
-        return DEFAULT_COALESCE_BYTES
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 1 << 30:
-        raise SinkValidationError(
-            f"option 'coalesceBytes' must be a whole number of bytes from 0 to 1073741824 (0: hand "
-            f"each Spark Arrow batch to the producer alone), got {raw!r}")
-    return value
+    return DEFAULT_COALESCE_BYTES if raw is None else _number(
+        raw, int, lambda v: 0 <= v <= 1 << 30,
+        "option 'coalesceBytes' must be a whole number of bytes from 0 to 1073741824 (0: hand "
+        "each Spark Arrow batch to the producer alone)")
 
 
 def _check_producer_config(config: dict) -> None:

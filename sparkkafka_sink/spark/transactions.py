@@ -21,6 +21,10 @@ from sparkkafka_sink.spark.options import SinkOptions
 
 #: bound of each coordinator call from the driver (retries included)
 _END_TIMEOUT_S = 120.0
+#: how long the driver keeps looking for transactions begun by tasks Spark is still killing
+#: (spark.python.task.killTimeout is 2 s by default), and how often
+KILLED_TASKS_GRACE_S = 8.0
+_SWEEP_INTERVAL_S = 1.0
 
 
 class TransactionCommitError(KafkaError):
@@ -44,9 +48,17 @@ class _DriverTransactions:
     def end(self, prepared: PreparedTransaction, commit: bool) -> None:
         self.admin.end(prepared, commit, time.monotonic() + _END_TIMEOUT_S)
 
-    def abort_others(self, keep: list[str]) -> list[str]:
-        """Abort every open transaction of the write except ``keep``."""
-        return self.admin.abort_lingering(self.prefix, time.monotonic() + _END_TIMEOUT_S, keep)
+    def abort_others(self, keep: list[str], grace_s: float = 0.0) -> list[str]:
+        """Abort every open transaction of the write except ``keep``; with ``grace_s``, look
+        again every second for that long: a task Spark is killing (the job failed, or another
+        attempt won) may still begin its transaction after the first look, until its Python
+        worker is stopped (``spark.python.task.killTimeout``, 2 s by default)."""
+        aborted = self.admin.abort_lingering(self.prefix, time.monotonic() + _END_TIMEOUT_S, keep)
+        until = time.monotonic() + grace_s
+        while time.monotonic() < until:
+            time.sleep(min(_SWEEP_INTERVAL_S, max(until - time.monotonic(), 0.0)))
+            aborted += self.admin.abort_lingering(self.prefix, time.monotonic() + _END_TIMEOUT_S, keep)
+        return aborted
 
 
 def _prepared(messages: Iterable[Optional[TaskCommitMessage]]) -> list[tuple[TaskCommitMessage, PreparedTransaction]]:
@@ -86,11 +98,14 @@ def commit_all(messages, options: SinkOptions) -> str:
         if failed:
             visible = ", ".join(f"task of partition {m.partition_id}: {_partitions(p)}" for m, p in done) or "none"
             lost = "; ".join(f"partition {m.partition_id} ({_partitions(p)}): {e}" for m, p, e in failed)
-            txns.abort_others(keep=[])
+            txns.abort_others(keep=[], grace_s=KILLED_TASKS_GRACE_S)
             raise TransactionCommitError(
                 f"pyprod-kafka: exactly-once commit failed for {len(failed)} of {len(failed) + len(done)} tasks; "
                 f"their rows are NOT visible: {lost}. Committed and visible: {visible}")
-        aborted = txns.abort_others(keep=[p.transactional_id for _, p in done])
+        keep = [p.transactional_id for _, p in done]
+        aborted = txns.abort_others(keep)
+        if aborted:  # other attempts ran (retried, speculative): one may still be winding down
+            aborted += txns.abort_others(keep, grace_s=KILLED_TASKS_GRACE_S)
     return (f"{len(done)} transactions committed under {options.transactional_id_prefix!r}"
             + (f", {len(aborted)} left by failed or losing attempts aborted" if aborted else ""))
 
@@ -103,7 +118,7 @@ def abort_all(messages, options: SinkOptions) -> str:
                 txns.end(prepared, False)
             except KafkaError as e:
                 errors.append(f"{prepared.transactional_id}: {e}")
-        aborted = txns.abort_others(keep=[])
+        aborted = txns.abort_others(keep=[], grace_s=KILLED_TASKS_GRACE_S)
     text = f"every transaction under {options.transactional_id_prefix!r} aborted ({len(aborted)} lingering)"
     if errors:
         text += "; could not abort (the coordinator aborts them after transaction.timeout.ms): " + "; ".join(errors)

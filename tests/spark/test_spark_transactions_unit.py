@@ -35,6 +35,7 @@ def calls(monkeypatch):
             return []
 
     monkeypatch.setattr(T, "TransactionAdmin", Admin)
+    monkeypatch.setattr(T, "KILLED_TASKS_GRACE_S", 0.0)  # (the grace sweeps: their own test)
     return log
 
 
@@ -86,3 +87,28 @@ def test_micro_batch_abort_keeps_a_decided_batch(calls, tmp_path):
     T.MicroBatchLog(opts.commit_log_dir).write_intent(5, [PreparedTransaction("q-b5-old", 7, 1, ())])
     T.abort_micro_batch([message(0, "q-b5-new")], 5, opts)
     assert calls["end"] == [("q-b5-new", False)] and calls["lingering"] == []
+
+
+def test_abort_keeps_looking_for_transactions_begun_by_tasks_being_killed(calls, monkeypatch, tmp_path):
+    """A task of another partition may begin its transaction after the first sweep (Spark is still
+    killing it): the driver sweeps again for a grace period and aborts it too."""
+    late = iter([[], ["q-p3-t9"], []])  # the second look finds it
+
+    class Admin:
+        def __init__(self, config):
+            pass
+
+        def close(self):
+            pass
+
+        def end(self, prepared, commit, deadline):
+            pass
+
+        def abort_lingering(self, prefix, deadline, exclude=()):
+            return next(late, [])
+
+    monkeypatch.setattr(T, "TransactionAdmin", Admin)
+    monkeypatch.setattr(T, "KILLED_TASKS_GRACE_S", 0.25)
+    monkeypatch.setattr(T, "_SWEEP_INTERVAL_S", 0.1)
+    text = T.abort_all([message(0, "q-p0-t1")], options(tmp_path))
+    assert "(1 lingering)" in text

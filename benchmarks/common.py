@@ -351,7 +351,7 @@ class CpuMeter:
 # ----------------------------------------------------------------------------- broker checks
 
 
-def _consumer(bootstrap: str):
+def _consumer(bootstrap: str, **extra):
     from confluent_kafka import Consumer
 
     return Consumer({
@@ -364,12 +364,16 @@ def _consumer(bootstrap: str):
         "queued.max.messages.kbytes": 1024,
         "auto.offset.reset": "earliest",
         "log_level": 3,
+        **extra,
     })
 
 
 def count_landed(bootstrap: str, topic: str, partitions: int, broker: str,
-                 timeout: float = 30.0) -> tuple[int | None, str]:
+                 timeout: float = 30.0, committed: bool = False) -> tuple[int | None, str]:
     """Records stored in ``topic`` (sum of high minus low watermarks) and how it was read.
+
+    ``committed``: the topic was written in transactions (see :func:`count_committed`): the
+    records a read_committed consumer reads, not offsets.
 
     Apache Kafka and noida answer ListOffsets correctly.  tansu's ListOffsets is wrong (it answers the last
     batch's base offset + 1), but the high watermark in a Fetch response is right.  So on tansu,
@@ -380,6 +384,10 @@ def count_landed(bootstrap: str, topic: str, partitions: int, broker: str,
     """
     from confluent_kafka import TopicPartition
 
+    if committed:
+        if broker == "tansu":
+            return None, "tansu's read_committed is not right (docs/brokers.md): no committed count"
+        return count_committed(bootstrap, topic, partitions, max(timeout, 120.0))
     c = _consumer(bootstrap)
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -414,14 +422,86 @@ def count_landed(bootstrap: str, topic: str, partitions: int, broker: str,
         c.close()
 
 
+def count_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 120.0,
+                    settle_timeout: float = 30.0) -> tuple[int | None, str]:
+    """Records of committed transactions in ``topic``, read by a read_committed consumer, and how.
+
+    In a topic written in transactions offsets are not records: every transaction leaves a
+    control record (its commit or abort marker) in each partition it wrote to, and records of
+    aborted transactions keep their offsets too.  So the watermarks overcount (2 tasks x 4
+    partitions: 8 offsets more than rows); this reads every record a read_committed consumer
+    gets, from the log start up to the end of each partition.
+
+    The coordinator writes the markers after EndTxn answered, so right after the driver's commit
+    a partition's last stable offset (the end for read_committed) may still lag its high
+    watermark for a moment: first wait (up to ``settle_timeout``) until the two agree.  If they
+    do not (a transaction still open), what is committed is counted anyway: the rows behind the
+    open transaction are not, and the check against the rows written fails, as it should.
+    ``(None, why)`` if the count cannot be read within ``timeout``.
+    """
+    from confluent_kafka import KafkaException
+
+    try:
+        return _count_committed(bootstrap, topic, partitions, timeout, settle_timeout)
+    except KafkaException as e:
+        return None, f"read_committed: {e}"
+
+
+def _count_committed(bootstrap: str, topic: str, partitions: int, timeout: float,
+                     settle_timeout: float) -> tuple[int | None, str]:
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    deadline = time.monotonic() + timeout
+    common = {"bootstrap.servers": bootstrap, "group.id": f"bench-verify-{uuid.uuid4().hex[:8]}",
+              "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3}
+    raw = Consumer(dict(common, **{"isolation.level": "read_uncommitted"}))
+    c = Consumer(dict(common, **{"isolation.level": "read_committed", "enable.partition.eof": True,
+                                 "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20}))
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        settle_deadline = time.monotonic() + settle_timeout
+        while True:
+            marks = [raw.get_watermark_offsets(tp, timeout=timeout) for tp in tps]  # (log start, HWM)
+            stable = [c.get_watermark_offsets(tp, timeout=timeout)[1] for tp in tps]  # LSO
+            open_parts = [p for p, ((_, hi), lso) in enumerate(zip(marks, stable)) if lso < hi]
+            if not open_parts or time.monotonic() >= settle_deadline:
+                break
+            time.sleep(0.05)
+        offsets = sum(hi - max(lo, 0) for lo, hi in marks)
+        c.assign([TopicPartition(topic, p, max(lo, 0)) for p, (lo, _) in enumerate(marks)])
+        at_end: set[int] = {p for p, (lo, _) in enumerate(marks) if stable[p] <= max(lo, 0)}
+        n = 0
+        while len(at_end) < partitions:
+            if time.monotonic() >= deadline:
+                return None, (f"read_committed: {n:,} records read, partitions {sorted(set(range(partitions)) - at_end)} "
+                              f"not at their end within {timeout:.0f}s")
+            for msg in c.consume(num_messages=100_000, timeout=0.2):
+                err = msg.error()
+                if err is None:
+                    n += 1
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+                else:
+                    return None, f"read_committed: {err}"
+        how = f"read_committed ({offsets - n:,} of {offsets:,} offsets: markers or aborted records)"
+        if open_parts:
+            how += f"; partitions {open_parts} still had an open transaction after {settle_timeout:.0f}s"
+        return n, how
+    finally:
+        raw.close()
+        c.close()
+
+
 class ApproxLanded:
     """Cheap running count for progress lines: ListOffsets on every partition
-    (on tansu off by up to one batch per partition, hence 'approximately')."""
+    (on tansu off by up to one batch per partition, hence 'approximately').  It reads the high
+    watermark (read_uncommitted: librdkafka's default, read_committed, would show 0 for a write
+    in transactions until the driver commits)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int):
         from confluent_kafka import TopicPartition
 
-        self._c = _consumer(bootstrap)
+        self._c = _consumer(bootstrap, **{"isolation.level": "read_uncommitted"})
         self._tps = [TopicPartition(topic, p) for p in range(partitions)]
 
     def __call__(self) -> int | None:

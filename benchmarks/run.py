@@ -9,8 +9,10 @@ broker, and the broker's own CPU time is read from ``/proc/<pid>/stat`` around e
 topic partitions and reports one table of them.  A contender writing over a secured listener
 (``spark-pyprod-sasl-ssl``), or ``--security``, makes the harness start its Apache Kafka with a
 SASL_SSL listener (``BrokerSecurity``, a throw-away ``TestPki``) beside PLAINTEXT, which still
-creates, counts and deletes the topics; the summary then gives the cost of TLS+SASL as the ratio
-of the secured write's rows/s to ``spark-pyprod``'s in the same run.  Writes ``results.json``,
+creates, counts and deletes the topics.  ``spark-pyprod-eos`` writes with
+``deliveryGuarantee=exactly-once`` (its count is read with read_committed).  Each variant of
+``spark-pyprod`` that runs beside it (``COST_PAIRS``) gets a cost line in the summary: its rows/s
+over ``spark-pyprod``'s in the same run, round by round (``costs`` in the JSON).  Writes ``results.json``,
 ``results.md`` and (not for a matrix) ``results.png`` to ``--out``; progress goes to stderr, the
 summary to stdout.
 """
@@ -45,7 +47,7 @@ from benchmarks.common import (
     new_topic,
     versions,
 )
-from benchmarks.contenders import CONTENDERS, REFERENCE, resolve
+from benchmarks.contenders import CONTENDERS, COST_PAIRS, REFERENCE, resolve
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = {"records": 50_000, "spark_rows": 100_000}
@@ -57,7 +59,7 @@ MATRIX = {"value_sizes": "100,1024", "partitions": "4,64,256", "compression": "n
 #: column titles of the matrix table
 MATRIX_LABELS = {"spark-pyprod": "pyprod-kafka (ours)", "spark-jvm-kafka": "Spark kafka (JVM)",
                  "spark-mapinarrow-confluent": "mapInArrow+confluent", "spark-noop": "no-op floor",
-                 "spark-pyprod-sasl-ssl": "pyprod-kafka SASL_SSL"}
+                 "spark-pyprod-sasl-ssl": "pyprod-kafka SASL_SSL", "spark-pyprod-eos": "pyprod-kafka exactly-once"}
 #: server.properties of the benchmark's Apache Kafka on top of the test fixture's: files of a
 #: deleted topic go after 1 s, not 60 (a 1 KiB run writes ~2 GB; runs follow each other fast)
 APACHE_BENCH_CONFIG = {"log.segment.delete.delay.ms": 1000}
@@ -66,8 +68,9 @@ APACHE_BENCH_CONFIG = {"log.segment.delete.delay.ms": 1000}
 SECURED_LISTENER = "SASL_SSL"
 SASL_MECHANISM = "SCRAM-SHA-512"
 _SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-#: the secured contender and the one it is compared with (the cost of TLS+SASL)
-TLS_COST_PAIR = ("spark-pyprod-sasl-ssl", "spark-pyprod")
+#: the goal of a cost pair's median round ratio, where the issue set one (issue 12: exactly-once
+#: at >= 90 % of at-least-once)
+COST_TARGETS = {"exactly-once": 0.90}
 
 
 def default_broker() -> str:
@@ -122,7 +125,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="comma-separated codecs (none,gzip,snappy,lz4,zstd) (default: none,lz4; none with --matrix)")
     ap.add_argument("--contenders", default=argparse.SUPPRESS,
                     help="all | standalone | limit | spark | names, comma-separated (default: all; with --matrix "
-                         f"{MATRIX['contenders']}): " + ", ".join(CONTENDERS))
+                         f"{MATRIX['contenders']}): " + ", ".join(CONTENDERS) + "; "
+                         + ", ".join(n for n, c in CONTENDERS.items() if not c.grouped)
+                         + " are in no group: name them (with spark-pyprod, for their cost)")
     ap.add_argument("--broker", choices=BROKERS, default=default_broker(),
                     help="broker to start: apache (Apache Kafka from Maven jars, 1 node; the default when java "
                          "and mvn are on PATH), tansu or noida (embedded)")
@@ -468,13 +473,22 @@ def targets(results: list[dict], args, spark_floor_mb: float | None = None) -> l
     return out
 
 
-def tls_cost(results: list[dict]) -> list[dict]:
-    """The cost of TLS+SASL per (codec, cell) where the secured contender ran: its best round's
-    rows/s over ``spark-pyprod``'s, both measured in this run on the same broker, with the CPU
-    seconds (machine and broker) of those rounds and every round's rows/s.  The pair's rounds
-    alternate (``benchmarks.contenders.spark.schedule``), so each round also gives a ratio of two
-    neighbouring runs: ``round_ratios`` and their median, steadier than one ratio of bests."""
-    secured, plain = TLS_COST_PAIR
+def _pair_detail(pair: str, r: dict) -> str | None:
+    """What the variant of a cost pair changed, as its result records it."""
+    if pair == "tls":
+        return r.get("listener")
+    if pair == "exactly-once":
+        return f"deliveryGuarantee={r.get('delivery') or 'exactly-once'}"
+    return None
+
+
+def costs(results: list[dict]) -> list[dict]:
+    """The cost of each variant of ``COST_PAIRS`` per (codec, cell) where it ran: its best round's
+    rows/s over its baseline's (``spark-pyprod``), both measured in this run on the same broker,
+    with the CPU seconds (machine and broker) of those rounds and every round's rows/s.  A pair's
+    rounds alternate (``benchmarks.contenders.spark.schedule``), so each round also gives a ratio
+    of two neighbouring runs: ``round_ratios`` and their median, steadier than one ratio of
+    bests.  ``target``/``met``: the median's goal, where there is one (``COST_TARGETS``)."""
     by = {(r["contender"], r["compression"], *_cell(r)): r for r in results}
 
     def ok(r):
@@ -488,53 +502,82 @@ def tls_cost(results: list[dict]) -> list[dict]:
                 if x.get("status") == "ok" and x.get("records_per_s")}
 
     out = []
-    for r in results:
-        if r["contender"] != secured:
-            continue
-        base = by.get((plain, r["compression"], *_cell(r)))
-        entry = {"secured": secured, "plaintext": plain, "listener": r.get("listener"),
-                 "compression": r["compression"], "value_size": r.get("value_size"),
-                 "partitions": r.get("partitions"),
-                 "secured_rows_per_s": r.get("records_per_s") if ok(r) else None,
-                 "plaintext_rows_per_s": base.get("records_per_s") if ok(base) else None,
-                 "secured_rounds_rows_per_s": rounds(r), "plaintext_rounds_rows_per_s": rounds(base)}
-        for key in ("cpu_machine_s", "cpu_broker_s"):
-            entry[f"secured_{key}"] = r.get(key) if ok(r) else None
-            entry[f"plaintext_{key}"] = base.get(key) if ok(base) else None
-        a, b = entry["secured_rows_per_s"], entry["plaintext_rows_per_s"]
-        entry["ratio"] = a / b if a and b else None
-        sr, pr = by_round(r), by_round(base)
-        entry["round_ratios"] = [sr[k] / pr[k] for k in sorted(k for k in sr if k in pr and k is not None)]
-        entry["median_round_ratio"] = statistics.median(entry["round_ratios"]) if entry["round_ratios"] else None
-        if entry["ratio"] is None:
-            entry["why_none"] = "; ".join(f"{n}: {(x or {}).get('status', 'not run')}"
-                                          for n, x in ((secured, r), (plain, base)) if not ok(x))
-        out.append(entry)
+    for key, pair in COST_PAIRS.items():
+        for r in results:
+            if r["contender"] != pair.contender:
+                continue
+            base = by.get((pair.baseline, r["compression"], *_cell(r)))
+            entry = {"pair": key, "label": pair.label, "contender": pair.contender, "baseline": pair.baseline,
+                     "detail": _pair_detail(key, r), "compression": r["compression"],
+                     "value_size": r.get("value_size"), "partitions": r.get("partitions"),
+                     "contender_rows_per_s": r.get("records_per_s") if ok(r) else None,
+                     "baseline_rows_per_s": base.get("records_per_s") if ok(base) else None,
+                     "contender_rounds_rows_per_s": rounds(r), "baseline_rounds_rows_per_s": rounds(base)}
+            for field in ("cpu_machine_s", "cpu_broker_s"):
+                entry[f"contender_{field}"] = r.get(field) if ok(r) else None
+                entry[f"baseline_{field}"] = base.get(field) if ok(base) else None
+            a, b = entry["contender_rows_per_s"], entry["baseline_rows_per_s"]
+            entry["ratio"] = a / b if a and b else None
+            cr, br = by_round(r), by_round(base)
+            entry["round_ratios"] = [cr[k] / br[k] for k in sorted(k for k in cr if k in br and k is not None)]
+            entry["median_round_ratio"] = statistics.median(entry["round_ratios"]) if entry["round_ratios"] else None
+            if key in COST_TARGETS:
+                entry["target"] = COST_TARGETS[key]
+                m = entry["median_round_ratio"]
+                entry["met"] = None if m is None else m >= entry["target"]
+            if entry["ratio"] is None:
+                entry["why_none"] = "; ".join(f"{n}: {(x or {}).get('status', 'not run')}"
+                                              for n, x in ((pair.contender, r), (pair.baseline, base)) if not ok(x))
+            out.append(entry)
     return out
 
 
-def _tls_cost_lines(doc: dict, cells: bool = False) -> list[str]:
-    """One line per codec (and cell): "cost of TLS+SASL: secured / plaintext = x"."""
+def _legacy_tls_cost(c: dict) -> dict:
+    """An entry of an older results.json's ``tls_cost`` in the shape of ``costs``."""
+    out = {"pair": "tls", "label": "TLS+SASL", "contender": c.get("secured"), "baseline": c.get("plaintext"),
+           "detail": c.get("listener")}
+    for k, v in c.items():
+        if k.startswith("secured_"):
+            out["contender_" + k[len("secured_"):]] = v
+        elif k.startswith("plaintext_"):
+            out["baseline_" + k[len("plaintext_"):]] = v
+        elif k not in ("secured", "plaintext", "listener"):
+            out[k] = v
+    return out
+
+
+def doc_costs(doc: dict) -> list[dict]:
+    """``costs`` of a results.json, or its ``tls_cost`` (written before there were other pairs)."""
+    return doc.get("costs") or [_legacy_tls_cost(c) for c in doc.get("tls_cost") or []]
+
+
+def _cost_lines(doc: dict, cells: bool = False) -> list[str]:
+    """One line per pair and codec (and cell): "cost of <label>: variant / baseline = x"."""
     lines = []
-    for c in doc.get("tls_cost") or []:
+    for c in doc_costs(doc):
         where = f"{_size_label(c['value_size'])} values, {c['partitions']} partitions, " if cells else ""
-        head = (f"**Cost of TLS+SASL** ({where}{c['compression']}; {c.get('listener') or SECURED_LISTENER}, "
-                f"same broker, same run): `{c['secured']}` / `{c['plaintext']}` = ")
+        what = c.get("detail") or (SECURED_LISTENER if c.get("pair") == "tls" else c.get("pair"))
+        head = (f"**Cost of {c['label']}** ({where}{c['compression']}; {what}, "
+                f"same broker, same run): `{c['contender']}` / `{c['baseline']}` = ")
         if c["ratio"] is None:
             lines.append(head + f"– (not measured: {c.get('why_none')})")
             continue
         cpu = ""
-        if c.get("secured_cpu_machine_s") is not None and c.get("plaintext_cpu_machine_s") is not None:
-            cpu = (f"; CPU s of the whole machine {c['secured_cpu_machine_s']:.1f} vs "
-                   f"{c['plaintext_cpu_machine_s']:.1f}")
-            if c.get("secured_cpu_broker_s") is not None and c.get("plaintext_cpu_broker_s") is not None:
-                cpu += f", of which the broker {c['secured_cpu_broker_s']:.1f} vs {c['plaintext_cpu_broker_s']:.1f}"
+        if c.get("contender_cpu_machine_s") is not None and c.get("baseline_cpu_machine_s") is not None:
+            cpu = (f"; CPU s of the whole machine {c['contender_cpu_machine_s']:.1f} vs "
+                   f"{c['baseline_cpu_machine_s']:.1f}")
+            if c.get("contender_cpu_broker_s") is not None and c.get("baseline_cpu_broker_s") is not None:
+                cpu += f", of which the broker {c['contender_cpu_broker_s']:.1f} vs {c['baseline_cpu_broker_s']:.1f}"
         per_round = ""
         if len(c.get("round_ratios") or []) > 1:
             per_round = (f"; round by round {', '.join(f'{x:.2f}' for x in c['round_ratios'])}, "
                          f"median {c['median_round_ratio']:.2f}")
-        lines.append(head + f"**{c['ratio']:.2f}** ({c['secured_rows_per_s']:,.0f} vs "
-                     f"{c['plaintext_rows_per_s']:,.0f} rows/s, best rounds{cpu}{per_round}).")
+        goal = ""
+        if c.get("target") is not None and c.get("median_round_ratio") is not None:
+            goal = (f" Target: median ≥ {c['target']:.2f}, "
+                    + ("met." if c.get("met") else "**not met**."))
+        lines.append(head + f"**{c['ratio']:.2f}** ({c['contender_rows_per_s']:,.0f} vs "
+                     f"{c['baseline_rows_per_s']:,.0f} rows/s, best rounds{cpu}{per_round})." + goal)
     return lines + [""] if lines else []
 
 
@@ -664,8 +707,8 @@ def markdown(doc: dict) -> str:
                   f"peak RSS column){'; error: ' + sp['error'] if sp.get('error') else ''}.", ""]
     lines += _spark_kafka_line(meta)
     lines += _run_table(doc["results"])
-    if doc.get("tls_cost"):
-        lines += [""] + _tls_cost_lines(doc)[:-1]
+    if doc_costs(doc):
+        lines += [""] + _cost_lines(doc)[:-1]
     lines += ["", "| target | codec | measured | goal | met |", "|---|---|---:|---:|:---:|"]
     for t in doc["targets"]:
         unit = t.get("unit", "")
@@ -698,8 +741,8 @@ def markdown_matrix(doc: dict) -> str:
     if sp.get("error"):
         lines += [f"Spark process error: {sp['error'][:500]}", ""]
     lines += matrix_table(doc)
-    if doc.get("tls_cost"):
-        lines += [""] + _tls_cost_lines(doc, cells=True)[:-1]
+    if doc_costs(doc):
+        lines += [""] + _cost_lines(doc, cells=True)[:-1]
     lines += ["", "rows/s: DataFrame rows (records) written per second of the Spark action, best round; "
                   "ours ÷ X: rows/s of pyprod-kafka over X's; broker CPU s/M: the broker process's CPU "
                   "seconds (utime+stime from /proc/<pid>/stat, before/after the run) per million rows.",
@@ -968,9 +1011,9 @@ def main(argv=None) -> int:
     # the targets are the single-configuration run's; a matrix reports its ratios in its table
     doc = {"meta": meta, "results": results,
            "targets": [] if args.matrix else targets(results, args, floor), "runs": runs}
-    costs = tls_cost(results)
-    if costs:  # only when the secured contender ran (or was skipped): other runs' JSON unchanged
-        doc["tls_cost"] = costs
+    measured = costs(results)
+    if measured:  # only when a pair's variant ran (or was skipped): other runs' JSON unchanged
+        doc["costs"] = measured
     (out_dir / "results.json").write_text(json.dumps(doc, indent=2, default=str))
     (out_dir / "results.md").write_text(markdown(doc))
     charted = not args.no_chart and not args.matrix

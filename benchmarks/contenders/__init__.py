@@ -12,7 +12,14 @@ process (``benchmarks.contenders.spark``).  A standalone contender module provid
 
 A contender with ``security`` writes over that listener of the harness's own Apache Kafka, which
 then starts with it (``BrokerSecurity``); such contenders are not in the ``all``/``spark``
-groups (they change the broker a run starts): name them.
+groups (they change the broker a run starts): name them.  ``opt_in`` contenders are left out of
+the groups too (``spark-pyprod-eos``: a variant of ``spark-pyprod`` measured as its cost, not a
+different way of writing).
+
+``COST_PAIRS``: a contender that is ``spark-pyprod`` with one thing changed, and the label of
+that thing.  When both of a pair run, the Spark process measures them together (warm-up
+writes, alternating rounds) and the summary reports the cost: the variant's rows/s over the
+baseline's, per round and as the median of those ratios.
 """
 
 from __future__ import annotations
@@ -34,6 +41,25 @@ class Contender:
     #: the secured listener it writes over (None: PLAINTEXT); the harness then starts its
     #: Apache Kafka with that listener and passes the contender its bootstrap and options
     security: str | None = None
+    #: writes in Kafka transactions: its count on the broker is read with read_committed (the
+    #: log also holds commit markers, which take offsets)
+    transactional: bool = False
+    #: in no group (``all``, ``spark``...): selected by name only
+    opt_in: bool = False
+
+    @property
+    def grouped(self) -> bool:
+        return not (self.security or self.opt_in)
+
+
+@dataclass(frozen=True)
+class CostPair:
+    """``contender`` is ``baseline`` with one thing changed (``label``): its cost is the ratio
+    of their rows/s, measured in the same run."""
+
+    contender: str
+    baseline: str
+    label: str
 
 
 CONTENDERS: dict[str, Contender] = {c.name: c for c in [
@@ -52,6 +78,9 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in [
     Contender("spark-pyprod-sasl-ssl", "spark", "benchmarks.contenders.spark",
               'spark-pyprod over the SASL_SSL listener: TLS + SASL SCRAM-SHA-512 (the cost of security)',
               ours=True, security="SASL_SSL"),
+    Contender("spark-pyprod-eos", "spark", "benchmarks.contenders.spark",
+              'spark-pyprod with deliveryGuarantee=exactly-once: a Kafka transaction per task, committed by '
+              'the driver (the cost of exactly-once)', ours=True, transactional=True, opt_in=True),
     Contender("spark-jvm-kafka", "spark", "benchmarks.contenders.spark",
               'df.write.format("kafka").save(): Spark\'s own Kafka sink (spark-sql-kafka, Java kafka-clients)'),
     Contender("spark-mapinarrow-confluent", "spark", "benchmarks.contenders.spark",
@@ -64,16 +93,20 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in [
               "df.mapInArrow(fn) where fn only counts rows: what Spark alone costs (the floor)"),
 ]}
 
-#: contenders needing a secured broker are left out of the groups: selected by name only
-GROUPS = {
-    "standalone": [n for n, c in CONTENDERS.items() if c.group == "standalone" and not c.security],
-    "limit": [n for n, c in CONTENDERS.items() if c.group == "limit" and not c.security],
-    "spark": [n for n, c in CONTENDERS.items() if c.group == "spark" and not c.security],
+#: contenders needing a secured broker, and opt-in ones, are left out of the groups: selected by
+#: name only
+GROUPS = {g: [n for n, c in CONTENDERS.items() if c.group == g and c.grouped]
+          for g in ("standalone", "limit", "spark")}
+GROUPS["all"] = [n for n, c in CONTENDERS.items() if c.grouped]
+
+#: the costs measured as pairs (key: the ``pair`` field of each entry of results.json's ``costs``)
+COST_PAIRS: dict[str, CostPair] = {
+    "tls": CostPair("spark-pyprod-sasl-ssl", "spark-pyprod", "TLS+SASL"),
+    "exactly-once": CostPair("spark-pyprod-eos", "spark-pyprod", "exactly-once"),
 }
-GROUPS["all"] = [n for n, c in CONTENDERS.items() if not c.security]
 
 #: other names accepted by --contenders
-ALIASES = {"pyprod-kafka": "spark-pyprod", "spark-kafka": "spark-jvm-kafka"}
+ALIASES = {"pyprod-kafka": "spark-pyprod", "spark-kafka": "spark-jvm-kafka", "pyprod-kafka-eos": "spark-pyprod-eos"}
 
 #: the contender each group's "ratio to ours" is taken against
 REFERENCE = {"standalone": "ours-send", "limit": "ours-batch", "spark": "spark-pyprod"}

@@ -15,12 +15,20 @@ start (``spark.jars``, config ``spark_jars``), as the session is built once for 
 ``spark-pyprod-sasl-ssl`` is ``spark-pyprod`` writing over the broker's SASL_SSL listener
 (config ``security``: that listener's ``bootstrap`` and the ``kafka.``-prefixed security
 options, from the parent, which started the broker with it); topics are created, counted and
-deleted over PLAINTEXT (``spec.bootstrap``) as for everyone.  When it runs together with
-``spark-pyprod`` (the cost of TLS+SASL), the two are measured as a pair: one small untimed write
-of each first (a Spark session's first ``pyprod-kafka`` write pays 5-7 s of worker start-up,
-which would otherwise fall on whichever ran first), then their rounds interleaved (plain r1,
-secured r1, plain r2, ...) so that drift on the machine hits both alike.  Every other run keeps
-each contender's rounds back to back.
+deleted over PLAINTEXT (``spec.bootstrap``) as for everyone.
+
+``spark-pyprod-eos`` is ``spark-pyprod`` with ``deliveryGuarantee=exactly-once``: each task writes
+in a Kafka transaction of its own, the driver commits them all with the job.  Its topics are
+counted with a read_committed consumer (``count_landed(committed=True)``): the commit markers take
+offsets, so the watermarks would count 8 more than the rows (2 tasks x 4 partitions).
+
+Cost pairs (``benchmarks.contenders.COST_PAIRS``): when a variant runs together with its baseline
+``spark-pyprod`` (the cost of TLS+SASL, of exactly-once), they are measured together: one small
+untimed write of each first (a Spark session's first ``pyprod-kafka`` write pays 5-7 s of worker
+start-up, which would otherwise fall on whichever ran first; the first transactional write also
+waits for the broker to create ``__transaction_state``), then their rounds interleaved (plain r1,
+variant r1 [, other variant r1], plain r2, ...) so that drift on the machine hits all alike.
+Every other run keeps each contender's rounds back to back.
 
 Timing is the wall time of the Spark action (job start to last task done, i.e. every record
 acknowledged: each contender flushes its producer before its task ends).  Memory is sampled
@@ -63,14 +71,17 @@ from benchmarks.common import (
     new_topic,
     proc_rss_bytes,
 )
+from benchmarks.contenders import CONTENDERS, COST_PAIRS, CostPair
 
-WRITES = {"spark-pyprod", "spark-pyprod-sasl-ssl", "spark-jvm-kafka", "spark-mapinarrow-confluent",
-          "spark-foreach-confluent", "spark-foreach-kafka-python"}
+#: the pyprod-kafka sink: plain, over SASL_SSL, exactly-once
+PYPROD = ("spark-pyprod", "spark-pyprod-sasl-ssl", "spark-pyprod-eos")
+WRITES = {*PYPROD, "spark-jvm-kafka", "spark-mapinarrow-confluent", "spark-foreach-confluent",
+          "spark-foreach-kafka-python"}
 #: contenders that run no Python worker of their own (their peak RSS is the JVM's)
 JVM_ONLY = {"spark-jvm-kafka"}
-#: measured as a pair when both run (warm-up writes, interleaved rounds): PLAINTEXT, SASL_SSL
-TLS_PAIR = ("spark-pyprod", "spark-pyprod-sasl-ssl")
-#: rows of each untimed warm-up write of the pair (both DataFrame partitions get some)
+#: the sink options that make spark-pyprod-eos of spark-pyprod
+EOS_OPTIONS = {"deliveryGuarantee": "exactly-once"}
+#: rows of each untimed warm-up write of a cost pair (both DataFrame partitions get some)
 PAIR_WARMUP_ROWS = 20_000
 
 
@@ -354,18 +365,25 @@ def _secured_sink_options(spec: BenchSpec, security: dict) -> dict:
     return options
 
 
+def _pyprod_options(name: str, spec: BenchSpec, security: dict | None = None) -> dict:
+    """The ``pyprod-kafka`` options of ``name`` (one of ``PYPROD``): ``spark-pyprod``'s, over the
+    secured listener, or with ``EOS_OPTIONS``."""
+    if name == "spark-pyprod-sasl-ssl":
+        if not security:
+            raise RuntimeError(f"{name} needs the secured listener's settings (config 'security')")
+        return _secured_sink_options(spec, security)
+    if name == "spark-pyprod-eos":
+        return dict(_sink_options(spec), **EOS_OPTIONS)
+    return _sink_options(spec)
+
+
 def _action(name: str, df, spec: BenchSpec, security: dict | None = None):
     """Run the contender's Spark action; returns the row count Spark itself reports (or None).
     ``security``: the secured listener's bootstrap and options (``spark-pyprod-sasl-ssl``)."""
     from pyspark.sql import functions as F
 
-    if name in ("spark-pyprod", "spark-pyprod-sasl-ssl"):
-        if name == "spark-pyprod":
-            options = _sink_options(spec)
-        else:
-            if not security:
-                raise RuntimeError(f"{name} needs the secured listener's settings (config 'security')")
-            options = _secured_sink_options(spec, security)
+    if name in PYPROD:
+        options = _pyprod_options(name, spec, security)
         w = df.write.format("pyprod-kafka").mode("append")
         for k, v in options.items():
             w = w.option(k, v)
@@ -414,7 +432,14 @@ def _available(name: str, cfg: dict | None = None) -> str | None:
             return why
         if not (cfg or {}).get("security"):
             return "no secured listener (config 'security'): the harness starts one with its own Apache Kafka"
-    if name in ("spark-pyprod", "spark-pyprod-sasl-ssl"):
+    if name == "spark-pyprod-eos":
+        spec = (cfg or {}).get("spec") or {}
+        if not spec.get("idempotence", True):
+            return "exactly-once needs idempotence (drop --no-idempotence)"
+        if spec.get("broker") == "tansu":
+            return ("tansu's read_committed is not right (docs/brokers.md): the count of committed rows "
+                    "could not be checked; use --broker apache")
+    if name in PYPROD:
         try:
             import pyspark_pyprod_kafka  # noqa: F401
         except Exception as e:  # noqa: BLE001
@@ -439,6 +464,8 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
            "topic": spec.topic if writes else None, "status": "ok"}
     if name == "spark-pyprod-sasl-ssl" and security:
         res["listener"] = f"{security.get('listener')} ({security.get('mechanism')})"
+    if name == "spark-pyprod-eos":
+        res["delivery"] = "exactly-once"
     if writes:
         res["topic_ready_s"] = create_topic(spec.bootstrap, spec.topic, spec.partitions)
     landed = ApproxLanded(spec.bootstrap, spec.topic, spec.partitions) if writes else None
@@ -477,7 +504,9 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
     if spark_count is not None:
         res["spark_count"] = int(spark_count)
     if writes:
-        n, how = count_landed(spec.bootstrap, spec.topic, spec.partitions, spec.broker)
+        # transactions: commit markers take offsets; count what read_committed reads
+        n, how = count_landed(spec.bootstrap, spec.topic, spec.partitions, spec.broker,
+                              committed=CONTENDERS[name].transactional)
         res.update(landed=n, verified_by=how)
         if not keep_topic:
             delete_topic(spec.bootstrap, spec.topic, spec.broker_log_dir)
@@ -492,26 +521,48 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
     return res
 
 
-def schedule(names: list[str], rounds: int, pair: bool) -> list[tuple[str, int]]:
-    """``(contender, round)`` in running order: each contender's rounds back to back, except
-    the TLS pair (``pair``), whose rounds alternate where the first of them stands."""
-    out: list[tuple[str, int]] = []
+def active_pairs(names: list[str], skipped=()) -> list[CostPair]:
+    """The cost pairs both of whose contenders run."""
+    return [p for p in COST_PAIRS.values()
+            if all(n in names and n not in skipped for n in (p.baseline, p.contender))]
+
+
+def paired(names: list[str], pairs: list[CostPair]) -> list[list[str]]:
+    """Contenders measured together: each baseline with all its variants that run (baseline
+    first, then the variants in ``names`` order)."""
+    groups: dict[str, list[str]] = {}
+    for p in pairs:
+        groups.setdefault(p.baseline, [p.baseline])
     for name in names:
-        if pair and name == TLS_PAIR[1]:
-            continue  # runs with TLS_PAIR[0]
-        if pair and name == TLS_PAIR[0]:
-            out += [(n, rnd) for rnd in range(1, rounds + 1) for n in TLS_PAIR]
-        else:
-            out += [(name, rnd) for rnd in range(1, rounds + 1)]
+        for p in pairs:
+            if p.contender == name and name not in groups[p.baseline]:
+                groups[p.baseline].append(name)
+    return list(groups.values())
+
+
+def schedule(names: list[str], rounds: int, pairs: list[CostPair] = ()) -> list[tuple[str, int]]:
+    """``(contender, round)`` in running order: each contender's rounds back to back, except the
+    members of cost pairs (``pairs``: those that run), whose rounds alternate (baseline r1,
+    variant r1, [other variant r1,] baseline r2, ...) where the first of them stands."""
+    groups = paired(names, list(pairs))
+    out: list[tuple[str, int]] = []
+    done: set[str] = set()
+    for name in names:
+        if name in done:
+            continue
+        group = next((g for g in groups if name in g), [name])
+        out += [(n, rnd) for rnd in range(1, rounds + 1) for n in group]
+        done.update(group)
     return out
 
 
-def pair_warmup(spark, df, cell_spec: dict, rows: int, security: dict | None) -> float:
-    """One small untimed write of each of the TLS pair (fresh topics, deleted after): starts
-    the data source's Python workers and the secured path's imports before any clock runs."""
+def pair_warmup(spark, df, cell_spec: dict, rows: int, security: dict | None, pairs: list[CostPair]) -> float:
+    """One small untimed write of each contender of the cost pairs (fresh topics, deleted after):
+    starts the data source's Python workers, the secured path's imports, the transactional
+    path's (and the broker's ``__transaction_state``) before any clock runs."""
     t = time.perf_counter()
     small = df.sample(fraction=min(1.0, PAIR_WARMUP_ROWS / max(rows, 1)), seed=7)
-    for name in TLS_PAIR:
+    for name in [n for group in paired(list(CONTENDERS), pairs) for n in group]:
         spec = BenchSpec(**dict(cell_spec, contender=name, topic=new_topic(f"warmup-{name}"), label=f"{name} warm-up"))
         create_topic(spec.bootstrap, spec.topic, spec.partitions)
         try:
@@ -580,10 +631,11 @@ def main(argv=None) -> int:
                     meta["worker_floor_mb"] = round(sampler.worker_peak / MiB, 1)
                     log(f"[spark] warm-up (untimed no-op pass) {meta['warmup_s']}s, fresh worker RSS "
                         f"{meta['worker_floor_mb']} MB")
-            pair = all(n in cfg["contenders"] and n not in skipped for n in TLS_PAIR)
-            if pair and "pair_warmup_s" not in meta:
-                meta["pair_warmup_s"] = pair_warmup(spark, df, cell_spec, cfg["rows"], cfg.get("security"))
-                log(f"[spark] warm-up writes of {' and '.join(TLS_PAIR)} (untimed, ~{fmt_int(PAIR_WARMUP_ROWS)} "
+            pairs = active_pairs(cfg["contenders"], skipped)
+            if pairs and "pair_warmup_s" not in meta:
+                meta["pair_warmup_s"] = pair_warmup(spark, df, cell_spec, cfg["rows"], cfg.get("security"), pairs)
+                together = "; ".join(" and ".join(g) for g in paired(cfg["contenders"], pairs))
+                log(f"[spark] warm-up writes of {together} (untimed, ~{fmt_int(PAIR_WARMUP_ROWS)} "
                     f"rows each) {meta['pair_warmup_s']}s; their rounds alternate")
             where = (f" v{cell['value_size']} p{cell['partitions']}" if len(cells) > 1 else "")
             # A contender's rounds run back to back: Spark stops Python workers that have been
@@ -591,7 +643,7 @@ def main(argv=None) -> int:
             # with cold workers (0.5-1 s of imports per worker) or not, depending on what ran in
             # between.  Back to back, round 1 may pay that start-up and later rounds reuse them.
             for comp in cfg["compressions"]:
-                for name, rnd in schedule(cfg["contenders"], cfg["rounds"], pair):
+                for name, rnd in schedule(cfg["contenders"], cfg["rounds"], pairs):
                     if name in skipped:
                         if rnd == 1:
                             runs.append({"contender": name, "group": "spark", "compression": comp,

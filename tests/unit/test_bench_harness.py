@@ -1,0 +1,208 @@
+"""The benchmark harness's own logic (``benchmarks/``): contender groups, the cost pairs
+(TLS+SASL, exactly-once) and their alternating schedule, the cost lines, and the landed-record
+check -- including, on Apache Kafka, that a topic written in transactions is counted by its
+committed records (commit markers take offsets) and that missing rows still fail the check."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import uuid
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from benchmarks import run  # noqa: E402
+from benchmarks.common import BenchSpec  # noqa: E402
+from benchmarks.contenders import CONTENDERS, COST_PAIRS, GROUPS, resolve  # noqa: E402
+from benchmarks.contenders import spark as spark_contenders  # noqa: E402
+
+EOS, TLS, PLAIN = "spark-pyprod-eos", "spark-pyprod-sasl-ssl", "spark-pyprod"
+
+
+# ------------------------------------------------------------------------ contenders, schedule
+
+
+def test_opt_in_contenders_are_in_no_group_but_resolve_by_name():
+    for group in ("all", "spark"):
+        assert EOS not in GROUPS[group] and TLS not in GROUPS[group]
+        assert PLAIN in GROUPS[group]
+    assert resolve(f"{EOS},{PLAIN}") == [PLAIN, EOS]
+    assert resolve("pyprod-kafka-eos") == [EOS]
+    assert CONTENDERS[EOS].transactional and not CONTENDERS[PLAIN].transactional
+
+
+def test_cost_pairs_share_the_baseline():
+    assert {k: (p.contender, p.baseline) for k, p in COST_PAIRS.items()} == {
+        "tls": (TLS, PLAIN), "exactly-once": (EOS, PLAIN)}
+
+
+def test_schedule_alternates_each_pair_and_keeps_others_back_to_back():
+    names = resolve(f"{PLAIN},{EOS},spark-noop")
+    pairs = spark_contenders.active_pairs(names)
+    assert [p.contender for p in pairs] == [EOS]
+    assert spark_contenders.schedule(names, 3, pairs) == [
+        (PLAIN, 1), (EOS, 1), (PLAIN, 2), (EOS, 2), (PLAIN, 3), (EOS, 3),
+        ("spark-noop", 1), ("spark-noop", 2), ("spark-noop", 3)]
+    # both variants with the one baseline: baseline r1, each variant r1, baseline r2, ...
+    names = resolve(f"{TLS},{EOS},{PLAIN}")
+    pairs = spark_contenders.active_pairs(names)
+    assert spark_contenders.schedule(names, 2, pairs) == [
+        (PLAIN, 1), (TLS, 1), (EOS, 1), (PLAIN, 2), (TLS, 2), (EOS, 2)]
+    # a skipped variant makes no pair: the baseline's rounds run back to back
+    assert spark_contenders.active_pairs(names, skipped={TLS, EOS}) == []
+    assert spark_contenders.schedule(names, 2, []) == [
+        (PLAIN, 1), (PLAIN, 2), (TLS, 1), (TLS, 2), (EOS, 1), (EOS, 2)]
+
+
+def _spec(**kw) -> BenchSpec:
+    return BenchSpec(contender=PLAIN, bootstrap="127.0.0.1:9", broker="apache", topic="t", **kw)
+
+
+def test_eos_options_are_the_plain_ones_plus_exactly_once():
+    spec = _spec(compression="lz4")
+    plain = spark_contenders._pyprod_options(PLAIN, spec)
+    eos = spark_contenders._pyprod_options(EOS, spec)
+    assert eos == dict(plain, deliveryGuarantee="exactly-once")
+
+
+def test_eos_is_skipped_where_it_cannot_be_checked():
+    import dataclasses
+
+    def cfg(**kw):
+        return {"spec": dataclasses.asdict(_spec(**kw))}
+
+    assert "idempotence" in spark_contenders._available(EOS, cfg(idempotence=False))
+    tansu = dataclasses.asdict(_spec())
+    tansu["broker"] = "tansu"
+    assert "read_committed" in spark_contenders._available(EOS, {"spec": tansu})
+
+
+# ---------------------------------------------------------------------------- costs, markdown
+
+
+def _args(compressions=("none",)):
+    return argparse.Namespace(key_size=10, value_size=100, partitions=4, cells=[(100, 4)],
+                              compressions=list(compressions))
+
+
+def _run(name, rnd, rate, cpu=5.0, status="ok", **extra):
+    return {"contender": name, "group": "spark", "compression": "none", "records": 2_000_000,
+            "value_size": 100, "partitions": 4, "status": status, "round": rnd,
+            "elapsed_s": 2_000_000 / rate, "cpu_machine_s": cpu, "cpu_broker_s": 1.0,
+            "landed": 2_000_000, **extra}
+
+
+def _finished(runs):
+    return run.aggregate([run._finish_run(r, _args()) for r in runs], _args())
+
+
+def test_costs_of_both_pairs_with_round_ratios_and_the_eos_target():
+    runs = [_run(PLAIN, 1, 600_000), _run(TLS, 1, 540_000, listener="SASL_SSL (SCRAM-SHA-512)"),
+            _run(EOS, 1, 480_000, delivery="exactly-once"),
+            _run(PLAIN, 2, 500_000), _run(TLS, 2, 500_000, listener="SASL_SSL (SCRAM-SHA-512)"),
+            _run(EOS, 2, 475_000, delivery="exactly-once")]
+    results = _finished(runs)
+    by_pair = {c["pair"]: c for c in run.costs(results)}
+    tls, eos = by_pair["tls"], by_pair["exactly-once"]
+    assert (tls["contender"], tls["baseline"], tls["label"]) == (TLS, PLAIN, "TLS+SASL")
+    assert tls["ratio"] == pytest.approx(540_000 / 600_000)
+    assert tls["round_ratios"] == pytest.approx([0.9, 1.0])
+    assert "target" not in tls
+    assert eos["ratio"] == pytest.approx(480_000 / 600_000)
+    assert eos["round_ratios"] == pytest.approx([0.8, 0.95])
+    assert eos["median_round_ratio"] == pytest.approx(0.875)
+    assert eos["target"] == 0.90 and eos["met"] is False
+    assert eos["detail"] == "deliveryGuarantee=exactly-once"
+
+    doc = {"meta": {"matrix": False}, "results": results, "costs": run.costs(results)}
+    lines = "\n".join(run._cost_lines(doc))
+    assert "**Cost of TLS+SASL** (none; SASL_SSL (SCRAM-SHA-512)" in lines
+    assert f"**Cost of exactly-once** (none; deliveryGuarantee=exactly-once, same broker, same run): `{EOS}`" in lines
+    assert "median 0.88). Target: median ≥ 0.90, **not met**." in lines
+
+
+def test_cost_of_a_failed_variant_says_why():
+    results = _finished([_run(PLAIN, 1, 600_000), _run(EOS, 1, 1, status="error", note="boom")])
+    (eos,) = run.costs(results)
+    assert eos["ratio"] is None and eos["why_none"] == f"{EOS}: error"
+    assert "not measured" in run._cost_lines({"costs": [eos]})[0]
+
+
+def test_an_older_results_json_with_tls_cost_still_renders():
+    legacy = {"secured": TLS, "plaintext": PLAIN, "listener": "SASL_SSL (SCRAM-SHA-512)",
+              "compression": "none", "value_size": 100, "partitions": 4,
+              "secured_rows_per_s": 617_240.0, "plaintext_rows_per_s": 663_563.0,
+              "secured_cpu_machine_s": 6.3, "plaintext_cpu_machine_s": 5.9,
+              "secured_cpu_broker_s": 1.0, "plaintext_cpu_broker_s": 1.1,
+              "ratio": 617_240 / 663_563, "round_ratios": [1.17, 0.93], "median_round_ratio": 1.05}
+    (line,) = run._cost_lines({"tls_cost": [legacy]})[:-1]
+    assert line.startswith(f"**Cost of TLS+SASL** (none; SASL_SSL (SCRAM-SHA-512), same broker, same run): "
+                           f"`{TLS}` / `{PLAIN}` = **0.93** (617,240 vs 663,563 rows/s")
+    assert "median 1.05" in line
+
+
+def test_no_pair_no_costs():
+    assert run.costs(_finished([_run(PLAIN, 1, 600_000)])) == []
+
+
+# --------------------------------------------------------------------------- the count check
+
+
+def test_a_count_short_of_the_rows_written_is_a_mismatch():
+    r = run._finish_run(_run(EOS, 1, 500_000, landed=1_999_992), _args())
+    assert r["status"] == "count-mismatch" and r["verified"] is False
+    assert "1,999,992 landed, 2,000,000 sent" in r["note"]
+    r = run._finish_run(_run(EOS, 1, 500_000, landed=None, verified_by="read_committed: timed out"), _args())
+    assert r["status"] == "unverified"
+
+
+@pytest.mark.broker
+@pytest.mark.transactions
+def test_committed_count_on_apache_kafka(apache_kafka):
+    """Two committed transactions and an aborted one over 4 partitions: the watermarks count
+    markers and aborted records, read_committed counts exactly the committed rows; rows behind an
+    open transaction, or rows never written, make the check fail."""
+    from benchmarks.common import count_committed, count_landed
+    from sparkkafka_sink import Producer
+    from sparkkafka_sink.testing.brokers import create_topics
+
+    bootstrap = apache_kafka.bootstrap_servers
+    topic = f"bench-count-{uuid.uuid4().hex[:8]}"
+    create_topics(bootstrap, {topic: 4}, timeout=30)
+    rows = 5_000
+    with Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex}",
+                   "linger.ms": 5, "max.block.ms": 30000}) as p:
+        p.init_transactions()
+        for txn in range(2):
+            p.begin_transaction()
+            p.send_batch(topic, values=[b"v%d" % i for i in range(rows)], keys=[b"k%d" % i for i in range(rows)])
+            p.commit_transaction()
+        p.begin_transaction()
+        p.send_batch(topic, values=[b"a%d" % i for i in range(300)], keys=[b"k%d" % i for i in range(300)])
+        p.abort_transaction()
+
+        offsets, how = count_landed(bootstrap, topic, 4, "apache")
+        assert how == "ListOffsets" and offsets == 2 * rows + 300 + 3 * 4  # 3 markers per partition
+        n, how = count_landed(bootstrap, topic, 4, "apache", committed=True)
+        assert n == 2 * rows, how
+        assert how.startswith("read_committed (312 of 10,312 offsets")
+        ok = run._finish_run({"contender": EOS, "compression": "none", "records": 2 * rows, "status": "ok",
+                              "elapsed_s": 1.0, "landed": n}, _args())
+        assert ok["status"] == "ok" and ok["verified"]
+        missing = run._finish_run({"contender": EOS, "compression": "none", "records": 2 * rows + 1,
+                                   "status": "ok", "elapsed_s": 1.0, "landed": n}, _args())
+        assert missing["status"] == "count-mismatch"
+
+        # rows of a transaction still open are not counted (and say so)
+        p.begin_transaction()
+        p.send_batch(topic, values=[b"o%d" % i for i in range(100)], keys=[b"k%d" % i for i in range(100)])
+        p.flush()
+        n, how = count_committed(bootstrap, topic, 4, timeout=30, settle_timeout=0.5)
+        assert n == 2 * rows and "open transaction" in how
+        p.commit_transaction()
+    n, how = count_landed(bootstrap, topic, 4, "apache", committed=True)
+    assert n == 2 * rows + 100, how
+    assert count_landed(bootstrap, topic, 4, "tansu", committed=True)[0] is None

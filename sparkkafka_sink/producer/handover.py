@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 #: states of a transaction that still needs an end (Kafka's TransactionState names)
 OPEN_STATES = ("Ongoing",)
+#: ... and of a producer that may still begin one (initialised, nothing written yet)
+OPEN_OR_IDLE_STATES = ("Ongoing", "Empty")
 
 
 class TransactionAdmin(BlockingAdmin):
@@ -82,12 +84,32 @@ class TransactionAdmin(BlockingAdmin):
                 return
             self._backoff_or_raise(error, deadline)
 
-    def open_transactions(self, prefix: str, deadline: float) -> list[tuple[str, int, str]]:
+    def state(self, transactional_id: str, deadline: float) -> str | None:
+        """The coordinator's state of ``transactional_id`` (Kafka's names: Empty, Ongoing,
+        CompleteCommit, ...), or None when the coordinator does not know it."""
+        request = messages.DescribeTransactionsRequest(transactional_ids=[transactional_id])
+        while True:
+            node = self.coordinator(transactional_id, deadline)
+            try:
+                body = self.call(node, request, deadline)
+            except KafkaConnectionError as e:
+                self._backoff_or_raise(e, deadline)
+                continue
+            (answer,) = body.transaction_states
+            error = error_for_code(answer.error_code, f"DescribeTransactions {transactional_id!r}")
+            if error is None:
+                return answer.transaction_state
+            if error.name == "TRANSACTIONAL_ID_NOT_FOUND":
+                return None
+            self._backoff_or_raise(error, deadline)
+
+    def open_transactions(self, prefix: str, deadline: float,
+                          states: tuple[str, ...] = OPEN_STATES) -> list[tuple[str, int, str]]:
         """``(transactional id, producer id, state)`` of every open transaction under ``prefix``.
 
         Each broker lists the transactions it coordinates; when one is down or still loading,
         all are asked again once fresh metadata names the brokers that took over."""
-        request = messages.ListTransactionsRequest(state_filters=list(OPEN_STATES), producer_id_filters=[],
+        request = messages.ListTransactionsRequest(state_filters=list(states), producer_id_filters=[],
                                                    duration_filter=-1)
         fresh = False
         while True:
@@ -105,19 +127,22 @@ class TransactionAdmin(BlockingAdmin):
                 self._backoff_or_raise(e, deadline)
                 fresh = True
 
-    def abort_lingering(self, prefix: str, deadline: float, exclude: Iterable[str] = ()) -> list[str]:
+    def abort_lingering(self, prefix: str, deadline: float, exclude: Iterable[str] = (),
+                        states: tuple[str, ...] = OPEN_STATES) -> list[str]:
         """Abort every open transaction whose id starts with ``prefix`` (except ``exclude``);
-        returns the ids aborted."""
+        returns the ids aborted.  With ``OPEN_OR_IDLE_STATES`` producers initialised but not in a
+        transaction are fenced too: they can never begin one."""
         if not prefix:
             raise KafkaError("abort_lingering needs a non-empty transactional id prefix")
         skip = set(exclude)
         aborted = []
-        for txn_id, _, state in self.open_transactions(prefix, deadline):
+        for txn_id, _, state in self.open_transactions(prefix, deadline, states):
             if txn_id in skip:
                 continue
-            log.info("aborting lingering transaction %r (%s)", txn_id, state)
+            log.info("fencing %r (%s)", txn_id, state)
             self.fence(txn_id, deadline)
-            aborted.append(txn_id)
+            if state in OPEN_STATES:
+                aborted.append(txn_id)
         return aborted
 
 

@@ -367,6 +367,10 @@ class Sender(threading.Thread):
         if getattr(error, "name", "") in _SPLIT_ON and batch.record_count > 1:
             self._split(batch, error)
             return
+        if self.transactions is not None and self.transactions.is_fencing(error):
+            # a newer producer took the transactional id over: no retry can succeed
+            self._fail_batch(batch, self.transactions.fenced(error), now)
+            return
         retriable = getattr(error, "retriable", False) and not getattr(error, "resend_cannot_help", False)
         idem = self.idempotence
         if idem is not None and getattr(error, "producer_state_lost", False):

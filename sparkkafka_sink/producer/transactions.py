@@ -341,6 +341,19 @@ class TransactionManager(IdempotenceManager):
         step[1].set()
         return "done"
 
+    @staticmethod
+    def is_fencing(error: BaseException) -> bool:
+        """The broker says a newer producer owns the transactional id."""
+        return isinstance(error, (ProducerFencedBrokerError, InvalidProducerEpochError))
+
+    def fenced(self, error: BaseException) -> KafkaError:
+        """Make the producer unusable (fatal), and return the error its sends fail with."""
+        if self.fatal_error is None:
+            self.fail_fatally(ProducerFencedError(
+                f"Producer with transactional id {self.transactional_id!r} was fenced: another producer with "
+                f"the same id took over ({error}); close this producer"))
+        return self.fatal_error
+
     def _classify(self, error: BaseException) -> str:
         if isinstance(error, InvalidTransactionTimeoutError):
             self.fail_fatally(KafkaError(
@@ -348,10 +361,8 @@ class TransactionManager(IdempotenceManager):
                 "(their transaction.max.timeout.ms, 900000 by default): lower transaction.timeout.ms "
                 "(Spark: kafka.transaction.timeout.ms) or raise the brokers' transaction.max.timeout.ms"))
             return "fatal"
-        if isinstance(error, (ProducerFencedBrokerError, InvalidProducerEpochError)):
-            self.fail_fatally(ProducerFencedError(
-                f"Producer with transactional id {self.transactional_id!r} was fenced: another producer with "
-                f"the same id took over ({error}); close this producer"))
+        if self.is_fencing(error):
+            self.fenced(error)
             return "fatal"
         if isinstance(error, TransactionalIdAuthorizationFailedError) or not error.retriable and not _moved(error) \
                 and not _concurrent(error):

@@ -92,6 +92,17 @@ class SinkOptions:
     def exactly_once(self) -> bool:
         return self.transactional_id_prefix is not None
 
+    def write_id(self, batch_id: int | None = None) -> str:
+        """What the transactional ids of one write (one micro-batch when streaming) start with:
+        the prefix, this run and the micro-batch."""
+        run = f"-r{self.run_id}" if self.run_id else ""
+        return f"{self.transactional_id_prefix}{run}" + (f"-b{batch_id}" if batch_id is not None else "")
+
+    def closed_marker(self, batch_id: int | None = None) -> str:
+        """The transactional id the driver creates when it ends a write: a task attempt that
+        finds it (a losing copy, a task of a failed job) writes nothing."""
+        return self.write_id(batch_id) + "-closed"
+
     def __repr__(self) -> str:  # secrets (sasl.jaas.config, passwords, keys) never shown
         return (f"SinkOptions(bootstrap_servers={self.bootstrap_servers!r}, topic={self.topic!r}, "
                 f"producer_config={redact(self.producer_config)!r}, coalesce_bytes={self.coalesce_bytes}, "
@@ -161,7 +172,7 @@ def parse_options(options: Mapping[str, str], *, check_producer_config: bool = T
                        coalesce_bytes=_coalesce_bytes(lowered.get(COALESCE_OPTION)),
                        transactional_id_prefix=prefix,
                        **(_streaming_commit_log(lowered, prefix) if prefix and (streaming or _batch_id(lowered) is not None)
-                          else {}),
+                          else {"run_id": _run_id()} if prefix else {}),
                        batch_id=_batch_id(lowered) if prefix else None,
                        cluster_check_timeout_ms=_whole_ms(lowered, CLUSTER_CHECK_OPTION, "clusterCheckTimeoutMs",
                                                           DEFAULT_CLUSTER_CHECK_TIMEOUT_MS, 600_000,
@@ -241,7 +252,15 @@ def _streaming_commit_log(lowered: Mapping[str, str], prefix: str) -> dict:
         raise SinkValidationError(
             f"deliveryGuarantee=exactly-once on writeStream needs a checkpointLocation on a local or mounted "
             f"file system (the sink writes its commit records there with plain file operations), got {location!r}")
-    return {"run_id": uuid.uuid4().hex[:8], "commit_log_dir": os.path.join(os.path.abspath(path), "pyprod-kafka")}
+    return {"run_id": _run_id(), "commit_log_dir": os.path.join(os.path.abspath(path), "pyprod-kafka")}
+
+
+def _run_id() -> str:
+    """One write (or streaming run): its transactional ids and closed marker are its own even
+    when the prefix repeats."""
+    import uuid
+
+    return uuid.uuid4().hex[:8]
 
 
 def _exactly_once(lowered: Mapping[str, str], config: dict, streaming: bool = False) -> str | None:

@@ -21,10 +21,6 @@ from sparkkafka_sink.spark.options import SinkOptions
 
 #: bound of each coordinator call from the driver (retries included)
 _END_TIMEOUT_S = 120.0
-#: how long the driver keeps looking for transactions begun by tasks Spark is still killing
-#: (spark.python.task.killTimeout is 2 s by default), and how often
-KILLED_TASKS_GRACE_S = 8.0
-_SWEEP_INTERVAL_S = 1.0
 
 
 class TransactionCommitError(KafkaError):
@@ -33,11 +29,21 @@ class TransactionCommitError(KafkaError):
 
 class _DriverTransactions:
     """One coordinator client (one set of connections) for a whole driver commit or abort;
-    each call bounded by ``_END_TIMEOUT_S``, retries included."""
+    each call bounded by ``_END_TIMEOUT_S``, retries included.
 
-    def __init__(self, options: SinkOptions):
+    First the write is closed: its closed marker (a transactional id) is created, so a task
+    attempt that starts from now on (a losing speculative copy, a task of a failed job that
+    Spark is still killing) sees it and writes nothing.  Then, once the winners are committed,
+    the others are fenced: every open transaction under the prefix, and every producer of this
+    write initialised but not yet in a transaction -- an attempt that looked for the marker too
+    early can then never commit, nor leave a transaction open."""
+
+    def __init__(self, options: SinkOptions, batch_id: int | None = None):
         self.prefix = options.transactional_id_prefix
+        #: this write's task attempts' ids start with it (not its marker, nor other writes')
+        self.tasks_prefix = options.write_id(batch_id) + "-p"
         self.admin = TransactionAdmin(options.producer_config)
+        self.admin.fence(options.closed_marker(batch_id), time.monotonic() + _END_TIMEOUT_S)
 
     def __enter__(self) -> "_DriverTransactions":
         return self
@@ -48,16 +54,12 @@ class _DriverTransactions:
     def end(self, prepared: PreparedTransaction, commit: bool) -> None:
         self.admin.end(prepared, commit, time.monotonic() + _END_TIMEOUT_S)
 
-    def abort_others(self, keep: list[str], grace_s: float = 0.0) -> list[str]:
-        """Abort every open transaction of the write except ``keep``; with ``grace_s``, look
-        again every second for that long: a task Spark is killing (the job failed, or another
-        attempt won) may still begin its transaction after the first look, until its Python
-        worker is stopped (``spark.python.task.killTimeout``, 2 s by default)."""
-        aborted = self.admin.abort_lingering(self.prefix, time.monotonic() + _END_TIMEOUT_S, keep)
-        until = time.monotonic() + grace_s
-        while time.monotonic() < until:
-            time.sleep(min(_SWEEP_INTERVAL_S, max(until - time.monotonic(), 0.0)))
-            aborted += self.admin.abort_lingering(self.prefix, time.monotonic() + _END_TIMEOUT_S, keep)
+    def abort_others(self, keep: list[str]) -> list[str]:
+        """Abort every open transaction under the prefix except ``keep``, and fence this write's
+        idle producers; returns the ids whose transaction was aborted."""
+        deadline = time.monotonic() + _END_TIMEOUT_S
+        aborted = self.admin.abort_lingering(self.prefix, deadline, keep)
+        self.admin.abort_lingering(self.tasks_prefix, deadline, keep, states=("Empty",))
         return aborted
 
 
@@ -98,27 +100,24 @@ def commit_all(messages, options: SinkOptions) -> str:
         if failed:
             visible = ", ".join(f"task of partition {m.partition_id}: {_partitions(p)}" for m, p in done) or "none"
             lost = "; ".join(f"partition {m.partition_id} ({_partitions(p)}): {e}" for m, p, e in failed)
-            txns.abort_others(keep=[], grace_s=KILLED_TASKS_GRACE_S)
+            txns.abort_others(keep=[])
             raise TransactionCommitError(
                 f"pyprod-kafka: exactly-once commit failed for {len(failed)} of {len(failed) + len(done)} tasks; "
                 f"their rows are NOT visible: {lost}. Committed and visible: {visible}")
-        keep = [p.transactional_id for _, p in done]
-        aborted = txns.abort_others(keep)
-        if aborted:  # other attempts ran (retried, speculative): one may still be winding down
-            aborted += txns.abort_others(keep, grace_s=KILLED_TASKS_GRACE_S)
+        aborted = txns.abort_others(keep=[p.transactional_id for _, p in done])
     return (f"{len(done)} transactions committed under {options.transactional_id_prefix!r}"
             + (f", {len(aborted)} left by failed or losing attempts aborted" if aborted else ""))
 
 
-def abort_all(messages, options: SinkOptions) -> str:
+def abort_all(messages, options: SinkOptions, batch_id: int | None = None) -> str:
     errors = []
-    with _DriverTransactions(options) as txns:
+    with _DriverTransactions(options, batch_id) as txns:
         for _, prepared in _prepared(messages):
             try:
                 txns.end(prepared, False)
             except KafkaError as e:
                 errors.append(f"{prepared.transactional_id}: {e}")
-        aborted = txns.abort_others(keep=[], grace_s=KILLED_TASKS_GRACE_S)
+        aborted = txns.abort_others(keep=[])
     text = f"every transaction under {options.transactional_id_prefix!r} aborted ({len(aborted)} lingering)"
     if errors:
         text += "; could not abort (the coordinator aborts them after transaction.timeout.ms): " + "; ".join(errors)
@@ -204,7 +203,7 @@ def commit_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
     _pause_point("before", batch_id)
     log = MicroBatchLog(options.commit_log_dir)
     new = [p for _, p in _prepared(messages)]
-    with _DriverTransactions(options) as txns:
+    with _DriverTransactions(options, batch_id) as txns:
         if log.done(batch_id):
             for p in new:
                 txns.end(p, False)
@@ -241,8 +240,8 @@ def abort_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
     log = MicroBatchLog(options.commit_log_dir)
     if log.done(batch_id) or log.intent(batch_id) is not None:
         # decided before: only this attempt's new transactions go
-        with _DriverTransactions(options) as txns:
+        with _DriverTransactions(options, batch_id) as txns:
             for _, p in _prepared(messages):
                 txns.end(p, False)
         return f"micro-batch {batch_id}: this attempt's transactions aborted (the batch was committed before)"
-    return abort_all(messages, options)
+    return abort_all(messages, options, batch_id)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
@@ -36,6 +35,8 @@ from sparkkafka_sink.spark.validation import PREFIX, ColumnLayout
 # Slack on top of delivery.timeout.ms for the final flush: by then the producer
 # must have failed every record it could not deliver.
 _FLUSH_MARGIN_S = 15.0
+#: bound of an exactly-once task's look for its write's closed marker
+_MARKER_CHECK_S = 30.0
 _CLOSE_AFTER_FAILURE_S = 2.0
 
 
@@ -117,6 +118,7 @@ def run_write_task(
                 created = 0 if reused else 1
                 if plan.options.exactly_once:
                     producer.init_transactions()
+                    _check_write_open(config, options, task)
                     producer.begin_transaction()
             try:
                 send_arrow_batch(producer, batch, plan.layout, plan.options.topic, rows_seen, tracker, dead_letters)
@@ -369,19 +371,40 @@ def _task_config(options: SinkOptions, task: TaskInfo, pooled: bool = False) -> 
                       else f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
     if options.exactly_once:
         # one id per task attempt: attempts never fence each other, the driver commits the winner's
-        if options.batch_id is not None:  # foreachBatch: the batch id the user passed
-            task = dataclasses.replace(task, micro_batch=(None, options.batch_id))
-        config["transactional.id"] = transactional_id(options.transactional_id_prefix, options.run_id, task)
+        config["transactional.id"] = transactional_id(options, task)
     for key in _FILE_OPTIONS:
         if config.get(key):
             config[key] = _local_file(config[key])
     return config
 
 
-def transactional_id(prefix: str, run_id: str, task: TaskInfo) -> str:
-    run = f"-r{run_id}" if run_id else ""
-    where = f"-b{task.micro_batch[1]}" if task.micro_batch else ""
-    return f"{prefix}{run}{where}-p{task.partition}-t{task.attempt_id}"
+def transactional_id(options: SinkOptions, task: TaskInfo) -> str:
+    return f"{options.write_id(_micro_batch_id(options, task))}-p{task.partition}-t{task.attempt_id}"
+
+
+def _micro_batch_id(options: SinkOptions, task: TaskInfo) -> Optional[int]:
+    if options.batch_id is not None:  # foreachBatch: the batch id the user passed
+        return options.batch_id
+    return task.micro_batch[1] if task.micro_batch else None
+
+
+def _check_write_open(config: dict, options: SinkOptions, task: TaskInfo) -> None:
+    """Exactly-once: refuse to write once the driver ended the write (its closed marker exists).
+
+    The driver creates the marker before it sweeps the write's transactions, fencing every
+    producer initialised under the prefix; this attempt initialised its producer before looking.
+    So either it looked too early and the sweep fences it, or it sees the marker here: a losing
+    speculative copy or a task of a failed job never leaves a transaction open."""
+    import time
+
+    from sparkkafka_sink.producer.handover import TransactionAdmin
+
+    marker = options.closed_marker(_micro_batch_id(options, task))
+    with TransactionAdmin(config) as admin:
+        if admin.state(marker, time.monotonic() + _MARKER_CHECK_S) is not None:
+            raise SinkWriteError(
+                f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt}): the driver "
+                "already ended this write (another attempt won, or the job failed): this attempt writes nothing")
 
 
 def _local_file(path: str) -> str:

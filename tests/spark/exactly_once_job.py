@@ -189,7 +189,7 @@ def slow_until_copied(markers: str, bootstrap: str, prefix: str):
             yield from batches
             return
         attempt = ctx.attemptNumber()
-        own = f"{prefix}-p1-t{ctx.taskAttemptId()}"  # the sink's transactional id for this attempt
+        own = f"-p1-t{ctx.taskAttemptId()}"  # how the sink's transactional id of this attempt ends
         mark(markers, f"spec-p1-a{attempt}-start")
         for i, batch in enumerate(batches):
             if attempt == 0 and i == 3:  # three batches went to the sink
@@ -205,15 +205,16 @@ def slow_until_copied(markers: str, bootstrap: str, prefix: str):
     return udf
 
 
-def wait_for_transaction(bootstrap: str, prefix: str, transactional_id: str) -> None:
-    """Until the transaction of ``transactional_id`` is open on its coordinator: the sink sent rows in it."""
+def wait_for_transaction(bootstrap: str, prefix: str, id_suffix: str) -> None:
+    """Until the transaction whose id (under ``prefix``: the write's run id comes between) ends
+    with ``id_suffix`` is open on its coordinator: the sink sent rows in it."""
     from sparkkafka_sink.producer.handover import TransactionAdmin
 
     with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
         def is_open() -> bool:
-            return transactional_id in [t for t, _, _ in admin.open_transactions(prefix, time.monotonic() + 30)]
+            return any(t.endswith(id_suffix) for t, _, _ in admin.open_transactions(prefix, time.monotonic() + 30))
 
-        wait_until(is_open, f"transaction {transactional_id} is open")
+        wait_until(is_open, f"transaction {prefix}…{id_suffix} is open")
 
 
 # -- the kill: a pyprod-kafka writer whose Python worker dies mid-write ---------------------------

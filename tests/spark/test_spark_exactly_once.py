@@ -98,9 +98,9 @@ def test_failed_job_leaves_nothing_visible_and_nothing_hanging(apache_kafka, bat
     assert consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed", timeout=30) == []
     assert len(consume_all(apache_kafka.bootstrap_servers, topic)) > 0, "nothing was written: the test did not bite"
     # nothing hanging: read_committed ending above does not show it (it stops at the last stable
-    # offset, which an open transaction holds back); the coordinator's list does.  Tasks of other
-    # partitions, killed as the job failed, may begin theirs after the driver's first sweep: the
-    # driver sweeps again for KILLED_TASKS_GRACE_S (without that, 1 such job in 8 left one open)
+    # offset, which an open transaction holds back); the coordinator's list does.  A task of
+    # another partition that Spark was still killing when the driver aborted either saw the
+    # write's closed marker and wrote nothing, or was fenced by the driver's sweep
     assert open_transactions(apache_kafka.bootstrap_servers, f"{topic}-txn") == []
 
 

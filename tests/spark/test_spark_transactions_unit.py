@@ -14,7 +14,7 @@ from sparkkafka_sink.spark.options import SinkOptions
 
 @pytest.fixture
 def calls(monkeypatch):
-    log = {"end": [], "lingering": [], "admins": 0, "closed": 0}
+    log = {"end": [], "lingering": [], "admins": 0, "closed": 0, "fenced": [], "order": []}
 
     class Admin:
         """The coordinator client the driver uses, recording instead of asking a broker."""
@@ -25,17 +25,22 @@ def calls(monkeypatch):
         def close(self):
             log["closed"] += 1
 
+        def fence(self, transactional_id, deadline, timeout_ms=60000):
+            log["fenced"].append(transactional_id)
+            log["order"].append("close")
+
         def end(self, prepared, commit, deadline):
             if prepared.transactional_id.endswith("broken"):
                 raise T.KafkaError("coordinator says no")
             log["end"].append((prepared.transactional_id, commit))
+            log["order"].append("end")
 
-        def abort_lingering(self, prefix, deadline, exclude=()):
-            log["lingering"].append((prefix, sorted(exclude)))
+        def abort_lingering(self, prefix, deadline, exclude=(), states=("Ongoing",)):
+            log["lingering"].append((prefix, sorted(exclude), tuple(states)))
+            log["order"].append("sweep")
             return []
 
     monkeypatch.setattr(T, "TransactionAdmin", Admin)
-    monkeypatch.setattr(T, "KILLED_TASKS_GRACE_S", 0.0)  # (the grace sweeps: their own test)
     return log
 
 
@@ -51,7 +56,12 @@ def options(tmp_path) -> SinkOptions:
 def test_batch_commit_commits_the_kept_attempts_and_aborts_the_rest(calls, tmp_path):
     text = T.commit_all([message(0, "q-p0-t1"), message(1, "q-p1-t5"), None, message(2, None)], options(tmp_path))
     assert calls["end"] == [("q-p0-t1", True), ("q-p1-t5", True)]
-    assert calls["lingering"] == [("q", ["q-p0-t1", "q-p1-t5"])]
+    # the write is closed first (its marker), the winners committed, then the others fenced:
+    # open transactions under the prefix, and this write's producers not yet in one
+    assert calls["fenced"] == ["q-rrun1-closed"]
+    assert calls["lingering"] == [("q", ["q-p0-t1", "q-p1-t5"], ("Ongoing",)),
+                                  ("q-rrun1-p", ["q-p0-t1", "q-p1-t5"], ("Empty",))]
+    assert calls["order"] == ["close", "end", "end", "sweep", "sweep"]
     assert "2 transactions committed" in text
     assert calls["admins"] == calls["closed"] == 1  # one set of connections for the whole commit
 
@@ -89,26 +99,8 @@ def test_micro_batch_abort_keeps_a_decided_batch(calls, tmp_path):
     assert calls["end"] == [("q-b5-new", False)] and calls["lingering"] == []
 
 
-def test_abort_keeps_looking_for_transactions_begun_by_tasks_being_killed(calls, monkeypatch, tmp_path):
-    """A task of another partition may begin its transaction after the first sweep (Spark is still
-    killing it): the driver sweeps again for a grace period and aborts it too."""
-    late = iter([[], ["q-p3-t9"], []])  # the second look finds it
 
-    class Admin:
-        def __init__(self, config):
-            pass
-
-        def close(self):
-            pass
-
-        def end(self, prepared, commit, deadline):
-            pass
-
-        def abort_lingering(self, prefix, deadline, exclude=()):
-            return next(late, [])
-
-    monkeypatch.setattr(T, "TransactionAdmin", Admin)
-    monkeypatch.setattr(T, "KILLED_TASKS_GRACE_S", 0.25)
-    monkeypatch.setattr(T, "_SWEEP_INTERVAL_S", 0.1)
-    text = T.abort_all([message(0, "q-p0-t1")], options(tmp_path))
-    assert "(1 lingering)" in text
+def test_micro_batches_close_their_own_write(calls, tmp_path):
+    T.abort_micro_batch([message(0, "q-rrun1-b7-p0-t3")], 7, options(tmp_path))
+    assert calls["fenced"] == ["q-rrun1-b7-closed"]
+    assert calls["lingering"][-1] == ("q-rrun1-b7-p", [], ("Empty",))

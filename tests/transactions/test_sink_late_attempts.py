@@ -1,0 +1,94 @@
+"""A write task attempt that starts after the driver ended its write -- a losing speculative copy
+or a task of a failed job that Spark is still killing -- must not leave a transaction open
+(read_committed readers would wait transaction.timeout.ms, 15 minutes).  The write task and the
+driver's commit run here without Spark, against Apache Kafka, in the two orders that matter:
+the late attempt starts after the driver closed the write (it sees the marker and writes
+nothing), or it initialised its producer just before (the driver's sweep fences it)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from kafka_helpers import consume_all
+from sparkkafka_sink.producer.handover import TransactionAdmin
+from sparkkafka_sink.spark import transactions
+from sparkkafka_sink.spark.commit import TaskCommitMessage
+from sparkkafka_sink.spark.options import parse_options
+from sparkkafka_sink.spark.validation import ColumnLayout
+from sparkkafka_sink.spark.write_task import SinkWriteError, TaskInfo, WritePlan, run_write_task, transactional_id
+from sparkkafka_sink.testing.brokers import create_topics
+
+pytestmark = [pytest.mark.broker, pytest.mark.transactions]
+
+
+def rows(start: int, n: int):
+    return [pa.record_batch({"value": pa.array([str(i) for i in range(start, start + n)])})]
+
+
+@pytest.fixture
+def write(apache_kafka):
+    topic = f"late-{uuid.uuid4().hex[:8]}"
+    create_topics(apache_kafka.bootstrap_servers, {topic: 1})
+    options = parse_options({"kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "topic": topic,
+                             "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": f"{topic}-txn"})
+    return topic, WritePlan(options, ColumnLayout("value"))
+
+
+def open_transactions(bootstrap, prefix):
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
+        return admin.open_transactions(prefix, time.monotonic() + 30)
+
+
+def test_an_attempt_starting_after_the_commit_writes_nothing(apache_kafka, write):
+    topic, plan = write
+    winner = run_write_task(iter(rows(0, 100)), plan, task=TaskInfo(0, 1, 0, attempt_id=11))
+    transactions.commit_all([winner], plan.options)
+    with pytest.raises(SinkWriteError, match="the driver already ended this write"):
+        run_write_task(iter(rows(1000, 100)), plan, task=TaskInfo(0, 1, 1, attempt_id=12))
+    assert open_transactions(apache_kafka.bootstrap_servers, plan.options.transactional_id_prefix) == []
+    got = consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed", timeout=30)
+    assert sorted(int(r.value) for r in got) == list(range(100))
+
+
+def test_an_attempt_initialised_before_the_commit_is_fenced(apache_kafka, write):
+    """The late attempt's producer was initialised (and found no marker) just before the driver
+    closed the write; it sends afterwards: the sweep fenced it, so it fails and nothing stays open."""
+    topic, plan = write
+    winner = run_write_task(iter(rows(0, 100)), plan, task=TaskInfo(0, 1, 0, attempt_id=21))
+    late_task = TaskInfo(0, 1, 1, attempt_id=22)
+
+    def commit_after_init(config):
+        from sparkkafka_sink import Producer
+
+        producer = Producer(config)
+        real_init = producer.init_transactions
+
+        def init_then_commit(timeout=None):
+            real_init(timeout)
+            assert config["transactional.id"] == transactional_id(plan.options, late_task)
+            transactions.commit_all([winner], plan.options)  # the driver ends the write right now
+
+        producer.init_transactions = init_then_commit
+        return producer
+
+    # the marker check comes after init_transactions: it sees the marker too, so force the
+    # other order by checking before the driver acts (as a slow attempt would have)
+    import sparkkafka_sink.spark.write_task as write_task
+
+    checked = []
+    real_check = write_task._check_write_open
+    write_task._check_write_open = lambda *a: checked.append(a)  # looked too early: saw nothing
+    try:
+        with pytest.raises(SinkWriteError) as info:
+            run_write_task(iter(rows(1000, 100)), plan, producer_factory=commit_after_init, task=late_task)
+    finally:
+        write_task._check_write_open = real_check
+    assert checked and "was fenced" in str(info.value)
+    assert open_transactions(apache_kafka.bootstrap_servers, plan.options.transactional_id_prefix) == []
+    got = consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed", timeout=30)
+    assert sorted(int(r.value) for r in got) == list(range(100))
+    assert isinstance(winner, TaskCommitMessage)

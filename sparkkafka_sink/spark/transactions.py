@@ -43,7 +43,11 @@ class _DriverTransactions:
         #: this write's task attempts' ids start with it (not its marker, nor other writes')
         self.tasks_prefix = options.write_id(batch_id) + "-p"
         self.admin = TransactionAdmin(options.producer_config)
-        self.admin.fence(options.closed_marker(batch_id), time.monotonic() + _END_TIMEOUT_S)
+        try:
+            self.admin.fence(options.closed_marker(batch_id), time.monotonic() + _END_TIMEOUT_S)
+        except BaseException:
+            self.admin.close()
+            raise
 
     def __enter__(self) -> "_DriverTransactions":
         return self

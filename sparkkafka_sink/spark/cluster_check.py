@@ -43,9 +43,10 @@ def check_cluster(options: SinkOptions) -> None:
         raise SinkValidationError(f"the cluster at {where} refused this client: {e} "
                                   "(check the kafka.security.protocol, kafka.sasl.* and kafka.ssl.* options)") from None
     except KafkaTimeoutError as e:
+        writing = f" (writing to topic {options.topic!r})" if options.topic else ""
         raise SinkValidationError(
-            f"no Kafka broker answered at {where} within {timeout_ms / 1000:g} s ({e}); is the address "
-            "right and reachable from the driver? (option clusterCheckTimeoutMs bounds this check; 0 skips it)"
-        ) from None
+            f"no Kafka broker answered at {where} within {timeout_ms / 1000:g} s{writing} ({e}); is the "
+            "address right and reachable from the driver? (option clusterCheckTimeoutMs bounds this check; "
+            "0 skips it)") from None
     except KafkaError as e:
         raise SinkValidationError(f"the cluster check at {where} failed: {e}") from None

@@ -50,18 +50,25 @@ class TransactionAdmin(BlockingAdmin):
             self._backoff_or_raise(error_for_code(answer.error_code, f"FindCoordinator {transactional_id!r}"),
                                    deadline)
 
+    def ask_coordinator(self, transactional_id: str, request: Any, deadline: float,
+                        max_version: int | None = None) -> Any:
+        """``request``'s answer from the coordinator of ``transactional_id``, looked up again
+        whenever the connection to it is lost (it moved, or its broker died)."""
+        while True:
+            node = self.coordinator(transactional_id, deadline)
+            try:
+                return self.call(node, request, deadline, max_version)
+            except KafkaConnectionError as e:
+                self._backoff_or_raise(e, deadline)
+
     # -- transactions ----------------------------------------------------------------------------
     def end(self, prepared: PreparedTransaction, commit: bool, deadline: float) -> None:
         request = messages.EndTxnRequest(transactional_id=prepared.transactional_id,
                                          producer_id=prepared.producer_id,
                                          producer_epoch=prepared.producer_epoch, committed=commit)
         while True:
-            node = self.coordinator(prepared.transactional_id, deadline)
-            try:
-                body = self.call(node, request, deadline, prepared.max_version(request.API_KEY))
-            except KafkaConnectionError as e:  # the coordinator went: ask again who it is
-                self._backoff_or_raise(e, deadline)
-                continue
+            body = self.ask_coordinator(prepared.transactional_id, request, deadline,
+                                        prepared.max_version(request.API_KEY))
             error = error_for_code(body.error_code, f"EndTxn({'commit' if commit else 'abort'}) of "
                                                     f"{prepared.transactional_id!r}")
             if error is None:
@@ -73,12 +80,7 @@ class TransactionAdmin(BlockingAdmin):
         request = messages.InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=timeout_ms,
                                                  producer_id=-1, producer_epoch=-1)
         while True:
-            node = self.coordinator(transactional_id, deadline)
-            try:
-                body = self.call(node, request, deadline)
-            except KafkaConnectionError as e:
-                self._backoff_or_raise(e, deadline)
-                continue
+            body = self.ask_coordinator(transactional_id, request, deadline)
             error = error_for_code(body.error_code, f"InitProducerId {transactional_id!r}")
             if error is None:
                 return
@@ -89,13 +91,7 @@ class TransactionAdmin(BlockingAdmin):
         CompleteCommit, ...), or None when the coordinator does not know it."""
         request = messages.DescribeTransactionsRequest(transactional_ids=[transactional_id])
         while True:
-            node = self.coordinator(transactional_id, deadline)
-            try:
-                body = self.call(node, request, deadline)
-            except KafkaConnectionError as e:
-                self._backoff_or_raise(e, deadline)
-                continue
-            (answer,) = body.transaction_states
+            (answer,) = self.ask_coordinator(transactional_id, request, deadline).transaction_states
             error = error_for_code(answer.error_code, f"DescribeTransactions {transactional_id!r}")
             if error is None:
                 return answer.transaction_state

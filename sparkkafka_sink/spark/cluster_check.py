@@ -15,7 +15,7 @@ import time
 
 from sparkkafka_sink.errors import AuthenticationError, KafkaError, KafkaTimeoutError, SslError
 from sparkkafka_sink.producer.admin import BlockingAdmin, TopicCheckError
-from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.options import SinkOptions, tls_files_here
 from sparkkafka_sink.spark.validation import SinkValidationError
 
 
@@ -25,6 +25,8 @@ def check_cluster(options: SinkOptions) -> None:
     if not timeout_ms:
         return
     config = options.producer_config
+    if not tls_files_here(config):
+        return  # TLS files shipped to the executors only (--files): the tasks will say
     deadline = time.monotonic() + timeout_ms / 1000
     auto_create = str(config.get("allow.auto.create.topics", "true")).strip().lower() == "true"
     where = f"kafka.bootstrap.servers={options.bootstrap_servers}"

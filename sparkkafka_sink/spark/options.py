@@ -337,19 +337,25 @@ def _check_producer_config(config: dict) -> None:
         ) from exc
 
 
-def _check_security(config) -> None:
-    """SASL settings in full; TLS files only when they exist here on the driver (on a cluster
-    they may be shipped to the executors only, with --files)."""
+def tls_files_here(config) -> bool:
+    """The TLS files the producer options name exist here on the driver (on a cluster they may
+    be shipped to the executors only, with --files or addFile, and named by their base name):
+    only then can the driver check them, or connect as the tasks will."""
     import os
 
+    return all(os.path.exists(str(config[k])) for k in ("ssl.truststore.location", "ssl.keystore.location")
+               if config.get(k))
+
+
+def _check_security(config) -> None:
+    """SASL settings in full; TLS files only when they exist here on the driver."""
     from sparkkafka_sink.network.sasl import sasl_settings
     from sparkkafka_sink.network.ssl_context import build_ssl_context
 
     settings = sasl_settings(config)
     if settings is not None:
         settings.close()
-    files = [config[k] for k in ("ssl.truststore.location", "ssl.keystore.location") if config[k]]
-    if all(os.path.exists(f) for f in files):
+    if tls_files_here(config):
         build_ssl_context(config)
 
 

@@ -79,8 +79,12 @@ def check_transaction_timeout(options: SinkOptions, timeout_s: float = 15.0) -> 
     from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
     from sparkkafka_sink.spark.validation import SinkValidationError
 
+    from sparkkafka_sink.spark.options import tls_files_here
+
     config = options.producer_config
     timeout_ms = int(config.get("transaction.timeout.ms", 60000))
+    if not tls_files_here(config):
+        return  # TLS files shipped to the executors only: the tasks' InitProducerId will say
     try:
         with TransactionAdmin(config) as admin:
             admin.fence(f"{options.transactional_id_prefix}-probe", time.monotonic() + timeout_s, timeout_ms)

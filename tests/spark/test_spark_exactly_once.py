@@ -82,6 +82,16 @@ def values(records):
     return [int(r.value) for r in records]
 
 
+def assert_rows_once_losers_aborted(bootstrap: str, topic: str, uncommitted_at_least: int, bite: str) -> None:
+    """read_committed shows exactly rows 0..ROWS-1; read_uncommitted at least
+    ``uncommitted_at_least`` (the losing attempts' rows exist: the test bites); nothing is open."""
+    committed = values(consume_all(bootstrap, topic, ROWS, isolation_level="read_committed"))
+    assert sorted(committed) == list(range(ROWS)), "not exactly the rows (lost or duplicated)"
+    everything = values(consume_all(bootstrap, topic, uncommitted_at_least))
+    assert len(everything) >= uncommitted_at_least, bite
+    assert open_transactions(bootstrap, f"{topic}-txn") == []
+
+
 def test_task_failing_after_partial_send_is_retried_and_written_once(apache_kafka, batch_jobs):
     topic, out = batch_jobs["raise"]
     assert f"JOB OK {topic}" in out, out[-3000:]
@@ -114,11 +124,8 @@ def test_python_worker_killed_mid_write_is_retried_on_another_executor(apache_ka
     killed, retried = executors(job_dir, "kill-p1-a0-flushed"), executors(job_dir, "kill-p1-a1-start")
     assert len(killed) == 1 and len(retried) == 1 and killed != retried, f"killed on {killed}, retried on {retried}"
     assert f"4 transactions committed under '{topic}-txn', 1 left by failed or losing attempts aborted" in out, out[-3000:]
-    committed = values(consume_all(bootstrap, topic, ROWS, isolation_level="read_committed"))
-    assert sorted(committed) == list(range(ROWS)), "not exactly the rows (lost or duplicated)"
-    everything = values(consume_all(bootstrap, topic, ROWS + 3 * BATCH_ROWS))
-    assert len(everything) >= ROWS + 3 * BATCH_ROWS, "the killed attempt's rows are not in Kafka: the test did not bite"
-    assert open_transactions(bootstrap, f"{topic}-txn") == []
+    assert_rows_once_losers_aborted(bootstrap, topic, ROWS + 3 * BATCH_ROWS,
+                                    "the killed attempt's rows are not in Kafka: the test did not bite")
 
 
 def test_speculative_copy_and_original_both_write_one_is_committed(apache_kafka, batch_jobs, job_dir):
@@ -132,11 +139,7 @@ def test_speculative_copy_and_original_both_write_one_is_committed(apache_kafka,
     original, copy = executors(job_dir, "spec-p1-a0-paused"), executors(job_dir, "spec-p1-copy-sent")
     assert len(original) == 1 and len(copy) == 1 and original != copy, f"original on {original}, copy on {copy}"
     assert f"4 transactions committed under '{topic}-txn'" in out, out[-3000:]
-    committed = values(consume_all(bootstrap, topic, ROWS, isolation_level="read_committed"))
-    assert sorted(committed) == list(range(ROWS)), "not exactly the rows (lost or duplicated)"
-    everything = values(consume_all(bootstrap, topic, ROWS + 1))
-    assert len(everything) > ROWS, "the losing attempt wrote nothing: the test did not bite"
-    assert open_transactions(bootstrap, f"{topic}-txn") == []
+    assert_rows_once_losers_aborted(bootstrap, topic, ROWS + 1, "the losing attempt wrote nothing: the test did not bite")
 
 
 STREAM_JOB = Path(__file__).with_name("exactly_once_stream_job.py")

@@ -69,16 +69,24 @@ def _wait(what: str, predicate, timeout: float = 60.0, interval: float = 0.1):
         time.sleep(interval)
 
 
-def _partitions(cluster, topic: str, bootstrap: str | None = None) -> dict:
-    """``{partition: (leader, replicas, isr)}`` from a fresh Metadata request."""
+def _partitions(cluster, topic: str, bootstrap: str | None = None, timeout: float = 30.0) -> dict:
+    """``{partition: (leader, replicas, isr)}`` from a fresh Metadata request.  Every caller asks
+    about a topic that exists, so a broker whose metadata does not know it yet (a node that has
+    not caught up with the controller's last records) is asked again: an empty answer would make
+    every ``all(...)`` over the partitions true without checking anything."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap or _running_bootstrap(cluster)})
-    md = admin.list_topics(topic, timeout=10)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None:
-        return {}
-    return {p: (info.leader, list(info.replicas), list(info.isrs)) for p, info in t.partitions.items()}
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is not None and t.error is None and t.partitions:
+            return {p: (info.leader, list(info.replicas), list(info.isrs)) for p, info in t.partitions.items()}
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}: not in the metadata of {bootstrap or 'the running nodes'} "
+                                 f"after {timeout:.0f} s ({t.error if t is not None else 'unknown topic'})")
+        time.sleep(0.1)
 
 
 def _create_topic(cluster, partitions: int, config=None) -> str:

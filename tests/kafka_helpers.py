@@ -191,3 +191,28 @@ def describe_producers(bootstrap: str, topic: str, partition: int) -> list:
             assert p.error_code == 0, f"DescribeProducers error {p.error_code}: {p.error_message}"
             producers += [(x.producer_id, x.producer_epoch, x.last_sequence) for x in p.active_producers]
     return producers
+
+
+# ---------------------------------------------------------------------------------------------
+# ACLs (a cluster with an authorizer, e.g. BrokerSecurity(authorizer=True))
+# ---------------------------------------------------------------------------------------------
+
+def allow_on_topic(bootstrap: str, topic: str, principal: str, operations: Iterable[str]) -> None:
+    """ALLOW ``principal`` ("User:carol") the ``operations`` ("WRITE", "DESCRIBE") on ``topic``,
+    through a client the cluster lets create ACLs (a super user), and wait until they apply."""
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                       AdminClient, ResourcePatternType, ResourceType)
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    bindings = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*",
+                           getattr(AclOperation, op), AclPermissionType.ALLOW) for op in operations]
+    for future in admin.create_acls(bindings, request_timeout=30).values():
+        future.result(30)
+    wanted = {getattr(AclOperation, op) for op in operations}
+    query = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    deadline = time.monotonic() + 30
+    while {b.operation for b in admin.describe_acls(query, request_timeout=30).result(30)} != wanted:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"ACLs {sorted(operations)} for {principal} on {topic!r} not applied after 30 s")
+        time.sleep(0.1)

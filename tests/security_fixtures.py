@@ -5,7 +5,8 @@ tests and the Spark tests (tests/spark/test_spark_security.py) share one secured
   wrong-host, expired, unknown-CA and client certificates; PEM, PKCS#12 and JKS stores).  No
   broker needed.
 * ``secured_kafka`` (session): one Apache Kafka node (Maven jars) with every secured listener
-  of :data:`~sparkkafka_sink.testing.security.LISTENERS` beside PLAINTEXT; an
+  of :data:`~sparkkafka_sink.testing.security.LISTENERS` beside PLAINTEXT and ACLs on (only the
+  topics a test puts ACLs on are restricted; PLAINTEXT is a super user); an
   :class:`~sparkkafka_sink.testing.apache_kafka.ApacheKafka` whose ``security`` is the
   :class:`~sparkkafka_sink.testing.security.BrokerSecurity` (users, passwords, PKI).  Started
   the first time a test asks for it, and stopped right after the last test of the run that
@@ -46,7 +47,7 @@ def secured_kafka(pki):
     if not java_and_maven_available():
         pytest.skip("the secured Apache Kafka node needs java and mvn on PATH (Kafka runs from its "
                     "Maven jars)")
-    cluster = ApacheKafka(nodes=1, security=BrokerSecurity(pki)).start()
+    cluster = ApacheKafka(nodes=1, security=BrokerSecurity(pki, authorizer=True)).start()
     _secured["cluster"] = cluster
     print(f"\n[secured apache kafka {cluster.version}: 1 node, listeners "
           f"{', '.join(cluster.listener_names)}, up in {cluster.startup_seconds:.1f} s]",

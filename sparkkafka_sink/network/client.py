@@ -518,7 +518,10 @@ class NetworkClient:
             return max(min(delays, default=self.reconnect_backoff_ms), 1.0)
         if self.ready(node_id, now):
             topics = md.topics(now)
-            request = metadata_request(topics, self.allow_auto_topic_creation)
+            # authorized operations: a topic we may see but not write fails its sends at once
+            # (under exactly-once a refused Produce would doom the whole transaction)
+            request = metadata_request(topics, self.allow_auto_topic_creation,
+                                       include_topic_authorized_operations=True)
             try:
                 self.send(node_id, request, self._handle_metadata, now)
             except UnsupportedVersionError as e:

@@ -35,6 +35,8 @@ class Cluster:
     brokers: dict[int, BrokerNode] = field(default_factory=dict)
     partitions: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
     topic_errors: dict[str, int] = field(default_factory=dict)
+    #: topics this principal may describe but not write (their authorized operations say so)
+    write_refused: frozenset[str] = frozenset()
     cluster_id: str | None = None
     controller_id: int = -1
 

@@ -13,6 +13,7 @@ import time
 
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
 from sparkkafka_sink.protocol.errors import ERROR_CLASSES, LeaderNotAvailableError
+from sparkkafka_sink.protocol.messages import write_refused
 
 
 class Metadata:
@@ -70,6 +71,7 @@ class Metadata:
                    for b in response.brokers}
         partitions: dict[str, dict[int, PartitionInfo]] = {}
         errors: dict[str, int] = {}
+        refused: set[str] = set()
         old = self.cluster
         for t in response.topics:
             if t.error_code:
@@ -78,6 +80,8 @@ class Metadata:
                 if t.name in old.partitions and ERROR_CLASSES.get(t.error_code) is LeaderNotAvailableError:
                     partitions[t.name] = old.partitions[t.name]
                 continue
+            if write_refused(getattr(t, "topic_authorized_operations", None)):
+                refused.add(t.name)
             partitions[t.name] = {
                 p.partition_index: PartitionInfo(
                     t.name, p.partition_index,
@@ -87,6 +91,7 @@ class Metadata:
             }
         with self._cond:
             self.cluster = Cluster(brokers=brokers, partitions=partitions, topic_errors=errors,
+                                   write_refused=frozenset(refused),
                                    cluster_id=getattr(response, "cluster_id", None),
                                    controller_id=getattr(response, "controller_id", -1))
             self.version += 1

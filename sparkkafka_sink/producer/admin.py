@@ -23,10 +23,6 @@ from sparkkafka_sink.protocol.errors import error_for_code
 #: errors worth asking again for within the deadline (besides every retriable one)
 _RETRY_NAMES = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
                 "CONCURRENT_TRANSACTIONS", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION")
-#: Kafka's AclOperation code of WRITE: its bit in a topic's authorized operations
-_ACL_WRITE = 4
-#: "authorized operations were not asked for or are unknown"
-_OPERATIONS_UNKNOWN = -2147483648
 
 
 class TopicCheckError(KafkaError):
@@ -133,8 +129,8 @@ class BlockingAdmin:
         ``TopicCheckError`` naming the topic and what is wrong."""
         names = sorted(set(topics))
         self.brokers(deadline)
-        request = messages.metadata_request(names, allow_auto_topic_creation=allow_auto_create)
-        request.include_topic_authorized_operations = True
+        request = messages.metadata_request(names, allow_auto_topic_creation=allow_auto_create,
+                                            include_topic_authorized_operations=True)
         while True:
             body = self.call(None, request, deadline)
             pending, found = [], {}
@@ -143,8 +139,7 @@ class BlockingAdmin:
                 if error is None and not t.partitions:
                     error = error_for_code(5, f"topic {t.name!r}")  # LEADER_NOT_AVAILABLE: still being created
                 if error is None:
-                    ops = getattr(t, "topic_authorized_operations", _OPERATIONS_UNKNOWN)
-                    if ops not in (None, _OPERATIONS_UNKNOWN) and not ops & (1 << _ACL_WRITE):
+                    if messages.write_refused(getattr(t, "topic_authorized_operations", None)):
                         raise TopicCheckError(f"not authorized to write to topic {t.name!r} (the principal "
                                               "may describe it but has no WRITE permission)")
                     found[t.name] = len(t.partitions)

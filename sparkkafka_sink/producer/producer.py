@@ -47,7 +47,7 @@ from sparkkafka_sink.producer.metrics import ProducerMetrics
 from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2_partition
 from sparkkafka_sink.producer.sender import Sender
 from sparkkafka_sink.producer.transactions import PreparedTransaction, TransactionManager
-from sparkkafka_sink.protocol.errors import UnknownTopicOrPartitionError, error_for_code
+from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError, error_for_code
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, estimate_record_size
 from sparkkafka_sink.record.compression import from_name
 
@@ -297,7 +297,7 @@ class Producer:
         md.add_topic(topic, start)
         cluster = md.cluster
         count = cluster.partition_count(topic)
-        if count and (partition is None or partition < count):
+        if count and (partition is None or partition < count) and topic not in cluster.write_refused:
             return cluster
         refreshed = False
         while True:
@@ -305,7 +305,13 @@ class Producer:
                 raise self._fatal()
             code = cluster.topic_errors.get(topic)
             topic_error = error_for_code(code, f"topic {topic!r}") if code else None
+            if topic_error is None and topic in cluster.write_refused:
+                topic_error = TopicAuthorizationFailedError(
+                    f"topic {topic!r}: this principal may describe it but has no WRITE permission")
             if topic_error is not None and not topic_error.retriable:  # e.g. TOPIC_AUTHORIZATION_FAILED
+                # refused from what we know; ask again soon (refresh backoff), so a grant is seen
+                md.request_update()
+                self._sender.wakeup()
                 raise topic_error
             if count and partition is not None and partition >= count and refreshed:
                 raise InvalidPartitionError(
@@ -321,7 +327,7 @@ class Producer:
                 refreshed = True
             cluster = md.cluster
             count = cluster.partition_count(topic)
-            if count and (partition is None or partition < count):
+            if count and (partition is None or partition < count) and topic not in cluster.write_refused:
                 return cluster
             if self._closed:
                 raise ProducerClosedError("Producer closed while waiting for metadata")

@@ -387,11 +387,11 @@ class Sender(threading.Thread):
                 self.metadata.request_update()
             self.accumulator.reenqueue(batch, now)
             return
-        if idem is not None and batch.base_sequence >= 0:
+        renumber = idem is not None and batch.base_sequence >= 0
+        self._fail_batch(batch, error, now)  # first: a transaction then names this error as its cause
+        if renumber:
             # Later batches were numbered after this one, which never landed: renumber them.
-            idem.complete(batch)
             idem.request_reset()
-        self._fail_batch(batch, error, now)
 
     def _split(self, batch: ProducerBatch, error: BaseException) -> None:
         """As the Java client for a batch too large: a batch of several records the broker

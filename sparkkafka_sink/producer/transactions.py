@@ -126,6 +126,9 @@ class TransactionManager(IdempotenceManager):
         self.cluster_transaction_v2 = False
         #: the open (or next) transaction uses transactions v2: fixed at begin_transaction()
         self.transaction_v2 = False
+        #: a batch of this transaction failed: the broker's sequence numbers of its partition no
+        #: longer follow ours, so the abort must end with a new epoch (KIP-360)
+        self._epoch_bump_needed = False
         self._added: set[tuple[str, int]] = set()     # in the transaction (AddPartitionsToTxn answered)
         self._pending: set[tuple[str, int]] = set()   # to add before their first batch drains
         self._adding: set[tuple[str, int]] = set()    # in an AddPartitionsToTxn in flight
@@ -160,6 +163,7 @@ class TransactionManager(IdempotenceManager):
             self.transaction_v2 = self.cluster_transaction_v2
             self._added.clear()
             self.abortable_error = None
+            self._epoch_bump_needed = False
 
     def check_can_send(self, topic: str, partition: int) -> None:
         """A record may join the transaction: register its partition (added before it drains)."""
@@ -231,6 +235,7 @@ class TransactionManager(IdempotenceManager):
             if self.state is TransactionState.IN_TRANSACTION:
                 self.state = TransactionState.ABORTABLE_ERROR
                 self.abortable_error = KafkaError(f"a batch of the transaction failed: {error}")
+            self._epoch_bump_needed = True
 
     # -- control requests (Sender thread) ----------------------------------------------------
     def cluster_features(self, finalized: dict[str, int]) -> None:
@@ -250,9 +255,10 @@ class TransactionManager(IdempotenceManager):
         if self.fatal_error is not None or self.coordinator is None:
             return None
         if self._step is not None and self._step[0] == "init":
+            bump = self.producer_id >= 0  # KIP-360: the same producer id, a new epoch
             return "init", messages.InitProducerIdRequest(
                 transactional_id=self.transactional_id, transaction_timeout_ms=self.transaction_timeout_ms,
-                producer_id=-1, producer_epoch=-1)
+                producer_id=self.producer_id if bump else -1, producer_epoch=self.producer_epoch if bump else -1)
         if self._pending and self.state is TransactionState.IN_TRANSACTION and self.has_producer_id():
             with self._cond:
                 self._adding = set(self._pending)
@@ -331,12 +337,21 @@ class TransactionManager(IdempotenceManager):
         error = error_for_code(response.error_code, f"EndTxn for {self.transactional_id!r}")
         if error is not None:
             return self._classify(error)
-        if getattr(response, "producer_epoch", -1) not in (-1, None) and response.producer_epoch >= 0 \
-                and getattr(response, "producer_id", -1) >= 0:
+        bumped = getattr(response, "producer_epoch", -1) not in (-1, None) and response.producer_epoch >= 0 \
+            and getattr(response, "producer_id", -1) >= 0
+        if bumped:
             self.set_producer_id(response.producer_id, response.producer_epoch)  # transactions v2
         with self._cond:
-            self.state = TransactionState.READY
             self._added.clear()
+            if self._epoch_bump_needed and not bumped:
+                # transactions v1 keep the epoch and the broker's sequence numbers across an
+                # abort: after a failed batch ours no longer match, so ask InitProducerId for a
+                # new epoch (sequences restart) before abort_transaction() returns
+                self._epoch_bump_needed = False
+                self._step = ("init", self._step[1], False)
+                return "done"
+            self._epoch_bump_needed = False
+            self.state = TransactionState.READY
             step, self._step = self._step, None
         step[1].set()
         return "done"

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 from functools import partial
 
+from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.spark.dead_letter import BadRow, DeadLetters, is_bad_row, row_contents
 
@@ -37,12 +38,15 @@ class DeliveryTracker:
     """Counts records handed over vs. resolved, and keeps the first (lowest row) failure.
 
     With ``dead_letters`` (errors.tolerance=all) records the broker refused for good are handed
-    there (with their contents, read from the Arrow batch they came from) instead of failing."""
+    there (with their contents, read from the Arrow batch they came from) instead of failing --
+    except in a ``transactional`` task: Kafka never commits a transaction one of whose batches
+    was refused, so such a record fails the task, saying how to have it refused before sending."""
 
-    def __init__(self, dead_letters: DeadLetters | None = None, layout=None):
+    def __init__(self, dead_letters: DeadLetters | None = None, layout=None, transactional: bool = False):
         self._bulk_done: deque = deque()
         self.dead_letters = dead_letters
         self.layout = layout
+        self.transactional = transactional
         self.sent = 0  # records handed to the producer
         self.delivered = 0
         self.failed = 0  # includes the rejected ones
@@ -76,7 +80,14 @@ class DeliveryTracker:
         failed = 0
         for exc, partition, rows in errors:
             failed += len(rows)
-            if self.dead_letters is not None and source is not None and is_bad_row(exc):
+            if self.dead_letters is not None and is_bad_row(exc) and self.transactional:
+                exc = KafkaError(
+                    f"{exc} -- under exactly-once a record the broker refuses after it was sent cannot be "
+                    "dead-lettered: Kafka does not commit a transaction with a refused batch"
+                    + (" (keep kafka.max.request.size at most the topic's max.message.bytes: a larger record is "
+                       "then refused before sending, and dead-lettered)"
+                       if getattr(exc, "name", "") in ("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE") else ""))
+            elif self.dead_letters is not None and source is not None and is_bad_row(exc):
                 self.tolerated += len(rows)
                 for r in rows.tolist():
                     row = row_offset + (r if row_map is None else int(row_map[r]))

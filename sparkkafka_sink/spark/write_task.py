@@ -96,7 +96,7 @@ def run_write_task(
     dead_letters = (DeadLetters(options.dead_letter_topic, options.dead_letter_context_headers, options.log_bad_rows,
                                 task.partition, task.attempt, _max_request_size(options))
                     if options.tolerate_bad_rows else None)
-    tracker = DeliveryTracker(dead_letters, plan.layout)
+    tracker = DeliveryTracker(dead_letters, plan.layout, transactional=options.exactly_once)
     dlq_tracker = DeliveryTracker()  # the dead-letter records: each must land, or the task fails
     producer = None
     rows_seen = 0
@@ -240,7 +240,7 @@ def _send_part(producer, part, layout: ColumnLayout, topic: str, rows, row_offse
                dead_letters: Optional[DeadLetters]) -> None:
     """One ``send_batch`` of ``part`` (``rows``: its rows' positions in the original batch, None
     for all in order); under tolerance a row the producer refuses is taken out and the rest
-    sent again."""
+    sent again, and a topic it refuses (not authorized) makes every row of the part a bad row."""
     import numpy as np
     import pyarrow as pa
 
@@ -270,6 +270,12 @@ def _send_part(producer, part, layout: ColumnLayout, topic: str, rows, row_offse
                 part = part.take(pa.array(keep))
                 rows = keep if rows is None else np.asarray(rows)[keep]
                 continue
+            if dead_letters is not None and is_bad_row(exc) and exc.row is None and getattr(exc, "partial", None) is None:
+                # the topic itself is refused (TOPIC_AUTHORIZATION_FAILED from Metadata): every row
+                for i in range(part.num_rows):
+                    dead_letters.reject(BadRow(row_offset + (i if rows is None else int(rows[i])), topic, None, exc,
+                                               "producer", *row_contents(part, layout, i)))
+                return
             tracker.fail_now(row, topic, exc.partition, exc, count=part.num_rows if not_sent is None else len(not_sent))
             return
         tracker.track_bulk(future, topic, row_offset, rows, part)

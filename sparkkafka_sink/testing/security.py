@@ -518,6 +518,11 @@ class BrokerSecurity:
     validator require a scope.  ``reauth_ms`` is ``connections.max.reauth.ms`` of the
     ``REAUTH`` listener (other listeners: 0, no re-authentication).
 
+    ``authorizer`` turns on Kafka's ``StandardAuthorizer`` (ACLs kept in the KRaft metadata):
+    ``User:ANONYMOUS`` (the PLAINTEXT and CONTROLLER listeners, so inter-broker traffic and test
+    set-up) is a super user, and a resource without ACLs stays open to everyone
+    (``allow.everyone.if.no.acl.found``), so only the topics a test puts ACLs on are restricted.
+
     Default users: ``alice``/``alice-secret`` for PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512;
     ``carol``/``carol-secret`` PLAIN only; ``bob``/``bob-secret`` SCRAM-SHA-512 only (8192
     iterations); :data:`WRONG_PASSWORD` is nobody's password.
@@ -537,6 +542,7 @@ class BrokerSecurity:
     #: the user tests log in as by default, per mechanism
     default_user: str = "alice"
     wrong_password: str = WRONG_PASSWORD
+    authorizer: bool = False
 
     def __post_init__(self) -> None:
         unknown = [n for n in self.listeners if n not in LISTENERS]
@@ -554,6 +560,10 @@ class BrokerSecurity:
         """``server.properties`` keys for the extra listeners (not ``listeners``,
         ``advertised.listeners`` or ``listener.security.protocol.map``: the cluster writes those)."""
         props: Dict[str, str] = {}
+        if self.authorizer:
+            props["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            props["super.users"] = "User:ANONYMOUS"
+            props["allow.everyone.if.no.acl.found"] = "true"
         for name in self.listeners:
             spec = LISTENERS[name]
             p = f"listener.name.{name.lower()}."

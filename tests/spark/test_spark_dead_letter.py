@@ -146,3 +146,39 @@ def test_dead_letters_under_exactly_once_share_the_task_transaction(spark, sink_
     assert sorted(int(r.value) for r in good) == [i for i in range(300) if i % 100 != 7]
     assert sorted(int(r.value) for r in dead) == [7, 107, 207]
     assert all(dict(r.headers)["__connect.errors.stage"] == b"producer" for r in dead)
+
+
+def test_under_exactly_once_a_record_the_broker_refuses_fails_the_task_saying_how_to_avoid_it(spark, sink_metrics,
+                                                                                          apache_kafka):
+    """Kafka never commits a transaction one of whose batches was refused, so under exactly-once
+    a record over the topic's max.message.bytes (but within kafka.max.request.size) cannot be
+    dead-lettered: the task fails naming the row and the remedy -- which works: with
+    kafka.max.request.size at the topic's limit the record is refused before sending and
+    dead-lettered, and the transaction commits."""
+    from sparkkafka_sink.testing.brokers import create_topics
+
+    topic, dlq = (f"eos-big-{uuid.uuid4().hex[:8]}-{n}" for n in ("rows", "dead"))
+    create_topics(apache_kafka.bootstrap_servers, {topic: 1, dlq: 1},
+                  config={"max.message.bytes": str(BROKER_LIMIT), "retention.ms": "-1"})
+    df = spark.range(50).select(F.when(F.col("id") == 20, F.repeat(F.lit("b"), BROKER_LIMIT * 2))
+                                .otherwise(F.col("id").cast("string")).alias("value")).coalesce(1)
+
+    def write(max_request_size: int):
+        (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", apache_kafka.bootstrap_servers)
+         .option("topic", topic).option("deliveryGuarantee", "exactly-once").option("errors.tolerance", "all")
+         .option("errors.deadletterqueue.topic.name", dlq).option("kafka.max.request.size", str(max_request_size))
+         .save())
+
+    with pytest.raises(Exception) as info:
+        write(PRODUCER_LIMIT)
+    text = str(info.value)
+    assert "row 20 of this task's input" in text and "MESSAGE_TOO_LARGE" in text, text[-3000:]
+    assert "under exactly-once a record the broker refuses after it was sent cannot be dead-lettered" in text
+    assert "keep kafka.max.request.size at most the topic's max.message.bytes" in text
+    assert consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed") == []
+    write(BROKER_LIMIT)
+    good = consume_all(apache_kafka.bootstrap_servers, topic, expected_count=49, isolation_level="read_committed")
+    assert sorted(int(r.value) for r in good) == [i for i in range(50) if i != 20]
+    dead = consume_all(apache_kafka.bootstrap_servers, dlq, expected_count=1, isolation_level="read_committed")
+    assert [dict(r.headers)["__pyprod.errors.row"] for r in dead] == [b"20"]
+    assert dict(dead[0].headers)["__connect.errors.stage"] == b"producer"

@@ -93,6 +93,30 @@ def test_send_outside_a_transaction_is_refused(bootstrap, topic):
             p.send(topic, value=b"x")
 
 
+def test_a_refused_batch_dooms_the_transaction_naming_the_broker_answer(bootstrap):
+    """A record the broker refuses (over the topic's max.message.bytes) fails its future; the
+    transaction can then only be aborted, and the refusal says why (the broker's answer, not a
+    follow-on symptom).  After the abort the producer carries on."""
+    name = f"txn-refused-{uuid.uuid4().hex[:6]}"
+    create_topics(bootstrap, {name: 1}, config={"max.message.bytes": "2048"}, timeout=30)
+    with producer(bootstrap, **{"max.request.size": 100_000}) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        ok = p.send(name, value=b"fits")
+        too_big = p.send(name, value=b"x" * 10_000)
+        p.flush(30)
+        ok.get(0)
+        with pytest.raises(KafkaError, match="MESSAGE_TOO_LARGE"):
+            too_big.get(0)
+        with pytest.raises(KafkaError, match="Cannot commit .*: a batch of the transaction failed: .*MESSAGE_TOO_LARGE.*abort it"):
+            p.commit_transaction()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(name, value=b"after")
+        p.commit_transaction()
+    assert [r.value for r in committed(bootstrap, name, 1)] == [b"after"]
+
+
 def test_a_newer_producer_fences_the_older_and_aborts_its_transaction(bootstrap, topic):
     txn_id = f"fence-{uuid.uuid4().hex}"
     old = producer(bootstrap, txn_id)

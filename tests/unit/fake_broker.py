@@ -115,6 +115,8 @@ class FakeCluster:
         self.brokers: dict[int, "FakeBroker"] = {}
         self.topics: dict[str, dict[int, int]] = {}     # topic -> {partition: leader node id}
         self.topic_errors: dict[str, int] = {}          # topic -> error code in Metadata
+        #: topic -> authorized operations answered when a Metadata request asks for them
+        self.topic_operations: dict[str, int] = {}
         self.lock = threading.RLock()
         self._pids = itertools.count(1000)
         self.auto_create_partitions = 0                 # >0: unknown topics get created on Metadata
@@ -466,7 +468,10 @@ class FakeBroker:
                     parts = [partition_cls(error_code=0, partition_index=p, leader_id=leader, leader_epoch=0,
                                            replica_nodes=[leader], isr_nodes=[leader])
                              for p, leader in sorted(c.topics[name].items())]
-                    topics.append(topic_cls(error_code=0, name=name, partitions=parts))
+                    topic = topic_cls(error_code=0, name=name, partitions=parts)
+                    if rec.body.include_topic_authorized_operations and name in c.topic_operations:
+                        topic.topic_authorized_operations = c.topic_operations[name]
+                    topics.append(topic)
             controller = min(c.brokers) if c.brokers else -1
         return messages.MetadataResponse(brokers=brokers, topics=topics, cluster_id="fake-cluster",
                                           controller_id=controller)

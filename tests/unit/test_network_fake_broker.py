@@ -326,3 +326,43 @@ def test_producer_lifecycle_leaks_no_sockets(broker, make_producer):
     assert broker.wait_for(lambda: all(c.closed for c in broker.connections) and open_fds() <= baseline, 3), \
         sorted(os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
                if os.path.exists(f"/proc/self/fd/{fd}"))
+
+
+# ---------------------------------------------------------------------------- authorized operations
+
+DESCRIBE_ONLY = (1 << 3) | (1 << 8)          # READ, DESCRIBE
+WRITE_AND_DESCRIBE = (1 << 4) | (1 << 8)     # WRITE, DESCRIBE
+
+
+@pytest.mark.parametrize("metadata_max", [12, 7], ids=["metadata-v12", "metadata-v7-cannot-ask"])
+def test_a_topic_without_write_permission_fails_send_before_anything_is_sent(make_broker, cluster, make_producer,
+                                                                             metadata_max):
+    from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError
+
+    from fake_broker import DEFAULT_API_VERSIONS
+
+    b = make_broker(api_versions={**DEFAULT_API_VERSIONS, METADATA: (0, metadata_max)})
+    for name in ("ro", "rw", "unknown-ops", "zero-ops"):
+        cluster.add_topic(name, 1, b.node_id)
+    cluster.topic_operations.update({"ro": DESCRIBE_ONLY, "rw": WRITE_AND_DESCRIBE,
+                                     "unknown-ops": -2147483648, "zero-ops": 0})
+    p = make_producer(b)
+    for name in ("rw", "unknown-ops", "zero-ops"):
+        p.send(name, b"v").get(5)
+    if metadata_max >= 8:
+        with pytest.raises(TopicAuthorizationFailedError, match="'ro': this principal may describe it but has no WRITE"):
+            p.send("ro", b"v")
+        with pytest.raises(TopicAuthorizationFailedError):
+            p.send_batch("ro", values=[b"a", b"b"])
+        assert ("ro", 0) not in {tp for r in b.requests_of(PRODUCE) for tp in r.raw}
+        assert all(r.body.include_topic_authorized_operations for r in b.requests_of(METADATA))
+        cluster.topic_operations["ro"] = WRITE_AND_DESCRIBE   # WRITE granted: a refusal asked for fresh metadata
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                p.send("ro", b"v")
+                break
+            except TopicAuthorizationFailedError:
+                assert time.monotonic() < deadline, "the grant was never seen"
+                time.sleep(0.05)
+    p.send("ro", b"v").get(5)  # a broker that cannot say (Metadata < v8) refuses nothing up front

@@ -1,4 +1,4 @@
-"""The producer pool of ``pyprod-kafka`` (issue 13): ``python -m benchmarks.producer_pool [--batches N]``.
+"""The producer pool of ``pyprod-kafka`` (issue 13): ``python -m benchmarks.producer_pool [--batches N] [--rounds R]``.
 
 Starts its own Apache Kafka with a SASL_SSL listener (SCRAM-SHA-512 over TLS, a throw-away test
 CA) beside PLAINTEXT (``benchmarks.run.start_bench_broker(..., secured=True)``; the sink's
@@ -7,10 +7,12 @@ security options are ``benchmarks.run.secured_settings``'s), then in one Spark s
 (``rowsPerBatch`` 1,000, 2 partitions = 2 write tasks a micro-batch, trigger processingTime 0)
 into ``pyprod-kafka`` for ``--batches`` micro-batches, with ``producerCacheTimeoutMs`` 0 (one
 producer per task) and with the default (600000: the pool), over PLAINTEXT and over SASL_SSL.
-Reports the mean ``durationMs`` (``triggerExecution`` and ``addBatch``) of the micro-batches after
-the first ``--warmup`` ones, and the sink metrics ``producers_created`` / ``write_tasks`` of the
-query.  The two tasks of a micro-batch run at once (one per core), so a micro-batch's
-difference with and without the pool is the per-task overhead of creating a producer.
+Reports per case the median ``durationMs`` (``triggerExecution`` and ``addBatch``) of the
+micro-batches after the first ``--warmup`` ones and the sink metrics ``producers_created`` /
+``write_tasks`` of the query; the cases run in ``--rounds`` rounds that alternate their order,
+and the figure is the median over rounds of each round's difference.  The two tasks of a
+micro-batch run at once (one per core), so a micro-batch's difference with and without the pool
+is the per-task overhead of creating a producer.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def run_case(spark, metrics, options: dict, topic: str, batches: int, pool: bool
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.producer_pool")
-    ap.add_argument("--batches", type=int, default=60, help="micro-batches per case")
+    ap.add_argument("--batches", type=int, default=40, help="micro-batches per case and round")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of every case, alternating their order")
     ap.add_argument("--warmup", type=int, default=5, help="first micro-batches left out of the means")
     args = ap.parse_args(argv)
 
@@ -86,29 +89,35 @@ def main(argv=None) -> int:
         "PLAINTEXT": {"kafka.bootstrap.servers": broker.bootstrap},
         "SASL_SSL": dict(broker.security["options"], **{"kafka.bootstrap.servers": broker.security["bootstrap"]}),
     }
-    results = {}
+    # rounds alternate which case runs first, so a machine getting busier or quieter during the
+    # run does not favour one case; the figure is the median over rounds of each round's
+    # difference of median addBatch (micro-batch) durations
+    results: dict = {(listener, pool): [] for listener in listeners for pool in (False, True)}
     try:
-        for listener, options in listeners.items():
-            for pool in (False, True):
-                topic = new_topic("pool")
-                create_topic(broker.bootstrap, topic, 2)
-                progress, m = run_case(spark, metrics, options, topic, args.batches, pool)
-                kept = [p for p in progress if p["batchId"] >= args.warmup]
-                trig = statistics.mean(p["durationMs"]["triggerExecution"] for p in kept)
-                add = statistics.mean(p["durationMs"]["addBatch"] for p in kept)
-                med = statistics.median(p["durationMs"]["addBatch"] for p in kept)
-                results[(listener, pool)] = (trig, add, med)
-                print(f"{listener:9} pool={'on ' if pool else 'off'}: {len(progress)} micro-batches "
-                      f"({len(kept)} after warm-up): mean triggerExecution {trig:.0f} ms, addBatch {add:.0f} ms "
-                      f"(median {med:.0f} ms); "
-                      f"producers_created {m['producers_created']} / write_tasks {m['write_tasks']}", flush=True)
-                delete_topic(broker.bootstrap, topic)
+        for r in range(args.rounds):
+            for listener, options in listeners.items():
+                for pool in ((False, True) if r % 2 == 0 else (True, False)):
+                    topic = new_topic("pool")
+                    create_topic(broker.bootstrap, topic, 2)
+                    progress, m = run_case(spark, metrics, options, topic, args.batches, pool)
+                    kept = [p for p in progress if p["batchId"] >= args.warmup]
+                    trig = statistics.median(p["durationMs"]["triggerExecution"] for p in kept)
+                    add = statistics.median(p["durationMs"]["addBatch"] for p in kept)
+                    results[(listener, pool)].append((trig, add))
+                    print(f"round {r + 1} {listener:9} pool={'on ' if pool else 'off'}: {len(progress)} micro-batches "
+                          f"({len(kept)} after warm-up): median triggerExecution {trig:.0f} ms, addBatch {add:.0f} ms; "
+                          f"producers_created {m['producers_created']} / write_tasks {m['write_tasks']}", flush=True)
+                    delete_topic(broker.bootstrap, topic)
         for listener in listeners:
-            (t0, a0, m0), (t1, a1, m1) = results[(listener, False)], results[(listener, True)]
-            print(f"{listener:9} per-task overhead without the pool: addBatch {a0 - a1:+.0f} ms "
-                  f"(medians {m0 - m1:+.0f} ms), "
-                  f"triggerExecution {t0 - t1:+.0f} ms a micro-batch (pool on: {a1:.0f} ms vs off: {a0:.0f} ms)",
-                  flush=True)
+            off, on = results[(listener, False)], results[(listener, True)]
+            add_diffs = [a0 - a1 for (_, a0), (_, a1) in zip(off, on)]
+            trig_diffs = [t0 - t1 for (t0, _), (t1, _) in zip(off, on)]
+            print(f"{listener:9} per-task overhead without the pool (2 tasks a micro-batch, side by side): "
+                  f"median over {len(add_diffs)} rounds {statistics.median(add_diffs):+.0f} ms addBatch "
+                  f"(rounds: {', '.join(f'{d:+.0f}' for d in add_diffs)}), "
+                  f"{statistics.median(trig_diffs):+.0f} ms triggerExecution; "
+                  f"addBatch pool on {statistics.median(a for _, a in on):.0f} ms vs off "
+                  f"{statistics.median(a for _, a in off):.0f} ms", flush=True)
     finally:
         spark.stop()
         broker.stop()

@@ -322,6 +322,16 @@ class RecordAccumulator:
     def appends_in_progress(self) -> bool:
         return self._appends_in_progress > 0
 
+    def take_undrained(self) -> list[ProducerBatch]:
+        """Remove every batch still queued (not sent yet) and return them, oldest first per
+        partition: a transaction that can only be aborted fails them at once."""
+        taken: list[ProducerBatch] = []
+        for q in list(self._queues.values()):
+            with q.lock:
+                taken.extend(q.batches)
+                q.batches.clear()
+        return taken
+
     def abort_incomplete(self, error: BaseException) -> int:
         """Fail every batch not yet acknowledged (forced close); returns records failed."""
         failed = 0

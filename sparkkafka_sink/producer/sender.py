@@ -28,7 +28,8 @@ from sparkkafka_sink.producer.accumulator import RecordAccumulator
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
-from sparkkafka_sink.producer.transactions import COORDINATOR_TRANSACTION, TransactionManager, max_version_for
+from sparkkafka_sink.producer.transactions import (
+    COORDINATOR_TRANSACTION, TransactionManager, TransactionState, max_version_for)
 from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.protocol.errors import OutOfOrderSequenceNumberError, error_for_code
 from sparkkafka_sink.protocol.messages import FindCoordinatorRequest, InitProducerIdRequest
@@ -240,6 +241,12 @@ class Sender(threading.Thread):
     # -- transactions (the coordinator's requests, one at a time) ------------------------------
     def _maybe_send_transactional_request(self, now: float) -> None:
         tm = self.transactions
+        if tm.state is TransactionState.ABORTABLE_ERROR and self.accumulator.has_undrained():
+            # as the Java client: what the transaction has not sent yet can only be aborted, so
+            # fail it now rather than hold it until delivery.timeout.ms
+            for batch in self.accumulator.take_undrained():
+                self._fail_batch(batch, KafkaError(f"not sent: the transaction must be aborted ({tm.abortable_error})"),
+                                 now)
         if self._txn_request_pending or now < self._txn_retry_at or tm.fatal_error is not None:
             return
         tm.cluster_features(self.client.finalized_features)

@@ -2,15 +2,13 @@
 
 A null topic (with no ``topic`` option) or a headers array holding a null element or a null key
 raises ``RowError`` with the row's position in the batch; the write task reports it.
+numpy and pyarrow are imported where used: the driver's commit process imports the write task's
+modules (to unpickle the writer) and has no use for them.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 NULL_TOPIC = "topic is null and no 'topic' option is set"
 
@@ -25,8 +23,11 @@ class RowError(Exception):
         self.partition = partition
 
 
-def check_headers(col: pa.Array) -> None:
+def check_headers(col) -> None:
     """Raise ``RowError`` for a null struct or a null key inside a row's headers array."""
+    import numpy as np
+    import pyarrow.compute as pc
+
     child = col.values
     if not child.null_count and not child.field("key").null_count:
         return
@@ -38,7 +39,8 @@ def check_headers(col: pa.Array) -> None:
             raise RowError(i, "headers array contains a null element or a null key (each header needs a key)")
 
 
-def first_null(col: pa.Array) -> int | None:
+def first_null(col) -> int | None:
+    """Position of the first null of an Arrow array, or None."""
     if not col.null_count:
         return None
     return int(col.is_null().to_numpy(zero_copy_only=False).argmax())

@@ -21,7 +21,6 @@ from pyspark.sql.types import (
 )
 
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.record.arrow import HEADERS_TYPE
 
 PREFIX = "pyprod-kafka: "
 
@@ -33,8 +32,9 @@ class SinkValidationError(ConfigError):
         super().__init__(PREFIX + message)
 
 
-#: the headers column as Spark SQL spells it, from the one Arrow declaration of headers
-HEADERS_SQL = "array<struct<" + ",".join(f"{f.name}:{f.type}" for f in HEADERS_TYPE.value_type) + ">>"
+#: the ``headers`` column's type (record.arrow.HEADERS_TYPE in Spark's words; not imported from
+#: there: Spark imports this module in every data-source lookup, and that one pulls in numpy)
+HEADERS_SQL = "array<struct<key:string,value:binary>>"
 
 # column -> (accepted Spark types, how to say it)
 _ACCEPTED = {

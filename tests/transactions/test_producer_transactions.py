@@ -99,15 +99,33 @@ def test_a_refused_batch_dooms_the_transaction_naming_the_broker_answer(bootstra
     follow-on symptom).  After the abort the producer carries on."""
     name = f"txn-refused-{uuid.uuid4().hex[:6]}"
     create_topics(bootstrap, {name: 1}, config={"max.message.bytes": "2048"}, timeout=30)
-    with producer(bootstrap, **{"max.request.size": 100_000}) as p:
+    # small batches, several in flight behind the refused one, more queued: every record must
+    # resolve long before delivery.timeout.ms (10 min here)
+    with producer(bootstrap, **{"max.request.size": 100_000, "batch.size": 1024, "linger.ms": 0,
+                                "delivery.timeout.ms": 600_000}) as p:
         p.init_transactions()
         p.begin_transaction()
         ok = p.send(name, value=b"fits")
         too_big = p.send(name, value=b"x" * 10_000)
-        p.flush(30)
+        behind, refused_at_send = [], 0
+        for i in range(2000):
+            try:
+                behind.append(p.send(name, value=b"b%04d" % i + b"." * 200))
+            except KafkaError as e:  # the refusal is known: send() says so at once
+                assert "must be aborted" in str(e) and "MESSAGE_TOO_LARGE" in str(e)
+                refused_at_send += 1
+        p.flush(60)
         ok.get(0)
         with pytest.raises(KafkaError, match="MESSAGE_TOO_LARGE"):
             too_big.get(0)
+        outcomes = []
+        for f in behind:
+            try:
+                f.get(0)
+                outcomes.append("sent")
+            except KafkaError:
+                outcomes.append("failed")
+        assert "failed" in outcomes or refused_at_send  # all of them are aborted with the rest
         with pytest.raises(KafkaError, match="Cannot commit .*: a batch of the transaction failed: .*MESSAGE_TOO_LARGE.*abort it"):
             p.commit_transaction()
         p.abort_transaction()

@@ -33,7 +33,8 @@ from sparkkafka_sink.testing.brokers import EmbeddedBroker, create_topics, start
 log = logging.getLogger("sparkkafka_sink.tests")
 
 #: the secured Apache Kafka node and its PKI, token endpoint and client settings
-pytest_plugins = ["security_fixtures"]
+#: and ``retrying_spark``, the local[2,4] SparkSession of the modules outside tests/spark
+pytest_plugins = ["security_fixtures", "retrying_spark"]
 
 # Broker quirks tests branch on.  Keys are capability flags exposed on BrokerHandle.
 _QUIRKS = {

@@ -236,7 +236,6 @@ def _batch_id(lowered: Mapping[str, str]) -> int | None:
 def _streaming_commit_log(lowered: Mapping[str, str], prefix: str) -> dict:
     """Exactly-once writeStream: committed micro-batches are recorded beside the checkpoint."""
     import os
-    import uuid
 
     location = lowered.get("checkpointlocation")
     if not location:

@@ -8,7 +8,6 @@ least once and exactly once."""
 from __future__ import annotations
 
 import collections
-import os
 import sys
 
 import pytest
@@ -122,30 +121,20 @@ def test_transactions_v1_commit_abort_and_hand_over(kafka3):
     assert len(consume_all(kafka3.bootstrap_servers, topic, expected_count=600)) == 600  # the aborted ones exist
 
 
-def test_spark_write(kafka3):
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    pytest.importorskip("pyspark")
-    from pyspark.sql import SparkSession
+def test_spark_write(kafka3, retrying_spark):
+    spark = retrying_spark  # tests/retrying_spark.py: the run's local[2,4] session
+    topic = _topic(kafka3, "k3-spark", 4)
+    n = 50_000
+    df = spark.range(0, n, 1, 4).selectExpr("cast(id % 100 as string) as key", "cast(id as string) as value")
+    (df.write.format("pyprod-kafka").mode("append")
+     .option("kafka.bootstrap.servers", kafka3.bootstrap_servers).option("topic", topic)
+     .option("kafka.compression.type", "lz4").save())
+    got = consume_all(kafka3.bootstrap_servers, topic, expected_count=n)
+    assert sorted(int(r.value) for r in got) == list(range(n))
+    eos = _topic(kafka3, "k3-spark-eos", 4)
+    (df.write.format("pyprod-kafka").mode("append")
+     .option("kafka.bootstrap.servers", kafka3.bootstrap_servers).option("topic", eos)
+     .option("deliveryGuarantee", "exactly-once").save())
+    got = consume_all(kafka3.bootstrap_servers, eos, expected_count=n, isolation_level="read_committed")
+    assert sorted(int(r.value) for r in got) == list(range(n))
 
-    active = SparkSession.getActiveSession()
-    spark = active or (SparkSession.builder.master("local[2]").appName("sparkkafka-sink-kafka3")
-                       .config("spark.ui.enabled", "false").getOrCreate())
-    try:
-        topic = _topic(kafka3, "k3-spark", 4)
-        n = 50_000
-        df = spark.range(0, n, 1, 4).selectExpr("cast(id % 100 as string) as key", "cast(id as string) as value")
-        (df.write.format("pyprod-kafka").mode("append")
-         .option("kafka.bootstrap.servers", kafka3.bootstrap_servers).option("topic", topic)
-         .option("kafka.compression.type", "lz4").save())
-        got = consume_all(kafka3.bootstrap_servers, topic, expected_count=n)
-        assert sorted(int(r.value) for r in got) == list(range(n))
-        eos = _topic(kafka3, "k3-spark-eos", 4)
-        (df.write.format("pyprod-kafka").mode("append")
-         .option("kafka.bootstrap.servers", kafka3.bootstrap_servers).option("topic", eos)
-         .option("deliveryGuarantee", "exactly-once").save())
-        got = consume_all(kafka3.bootstrap_servers, eos, expected_count=n, isolation_level="read_committed")
-        assert sorted(int(r.value) for r in got) == list(range(n))
-    finally:
-        if active is None:
-            spark.stop()

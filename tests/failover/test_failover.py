@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import os
-import sys
 import threading
 import time
 import uuid
@@ -226,25 +225,10 @@ def test_leader_killed_mid_write_nothing_lost_nothing_duplicated_order_kept(kafk
 # 2. Rolling restart during a Spark write
 # ---------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    pytest.importorskip("pyspark")
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    session = active or (
-        SparkSession.builder.master("local[2,4]")  # 2 cores, up to 4 attempts per task
-        .appName("sparkkafka-sink-failover-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    if active is None:
-        session.stop()
+@pytest.fixture
+def spark(retrying_spark):
+    """The run's local[2,4] session (2 cores, up to 4 attempts per task): tests/retrying_spark.py."""
+    return retrying_spark
 
 
 def _landed(bootstrap: str, topic: str, partitions: int) -> int:

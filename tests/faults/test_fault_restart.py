@@ -18,8 +18,6 @@ successful tasks only) never count a row the broker does not have.
 from __future__ import annotations
 
 import collections
-import os
-import sys
 import threading
 import time
 
@@ -34,11 +32,14 @@ QUIET_S = 2.0  # noida persists what it acknowledged within ~1 s
 
 
 def _high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
-    from confluent_kafka import Consumer, TopicPartition
+    """Records in ``topic`` so far; 0 when the broker did not answer in time (callers poll)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw"})
     try:
         return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions))
+    except KafkaException:  # a busy broker (or one still starting) answers late: ask again
+        return 0
     finally:
         c.close()
 
@@ -106,25 +107,10 @@ def test_producer_survives_broker_kill_and_restart_without_loss_or_duplicates(pr
 # Spark
 # ---------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    pytest.importorskip("pyspark")
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    session = active or (
-        SparkSession.builder.master("local[2,4]")  # 2 cores, up to 4 attempts per task
-        .appName("sparkkafka-sink-fault-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    if active is None:
-        session.stop()
+@pytest.fixture
+def spark(retrying_spark):
+    """The run's local[2,4] session (2 cores, up to 4 attempts per task): tests/retrying_spark.py."""
+    return retrying_spark
 
 
 def _task_attempts(spark) -> int:
@@ -133,11 +119,13 @@ def _task_attempts(spark) -> int:
     return int(parts[1]) if len(parts) == 2 else 1
 
 
-def _write(df, bootstrap, topic, coalesceBytes=None, **kafka):
+def _write(df, bootstrap, topic, coalesceBytes=None, clusterCheckTimeoutMs=None, **kafka):
     w = (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", bootstrap)
          .option("topic", topic))
     if coalesceBytes is not None:
         w = w.option("coalesceBytes", str(coalesceBytes))
+    if clusterCheckTimeoutMs is not None:
+        w = w.option("clusterCheckTimeoutMs", str(clusterCheckTimeoutMs))
     for k, v in kafka.items():
         w = w.option(f"kafka.{k}", str(v))
     w.save()
@@ -179,7 +167,7 @@ def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at
     df = (spark.range(0, n, 1, tasks)
           .selectExpr("cast(id % 97 as string) as key", "cast(id as string) as value")
           .mapInArrow(hold_second_half_until_the_crash, "key string, value string"))
-    crash = {}
+    crash, crasher_error = {}, []
 
     def crasher():
         try:
@@ -190,6 +178,8 @@ def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at
             # the outage (~2.5 s) is longer than delivery.timeout.ms: tasks with records in
             # flight fail and are retried
             crash.update(_crash_and_restart(pb, in_flight=False))
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            crasher_error.append(e)
         finally:
             open(gate, "w").close()
 
@@ -203,7 +193,7 @@ def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at
     except Exception as e:  # noqa: BLE001 - the job may fail, but then clearly
         error = e
     t.join()
-    assert crash, "the broker was never crashed"
+    assert crash, f"the broker was never crashed: {crasher_error!r}"
     records = consume_all(pb.direct_bootstrap_servers, topic, timeout=60)
     counts = collections.Counter(r.value for r in records)
     assert set(counts) <= {b"%d" % i for i in range(n)}
@@ -230,8 +220,9 @@ def test_spark_write_to_an_unreachable_broker_fails_with_a_clear_error(spark, pr
     df = spark.range(0, 100, 1, 2).selectExpr("cast(id as string) as value")
     start = time.monotonic()
     with pytest.raises(Exception) as info:
-        _write(df, pb.bootstrap_servers, topic, **dict(SPARK_FAST, **{"max.block.ms": 800,
-                                                                       "delivery.timeout.ms": 1000}))
+        # the driver's check finds nobody answering (within 2 s rather than its default 10 s)
+        _write(df, pb.bootstrap_servers, topic, clusterCheckTimeoutMs=2000,
+               **dict(SPARK_FAST, **{"max.block.ms": 800, "delivery.timeout.ms": 1000}))
     elapsed = time.monotonic() - start
     msg = str(info.value)
     assert "pyprod-kafka" in msg and topic in msg and pb.bootstrap_servers in msg, msg[-3000:]

@@ -2,7 +2,8 @@
 below the producer's batch.size) is split and sent again in halves, as the Java client does:
 every record lands once, in order, each future with its own offset; only a single record too
 large for the broker fails.  On Apache Kafka, with idempotence (several batches in flight behind
-the refused one) and under a transaction; both send paths."""
+the refused one) and under a transaction; both send paths; and on every broker with a size limit
+(Apache Kafka and noida-db: their default 1048588 bytes)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,24 @@ def test_invalid_record_fails_only_that_record(apache_kafka):
     assert getattr(futures[37].exception(0), "name", None) == "INVALID_RECORD"
     got = consume_all(apache_kafka.bootstrap_servers, topic, expected_count=99)
     assert [r.value for r in got] == [b"v%d" % i for i in range(100) if i != 37]
+
+
+def test_a_batch_over_the_brokers_default_limit_is_split_on_every_broker_that_has_one(kafka):
+    """No topic config: the broker's own limit (1048588 bytes on Apache Kafka and noida-db).  A
+    3 MB batch of 300 KB records (batch.size 4 MB, max.request.size 8 MB) is refused, split, and
+    lands whole, in order, with idempotence.  tansu has no such limit: there is nothing to split."""
+    if kafka.kind == "tansu":
+        pytest.skip("tansu accepts batches of any size: nothing to split")
+    topic = kafka.create_topic(partitions=1)
+    values = [b"%03d" % i + bytes([65 + i % 26]) * 300_000 for i in range(10)]
+    with Producer({"bootstrap.servers": kafka.bootstrap_servers, "batch.size": 4 << 20,
+                   "max.request.size": 8 << 20, "buffer.memory": 64 << 20, "linger.ms": 50,
+                   "max.block.ms": 30_000}) as p:
+        futures = [p.send(topic, value=v, partition=0) for v in values]
+        p.flush(60)
+        offsets = [f.get(0).offset for f in futures]
+        splits = p.metrics()["batch_splits"]
+    assert splits >= 1, "the broker took the whole batch: the test did not bite"
+    assert offsets == sorted(offsets) and len(set(offsets)) == len(values)
+    got = consume_all(kafka.bootstrap_servers, topic, expected_count=len(values), timeout=60)
+    assert [r.value for r in got] == values

@@ -5,30 +5,27 @@ limit (a lower bound, not a timing guess), every row lands, and the time held ba
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 from pyspark.sql import functions as F
 
 from kafka_helpers import consume_all
-from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 
 @pytest.mark.parametrize("option, limit, rows, value_bytes", [
-    ("maxRecordsPerSecond", 4000, 12_000, 8),
-    ("maxBytesPerSecond", 200_000, 6_000, 100),
+    ("maxRecordsPerSecond", 4000, 8_000, 8),
+    ("maxBytesPerSecond", 200_000, 4_000, 100),
 ])
-def test_rate_limit_holds_the_task_back(spark, sink_metrics, apache_kafka, option, limit, rows, value_bytes):
-    topic = f"rate-{uuid.uuid4().hex[:8]}"
-    create_topics(apache_kafka.bootstrap_servers, {topic: 2}, timeout=30)
+def test_rate_limit_holds_the_task_back(spark, sink_metrics, kafka, option, limit, rows, value_bytes):
+    topic = kafka.create_topic(partitions=2)
     df = spark.range(rows, numPartitions=1).select(
         F.lpad(F.col("id").cast("string"), value_bytes, "0").alias("value"))
     seconds = (rows if option == "maxRecordsPerSecond" else rows * value_bytes) / limit
     before = sink_metrics.snapshot()
     start = time.monotonic()
-    (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", apache_kafka.bootstrap_servers)
+    (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
      .option("topic", topic).option(option, str(limit)).save())
     took = time.monotonic() - start
     # one task: its first slice (a tenth of a second's allowance) goes at once, the rest wait
@@ -36,5 +33,5 @@ def test_rate_limit_holds_the_task_back(spark, sink_metrics, apache_kafka, optio
     after = sink_metrics.snapshot()
     assert after["records_sent"] - before["records_sent"] == rows
     assert after["throttle_time_ms"] - before["throttle_time_ms"] >= (seconds - 0.1) * 1000 * 0.5
-    got = consume_all(apache_kafka.bootstrap_servers, topic, expected_count=rows)
+    got = consume_all(kafka.bootstrap_servers, topic, expected_count=rows)
     assert sorted(int(r.value) for r in got) == list(range(rows))

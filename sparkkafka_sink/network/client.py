@@ -520,8 +520,8 @@ class NetworkClient:
             topics = md.topics(now)
             # authorized operations: a topic we may see but not write fails its sends at once
             # (under exactly-once a refused Produce would doom the whole transaction)
-            request = metadata_request(topics, self.allow_auto_topic_creation,
-                                       include_topic_authorized_operations=True)
+            request = metadata_request(topics, self.allow_auto_topic_creation)
+            request.include_topic_authorized_operations = True
             try:
                 self.send(node_id, request, self._handle_metadata, now)
             except UnsupportedVersionError as e:

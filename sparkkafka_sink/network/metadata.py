@@ -13,7 +13,16 @@ import time
 
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
 from sparkkafka_sink.protocol.errors import ERROR_CLASSES, LeaderNotAvailableError
-from sparkkafka_sink.protocol.messages import write_refused
+
+#: Kafka's AclOperation WRITE (its bit in authorized operations) and the "not asked" value
+ACL_WRITE, AUTHORIZED_OPERATIONS_UNKNOWN = 4, -2147483648
+
+
+def write_refused(topic_authorized_operations: int | None) -> bool:
+    """A Metadata answer's authorized operations show the principal may see the topic but not
+    WRITE it; unknown values (not asked, old broker, 0) refuse nothing: Produce will say."""
+    ops = topic_authorized_operations
+    return ops not in (None, AUTHORIZED_OPERATIONS_UNKNOWN, 0) and not ops & (1 << ACL_WRITE)
 
 
 class Metadata:

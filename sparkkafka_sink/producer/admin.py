@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from sparkkafka_sink.network.client import NetworkClient, now_ms
-from sparkkafka_sink.network.metadata import Metadata
+from sparkkafka_sink.network.metadata import Metadata, write_refused
 from sparkkafka_sink.network.sasl import sasl_settings
 from sparkkafka_sink.network.ssl_context import build_ssl_context
 from sparkkafka_sink.producer.config import ProducerConfig
@@ -129,8 +129,8 @@ class BlockingAdmin:
         ``TopicCheckError`` naming the topic and what is wrong."""
         names = sorted(set(topics))
         self.brokers(deadline)
-        request = messages.metadata_request(names, allow_auto_topic_creation=allow_auto_create,
-                                            include_topic_authorized_operations=True)
+        request = messages.metadata_request(names, allow_auto_topic_creation=allow_auto_create)
+        request.include_topic_authorized_operations = True
         while True:
             body = self.call(None, request, deadline)
             pending, found = [], {}
@@ -139,7 +139,7 @@ class BlockingAdmin:
                 if error is None and not t.partitions:
                     error = error_for_code(5, f"topic {t.name!r}")  # LEADER_NOT_AVAILABLE: still being created
                 if error is None:
-                    if messages.write_refused(getattr(t, "topic_authorized_operations", None)):
+                    if write_refused(getattr(t, "topic_authorized_operations", None)):
                         raise TopicCheckError(f"not authorized to write to topic {t.name!r} (the principal "
                                               "may describe it but has no WRITE permission)")
                     found[t.name] = len(t.partitions)

@@ -61,31 +61,12 @@ class ApiVersionsResponse(load("ApiVersionsResponse").cls):
         return None
 
 
-def metadata_request(topics: list[str] | None, allow_auto_topic_creation: bool = True,
-                     include_topic_authorized_operations: bool = False) -> Any:
+def metadata_request(topics: list[str] | None, allow_auto_topic_creation: bool = True) -> Any:
     """A MetadataRequest for topic names (``None``: every topic; ``[]``: brokers only)."""
     message = schema_of("MetadataRequest")
     topic_cls = message.structs["MetadataRequestTopic"].cls
     return message.cls(topics=None if topics is None else [topic_cls(name=t) for t in topics],
-                       allow_auto_topic_creation=allow_auto_topic_creation,
-                       include_topic_authorized_operations=include_topic_authorized_operations)
-
-
-#: Kafka's AclOperation code of WRITE: its bit in a topic's authorized operations (Metadata v8+)
-ACL_WRITE = 4
-#: the authorized-operations value of a broker that was not asked, or cannot say
-AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
-
-
-def write_refused(topic_authorized_operations: int | None) -> bool:
-    """True when a Metadata answer's authorized operations for a topic (asked for with
-    ``include_topic_authorized_operations``) show the principal may see it but not WRITE it.
-    Unknown values (not asked, an old broker, a broker that fills in nothing: 0) refuse nothing:
-    the Produce answer will say."""
-    ops = topic_authorized_operations
-    if ops is None or ops in (AUTHORIZED_OPERATIONS_UNKNOWN, 0):
-        return False
-    return not ops & (1 << ACL_WRITE)
+                       allow_auto_topic_creation=allow_auto_topic_creation)
 
 
 def __getattr__(name: str) -> Any:
@@ -94,6 +75,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["SPEC_NAMES", "schema_of", "encode_body", "decode_body", "metadata_request", "write_refused",
-           "ACL_WRITE", "AUTHORIZED_OPERATIONS_UNKNOWN",
+__all__ = ["SPEC_NAMES", "schema_of", "encode_body", "decode_body", "metadata_request",
            "ApiVersionsResponse", *(n for n in SPEC_NAMES if n != "ApiVersionsResponse"), "ApiKey"]

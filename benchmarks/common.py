@@ -519,50 +519,15 @@ class ApproxLanded:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, ready_timeout: float = 60.0) -> float:
-    """Create ``topic`` and wait until every partition takes writes (see :func:`wait_writable`);
-    returns the seconds that took (untimed by the runs; ``topic_ready_s`` in the JSON)."""
+    """Create ``topic`` and wait until every partition takes writes (``testing.brokers.create_topics``:
+    the clock must not measure topic creation, and Java's idempotent producer does not survive
+    producing into a partition whose log does not exist yet); returns the seconds that took
+    (untimed by the runs; ``topic_ready_s`` in the JSON)."""
     from sparkkafka_sink.testing.brokers import create_topics
 
     t0 = time.monotonic()
-    create_topics(bootstrap, {topic: partitions})
-    wait_writable(bootstrap, topic, partitions, ready_timeout)
+    create_topics(bootstrap, {topic: partitions}, timeout=ready_timeout)
     return round(time.monotonic() - t0, 2)
-
-
-def wait_writable(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> float:
-    """Wait until ListOffsets answers for every partition (its leader has the log), return the
-    seconds waited.
-
-    Metadata lists a new topic's partitions before Apache Kafka's broker has created their logs
-    (with 64 or 256 partitions, for a second or more), and Produce gets NOT_LEADER_OR_FOLLOWER
-    meanwhile.  Java's kafka-clients 3.9 idempotent producer does not survive that with 5
-    requests in flight: a later batch of a partition lands first, the retried first batch then
-    gets OutOfOrderSequence until delivery.timeout.ms (seen: ``spark-jvm-kafka`` failing after
-    120 s on 64-partition topics).  The clock should not measure topic creation anyway, so every
-    contender starts on a topic whose partitions all take writes.  A timeout is not an error
-    (the run then shows what happens).
-    """
-    from confluent_kafka import KafkaException, TopicPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec
-
-    t0 = time.monotonic()
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    pending = set(range(partitions))
-    while pending and time.monotonic() - t0 < timeout:
-        try:
-            futs = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in pending},
-                                      request_timeout=10)
-        except KafkaException:
-            futs = {}
-        for tp, fut in futs.items():
-            try:
-                fut.result(timeout=15)
-                pending.discard(tp.partition)
-            except Exception:  # noqa: BLE001 - not ready yet
-                pass
-        if pending:
-            time.sleep(0.05)
-    return time.monotonic() - t0
 
 
 def delete_topic(bootstrap: str, topic: str, log_dir: str = "", timeout: float = 30.0) -> None:

@@ -21,7 +21,7 @@ from sparkkafka_sink.errors import (  # noqa: F401
     UnknownTopicError,
 )
 
-__version__ = "0.1.0"
+from sparkkafka_sink.version import __version__  # noqa: F401
 
 
 def __getattr__(name):

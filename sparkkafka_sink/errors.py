@@ -127,6 +127,16 @@ class BrokerResponseError(KafkaError):
     resend_cannot_help: bool = False
     #: the broker already wrote this batch (an idempotent resend)
     already_written: bool = False
+    #: the batch (or its record) is over the broker's size limit
+    too_large: bool = False
+    #: a batch of several records is split and sent again; only the records at fault fail
+    splits_batch: bool = False
+    #: the record itself can never be written as it is (a bad row, not bad luck)
+    condemns_record: bool = False
+    #: the coordinator asked is not the key's coordinator (any more): find it again
+    coordinator_moved: bool = False
+    #: a transactional producer was fenced by a newer one with its id
+    producer_fenced: bool = False
 
     def __init__(self, message: str | None = None):
         self.message = message
@@ -134,3 +144,13 @@ class BrokerResponseError(KafkaError):
         if message:
             text += f" ({message})"
         super().__init__(text)
+
+
+def again(error: BaseException) -> BaseException:
+    """A copy of ``error`` to raise to another caller: an error kept (a producer's fatal error,
+    a step's outcome) is raised afresh each time, with its own traceback."""
+    cls = type(error)
+    fresh = cls.__new__(cls)  # not __init__: the generated broker errors format their message there
+    fresh.args = error.args
+    fresh.__dict__.update(error.__dict__)
+    return fresh

@@ -1,4 +1,5 @@
-"""Which brokers this run tests against (shared by the root conftest and the fault tests).
+"""Which brokers this run tests against (shared by the root conftest and the fault tests), and
+how a fixture runs an Apache Kafka cluster of its own (:func:`running_apache_kafka`).
 
 Apache Kafka is the reference broker: through testcontainers when a Docker engine answers, else
 from its Maven jars when ``java`` and ``mvn`` are on PATH.  tansu and noida (PyPI) always run
@@ -8,12 +9,14 @@ beside it.  ``KAFKA_BOOTSTRAP_SERVERS`` replaces all of them by one external bro
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import List, Optional
+import sys
+from typing import Iterator, List, Optional
 
 import pytest
 
-from sparkkafka_sink.testing.apache_kafka import java_and_maven_available
+from sparkkafka_sink.testing.apache_kafka import ApacheKafka, java_and_maven_available
 from sparkkafka_sink.testing.brokers import BROKER_KINDS
 
 
@@ -67,3 +70,19 @@ KAFKA_KINDS = ["external"] if os.environ.get("KAFKA_BOOTSTRAP_SERVERS") else _LO
 #: brokers the fault tests start behind a FaultProxy: they need broker processes they control,
 #: so an external broker does not replace them
 FAULT_KINDS = tuple(k for k in _LOCAL if k != "apache" or APACHE_SOURCE == "maven")
+
+
+@contextlib.contextmanager
+def running_apache_kafka(label: str = "", *, needs: Optional[str] = None, **cluster) -> Iterator[ApacheKafka]:
+    """``ApacheKafka(**cluster)`` from its Maven jars for a fixture: started, announced on stderr
+    (what a slow session spent its time on; ``label`` tells the clusters apart), closed on exit.
+    ``needs`` names it in the skip when the jars cannot run here (the ``kafka`` fixture may be
+    a container then); None when the caller decided that already."""
+    if needs is not None and APACHE_SOURCE != "maven":
+        pytest.skip(f"{needs} needs java and mvn on PATH")
+    with ApacheKafka(**cluster) as kafka:
+        count = len(kafka.nodes)
+        listeners = f", listeners {', '.join(kafka.listener_names)}," if kafka.security is not None else ""
+        print(f"\n[apache kafka {kafka.version}{label}: {count} node{'s' if count > 1 else ''}{listeners} "
+              f"up in {kafka.startup_seconds:.1f} s]", file=sys.stderr)
+        yield kafka

@@ -26,15 +26,15 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `import kafka_helpers` from anywhere
 
-from broker_kinds import APACHE_SOURCE, KAFKA_KINDS  # noqa: E402
-from sparkkafka_sink.testing.apache_kafka import ApacheKafka  # noqa: E402
+from broker_kinds import APACHE_SOURCE, KAFKA_KINDS, running_apache_kafka  # noqa: E402
 from sparkkafka_sink.testing.brokers import EmbeddedBroker, create_topics, start_broker  # noqa: E402
 
 log = logging.getLogger("sparkkafka_sink.tests")
 
-#: the secured Apache Kafka node and its PKI, token endpoint and client settings
-#: and ``retrying_spark``, the local[2,4] SparkSession of the modules outside tests/spark
-pytest_plugins = ["security_fixtures", "retrying_spark"]
+#: session resources stopped after their last user (the hooks behind the two below), the secured
+#: Apache Kafka node and its PKI, token endpoint and client settings, and ``retrying_spark``, the
+#: local[2,4] SparkSession of the modules outside tests/spark
+pytest_plugins = ["session_resources", "security_fixtures", "retrying_spark"]
 
 # Broker quirks tests branch on.  Keys are capability flags exposed on BrokerHandle.
 _QUIRKS = {
@@ -124,15 +124,9 @@ def pytest_report_header(config):
 @pytest.fixture(scope="session")
 def apache_kafka():
     """One Apache Kafka node (KRaft, from Maven jars) shared by the whole session."""
-    if APACHE_SOURCE != "maven":
-        pytest.skip("Apache Kafka from Maven jars needs java and mvn on PATH")
-    cluster = ApacheKafka(nodes=1, broker_config=SINGLE_NODE_BROKER_CONFIG).start()
-    print(f"\n[apache kafka {cluster.version}: 1 node up in {cluster.startup_seconds:.1f} s]",
-          file=sys.stderr)
-    try:
+    with running_apache_kafka(needs="Apache Kafka from Maven jars", nodes=1,
+                              broker_config=SINGLE_NODE_BROKER_CONFIG) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture
@@ -190,7 +184,7 @@ def _no_pooled_producers_left():
     yield
     import sys
 
-    pool = sys.modules.get("sparkkafka_sink.spark.producer_pool")
+    pool = sys.modules.get("sparkkafka_sink.spark.task.producer_pool")
     if pool is not None:
         pool.POOL.close_all()
 

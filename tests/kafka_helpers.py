@@ -1,4 +1,7 @@
-"""Independent read-back of what reached the broker, with confluent-kafka (librdkafka).
+"""Independent read-back of what reached the broker, with confluent-kafka (librdkafka), and the
+few things every broker test needs besides: a producer with a module's settings
+(:func:`producer_for`), the transactions left open (:func:`open_transactions`), a broker's
+producer state (:func:`describe_producers`), ACLs (:func:`allow_on_topic`).
 
 Tests check our producer's output with a different client: ``check.crcs=True`` so a bad batch
 CRC fails loudly, and ``assign()`` to explicit partitions from offset 0 (a group join takes
@@ -158,6 +161,33 @@ def produce_all(bootstrap: str, topic: str, records: Iterable, timeout: float = 
         raise AssertionError(f"produce_all({topic!r}): {len(errors)} errors ({errors[:3]}), "
                              f"{left} undelivered of {sent}")
     return delivered[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The producer under test, and what it left on the broker
+# ---------------------------------------------------------------------------------------------
+
+def producer_for(target, /, defaults: Optional[dict] = None, client=None, **overrides):
+    """A producer on ``target`` (a bootstrap string, or anything with ``bootstrap_servers``:
+    a broker handle, a cluster): ``bootstrap.servers``, then ``defaults`` (a test module's
+    settings, bound with ``functools.partial``), then ``overrides`` (a test's own; ``linger_ms``
+    may stand for ``linger.ms``).  ``client``: the producer class, our ``Producer`` unless given
+    (confluent-kafka's ``Producer`` takes the same dict)."""
+    if client is None:
+        from sparkkafka_sink import Producer as client
+    bootstrap = target if isinstance(target, str) else target.bootstrap_servers
+    config = {"bootstrap.servers": bootstrap, **(defaults or {})}
+    config.update({k.replace("_", "."): v for k, v in overrides.items()})
+    return client(config)
+
+
+def open_transactions(bootstrap: str, prefix: str) -> list:
+    """The transactions whose ids start with ``prefix`` still open on their coordinators (``[]``:
+    nothing left hanging), as the driver's ``TransactionAdmin`` sees them."""
+    from sparkkafka_sink.producer.handover import TransactionAdmin
+
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
+        return admin.open_transactions(prefix, time.monotonic() + 30)
 
 
 # ---------------------------------------------------------------------------------------------

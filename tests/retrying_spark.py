@@ -4,8 +4,9 @@ tests/spark that write through Spark (tests/compat, tests/failover, tests/faults
 the root conftest.
 
 Started the first time a test asks for it and stopped right after the last test of the run that
-uses it: one start-up instead of one per module, and the SparkContext is gone before
-tests/spark starts its own (``local[2]``: one attempt per task; one SparkContext per process).
+uses it (``session_resources``): one start-up instead of one per module, and the SparkContext is
+gone before tests/spark starts its own (``local[2]``: one attempt per task; one SparkContext per
+process).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 
 import pytest
 
-_state: dict = {"session": None, "last_user": None}
+from session_resources import stop_after_last_use
 
 
 @pytest.fixture(scope="session")
@@ -32,26 +33,8 @@ def retrying_spark():
                .config("spark.driver.memory", "1g")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
-    _state["session"] = session
+    stop = stop_after_last_use("retrying_spark", session.stop)
     try:
         yield session
     finally:
-        _stop()
-
-
-def _stop() -> None:
-    session, _state["session"] = _state["session"], None
-    if session is not None:
-        session.stop()
-
-
-def pytest_collection_finish(session):
-    users = [it for it in session.items if "retrying_spark" in getattr(it, "fixturenames", ())]
-    _state["last_user"] = users[-1].nodeid if users else None
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    yield
-    if _state["session"] is not None and item.nodeid == _state["last_user"]:
-        _stop()
+        stop()

@@ -10,8 +10,11 @@ tests and the Spark tests (tests/spark/test_spark_security.py) share one secured
   :class:`~sparkkafka_sink.testing.apache_kafka.ApacheKafka` whose ``security`` is the
   :class:`~sparkkafka_sink.testing.security.BrokerSecurity` (users, passwords, PKI).  Started
   the first time a test asks for it, and stopped right after the last test of the run that
-  uses it (no idle JVM for the rest of the session).  Skipped without java and mvn.
+  uses it (``session_resources``: no idle JVM for the rest of the session).  Skipped without
+  java and mvn.
 * ``secured_topic`` factory: a new topic (created over PLAINTEXT) on ``secured_kafka``.
+* ``acl_topics``: topics ``writable``, ``describe_only`` and ``hidden`` with ACLs for
+  :data:`CAROL` (the producer's and the sink's ACL tests share the cases).
 * ``confluent_config(listener, mechanism=None, **kw)``: confluent-kafka settings for a listener
   (:func:`~sparkkafka_sink.testing.security.librdkafka_config` bound to ``secured_kafka``).
 * ``token_endpoint`` (function): a fresh running
@@ -23,18 +26,20 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 import uuid
 from typing import Callable, Optional
 
 import pytest
 
-from sparkkafka_sink.testing.apache_kafka import ApacheKafka, java_and_maven_available
+from broker_kinds import running_apache_kafka
+from session_resources import stop_after_last_use
+from sparkkafka_sink.testing.apache_kafka import java_and_maven_available
 from sparkkafka_sink.testing.brokers import create_topics
 from sparkkafka_sink.testing.security import (
     BrokerSecurity, TestPki, TokenEndpoint, librdkafka_config)
 
-_secured: dict = {"cluster": None, "last_user": None}
+#: the PLAIN user the ACL tests write as (``carol``/``carol-secret``: PLAIN only)
+CAROL = "User:carol"
 
 
 @pytest.fixture(scope="session")
@@ -47,33 +52,11 @@ def secured_kafka(pki):
     if not java_and_maven_available():
         pytest.skip("the secured Apache Kafka node needs java and mvn on PATH (Kafka runs from its "
                     "Maven jars)")
-    cluster = ApacheKafka(nodes=1, security=BrokerSecurity(pki, authorizer=True)).start()
-    _secured["cluster"] = cluster
-    print(f"\n[secured apache kafka {cluster.version}: 1 node, listeners "
-          f"{', '.join(cluster.listener_names)}, up in {cluster.startup_seconds:.1f} s]",
-          file=sys.stderr)
-    try:
+    with running_apache_kafka(" secured", nodes=1, security=BrokerSecurity(pki, authorizer=True)) as cluster:
+        # the cluster's own close() on leaving is then a no-op
+        stop_after_last_use("secured_kafka", cluster.close,
+                            "[secured apache kafka stopped after the last test that uses it]")
         yield cluster
-    finally:
-        _secured["cluster"] = None
-        cluster.close()
-
-
-def pytest_collection_finish(session):
-    users = [it for it in session.items if "secured_kafka" in getattr(it, "fixturenames", ())]
-    _secured["last_user"] = users[-1].nodeid if users else None
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    yield
-    # the last test that uses the node has finished (and its fixtures are torn down): stop the
-    # JVM now rather than at the end of the session; the fixture's own close() is then a no-op
-    cluster = _secured["cluster"]
-    if cluster is not None and item.nodeid == _secured["last_user"]:
-        cluster.close()
-        _secured["cluster"] = None
-        print("\n[secured apache kafka stopped after the last test that uses it]", file=sys.stderr)
 
 
 @pytest.fixture
@@ -89,6 +72,21 @@ def secured_topic(secured_kafka, request) -> Callable[..., str]:
         return name
 
     return make
+
+
+@pytest.fixture
+def acl_topics(secured_kafka, secured_topic) -> dict:
+    """``{"writable": ..., "describe_only": ..., "hidden": ...}``: carol may write the first, may
+    describe (and read) but not write the second, and may not see the third (it has an ACL, for
+    alice only, so it is not open to everyone)."""
+    from kafka_helpers import allow_on_topic  # confluent-kafka: only when a test asks
+
+    topics = {kind: secured_topic(partitions=2) for kind in ("writable", "describe_only", "hidden")}
+    bootstrap = secured_kafka.bootstrap()
+    allow_on_topic(bootstrap, topics["writable"], CAROL, ["WRITE", "DESCRIBE"])
+    allow_on_topic(bootstrap, topics["describe_only"], CAROL, ["DESCRIBE", "READ"])
+    allow_on_topic(bootstrap, topics["hidden"], "User:alice", ["WRITE", "DESCRIBE"])
+    return topics
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ SaslHandshake names the mechanism; then SaslAuthenticate requests carry the mech
 messages (``network.sasl``) until it is complete.  The same exchange runs again on a live
 connection before the broker's session expires (KIP-368 re-authentication): the session
 lifetime the broker grants comes back in the last SaslAuthenticate answer.  It only builds
-requests and reads answers; the network client sends them.  Failures become
+requests and reads answers; ``ConnectionSetup`` sends them.  Failures become
 ``AuthenticationError`` s naming the mechanism, the user and the broker, never a secret.
 """
 

@@ -2,15 +2,15 @@
 
 Only the Sender thread calls it (``ready``/``send``/``poll``); other threads
 may only ``wakeup()`` it, through a socketpair registered in the selector, so
-``send()`` never waits for the I/O thread.  It owns connection states with
-exponential reconnect backoff, the set-up of each connection (TLS handshake,
-ApiVersions -- versions are negotiated per broker -- and SASL authentication,
-renewed before the broker's session expires), in-flight caps, request and
+``send()`` never waits for the I/O thread.  It owns the connections: their
+states with exponential reconnect backoff, in-flight caps, request and
 connection-setup timeouts (which close the connection so its requests are
-retried), and the metadata refresh loop (bootstrap first, then periodic and
-on demand).  A failed authentication or certificate check is fatal
-(``fatal_error``): it would fail the same way again, so no connection is tried
-after it and every caller gets the error.
+retried) and idle closes.  Its helpers decide the rest: ``ConnectionSetup``
+what a new connection asks before it is READY (ApiVersions, SASL),
+``MetadataUpdater`` when metadata is asked for, ``HangUpDiagnosis`` what
+hang-ups say about ``security.protocol``.  A failed authentication or
+certificate check is fatal (``fatal_error``): it would fail the same way again,
+so no connection is tried after it and every caller gets the error.
 """
 
 from __future__ import annotations
@@ -33,23 +33,18 @@ from sparkkafka_sink.errors import (
     SslError,
     UnsupportedVersionError,
 )
-from sparkkafka_sink.network.authenticator import SaslAuthenticator
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster
 from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
+from sparkkafka_sink.network.connection_setup import ConnectionSetup
+from sparkkafka_sink.network.hang_ups import HangUpDiagnosis
 from sparkkafka_sink.network.in_flight import ClientResponse, InFlightRequest, InFlightRequests
 from sparkkafka_sink.network.metadata import Metadata
-from sparkkafka_sink.network.tls_channel import TlsHandshakeClosed
-from sparkkafka_sink.protocol.api import SUPPORTED_VERSIONS, ApiKey, negotiate
-from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
-from sparkkafka_sink.protocol.errors import error_for_code
-from sparkkafka_sink.protocol.messages import ApiVersionsRequest, metadata_request
+from sparkkafka_sink.network.metadata_updater import MetadataUpdater
+from sparkkafka_sink.protocol.api import ApiKey, negotiate
 
 log = logging.getLogger(__name__)
 
 _WAKEUP = object()
-#: consecutive hang-ups of one broker (in the TLS handshake, or at the first request after set-up)
-#: that make it a listener wanting another security.protocol, not bad luck
-_HANG_UPS_FATAL = 3
 _SETTING_UP = (ConnectionState.CONNECTING, ConnectionState.TLS_HANDSHAKE,
                ConnectionState.CHECKING_API_VERSIONS, ConnectionState.AUTHENTICATING)
 
@@ -79,12 +74,11 @@ class NetworkClient:
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.software_version = software_version
         self.ssl_context = ssl_context
-        #: ``network.sasl.SaslSettings`` when the listener wants SASL
+        #: ``network.sasl.settings.SaslSettings`` when the listener wants SASL
         self.sasl = sasl
         #: an error no reconnect can cure (authentication, certificate): set once, then final
         self.fatal_error: KafkaError | None = None
-        #: SASL sessions renewed on live connections (KIP-368), and connections opened
-        self.reauthentications = 0
+        #: connections opened
         self.connections_created = 0
         self._conns: dict[int, BrokerConnection] = {}
         self.in_flight = InFlightRequests(max_in_flight, self._conns)
@@ -97,23 +91,34 @@ class NetworkClient:
         self._bootstrap_nodes = Cluster.bootstrap(metadata.bootstrap).brokers
         self._failures: dict[int, int] = {}
         self._reconnect_at: dict[int, float] = {}
-        self._tls_hang_ups: dict[int, int] = {}
-        self._hang_ups_after_setup: dict[int, int] = {}
         self._completed: list[ClientResponse] = []
-        self._metadata_in_flight = False
-        self._api_versions_version: dict[int, int] = {}
-        #: the cluster's finalized features (name -> max level) from the newest ApiVersions answer
-        self.finalized_features: dict[str, int] = {}
         #: requests sent, by ``(api key, version)``: which versions were negotiated in practice
         self.requests_sent: collections.Counter = collections.Counter()
-        self._features_epoch = -1
         #: last connection error per broker address, so timeouts can say what went wrong
         self.connect_errors: dict[str, BaseException] = {}
         self.closed = False
+        self._setup = ConnectionSetup(sasl, software_version, send=self.send, close=self._close,
+                                      ready=self._connection_ready)
+        self._metadata_updater = MetadataUpdater(self)
+        self._hang_ups = HangUpDiagnosis(sasl is not None)
+
+    @property
+    def finalized_features(self) -> dict[str, int]:
+        """The cluster's finalized features (name -> max level) from the newest ApiVersions answer."""
+        return self._setup.finalized_features
+
+    @property
+    def reauthentications(self) -> int:
+        """SASL sessions renewed on live connections (KIP-368)."""
+        return self._setup.reauthentications
 
     # -- nodes and connections -----------------------------------------------------------
     def _node(self, node_id: int) -> BrokerNode | None:
         return self.metadata.cluster.broker(node_id) or self._bootstrap_nodes.get(node_id)
+
+    def known_nodes(self) -> list[int]:
+        """The nodes to choose from: the cluster's brokers, else the bootstrap servers."""
+        return list(self.metadata.cluster.brokers) or list(self._bootstrap_nodes)
 
     def connection(self, node_id: int) -> BrokerConnection | None:
         return self._conns.get(node_id)
@@ -126,8 +131,8 @@ class NetworkClient:
         """True if a request can go to ``node_id`` now; otherwise start connecting if allowed."""
         conn = self._conns.get(node_id)
         if conn is not None and conn.state is ConnectionState.READY:
-            if conn.reauthenticate_at_ms is not None and now >= conn.reauthenticate_at_ms:
-                self._start_authentication(conn, now)
+            if self._setup.reauthentication_due(conn, now):
+                self._setup.authenticate(conn, now)
                 return False
             return self.in_flight.can_send_more(node_id)
         if (conn is None or conn.state is ConnectionState.DISCONNECTED) and self._can_connect(node_id, now):
@@ -188,7 +193,7 @@ class NetworkClient:
     def least_loaded_node(self, now: float) -> int | None:
         """A node to ask for metadata: ready with the fewest in-flight, else connectable."""
         cluster = self.metadata.cluster
-        candidates = list(cluster.brokers) or list(self._bootstrap_nodes)
+        candidates = self.known_nodes()
         random.shuffle(candidates)
         best, best_load = None, None
         connecting = None
@@ -244,7 +249,10 @@ class NetworkClient:
         if expect_response:
             conn.enqueue(frame)
         else:
-            conn.enqueue(frame, lambda: self._completed.append(ClientResponse(req, None, now_ms())))
+            # no answer will come: the request is complete once written (or failed, if its
+            # connection closes before that: see _close)
+            conn.enqueue(frame, lambda error=None: self._completed.append(
+                ClientResponse(req, None, now_ms(), disconnected=error is not None, error=error)))
         try:
             conn.write(now)
         except KafkaError as e:
@@ -264,8 +272,9 @@ class NetworkClient:
 
     def poll(self, timeout_ms: float, now: float) -> list[ClientResponse]:
         """Do I/O for up to ``timeout_ms``; run and return the completed requests' responses."""
-        metadata_timeout = self._maybe_update_metadata(now)
-        timeout = min(timeout_ms, metadata_timeout, self.request_timeout_ms, self._time_to_reauthentication(now))
+        metadata_timeout = self._metadata_updater.maybe_update(now)
+        timeout = min(timeout_ms, metadata_timeout, self.request_timeout_ms,
+                      self._setup.time_to_reauthentication(self._conns.values(), now))
         if self._completed:
             timeout = 0
         for key, mask in self.selector.select(max(timeout, 0) / 1000.0):
@@ -279,11 +288,11 @@ class NetworkClient:
             try:
                 if conn.state is ConnectionState.CONNECTING:
                     if mask & selectors.EVENT_WRITE and conn.finish_connect(now):
-                        self._send_api_versions(conn, now)
+                        self._setup.send_api_versions(conn, now)
                     continue
                 if conn.state is ConnectionState.TLS_HANDSHAKE:
                     if conn.advance_tls_handshake(now):
-                        self._send_api_versions(conn, now)
+                        self._setup.send_api_versions(conn, now)
                     continue
                 if mask & selectors.EVENT_WRITE:
                     conn.write(now)
@@ -317,10 +326,7 @@ class NetworkClient:
         self._wakeup_pending = False
 
     def _receive(self, conn: BrokerConnection, data: bytes, now: float) -> None:
-        if (conn.tls is None and conn.state is ConnectionState.CHECKING_API_VERSIONS
-                and data[:1] in (b"\x15", b"\x16") and data[1:2] == b"\x03"):
-            raise SslError(f"Broker {conn.address} answered with TLS: this listener wants TLS; set "
-                           "security.protocol=SSL (or SASL_SSL)")
+        self._hang_ups.check_plaintext_answer(conn, data)
         answers: list = []
         try:
             answers = conn.protocol.receive(data)
@@ -328,9 +334,7 @@ class NetworkClient:
             answers = exc.answers
             raise
         finally:
-            if conn.state is ConnectionState.READY and answers:
-                conn.responses_after_ready += len(answers)
-                self._hang_ups_after_setup.pop(conn.node_id, None)
+            self._hang_ups.answered(conn, len(answers))
             for pending, response in answers:
                 self._completed.append(ClientResponse(pending.context, response, now))
 
@@ -348,9 +352,8 @@ class NetworkClient:
                     self._close(conn, KafkaTimeoutError(
                         f"Connection to {conn.address} was not set up within {limit:.0f} ms "
                         f"(socket.connection.setup.timeout.ms; stuck in {conn.state.value})"), now)
-            elif (conn.state is ConnectionState.READY and conn.reauthenticate_at_ms is not None
-                  and now >= conn.reauthenticate_at_ms):
-                self._start_authentication(conn, now)
+            elif self._setup.reauthentication_due(conn, now):
+                self._setup.authenticate(conn, now)
             elif (conn.state is ConnectionState.READY and self.connections_max_idle_ms >= 0
                   and now - conn.last_activity_ms > self.connections_max_idle_ms
                   and self.in_flight.count(conn.node_id) == 0 and not conn.has_pending_writes):
@@ -360,31 +363,16 @@ class NetworkClient:
     def _close(self, conn: BrokerConnection, error: BaseException | None, now: float) -> None:
         """Close a connection; every request it carried completes as disconnected."""
         was_ready = conn.state in (ConnectionState.READY, ConnectionState.REAUTHENTICATING)
-        if isinstance(error, TlsHandshakeClosed):
-            hang_ups = self._tls_hang_ups[conn.node_id] = self._tls_hang_ups.get(conn.node_id, 0) + 1
-            if hang_ups >= _HANG_UPS_FATAL:
-                error = SslError(f"{error} (it hung up {hang_ups} times in a row)")
+        error = self._hang_ups.tls_hang_up(conn.node_id, error)
         if isinstance(error, (AuthenticationError, SslError)) and not error.retriable and self.fatal_error is None:
-            self.fatal_error = error
-            log.error("%s", error)
-        elif (error is not None and was_ready and self.sasl is None and conn.responses_after_ready == 0
-              and isinstance(error, KafkaConnectionError) and not isinstance(error, KafkaTimeoutError)):
-            hang_ups = self._hang_ups_after_setup[conn.node_id] = self._hang_ups_after_setup.get(conn.node_id, 0) + 1
-            hint = (f"{error} right after the connection was set up: if this listener wants SASL, set "
-                    "security.protocol=SASL_PLAINTEXT or SASL_SSL and sasl.mechanism")
-            if hang_ups >= _HANG_UPS_FATAL:
-                error = AuthenticationError(f"{hint} (it hung up {hang_ups} times in a row)")
-                self.fatal_error = error
-                log.error("%s", error)
-            else:
-                error = KafkaConnectionError(hint)
-        elif (error is not None and conn.state is ConnectionState.CHECKING_API_VERSIONS and conn.tls is None
-              and isinstance(error, KafkaConnectionError) and not isinstance(error, SslError)):
-            error = KafkaConnectionError(f"{error} before answering ApiVersions: if this listener wants TLS, "
-                                         "set security.protocol=SSL or SASL_SSL")
-        dropped = conn.close()
-        for cb in dropped:
-            cb()  # acks=0 sends that never left: completed (as Java does, data may be lost)
+            self._set_fatal(error)
+        elif error is not None:
+            error, fatal = self._hang_ups.explain(conn, error, was_ready)
+            if fatal:
+                self._set_fatal(error)
+        for unsent in conn.close():  # acks=0 requests that never (fully) left: not delivered,
+            # so they fail as disconnected and are sent again, as the Java client does
+            unsent(KafkaConnectionError(f"Connection to {conn.address} closed before the request was sent"))
         if error is not None:
             self.connect_errors[conn.address] = error
             if not was_ready:
@@ -402,152 +390,19 @@ class NetworkClient:
                 self.metadata.failed_update(now, self.fatal_error)
             self.metadata.request_update()
 
-    # -- ApiVersions handshake ---------------------------------------------------------
-    def _send_api_versions(self, conn: BrokerConnection, now: float) -> None:
-        version = self._api_versions_version.get(conn.node_id, SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1])
-        request = ApiVersionsRequest(client_software_name="sparkkafka-sink",
-                                     client_software_version=self.software_version)
-        self.send(conn.node_id, request, lambda resp: self._handle_api_versions(conn, resp), now,
-                  version=version)
-
-    def _handle_api_versions(self, conn: BrokerConnection, resp: ClientResponse) -> None:
-        if resp.response is None or conn.sock is None:
-            return  # the close path already accounted for it
-        body = resp.response
-        now = resp.received_ms
-        retry = BrokerProtocol.api_versions_retry(body, resp.request.api_version)
-        if retry is not None:
-            self._api_versions_version[conn.node_id] = retry
-            self._send_api_versions(conn, now)
-            return
-        if body.error_code:
-            self._close(conn, error_for_code(body.error_code, f"ApiVersions from {conn.address}"), now)
-            return
-        conn.set_api_versions({k.api_key: (k.min_version, k.max_version) for k in body.api_keys}, now)
-        epoch = getattr(body, "finalized_features_epoch", -1)
-        if epoch is not None and epoch >= 0 and epoch >= self._features_epoch:
-            self._features_epoch = epoch
-            self.finalized_features = {f.name: f.max_version_level for f in body.finalized_features or ()}
-        if self.sasl is not None:
-            self._start_authentication(conn, now)
-        else:
-            self._connection_ready(conn, now)
+    def _set_fatal(self, error: KafkaError) -> None:
+        self.fatal_error = error
+        log.error("%s", error)
 
     def _connection_ready(self, conn: BrokerConnection, now: float) -> None:
         conn.mark_ready(now)
         self._failures[conn.node_id] = 0
-        self._tls_hang_ups.pop(conn.node_id, None)
+        self._hang_ups.set_up(conn.node_id)
         self.connect_errors.pop(conn.address, None)
         log.debug("node %s (%s) ready", conn.node_id, conn.address)
 
-    # -- SASL (KIP-152), renewed before the session expires (KIP-368) -------------------------
-    def _start_authentication(self, conn: BrokerConnection, now: float) -> None:
-        reauth = conn.state is ConnectionState.READY
-        auth = SaslAuthenticator(self.sasl, conn.address, reauthentication=reauth, now_ms=now)
-        conn.mark_authenticating(auth, now)
-        if reauth:
-            log.debug("re-authenticating to %s before its SASL session expires", conn.address)
-        if conn.api_versions.get(ApiKey.SASL_HANDSHAKE, (0, 0))[1] < 1:
-            self._close(conn, AuthenticationError(
-                f"Broker {conn.address} cannot authenticate with SASL over Kafka requests (SaslHandshake v1, "
-                "Kafka 1.0 or newer): is security.protocol right for this listener?"), now)
-            return
-        self._send_sasl(conn, auth, auth.handshake_request(), self._handle_sasl_handshake, now)
-
-    def _send_sasl(self, conn: BrokerConnection, auth: SaslAuthenticator, request: Any,
-                   handler: Callable, now: float) -> None:
-        try:
-            self.send(conn.node_id, request, lambda resp: handler(conn, auth, resp), now)
-        except UnsupportedVersionError as e:
-            self._close(conn, AuthenticationError(f"SASL with broker {conn.address}: {e}"), now)
-
-    def _sasl_answer(self, conn: BrokerConnection, auth: SaslAuthenticator, resp: ClientResponse) -> bool:
-        return resp.response is not None and conn.sock is not None and conn.authenticator is auth
-
-    def _handle_sasl_handshake(self, conn: BrokerConnection, auth: SaslAuthenticator, resp: ClientResponse) -> None:
-        if not self._sasl_answer(conn, auth, resp):
-            return
-        try:
-            request = auth.on_handshake(resp.response)
-        except AuthenticationError as e:
-            self._close(conn, e, resp.received_ms)
-            return
-        self._send_sasl(conn, auth, request, self._handle_sasl_authenticate, resp.received_ms)
-
-    def _handle_sasl_authenticate(self, conn: BrokerConnection, auth: SaslAuthenticator,
-                                  resp: ClientResponse) -> None:
-        if not self._sasl_answer(conn, auth, resp):
-            return
-        now = resp.received_ms
-        try:
-            request = auth.on_authenticate(resp.response)
-        except AuthenticationError as e:
-            self._close(conn, e, now)
-            return
-        if request is not None:
-            self._send_sasl(conn, auth, request, self._handle_sasl_authenticate, now)
-            return
-        conn.authenticator = None
-        conn.reauthenticate_at_ms = auth.reauthenticate_at(now)
-        if conn.state is ConnectionState.REAUTHENTICATING:
-            self.reauthentications += 1
-            conn.mark_ready(now)
-        else:
-            self._connection_ready(conn, now)
-
-    def _time_to_reauthentication(self, now: float) -> float:
-        due = [c.reauthenticate_at_ms for c in self._conns.values()
-               if c.reauthenticate_at_ms is not None and c.state is ConnectionState.READY]
-        return max(min(due) - now, 0.0) if due else float("inf")
-
-    # -- metadata ----------------------------------------------------------------------
-    def _maybe_update_metadata(self, now: float) -> float:
-        """Send a Metadata request when one is due; returns ms until the next check."""
-        md = self.metadata
-        wait = md.time_to_next_update(now)
-        if wait > 0 or self._metadata_in_flight:
-            return wait if wait > 0 else self.request_timeout_ms
-        node_id = self.least_loaded_node(now)
-        if node_id is None:
-            # nothing to connect to yet: wait for the shortest reconnect backoff
-            delays = [self.connection_delay(n, now) for n in (list(md.cluster.brokers) or
-                                                              list(self._bootstrap_nodes))]
-            if not self._conns and not delays:
-                return self.reconnect_backoff_ms
-            self._note_unreachable(now)
-            return max(min(delays, default=self.reconnect_backoff_ms), 1.0)
-        if self.ready(node_id, now):
-            topics = md.topics(now)
-            # authorized operations: a topic we may see but not write fails its sends at once
-            # (under exactly-once a refused Produce would doom the whole transaction)
-            request = metadata_request(topics, self.allow_auto_topic_creation)
-            request.include_topic_authorized_operations = True
-            try:
-                self.send(node_id, request, self._handle_metadata, now)
-            except UnsupportedVersionError as e:
-                # Keep the reason, so a metadata timeout in send() can say why.
-                self.metadata.failed_update(now, e)
-                return self.metadata.refresh_backoff_ms
-            self._metadata_in_flight = True
-            return self.request_timeout_ms
-        conn = self._conns.get(node_id)
-        if conn is None or conn.state is ConnectionState.DISCONNECTED:
-            self._note_unreachable(now)
-            return max(self.connection_delay(node_id, now), 1.0)
-        return self.reconnect_backoff_ms
-
-    def _note_unreachable(self, now: float) -> None:
-        if self.connect_errors:
-            addresses = "; ".join(f"{a}: {e}" for a, e in self.connect_errors.items())
-            self.metadata.failed_update(now, KafkaConnectionError(f"No broker reachable ({addresses})"))
-
-    def _handle_metadata(self, resp: ClientResponse) -> None:
-        self._metadata_in_flight = False
-        if resp.response is None:
-            self.metadata.failed_update(resp.received_ms, resp.error or KafkaConnectionError("metadata request failed"))
-            return
-        self.metadata.update(resp.response, resp.received_ms)
-        # Bootstrap connections (negative ids) are no longer needed once real brokers are known.
+    def close_bootstrap_connections(self) -> None:
+        """Bootstrap connections (negative ids) are no longer needed once real brokers are known."""
         for node_id, conn in list(self._conns.items()):
             if node_id < 0 and self.in_flight.count(node_id) == 0:
                 conn.close()

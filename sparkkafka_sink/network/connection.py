@@ -161,7 +161,8 @@ class BrokerConnection:
 
     # -- writing -----------------------------------------------------------------------
     def enqueue(self, buffers, on_written: Callable[[], None] | None = None) -> None:
-        """Queue one frame (a list of bytes-like parts); ``on_written`` fires once it is all on the wire."""
+        """Queue one frame (a list of bytes-like parts); ``on_written()`` fires once it is all on
+        the wire (``close`` returns it unfired when the connection closes first)."""
         if self.tls is not None:
             self._plain.append((buffers, on_written))
             self._update_interest()

@@ -12,17 +12,8 @@ import threading
 import time
 
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
-from sparkkafka_sink.protocol.errors import ERROR_CLASSES, LeaderNotAvailableError
-
-#: Kafka's AclOperation WRITE (its bit in authorized operations) and the "not asked" value
-ACL_WRITE, AUTHORIZED_OPERATIONS_UNKNOWN = 4, -2147483648
-
-
-def write_refused(topic_authorized_operations: int | None) -> bool:
-    """A Metadata answer's authorized operations show the principal may see the topic but not
-    WRITE it; unknown values (not asked, old broker, 0) refuse nothing: Produce will say."""
-    ops = topic_authorized_operations
-    return ops not in (None, AUTHORIZED_OPERATIONS_UNKNOWN, 0) and not ops & (1 << ACL_WRITE)
+from sparkkafka_sink.protocol.errors import LeaderNotAvailableError, error_for_code
+from sparkkafka_sink.protocol.messages import write_refused
 
 
 class Metadata:
@@ -86,7 +77,7 @@ class Metadata:
             if t.error_code:
                 errors[t.name] = t.error_code
                 # A transient topic error keeps what we knew, so sends do not stall.
-                if t.name in old.partitions and ERROR_CLASSES.get(t.error_code) is LeaderNotAvailableError:
+                if t.name in old.partitions and isinstance(error_for_code(t.error_code), LeaderNotAvailableError):
                     partitions[t.name] = old.partitions[t.name]
                 continue
             if write_refused(getattr(t, "topic_authorized_operations", None)):

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.security_protocol import uses_tls
 
-TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 STORE_TYPES = ("PEM", "PKCS12", "JKS")
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _JKS_MAGIC = b"\xfe\xed\xfe\xed"
@@ -28,13 +28,9 @@ _JKS_MAGIC = b"\xfe\xed\xfe\xed"
 _TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256")
 
 
-def uses_tls(config: Mapping[str, Any]) -> bool:
-    return config.get("security.protocol") in TLS_PROTOCOLS
-
-
 def build_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext | None:
     """The client context for ``security.protocol`` SSL/SASL_SSL, or None for plaintext ones."""
-    if not uses_tls(config):
+    if not uses_tls(config.get("security.protocol")):
         explicit = getattr(config, "explicit", config.keys())
         given = sorted(k for k in explicit if k.startswith("ssl.") and config.get(k) not in (None, "")
                        and k != "ssl.endpoint.identification.algorithm")

@@ -122,7 +122,7 @@ class TlsChannel:
 class TlsHandshakeClosed(KafkaConnectionError):
     """The broker hung up in the middle of the TLS handshake.  A plaintext listener does that
     (it reads our ClientHello as an absurd frame size), but so may a broker shutting down:
-    retriable, until it happens several times in a row (see ``NetworkClient``)."""
+    retriable, until it happens several times in a row (see ``network.hang_ups``)."""
 
 
 def _is_name(host: str) -> bool:

@@ -238,9 +238,12 @@ class RecordAccumulator:
         q = self._queue(batch.tp)
         with q.lock:
             if batch.base_sequence >= 0 and self.idempotence is not None:
+                # before every batch numbered after it, and every batch still to be numbered
+                # (none yet, or numbered under a producer id or epoch since replaced)
                 i = 0
                 for i, other in enumerate(q.batches):
-                    if other.base_sequence < 0 or other.base_sequence > batch.base_sequence:
+                    if (other.base_sequence < 0 or other.base_sequence > batch.base_sequence
+                            or (other.producer_id, other.producer_epoch) != (batch.producer_id, batch.producer_epoch)):
                         break
                 else:
                     i = len(q.batches)
@@ -287,11 +290,6 @@ class RecordAccumulator:
             with q.lock:
                 out.extend(q.batches)
         return out
-
-    def unsequenced_reset(self) -> None:
-        """After a producer-id reset, queued batches get fresh sequences when drained."""
-        for batch in self.queued_batches():
-            batch.base_sequence = -1
 
     # -- flush / close -----------------------------------------------------------------
     def begin_flush(self) -> None:

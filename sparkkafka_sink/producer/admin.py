@@ -2,8 +2,9 @@
 
 The producer's Sender is asynchronous; the Spark driver needs a few one-off questions answered
 before or after the tasks run -- does the cluster answer, may we write to this topic, end this
-transaction -- each within a deadline.  A ``NetworkClient`` of its own (security included),
-polled by the calling thread until the answer arrives.
+transaction -- each within a deadline.  A ``NetworkClient`` of its own (``network_stack``, as
+the producer's, security included), polled by the calling thread until the answer arrives;
+``run`` drives the producer's own control-request handlers (``producer.control_requests``).
 """
 
 from __future__ import annotations
@@ -11,18 +12,15 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Mapping
 
-from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from sparkkafka_sink.network.client import NetworkClient, now_ms
-from sparkkafka_sink.network.metadata import Metadata, write_refused
-from sparkkafka_sink.network.sasl import sasl_settings
-from sparkkafka_sink.network.ssl_context import build_ssl_context
+from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, again
+from sparkkafka_sink.network.client import now_ms
 from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.producer.control_requests import ControlRequest, Coordinators, Outcome
+from sparkkafka_sink.producer.network_stack import network_stack
 from sparkkafka_sink.protocol import messages
-from sparkkafka_sink.protocol.errors import error_for_code
-
-#: errors worth asking again for within the deadline (besides every retriable one)
-_RETRY_NAMES = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
-                "CONCURRENT_TRANSACTIONS", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION")
+from sparkkafka_sink.protocol.errors import (
+    InvalidTopicExceptionError, LeaderNotAvailableError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError,
+    error_for_code)
 
 
 class TopicCheckError(KafkaError):
@@ -33,26 +31,15 @@ class BlockingAdmin:
     """One-off requests to the cluster of ``config`` (a producer configuration)."""
 
     def __init__(self, config: Mapping[str, Any], role: str = "admin"):
-        c = ProducerConfig({k: v for k, v in dict(config).items() if k != "transactional.id"})
+        c = ProducerConfig(config).updated({"transactional.id": None})
         self.config = c
         self.retry_backoff_s = c["retry.backoff.ms"] / 1000
-        self._sasl = sasl_settings(c)
-        if self._sasl is not None:
-            self._sasl.prepare()
-        self.metadata = Metadata(c["bootstrap.servers"], max_age_ms=c["metadata.max.age.ms"],
-                                 refresh_backoff_ms=c["retry.backoff.ms"], max_idle_ms=c["metadata.max.idle.ms"])
-        self.client = NetworkClient(
-            self.metadata, client_id=f"{c['client.id']}-{role}", request_timeout_ms=c["request.timeout.ms"],
-            max_in_flight=5, reconnect_backoff_ms=c["reconnect.backoff.ms"],
-            reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-            connection_setup_timeout_ms=c["socket.connection.setup.timeout.ms"],
-            connection_setup_timeout_max_ms=c["socket.connection.setup.timeout.max.ms"],
-            allow_auto_topic_creation=False, ssl_context=build_ssl_context(c), sasl=self._sasl)
+        self._network = network_stack(c, f"{c['client.id']}-{role}", max_in_flight=5, allow_auto_topic_creation=False)
+        self.metadata, self.client = self._network.metadata, self._network.client
+        self.coordinators = Coordinators()
 
     def close(self) -> None:
-        self.client.close()
-        if self._sasl is not None:
-            self._sasl.close()
+        self._network.close()
 
     def __enter__(self):
         return self
@@ -70,8 +57,7 @@ class BlockingAdmin:
         sent = False
         while True:
             now = now_ms()
-            if self.client.fatal_error is not None:
-                raise type(self.client.fatal_error)(str(self.client.fatal_error))
+            self._raise_fatal()
             if time.monotonic() > deadline:
                 last = self.metadata.last_error
                 raise KafkaTimeoutError(f"{type(request).__name__} got no answer in time"
@@ -96,17 +82,49 @@ class BlockingAdmin:
                     continue
                 return resp.response
 
+    def run(self, handler: ControlRequest, deadline: float) -> Any:
+        """Drive a control request to its end, as the producer's Sender would -- coordinator
+        looked up first (and again when it moved), refusals retried under the handlers' one
+        policy -- within ``deadline``; its ``result``, or the error it failed with."""
+        while True:
+            key = handler.coordinator_key
+            if key is not None and self.coordinators.node(key) is None:
+                self.brokers(deadline)
+                self.run(self.coordinators.lookup(key), deadline)
+            target = self.coordinators.node(key) if key is not None else None
+            try:
+                outcome = handler.handle(self.call(target, handler.build(), deadline, handler.max_version))
+            except KafkaConnectionError as e:
+                outcome = handler.no_answer(e)
+            if outcome is Outcome.DONE:
+                return handler.result
+            if outcome is Outcome.FATAL:
+                raise handler.error
+            if outcome is Outcome.FIND_COORDINATOR:
+                self.coordinators.forget(key)
+            self._backoff(handler.error, deadline)
+
+    def ask_once(self, handler: ControlRequest, node: int, deadline: float) -> Any:
+        """One attempt at a question for one broker: its ``result``, else the error (retriable
+        or not: the caller decides, e.g. asks every broker again once one went)."""
+        if handler.handle(self.call(node, handler.build(), deadline, handler.max_version)) is not Outcome.DONE:
+            raise handler.error
+        return handler.result
+
     def brokers(self, deadline: float, fresh: bool = False) -> list[int]:
         """The brokers in the metadata (``fresh``: from an answer newer than this call)."""
         version = self.metadata.request_update()
         while self.metadata.cluster.is_bootstrap or (fresh and self.metadata.version <= version):
-            if self.client.fatal_error is not None:
-                raise type(self.client.fatal_error)(str(self.client.fatal_error))
+            self._raise_fatal()
             if time.monotonic() > deadline:
                 servers = ",".join(f"{h}:{p}" for h, p in self.config["bootstrap.servers"])
                 raise KafkaTimeoutError(f"no metadata from {servers}: {self._why_not()}")
             self.client.poll(50, now_ms())
         return sorted(self.metadata.cluster.brokers)
+
+    def _raise_fatal(self) -> None:
+        if self.client.fatal_error is not None:  # authentication, certificate
+            raise again(self.client.fatal_error)
 
     def _why_not(self) -> str:
         """The last thing that went wrong, for a timeout's message."""
@@ -114,9 +132,8 @@ class BlockingAdmin:
         last = self.metadata.last_error
         return "; ".join(errors) or (str(last) if last else "no answer")
 
-    def _backoff_or_raise(self, error: BaseException, deadline: float) -> None:
-        if getattr(error, "name", "") not in _RETRY_NAMES and not getattr(error, "retriable", False):
-            raise error
+    def _backoff(self, error: BaseException | None, deadline: float) -> None:
+        """Wait ``retry.backoff.ms`` before asking again, unless that passes the deadline."""
         if time.monotonic() + self.retry_backoff_s > deadline:
             raise KafkaTimeoutError(f"gave up retrying: {error}")
         time.sleep(self.retry_backoff_s)
@@ -130,30 +147,31 @@ class BlockingAdmin:
         names = sorted(set(topics))
         self.brokers(deadline)
         request = messages.metadata_request(names, allow_auto_topic_creation=allow_auto_create)
-        request.include_topic_authorized_operations = True
         while True:
             body = self.call(None, request, deadline)
             pending, found = [], {}
             for t in body.topics:
-                error = error_for_code(t.error_code, f"topic {t.name!r}") if t.error_code else None
+                error = error_for_code(t.error_code, f"topic {t.name!r}")
                 if error is None and not t.partitions:
-                    error = error_for_code(5, f"topic {t.name!r}")  # LEADER_NOT_AVAILABLE: still being created
+                    error = LeaderNotAvailableError(f"topic {t.name!r}")  # still being created
                 if error is None:
-                    if write_refused(getattr(t, "topic_authorized_operations", None)):
+                    if messages.write_refused(getattr(t, "topic_authorized_operations", None)):
                         raise TopicCheckError(f"not authorized to write to topic {t.name!r} (the principal "
                                               "may describe it but has no WRITE permission)")
                     found[t.name] = len(t.partitions)
-                elif error.name == "UNKNOWN_TOPIC_OR_PARTITION":
+                elif isinstance(error, UnknownTopicOrPartitionError):
                     raise TopicCheckError(
                         f"topic {t.name!r} does not exist" + (
                             " and the brokers do not create topics on demand (auto.create.topics.enable=false)"
                             if allow_auto_create else " (kafka.allow.auto.create.topics is false)"))
-                elif error.name == "TOPIC_AUTHORIZATION_FAILED":
+                elif isinstance(error, TopicAuthorizationFailedError):
                     raise TopicCheckError(f"not authorized to access topic {t.name!r} (TOPIC_AUTHORIZATION_FAILED)")
-                elif error.name == "INVALID_TOPIC_EXCEPTION":
+                elif isinstance(error, InvalidTopicExceptionError):
                     raise TopicCheckError(f"{t.name!r} is not a valid topic name")
+                elif not error.retriable:
+                    raise error
                 else:
                     pending.append(error)
             if not pending:
                 return found
-            self._backoff_or_raise(pending[0], deadline)
+            self._backoff(pending[0], deadline)

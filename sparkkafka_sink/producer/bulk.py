@@ -21,7 +21,7 @@ from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, Ka
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.producer.partitioner import Partitioner
-from sparkkafka_sink.record.arrow import ArrowRecords, binary_column
+from sparkkafka_sink.record.arrow import ArrowRecords, binary_column, record_size_upper_bounds
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
 
 
@@ -137,8 +137,8 @@ def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps
             raise InvalidRecordError(f"timestamps must be int64 milliseconds (or a timestamp column): {exc}") from exc
     if n == 0:
         return []
-    parts = _resolve_partitions(topic, partitions, keys_b, _approx_sizes(keys_b, values_b), num_partitions,
-                                available, partitioner)
+    parts = _resolve_partitions(topic, partitions, keys_b, record_size_upper_bounds(keys_b, values_b, headers),
+                                num_partitions, available, partitioner)
     order, group_starts = group_by_partition(parts)
     if order is not None:
         indices = pa.array(order)
@@ -188,14 +188,6 @@ def group_by_partition(parts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray
         order, sorted_parts = None, parts
     starts = np.concatenate([[0], np.flatnonzero(sorted_parts[1:] != sorted_parts[:-1]) + 1])
     return order, starts
-
-
-def _approx_sizes(keys_b: pa.Array | None, values_b: pa.Array) -> np.ndarray:
-    """Key + value bytes per row: what the sticky partitioner counts towards batch.size."""
-    sizes = pc.binary_length(values_b).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    if keys_b is not None:
-        sizes += pc.binary_length(keys_b).fill_null(0).to_numpy(zero_copy_only=False)
-    return sizes + 8
 
 
 def _resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, available, partitioner) -> np.ndarray:

@@ -13,13 +13,13 @@ from typing import Any, Callable, Mapping
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
+from sparkkafka_sink.security_protocol import parse_security_protocol
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITIONERS = ("murmur2", "round_robin", "random")
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -81,15 +81,6 @@ def _str(key: str, value: Any) -> str:
     if not isinstance(value, str):
         raise _fail(key, value, "a string")
     return value
-
-
-def _upper_choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
-    def parse(key: str, value: Any) -> str:
-        if isinstance(value, str) and value.strip().upper() in options:
-            return value.strip().upper()
-        raise _fail(key, value, "one of " + ", ".join(options))
-
-    return parse
 
 
 def _callable_or_str(key: str, value: Any):
@@ -191,7 +182,7 @@ _KEYS = [
     _Key("send.buffer.bytes", -1, _int(-1),
          "SO_SNDBUF (-1: OS autotuning; Java's 131072 splits large requests into many writes)"),
     _Key("receive.buffer.bytes", 32768, _int(-1), "SO_RCVBUF (-1: OS default)"),
-    _Key("security.protocol", "PLAINTEXT", _upper_choice(SECURITY_PROTOCOLS),
+    _Key("security.protocol", "PLAINTEXT", parse_security_protocol,
          "PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over TLS)"),
     _Key("ssl.truststore.location", None, _str, "CA certificates to trust: a PEM or PKCS12 file (default: system CAs)"),
     _Key("ssl.truststore.type", None, _str, "PEM or PKCS12 (default: from the file name; JKS must be converted)"),
@@ -233,8 +224,10 @@ class ProducerConfig(Mapping[str, Any]):
     """Validated producer settings; read like a dict with the Java key names."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
-        given = dict(config or {})
+        given = dict(config._given if isinstance(config, ProducerConfig) else config or {})
         given.update({k.replace("_", "."): v for k, v in kwargs.items()})
+        #: the settings as given (before parsing): what ``updated`` starts from
+        self._given = given
         values: dict[str, Any] = {}
         for key, raw in given.items():
             spec = KEYS.get(key)
@@ -288,6 +281,12 @@ class ProducerConfig(Mapping[str, Any]):
             raise ConfigError(
                 f"buffer.memory ({v['buffer.memory']}) must be >= batch.size ({v['batch.size']})"
             )
+
+    def updated(self, changes: Mapping[str, Any]) -> "ProducerConfig":
+        """This configuration with ``changes`` given too (a None value unsets the key), checked
+        again as a whole."""
+        given = {**self._given, **changes}
+        return ProducerConfig({k: v for k, v in given.items() if v is not None})
 
     def __getitem__(self, key: str) -> Any:
         try:

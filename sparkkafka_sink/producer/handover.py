@@ -18,11 +18,10 @@ import logging
 import time
 from typing import Any, Iterable, Mapping
 
-from sparkkafka_sink.errors import KafkaConnectionError, KafkaError
+from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.admin import BlockingAdmin
-from sparkkafka_sink.producer.transactions import COORDINATOR_TRANSACTION, PreparedTransaction
-from sparkkafka_sink.protocol import messages
-from sparkkafka_sink.protocol.errors import error_for_code
+from sparkkafka_sink.producer.control_requests import DescribeTransactions, InitProducerId, ListTransactions
+from sparkkafka_sink.producer.transactions import PreparedTransaction
 
 log = logging.getLogger(__name__)
 
@@ -39,65 +38,24 @@ class TransactionAdmin(BlockingAdmin):
         super().__init__(config, "txn-admin")
 
     def coordinator(self, transactional_id: str, deadline: float) -> int:
-        request = messages.FindCoordinatorRequest(key=transactional_id, key_type=COORDINATOR_TRANSACTION,
-                                                  coordinator_keys=[transactional_id])
-        while True:
-            self.brokers(deadline)
-            body = self.call(None, request, deadline)
-            answer = body.coordinators[0] if getattr(body, "coordinators", None) else body
-            if not answer.error_code:
-                return answer.node_id
-            self._backoff_or_raise(error_for_code(answer.error_code, f"FindCoordinator {transactional_id!r}"),
-                                   deadline)
+        """The node coordinating ``transactional_id`` now (looked up afresh)."""
+        self.coordinators.forget(transactional_id)
+        self.brokers(deadline)
+        return self.run(self.coordinators.lookup(transactional_id), deadline)
 
-    def ask_coordinator(self, transactional_id: str, request: Any, deadline: float,
-                        max_version: int | None = None) -> Any:
-        """``request``'s answer from the coordinator of ``transactional_id``, looked up again
-        whenever the connection to it is lost (it moved, or its broker died)."""
-        while True:
-            node = self.coordinator(transactional_id, deadline)
-            try:
-                return self.call(node, request, deadline, max_version)
-            except KafkaConnectionError as e:
-                self._backoff_or_raise(e, deadline)
-
-    # -- transactions ----------------------------------------------------------------------------
     def end(self, prepared: PreparedTransaction, commit: bool, deadline: float) -> None:
-        request = messages.EndTxnRequest(transactional_id=prepared.transactional_id,
-                                         producer_id=prepared.producer_id,
-                                         producer_epoch=prepared.producer_epoch, committed=commit)
-        while True:
-            body = self.ask_coordinator(prepared.transactional_id, request, deadline,
-                                        prepared.max_version(request.API_KEY))
-            error = error_for_code(body.error_code, f"EndTxn({'commit' if commit else 'abort'}) of "
-                                                    f"{prepared.transactional_id!r}")
-            if error is None:
-                return
-            self._backoff_or_raise(error, deadline)
+        """Commit or abort ``prepared`` under its producer id and epoch (a transaction already
+        ended that way answers NONE again: asking after a lost answer is safe)."""
+        self.run(prepared.end_request(commit), deadline)
 
-    def fence(self, transactional_id: str, deadline: float, timeout_ms: int = 60000) -> None:
+    def fence(self, transactional_id: str, deadline: float) -> None:
         """InitProducerId under ``transactional_id``: the coordinator aborts its open transaction."""
-        request = messages.InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=timeout_ms,
-                                                 producer_id=-1, producer_epoch=-1)
-        while True:
-            body = self.ask_coordinator(transactional_id, request, deadline)
-            error = error_for_code(body.error_code, f"InitProducerId {transactional_id!r}")
-            if error is None:
-                return
-            self._backoff_or_raise(error, deadline)
+        self.run(InitProducerId(transactional_id, self.config["transaction.timeout.ms"]), deadline)
 
     def state(self, transactional_id: str, deadline: float) -> str | None:
         """The coordinator's state of ``transactional_id`` (Kafka's names: Empty, Ongoing,
         CompleteCommit, ...), or None when the coordinator does not know it."""
-        request = messages.DescribeTransactionsRequest(transactional_ids=[transactional_id])
-        while True:
-            (answer,) = self.ask_coordinator(transactional_id, request, deadline).transaction_states
-            error = error_for_code(answer.error_code, f"DescribeTransactions {transactional_id!r}")
-            if error is None:
-                return answer.transaction_state
-            if error.name == "TRANSACTIONAL_ID_NOT_FOUND":
-                return None
-            self._backoff_or_raise(error, deadline)
+        return self.run(DescribeTransactions(transactional_id), deadline)
 
     def open_transactions(self, prefix: str, deadline: float,
                           states: tuple[str, ...] = OPEN_STATES) -> list[tuple[str, int, str]]:
@@ -105,22 +63,15 @@ class TransactionAdmin(BlockingAdmin):
 
         Each broker lists the transactions it coordinates; when one is down or still loading,
         all are asked again once fresh metadata names the brokers that took over."""
-        request = messages.ListTransactionsRequest(state_filters=list(states), producer_id_filters=[],
-                                                   duration_filter=-1)
         fresh = False
         while True:
-            found = []
             try:
-                for node in self.brokers(deadline, fresh):
-                    body = self.call(node, request, deadline)
-                    error = error_for_code(body.error_code, f"ListTransactions on node {node}")
-                    if error is not None:
-                        raise error
-                    found += [(t.transactional_id, t.producer_id, t.transaction_state)
-                              for t in body.transaction_states if t.transactional_id.startswith(prefix)]
-                return found
+                return [found for node in self.brokers(deadline, fresh)
+                        for found in self.ask_once(ListTransactions(prefix, states), node, deadline)]
             except KafkaError as e:
-                self._backoff_or_raise(e, deadline)
+                if not e.retriable:
+                    raise
+                self._backoff(e, deadline)
                 fresh = True
 
     def abort_lingering(self, prefix: str, deadline: float, exclude: Iterable[str] = (),
@@ -154,7 +105,5 @@ def abort_lingering(prefix: str, config: Mapping[str, Any], *, exclude: Iterable
                     timeout: float = 60.0) -> list[str]:
     """Abort every open transaction whose id starts with ``prefix`` (except ``exclude``);
     returns the ids aborted."""
-    if not prefix:
-        raise KafkaError("abort_lingering needs a non-empty transactional id prefix")
     with TransactionAdmin(config) as admin:
         return admin.abort_lingering(prefix, time.monotonic() + timeout, exclude)

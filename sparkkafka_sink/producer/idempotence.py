@@ -20,9 +20,14 @@ the rule costs one round trip at the start of such a burst and nothing while bat
 
 from __future__ import annotations
 
+import logging
 import threading
 
+from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.producer.control_requests import ControlRequest, Coordinators, InitProducerId, Outcome
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
+
+log = logging.getLogger(__name__)
 
 #: an acknowledgement this recent proves the broker holds our producer state (brokers forget it
 #: only after producer.id.expiration.ms of silence: a day by default, never this short in practice)
@@ -30,12 +35,27 @@ STATE_FRESH_MS = 1000.0
 
 
 class IdempotenceManager:
+    """Producer id, epoch and sequences of an idempotent producer, and the control requests
+    that obtain them (``next_request``, run by the Sender)."""
+
     #: batches are stamped as part of a transaction (``TransactionManager``)
     is_transactional = False
+    #: no transactional id: InitProducerId goes to any broker
+    transactional_id: str | None = None
 
-    def __init__(self):
+    def __init__(self, transaction_timeout_ms: int, required: bool = False):
         self.producer_id = -1
         self.producer_epoch = -1
+        self.transaction_timeout_ms = transaction_timeout_ms
+        #: enable.idempotence was set explicitly: without a producer id nothing may be sent
+        self.required = required
+        #: nothing can be sent any more (no producer id though required; fenced; ...)
+        self.fatal_error: BaseException | None = None
+        #: the brokers give no producer id and idempotence was only the default: the Sender
+        #: goes on without it
+        self.unavailable = False
+        #: who coordinates each transactional id (the one lookup; unused without one)
+        self.coordinators = Coordinators()
         self._next_sequence: dict[tuple[str, int], int] = {}
         self._in_flight: dict[tuple[str, int], list[ProducerBatch]] = {}
         #: when a batch of the partition was last acknowledged under the current producer id
@@ -45,6 +65,31 @@ class IdempotenceManager:
 
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0 and not self.needs_reset
+
+    # -- control requests (Sender thread) ----------------------------------------------------
+    def cluster_features(self, finalized: dict[str, int]) -> None:
+        """The brokers' finalized features (transactions read them)."""
+
+    def next_request(self, requests_in_flight: bool) -> ControlRequest | None:
+        """InitProducerId while no producer id is held -- after a reset only once every request
+        carrying the old sequences is resolved."""
+        if self.has_producer_id() or self.fatal_error is not None or self.unavailable:
+            return None
+        if self.needs_reset and requests_in_flight:
+            return None
+        return InitProducerId(None, self.transaction_timeout_ms, on_outcome=self._producer_id_answered)
+
+    def _producer_id_answered(self, handler: InitProducerId, outcome: Outcome) -> None:
+        if outcome is Outcome.DONE:
+            log.debug("producer id %s epoch %s", *handler.result)
+            self.set_producer_id(*handler.result)
+        elif outcome is Outcome.FATAL:
+            if self.required:
+                self.fatal_error = KafkaError(
+                    f"enable.idempotence=true but the broker cannot give a producer id: {handler.error}")
+            else:
+                log.warning("broker cannot give a producer id (%s); continuing without idempotence", handler.error)
+                self.unavailable = True
 
     def set_producer_id(self, producer_id: int, epoch: int) -> None:
         with self._lock:

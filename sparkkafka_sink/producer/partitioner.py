@@ -148,7 +148,8 @@ class Partitioner:
     ``send_batch``); both share one state, so the two paths place records the same way.
 
     ``available``: partitions with a known leader (records are spread over those when there are
-    any, so they do not pile up behind an unavailable one); ``size``/``sizes``: record sizes.
+    any, so they do not pile up behind an unavailable one); ``size``/``sizes``: each record's
+    encoded size bound (``record.batch.estimate_record_size``), the same on both paths.
     """
 
     def __init__(self):

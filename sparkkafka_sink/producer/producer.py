@@ -29,13 +29,11 @@ from sparkkafka_sink.errors import (
     RecordTooLargeError,
     SerializationError,
     UnknownTopicError,
+    again,
 )
-from sparkkafka_sink.network.client import NetworkClient, now_ms
+from sparkkafka_sink.network.client import now_ms
 from sparkkafka_sink.network.client import now_ms as _monotonic_ms
 from sparkkafka_sink.network.cluster import Cluster
-from sparkkafka_sink.network.metadata import Metadata
-from sparkkafka_sink.network.sasl import sasl_settings
-from sparkkafka_sink.network.ssl_context import build_ssl_context
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.buffer_pool import BufferPool
@@ -44,6 +42,7 @@ from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
+from sparkkafka_sink.producer.network_stack import network_stack
 from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2_partition
 from sparkkafka_sink.producer.sender import Sender
 from sparkkafka_sink.producer.transactions import PreparedTransaction, TransactionManager
@@ -109,41 +108,26 @@ class Producer:
     """A Kafka producer: ``send()`` returns a future; records are batched per partition."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
-        self.config = c = ProducerConfig(config, **kwargs)
-        # Security first: a bad truststore or missing credentials fail here, before any thread starts.
-        ssl_context = build_ssl_context(c)
-        self._sasl = sasl_settings(c)
-        if self._sasl is not None:
-            self._sasl.prepare()  # the first OAUTHBEARER token: a bad secret fails here, not on the I/O thread
+        self.config = c = config if isinstance(config, ProducerConfig) and not kwargs else ProducerConfig(config, **kwargs)
         self.client_id = c["client.id"] if "client.id" in c.explicit else f"{c['client.id']}-{next(_client_ids)}"
+        network = network_stack(c, self.client_id)  # security first: fails before any thread starts
+        self._sasl = network.sasl
+        self._metadata, self._client = network.metadata, network.client
         self._closed = False
         self._metrics = ProducerMetrics()
-        self._metadata = Metadata(c["bootstrap.servers"], max_age_ms=c["metadata.max.age.ms"],
-                                  refresh_backoff_ms=c["retry.backoff.ms"], max_idle_ms=c["metadata.max.idle.ms"])
         self._pool = BufferPool(c["buffer.memory"])
         if c["transactional.id"] is not None:
             self._transactions = TransactionManager(c["transactional.id"], c["transaction.timeout.ms"])
             self._idempotence = self._transactions
         else:
             self._transactions = None
-            self._idempotence = IdempotenceManager() if c["enable.idempotence"] else None
+            self._idempotence = (IdempotenceManager(c["transaction.timeout.ms"], required="enable.idempotence" in c.explicit)
+                                 if c["enable.idempotence"] else None)
         self._compression = from_name(c["compression.type"])
         self._accumulator = RecordAccumulator(
             batch_size=c["batch.size"], compression_type=self._compression, linger_ms=c["linger.ms"],
             retry_backoff_ms=c["retry.backoff.ms"], retry_backoff_max_ms=c["retry.backoff.max.ms"],
             delivery_timeout_ms=c["delivery.timeout.ms"], pool=self._pool, idempotence=self._idempotence)
-        from sparkkafka_sink import __version__
-
-        self._client = NetworkClient(
-            self._metadata, client_id=self.client_id, request_timeout_ms=c["request.timeout.ms"],
-            max_in_flight=c["max.in.flight.requests.per.connection"],
-            reconnect_backoff_ms=c["reconnect.backoff.ms"], reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-            connection_setup_timeout_ms=c["socket.connection.setup.timeout.ms"],
-            connection_setup_timeout_max_ms=c["socket.connection.setup.timeout.max.ms"],
-            connections_max_idle_ms=c["connections.max.idle.ms"], send_buffer_bytes=c["send.buffer.bytes"],
-            receive_buffer_bytes=c["receive.buffer.bytes"],
-            allow_auto_topic_creation=c["allow.auto.create.topics"], software_version=__version__,
-            ssl_context=ssl_context, sasl=self._sasl)
         #: one partitioner (and one state) for send() and send_batch()
         self._partitioner = make_partitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
         self._keyed_murmur2 = c["partitioner"] == "murmur2" and not c["partitioner.ignore.keys"]
@@ -155,8 +139,7 @@ class Producer:
             request_timeout_ms=c["request.timeout.ms"], delivery_timeout_ms=c["delivery.timeout.ms"],
             max_request_size=c["max.request.size"], retry_backoff_ms=c["retry.backoff.ms"],
             guarantee_order=c["max.in.flight.requests.per.connection"] == 1,
-            idempotence=self._idempotence, idempotence_explicit="enable.idempotence" in c.explicit,
-            metrics=self._metrics, client_id=self.client_id)
+            idempotence=self._idempotence, metrics=self._metrics, client_id=self.client_id)
         self._sender.start()
 
     # -- context manager ---------------------------------------------------------------
@@ -217,8 +200,8 @@ class Producer:
             if key is not None and self._keyed_murmur2:
                 partition = murmur2_partition(key, len(parts))
             else:
-                partition = self._partitioner.partition(
-                    topic, key, len(parts), cluster.available_partitions(topic), size)
+                partition = self._partitioner.partition(  # the record's own size, as send_batch counts
+                    topic, key, len(parts), cluster.available_partitions(topic), size - BATCH_OVERHEAD)
         if self._transactions is not None:
             self._transactions.check_can_send(topic, partition)
         now = _monotonic_ms()
@@ -276,8 +259,7 @@ class Producer:
 
     def _fatal(self) -> KafkaError:
         """The client's fatal error (authentication, certificate), raised afresh for this caller."""
-        error = self._client.fatal_error
-        return type(error)(str(error))
+        return again(self._client.fatal_error)
 
     def _ensure_valid_size(self, topic: str, size: int) -> None:
         c = self.config
@@ -431,7 +413,7 @@ class Producer:
         """Open, its Sender running, no fatal error (authentication, fencing), nothing pending:
         fit to be handed to another caller (the Spark sink's producer pool)."""
         return (not self._closed and self._sender.is_alive() and self._client.fatal_error is None
-                and (self._transactions is None or self._transactions.fatal_error is None)
+                and (self._idempotence is None or self._idempotence.fatal_error is None)
                 and not self._accumulator.has_incomplete())
 
     # -- introspection -----------------------------------------------------------------

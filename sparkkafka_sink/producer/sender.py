@@ -1,6 +1,8 @@
 """Sender: the background thread that moves batches from the accumulator to brokers.
 
-Each loop: get a producer id if idempotence needs one, ask the accumulator
+Each loop: send the control request the idempotence (or transaction) manager
+hands out next -- a producer id, a partition joining a transaction, its end --
+to its coordinator or any broker (``producer.control_requests``), ask the accumulator
 which leaders have sendable data, refresh metadata for partitions without a
 known leader, drain one batch per partition into one Produce request per
 broker, fail what outlived ``delivery.timeout.ms``, then poll the network.
@@ -14,40 +16,28 @@ import logging
 import threading
 from collections import defaultdict
 
-from sparkkafka_sink.errors import (
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-    ProtocolError,
-    UnsupportedVersionError,
-)
+from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, ProtocolError
 from sparkkafka_sink.network.client import NetworkClient, now_ms
 from sparkkafka_sink.network.in_flight import ClientResponse
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
-from sparkkafka_sink.producer.producer_batch import ProducerBatch
+from sparkkafka_sink.producer.control_requests import ControlRequest, Outcome
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
-from sparkkafka_sink.producer.transactions import (
-    COORDINATOR_TRANSACTION, TransactionManager, TransactionState, max_version_for)
-from sparkkafka_sink.protocol.api import ApiKey
+from sparkkafka_sink.producer.producer_batch import ProducerBatch
+from sparkkafka_sink.producer.transactions import TransactionManager, TransactionState
+from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
 from sparkkafka_sink.protocol.errors import OutOfOrderSequenceNumberError, error_for_code
-from sparkkafka_sink.protocol.messages import FindCoordinatorRequest, InitProducerIdRequest
 from sparkkafka_sink.protocol.produce import ProduceRequest
 
 log = logging.getLogger(__name__)
-
-#: answers that split a batch of several records: too large, or refused for some of its records
-#: (INVALID_RECORD: a null key on a compacted topic, ...); only a single record then fails
-_SPLIT_ON = ("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD")
 
 
 class Sender(threading.Thread):
     def __init__(self, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator, *,
                  acks: int, retries: int, request_timeout_ms: int, delivery_timeout_ms: int,
                  max_request_size: int, retry_backoff_ms: int, guarantee_order: bool,
-                 idempotence: IdempotenceManager | None, idempotence_explicit: bool,
-                 metrics: ProducerMetrics, client_id: str):
+                 idempotence: IdempotenceManager | None, metrics: ProducerMetrics, client_id: str):
         super().__init__(name=f"sparkkafka-sink-sender-{client_id}", daemon=True)
         self.client = client
         self.metadata = metadata
@@ -59,19 +49,19 @@ class Sender(threading.Thread):
         self.max_request_size = max_request_size
         self.retry_backoff_ms = retry_backoff_ms
         self.guarantee_order = guarantee_order
+        #: the producer id and sequences (a TransactionManager too when transactional), or None
         self.idempotence = idempotence
-        self.idempotence_explicit = idempotence_explicit
         self.metrics = metrics
         self._running = True
         self._force_close = False
         self._in_flight: dict[tuple[str, int], list[ProducerBatch]] = defaultdict(list)
-        self._pid_request_pending = False
-        self._pid_retry_at = 0.0
-        self.fatal_error: BaseException | None = None
         #: a transactional producer's manager (also its idempotence manager), else None
         self.transactions = idempotence if isinstance(idempotence, TransactionManager) else None
-        self._txn_request_pending = False
-        self._txn_retry_at = 0.0
+        #: the control request to send next (kept until sent: its coordinator may be looked up
+        #: first), whether one is awaiting its answer, and when the next may go after a refusal
+        self._control_next: ControlRequest | None = None
+        self._control_pending = False
+        self._control_retry_at = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------
     def run(self) -> None:
@@ -113,21 +103,13 @@ class Sender(threading.Thread):
     # -- one loop ----------------------------------------------------------------------
     def run_once(self) -> None:
         now = now_ms()
-        fatal = self.client.fatal_error
-        if fatal is not None:  # authentication or certificate: nothing can be delivered any more
-            self._in_flight.clear()
-            self.metrics.records_failed += self.accumulator.abort_incomplete(fatal)
+        fatal = self.client.fatal_error or (self.idempotence.fatal_error if self.idempotence is not None else None)
+        if fatal is not None:  # authentication, certificate, fenced: nothing can be delivered any more
+            self._fail_everything(fatal)
             self.client.poll(self.request_timeout_ms, now)
             return
-        idem = self.idempotence
-        if self.transactions is not None:
-            self._maybe_send_transactional_request(now)
-        elif idem is not None and not idem.has_producer_id():
-            self._maybe_init_producer_id(now)
-        poll_timeout = self._send_producer_data(now)
-        if self.transactions is not None and not self._txn_request_pending and self._txn_retry_at > now:
-            poll_timeout = min(poll_timeout, self._txn_retry_at - now)
-        self.client.poll(poll_timeout, now)
+        control_timeout = self._maybe_send_control_request(now) if self.idempotence is not None else float("inf")
+        self.client.poll(min(self._send_producer_data(now), control_timeout), now)
 
     def _send_producer_data(self, now: float) -> float:
         cluster = self.metadata.cluster
@@ -157,8 +139,6 @@ class Sender(threading.Thread):
         timeout = min(result.next_ready_check_delay_ms, not_ready_timeout, self._time_to_next_expiry(now))
         if sent_any:
             timeout = 0
-        elif self.idempotence is not None and not self.idempotence.has_producer_id():
-            timeout = min(timeout, self.retry_backoff_ms)
         return max(min(timeout, self.request_timeout_ms), 0)
 
     def _time_to_next_expiry(self, now: float) -> float:
@@ -184,118 +164,75 @@ class Sender(threading.Thread):
                 f"{elapsed:.0f} ms has passed since batch creation (delivery.timeout.ms="
                 f"{self.delivery_timeout_ms}){cause}"), now)
 
-    # -- producer id -------------------------------------------------------------------
-    def _maybe_init_producer_id(self, now: float) -> None:
-        idem = self.idempotence
-        if self._pid_request_pending or now < self._pid_retry_at:
-            return
-        if idem.needs_reset and (self.client.has_in_flight() or any(self._in_flight.values())):
-            return  # wait until every request with old sequences is resolved
-        node = self.client.least_loaded_node(now)
-        if node is None or not self.client.ready(node, now):
-            return
-        try:
-            self.client.send(node, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
-                             self._handle_init_pid, now)
-            self._pid_request_pending = True
-        except UnsupportedVersionError as e:
-            self._idempotence_unsupported(e)
-
-    def _idempotence_unsupported(self, error: BaseException) -> None:
-        if self.idempotence_explicit:
-            self.fatal_error = KafkaError(f"enable.idempotence=true but the broker cannot give a producer id: {error}")
-            for batch in self.accumulator.queued_batches():
-                self._fail_batch(batch, self.fatal_error, now_ms())
-            self.accumulator.expired_batches(float("inf"))
-        else:
-            log.warning("broker cannot give a producer id (%s); continuing without idempotence", error)
-            self.accumulator.idempotence = None
-            self.idempotence = None
-
-    def _handle_init_pid(self, resp: ClientResponse) -> None:
-        self._pid_request_pending = False
-        now = resp.received_ms
-        body = resp.response
-        if body is None:
-            self._pid_retry_at = now + self.retry_backoff_ms
-            return
-        if body.error_code:
-            err = error_for_code(body.error_code, "InitProducerId")
-            # Back off on every failure: a refusal is asked again (explicit idempotence fails each
-            # loop's batches), and without a pause the broker would be asked in a tight loop.
-            self._pid_retry_at = now + self.retry_backoff_ms
-            if err.retriable:
-                return
-            self._idempotence_unsupported(err)
-            return
-        if body.producer_id < 0:
-            self._pid_retry_at = now + self.retry_backoff_ms
-            self._idempotence_unsupported(KafkaError(f"InitProducerId returned producer id {body.producer_id}"))
-            return
-        log.debug("producer id %s epoch %s", body.producer_id, body.producer_epoch)
-        was_reset = self.idempotence.producer_id >= 0
-        self.idempotence.set_producer_id(body.producer_id, body.producer_epoch)
-        if was_reset:
-            self.accumulator.unsequenced_reset()
-
-    # -- transactions (the coordinator's requests, one at a time) ------------------------------
-    def _maybe_send_transactional_request(self, now: float) -> None:
+    # -- control requests: producer id and transactions, one at a time -------------------
+    def _maybe_send_control_request(self, now: float) -> float:
+        """Send the next control request the idempotence (or transaction) manager hands out,
+        to its coordinator -- looked up first when unknown -- or to any broker; returns how long
+        the loop may sleep before this needs another look (an answer ends the sleep anyway)."""
+        control = self.idempotence
         tm = self.transactions
-        if tm.state is TransactionState.ABORTABLE_ERROR and self.accumulator.has_undrained():
+        if tm is not None and tm.state is TransactionState.ABORTABLE_ERROR and self.accumulator.has_undrained():
             # as the Java client: what the transaction has not sent yet can only be aborted, so
             # fail it now rather than hold it until delivery.timeout.ms
             for batch in self.accumulator.take_undrained():
                 self._fail_batch(batch, KafkaError(f"not sent: the transaction must be aborted ({tm.abortable_error})"),
                                  now)
-        if self._txn_request_pending or now < self._txn_retry_at or tm.fatal_error is not None:
-            return
-        tm.cluster_features(self.client.finalized_features)
-        if tm.needs_coordinator():
+        if self._control_pending:
+            return float("inf")
+        if now < self._control_retry_at:
+            return self._control_retry_at - now
+        control.cluster_features(self.client.finalized_features)
+        if self._control_next is None:
+            self._control_next = control.next_request(self.client.has_in_flight() or any(self._in_flight.values()))
+        handler = self._control_next
+        if handler is None:
+            return float("inf")
+        key = handler.coordinator_key
+        node = None if key is None else control.coordinators.node(key)
+        if node is not None and not self.client.ready(node, now):
+            if not self.client.connection_failures(node):
+                return self.client.connection_delay(node, now)
+            control.coordinators.forget(key)  # its broker is gone: look the coordinator up again
+            node = None
+        if node is None:
+            if key is not None:
+                handler = control.coordinators.lookup(key)
             node = self.client.least_loaded_node(now)
-            if node is None or not self.client.ready(node, now):
-                return
-            request = FindCoordinatorRequest(key=tm.transactional_id, key_type=COORDINATOR_TRANSACTION,
-                                             coordinator_keys=[tm.transactional_id])
-            self._send_transactional(node, "find", request, now)
-            return
-        if tm.coordinator is None or not self.client.ready(tm.coordinator, now):
-            return
-        step = tm.next_request()
-        if step is not None:
-            self._send_transactional(tm.coordinator, step[0], step[1], now)
-
-    def _send_transactional(self, node: int, kind: str, request, now: float) -> None:
+            if node is None:
+                return self.retry_backoff_ms
+            if not self.client.ready(node, now):
+                return self.client.connection_delay(node, now)
         try:
-            self.client.send(node, request, lambda resp: self._handle_transactional(kind, resp), now,
-                             max_version=self.transactions.max_version(type(request).API_KEY))
-        except KafkaError as e:
-            self.transactions.fail_fatally(KafkaError(f"transactions need {type(request).__name__}: {e}"))
-            self._fail_everything(self.transactions.fatal_error)
-            return
-        self._txn_request_pending = True
+            self.client.send(node, handler.build(), lambda resp: self._control_answered(handler, resp), now,
+                             max_version=handler.max_version)
+        except KafkaError as e:  # the broker speaks no version of it
+            self._control_done(handler, handler.unsupported(e), now)
+            return 0.0
+        self._control_pending = True
+        return float("inf")
 
-    def _handle_transactional(self, kind: str, resp: ClientResponse) -> None:
-        self._txn_request_pending = False
-        tm = self.transactions
-        now = resp.received_ms
-        if resp.response is None:
-            tm.request_failed(kind, resp.error)
-            self._txn_retry_at = now + self.retry_backoff_ms
-            return
-        if kind == "find":
-            body = resp.response
-            answer = body.coordinators[0] if getattr(body, "coordinators", None) else body
-            if answer.error_code:
-                self._txn_retry_at = now + self.retry_backoff_ms
-                log.debug("FindCoordinator for %r: %s", tm.transactional_id, error_for_code(answer.error_code))
-                return
-            tm.coordinator_found(answer.node_id)
-            return
-        outcome = tm.handle_answer(kind, resp.response)
-        if outcome == "retry":
-            self._txn_retry_at = now + self.retry_backoff_ms
-        elif outcome == "fatal":
-            self._fail_everything(tm.fatal_error)
+    def _control_answered(self, handler: ControlRequest, resp: ClientResponse) -> None:
+        self._control_pending = False
+        outcome = handler.handle(resp.response) if resp.response is not None else handler.no_answer(resp.error)
+        self._control_done(handler, outcome, resp.received_ms)
+
+    def _control_done(self, handler: ControlRequest, outcome: Outcome, now: float) -> None:
+        waiting = self._control_next
+        if handler is not waiting and outcome is Outcome.FATAL:
+            # the coordinator of the waiting request cannot be found: it fails with that error
+            handler, outcome = waiting, waiting.give_up(handler.error)
+        if outcome is Outcome.FIND_COORDINATOR:
+            self.idempotence.coordinators.forget(handler.coordinator_key)
+        if outcome in (Outcome.RETRY, Outcome.FIND_COORDINATOR):
+            self._control_retry_at = now + self.retry_backoff_ms
+        elif handler is waiting:  # done with it (or given up): the next one may go
+            self._control_next = None
+        if self.idempotence.unavailable:
+            self._continue_without_idempotence()
+
+    def _continue_without_idempotence(self) -> None:
+        self.accumulator.idempotence = None
+        self.idempotence = None
 
     def _fail_everything(self, error: BaseException) -> None:
         self._in_flight.clear()
@@ -316,7 +253,7 @@ class Sender(threading.Thread):
             self.client.send(node, request, lambda resp: self._handle_produce_response(resp, by_tp), now,
                              expect_response=self.acks != 0,
                              # Produce v12 means transactions v2: only a v2 transaction uses it
-                             max_version=max_version_for(ApiKey.PRODUCE, tm is not None and tm.transaction_v2))
+                             max_version=transactions_max_version(ApiKey.PRODUCE, tm is not None and tm.transaction_v2))
         except KafkaError as e:
             for b in batches:
                 self._complete_batch(b, e, -1, -1, now)
@@ -371,12 +308,12 @@ class Sender(threading.Thread):
             self.accumulator.deallocate(batch)
             return
         batch.last_error = error
-        if getattr(error, "name", "") in _SPLIT_ON and batch.record_count > 1:
+        if getattr(error, "splits_batch", False) and batch.record_count > 1:
             self._split(batch, error)
             return
-        if self.transactions is not None and self.transactions.is_fencing(error):
+        if self.transactions is not None and getattr(error, "producer_fenced", False):
             # a newer producer took the transactional id over: no retry can succeed
-            self._fail_batch(batch, self.transactions.fenced(error), now)
+            self._fail_batch(batch, self.transactions.fenced_by(error), now)
             return
         retriable = getattr(error, "retriable", False) and not getattr(error, "resend_cannot_help", False)
         idem = self.idempotence

@@ -78,6 +78,13 @@ DECLARED: dict[ApiKey, ApiDeclaration] = {
 #: above these the broker adds partitions on Produce and bumps the epoch at EndTxn)
 TRANSACTIONS_V1_MAX: dict[ApiKey, int] = {ApiKey.PRODUCE: 11, ApiKey.END_TXN: 4}
 
+
+def transactions_max_version(api_key: int, transaction_v2: bool) -> int | None:
+    """The highest version of ``api_key`` a transaction may use: transactions v1 stay below the
+    versions that mean v2 (None: no cap)."""
+    return None if transaction_v2 else TRANSACTIONS_V1_MAX.get(api_key)
+
+
 #: the finalized feature whose level 2 turns transactions v2 on across the cluster
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 

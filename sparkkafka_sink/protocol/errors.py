@@ -3,10 +3,11 @@
 One ``BrokerResponseError`` subclass per code, generated from the table below (names, codes,
 retriability and descriptions as in Apache Kafka's ``Errors.java`` and protocol guide), so the
 producer can ``raise error_for_code(code)`` and callers can catch precise types.  The classes
-carry the decisions the Sender and the network layer take -- ``retriable``,
+carry the decisions the producer, the network layer and the sink take -- ``retriable``,
 ``invalid_metadata`` (refresh leaders before retrying), ``producer_state_lost`` (get a new
-producer id or epoch), ``already_written``, ``resend_cannot_help`` -- so no other module
-compares error numbers.
+producer id or epoch), ``already_written``, ``resend_cannot_help``, ``too_large``,
+``splits_batch``, ``condemns_record``, ``coordinator_moved``, ``producer_fenced`` -- so no other
+module compares error names or numbers.
 """
 
 from __future__ import annotations
@@ -170,6 +171,19 @@ _PRODUCER_STATE_LOST = frozenset({"UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_EPOCH
 _RESEND_CANNOT_HELP = frozenset({"CORRUPT_MESSAGE"})
 #: The broker already has the batch: a resend of one it wrote.
 _ALREADY_WRITTEN = frozenset({"DUPLICATE_SEQUENCE_NUMBER"})
+#: Too large for the broker: a batch of several records is split (a single record fails).
+_TOO_LARGE = frozenset({"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"})
+#: Refused for some of its records (too large, or INVALID_RECORD: a null key on a compacted
+#: topic, ...): a batch of several records is sent again in halves, down to the records at fault.
+_SPLITS_BATCH = _TOO_LARGE | {"INVALID_RECORD"}
+#: The record itself can never be written as it is (not the moment: a retry cannot cure it):
+#: under errors.tolerance=all the Spark sink dead-letters it.
+_CONDEMNS_RECORD = _SPLITS_BATCH | {"CORRUPT_MESSAGE", "INVALID_TIMESTAMP", "TOPIC_AUTHORIZATION_FAILED",
+                                    "INVALID_TOPIC_EXCEPTION"}
+#: The coordinator asked is not (or no longer) the one for the key: look it up again.
+_COORDINATOR_MOVED = frozenset({"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"})
+#: A transactional producer was fenced: a newer producer (a higher epoch) owns its id.
+_PRODUCER_FENCED = frozenset({"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH"})
 
 # Base-class names in sparkkafka_sink.errors that a generated class must not shadow; those
 # broker classes get "Broker" in their name and also inherit the client-side class, so
@@ -205,6 +219,11 @@ def _build() -> None:
             "producer_state_lost": name in _PRODUCER_STATE_LOST,
             "resend_cannot_help": name in _RESEND_CANNOT_HELP,
             "already_written": name in _ALREADY_WRITTEN,
+            "too_large": name in _TOO_LARGE,
+            "splits_batch": name in _SPLITS_BATCH,
+            "condemns_record": name in _CONDEMNS_RECORD,
+            "coordinator_moved": name in _COORDINATOR_MOVED,
+            "producer_fenced": name in _PRODUCER_FENCED,
             "__doc__": f"{name} ({code}): {description}", "__module__": __name__,
         })
         ERROR_CLASSES[code] = cls
@@ -279,4 +298,5 @@ UnknownLeaderEpochError = ERROR_CLASSES[75]
 InvalidRecordBrokerError = ERROR_CLASSES[87]
 ThrottlingQuotaExceededError = ERROR_CLASSES[89]
 ProducerFencedBrokerError = ERROR_CLASSES[90]
+TransactionalIdNotFoundError = ERROR_CLASSES[105]
 TransactionAbortableError = ERROR_CLASSES[120]

@@ -62,11 +62,27 @@ class ApiVersionsResponse(load("ApiVersionsResponse").cls):
 
 
 def metadata_request(topics: list[str] | None, allow_auto_topic_creation: bool = True) -> Any:
-    """A MetadataRequest for topic names (``None``: every topic; ``[]``: brokers only)."""
+    """A MetadataRequest for topic names (``None``: every topic; ``[]``: brokers only).
+
+    It asks for each topic's authorized operations (``write_refused`` reads them): a topic the
+    principal may see but not write then fails before anything is sent -- under exactly-once a
+    refused Produce would doom the whole transaction."""
     message = schema_of("MetadataRequest")
     topic_cls = message.structs["MetadataRequestTopic"].cls
     return message.cls(topics=None if topics is None else [topic_cls(name=t) for t in topics],
-                       allow_auto_topic_creation=allow_auto_topic_creation)
+                       allow_auto_topic_creation=allow_auto_topic_creation,
+                       include_topic_authorized_operations=True)
+
+
+#: Kafka's AclOperation WRITE (its bit in authorized operations) and the "not asked" value
+ACL_WRITE, AUTHORIZED_OPERATIONS_UNKNOWN = 4, -2147483648
+
+
+def write_refused(topic_authorized_operations: int | None) -> bool:
+    """A Metadata answer's authorized operations show the principal may see the topic but not
+    WRITE it; unknown values (not asked, old broker, 0) refuse nothing: Produce will say."""
+    ops = topic_authorized_operations
+    return ops not in (None, AUTHORIZED_OPERATIONS_UNKNOWN, 0) and not ops & (1 << ACL_WRITE)
 
 
 def __getattr__(name: str) -> Any:
@@ -75,5 +91,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["SPEC_NAMES", "schema_of", "encode_body", "decode_body", "metadata_request",
+__all__ = ["SPEC_NAMES", "schema_of", "encode_body", "decode_body", "metadata_request", "write_refused",
            "ApiVersionsResponse", *(n for n in SPEC_NAMES if n != "ApiVersionsResponse"), "ApiKey"]

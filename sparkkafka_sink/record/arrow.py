@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from sparkkafka_sink.errors import InvalidRecordError
 from sparkkafka_sink.record.batch import (
     BATCH_OVERHEAD,
+    MAX_RECORD_OVERHEAD,
     NO_TIMESTAMP,
     batch_attributes,
     encode_headers,
@@ -49,6 +50,7 @@ __all__ = [
     "encode_batch_from_arrow",
     "encode_batches_from_arrow",
     "record_size_bounds",
+    "record_size_upper_bounds",
     "plan_batches",
 ]
 
@@ -103,13 +105,21 @@ class _Rows:
         self.key_words = varint_words(self.key_len)  # lengths < 2**31: always <= 5 bytes
         self.value_words = varint_words(self.value_len)
         # Bytes from the key length field to the record's end: independent of the batch.
-        self.tail_size = (
-            _nbytes(self.key_words)
-            + np.maximum(self.key_len, 0)
-            + _nbytes(self.value_words)
-            + np.maximum(self.value_len, 0)
-            + header_size
-        )
+        self.tail_size = _field_sizes(self.key_len) + _field_sizes(self.value_len) + header_size
+
+
+def _field_sizes(lengths: np.ndarray) -> np.ndarray:
+    """Encoded size of a key or value field: its varint length (-1: null) and its bytes."""
+    return _varint_sizes(lengths) + np.maximum(lengths, 0)
+
+
+def record_size_upper_bounds(keys, values, headers=None) -> np.ndarray:
+    """Each row's ``record.batch.estimate_record_size``, vectorised: the record's encoded size
+    wherever it lands in a batch.  ``send()`` and ``send_batch()`` hand the partitioner the same
+    sizes, so the sticky partitioner switches partitions at the same records on both paths."""
+    n = len(values)
+    return (MAX_RECORD_OVERHEAD + _field_sizes(_lengths(binary_column(keys, n, "key")))
+            + _field_sizes(_lengths(values)) + _header_column(headers, n)[1])
 
 
 def _nbytes(words) -> np.ndarray:

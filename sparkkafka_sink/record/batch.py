@@ -181,6 +181,13 @@ def batch_attributes(compression_type: int, is_transactional: bool = False) -> i
     return int(compression_type) | (TRANSACTIONAL_FLAG if is_transactional else 0)
 
 
+def _tail_fields(attributes, record_count, base_timestamp, max_timestamp, producer_id, producer_epoch,
+                 base_sequence) -> tuple:
+    """The header fields after the CRC, in ``_TAIL``'s order (both ways of finishing a batch)."""
+    return (attributes, record_count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch,
+            base_sequence, record_count)
+
+
 def finish_batch(
     records,
     attributes: int,
@@ -196,10 +203,8 @@ def finish_batch(
     The CRC runs over the header tail then the records, so they are copied only once, by the
     final join.  Positional and branch-free: the Arrow path calls it once per batch.
     """
-    tail = _TAIL.pack(
-        attributes, record_count - 1, base_timestamp, max_timestamp,
-        producer_id, producer_epoch, base_sequence, record_count,
-    )
+    tail = _TAIL.pack(*_tail_fields(attributes, record_count, base_timestamp, max_timestamp,
+                                    producer_id, producer_epoch, base_sequence))
     crc = crc32c(records, crc32c(tail))
     length = BATCH_OVERHEAD - 12 + len(records)
     head = _HEAD_CRC.pack(0, length, NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
@@ -220,10 +225,8 @@ def finish_batch_in_place(
 
     ``view`` is writable and spans exactly the batch; returned as is, nothing copied.
     """
-    _TAIL.pack_into(
-        view, ATTRIBUTES_OFFSET, attributes, record_count - 1, base_timestamp, max_timestamp,
-        producer_id, producer_epoch, base_sequence, record_count,
-    )
+    _TAIL.pack_into(view, ATTRIBUTES_OFFSET, *_tail_fields(attributes, record_count, base_timestamp, max_timestamp,
+                                                           producer_id, producer_epoch, base_sequence))
     crc = crc32c(view[ATTRIBUTES_OFFSET:])
     _HEAD_CRC.pack_into(view, 0, 0, len(view) - 12, NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
     return view

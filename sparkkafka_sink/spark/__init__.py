@@ -1,4 +1,12 @@
-"""Spark layer: the ``pyprod-kafka`` DataSource, its writers, validation and metrics."""
+"""Spark layer: the ``pyprod-kafka`` DataSource, its writers, validation and metrics.
+
+Spark's entry points are here (``datasource``, ``writer``, ``stream_writer``); ``driver/`` holds
+what runs on the driver (planning and checking a write, ending it: commit summaries and the
+exactly-once transactions, registration), ``task/`` what runs in a write task (rows to the
+producer, delivery, bad rows, pacing, the producer pool).  Both read the modules beside this
+one: the plan the driver pickles into the tasks (``plan``, ``options``), what a task reports
+back (``commit_message``), the metrics accumulator (``sink_metrics``) and the errors.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +19,8 @@ except ImportError as exc:  # say which extra brings it, not just "No module nam
         f"(from a checkout: pip install '.[spark]'); the producer alone works without it ({exc})") from exc
 
 from sparkkafka_sink.spark.datasource import FORMAT, PyprodKafkaDataSource
+from sparkkafka_sink.spark.driver.registration import register
+from sparkkafka_sink.spark.errors import SinkValidationError, SinkWriteError
 from sparkkafka_sink.spark.sink_metrics import SinkMetrics
-from sparkkafka_sink.spark.registration import register
-from sparkkafka_sink.spark.validation import SinkValidationError
 
 __all__ = ["FORMAT", "PyprodKafkaDataSource", "SinkMetrics", "SinkValidationError", "SinkWriteError", "register"]
-
-
-def __getattr__(name):
-    if name == "SinkWriteError":  # lazy: pulls in the task module and pyarrow
-        from sparkkafka_sink.spark.write_task import SinkWriteError
-
-        return SinkWriteError
-    raise AttributeError(f"module 'sparkkafka_sink.spark' has no attribute {name!r}")

@@ -1,19 +1,17 @@
-"""The ``pyprod-kafka`` DataSource: validates on the driver, hands out writers.
+"""The ``pyprod-kafka`` DataSource: plans the write on the driver, hands out writers.
 
 Spark finds it without registration through the top-level module
 ``pyspark_pyprod_kafka`` (its ``DefaultSource``).  ``register(spark)`` replaces
 it in the session by a subclass carrying the metrics accumulator; see
-``registration.py`` for why a subclass.  Writer modules (and pyarrow) are
-imported only when a write starts: Spark imports this module in every
-data-source lookup.
+``driver/registration.py`` for why a subclass.  Spark imports this module in
+every data-source lookup, in a Python process of its own, and plans a write in
+another: the planning (options, the producer's configuration, the schema
+checks, the writers) is imported when a write is planned, not here.
 """
 
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
-
-from sparkkafka_sink.spark.options import parse_options
-from sparkkafka_sink.spark.validation import check_save_mode, validate_schema
 
 FORMAT = "pyprod-kafka"
 
@@ -28,30 +26,13 @@ class PyprodKafkaDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
-    def _plan(self, schema, streaming: bool = False):
-        from sparkkafka_sink.spark.write_task import WritePlan
-
-        options = parse_options(self.options, streaming=streaming)
-        layout = validate_schema(schema, options.topic)
-        if not streaming:  # Spark plans a stream's writer again each micro-batch: a broker
-            # restarting then must not stop the query (the tasks ride it out within their timeouts)
-            from sparkkafka_sink.spark.cluster_check import check_cluster
-
-            check_cluster(options)
-        if options.exactly_once:
-            from sparkkafka_sink.spark.transactions import check_transaction_timeout
-
-            check_transaction_timeout(options)
-        return WritePlan(options=options, layout=layout)
-
     def writer(self, schema, overwrite: bool):
-        from sparkkafka_sink.spark.writer import PyprodKafkaWriter
+        from sparkkafka_sink.spark.driver import planning
 
-        check_save_mode(overwrite)
-        return PyprodKafkaWriter(self._plan(schema), type(self).metrics_total)
+        return planning.batch_writer(self.options, schema, overwrite, type(self).metrics_total)
 
     def streamWriter(self, schema, overwrite: bool):
-        from sparkkafka_sink.spark.stream_writer import PyprodKafkaStreamWriter
+        from sparkkafka_sink.spark.driver import planning
 
         # overwrite is True for output mode "complete": Kafka just receives the rows again.
-        return PyprodKafkaStreamWriter(self._plan(schema, streaming=True), type(self).metrics_total)
+        return planning.stream_writer(self.options, schema, type(self).metrics_total)

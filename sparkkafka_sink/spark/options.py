@@ -3,17 +3,22 @@
 Spark passes options as a case-insensitive map of strings.  Keys prefixed with
 ``kafka.`` configure the producer (prefix stripped, Java key names), exactly as
 Spark's built-in Kafka sink does; ``topic`` names the default topic.  Everything
-is checked on the driver, so a typo fails the write before any task starts.
+is checked on the driver, so a typo fails the write before any task starts; the
+resulting ``SinkOptions`` travel in the plan (``plan.py``) to every task.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass
 from typing import Mapping
 
-from sparkkafka_sink.redaction import redact
-from sparkkafka_sink.spark.validation import SinkValidationError
+from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.spark.errors import SinkValidationError
 
 KAFKA_PREFIX = "kafka."
 
@@ -28,8 +33,6 @@ _REJECTED_KAFKA_KEYS = {
     ),
 }
 
-DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
-
 #: ``coalesceBytes``: a task gathers Spark's Arrow batches (10,000 rows each by default) until
 #: they hold this many bytes and hands them to the producer in one bulk call.  Every call has a
 #: fixed cost (partitioning, grouping, one encoding pass, a batch tail per partition), so
@@ -40,17 +43,17 @@ GUARANTEE_OPTION = "deliveryguarantee"
 BATCH_ID_OPTION = "batchid"
 PREFIX_OPTION = "transactionalidprefix"
 #: ``clusterCheckTimeoutMs``: the driver's check that the cluster answers and the topic may be
-#: written, before any task (``spark/cluster_check.py``); 0 turns it off
+#: written, before any task (``spark/driver/cluster_check.py``); 0 turns it off
 CLUSTER_CHECK_OPTION = "clusterchecktimeoutms"
 #: bad rows (Kafka Connect's names): fail at the first (none) or skip, count and dead-letter (all)
 TOLERANCE_OPTION = "errors.tolerance"
 DLQ_TOPIC_OPTION = "errors.deadletterqueue.topic.name"
 DLQ_HEADERS_OPTION = "errors.deadletterqueue.context.headers.enable"
 ERRORS_LOG_OPTION = "errors.log.enable"
-#: producers kept by each Python worker across at-least-once tasks (``spark/producer_pool.py``)
+#: producers kept by each Python worker across at-least-once tasks (``spark/task/producer_pool.py``)
 CACHE_TIMEOUT_OPTION = "producercachetimeoutms"
 DEFAULT_CACHE_TIMEOUT_MS = 600_000  # Spark's spark.kafka.producer.cache.timeout
-#: per write task: records and bytes (key + value + headers) per second (``spark/rate_limit.py``)
+#: per write task: records and bytes (key + value + headers) per second (``spark/task/rate_limit.py``)
 RATE_OPTIONS = {"maxrecordspersecond": "maxRecordsPerSecond", "maxbytespersecond": "maxBytesPerSecond"}
 DEFAULT_CLUSTER_CHECK_TIMEOUT_MS = 10_000
 GUARANTEES = ("at-least-once", "exactly-once")
@@ -63,9 +66,10 @@ EXACTLY_ONCE_TIMEOUT_MS = 900_000
 class SinkOptions:
     """What a write task needs from the options; pickled into every task."""
 
-    bootstrap_servers: str
     topic: str | None
-    producer_config: dict = field(default_factory=dict)
+    #: the ``kafka.*`` options, validated by the producer's own configuration (a mapping given
+    #: here is validated on construction)
+    producer_config: ProducerConfig
     coalesce_bytes: int = 0
     #: exactly-once: each task writes in a transaction the driver commits; ids start with this
     transactional_id_prefix: str | None = None
@@ -88,6 +92,14 @@ class SinkOptions:
     dead_letter_context_headers: bool = True
     log_bad_rows: bool = False
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.producer_config, ProducerConfig):
+            object.__setattr__(self, "producer_config", ProducerConfig(self.producer_config))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{host}:{port}" for host, port in self.producer_config["bootstrap.servers"])
+
     @property
     def exactly_once(self) -> bool:
         return self.transactional_id_prefix is not None
@@ -104,17 +116,8 @@ class SinkOptions:
         return self.write_id(batch_id) + "-closed"
 
     def __repr__(self) -> str:  # secrets (sasl.jaas.config, passwords, keys) never shown
-        return (f"SinkOptions(bootstrap_servers={self.bootstrap_servers!r}, topic={self.topic!r}, "
-                f"producer_config={redact(self.producer_config)!r}, coalesce_bytes={self.coalesce_bytes}, "
-                f"transactional_id_prefix={self.transactional_id_prefix!r})")
-
-    @property
-    def delivery_timeout_s(self) -> float:
-        """Upper bound for one record's fate, used to bound the task's final flush."""
-        try:
-            return int(self.producer_config.get("delivery.timeout.ms", DEFAULT_DELIVERY_TIMEOUT_MS)) / 1000
-        except (TypeError, ValueError):
-            return DEFAULT_DELIVERY_TIMEOUT_MS / 1000
+        return (f"SinkOptions(topic={self.topic!r}, producer_config={self.producer_config!r}, "
+                f"coalesce_bytes={self.coalesce_bytes}, transactional_id_prefix={self.transactional_id_prefix!r})")
 
 
 #: The sink's one default of its own: the sink hands the producer whole Arrow batches, and a
@@ -143,13 +146,12 @@ def producer_config_from_options(options: Mapping[str, str]) -> dict:
     return config
 
 
-def parse_options(options: Mapping[str, str], *, check_producer_config: bool = True,
-                  streaming: bool = False) -> SinkOptions:
+def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
     """Validate the options on the driver and return what the tasks need.
 
-    ``check_producer_config`` runs the producer's own ``ProducerConfig`` over the
-    ``kafka.*`` keys, so unknown keys and out-of-range values are reported with
-    the producer's wording before any data moves.
+    The ``kafka.*`` keys go through the producer's own ``ProducerConfig`` (and its security
+    settings), so unknown keys and out-of-range values are reported with the producer's wording,
+    in the user's option names, before any data moves.
     """
     lowered = {str(k).lower(): v for k, v in options.items()}
     bootstrap = lowered.get("kafka.bootstrap.servers")
@@ -158,17 +160,20 @@ def parse_options(options: Mapping[str, str], *, check_producer_config: bool = T
             "option 'kafka.bootstrap.servers' is required: "
             '.option("kafka.bootstrap.servers", "host:9092")'
         )
-    config = producer_config_from_options(lowered)
+    raw = producer_config_from_options(lowered)
     for key, why in _REJECTED_KAFKA_KEYS.items():
-        if key in config:
+        if key in raw:
             raise SinkValidationError(f"option 'kafka.{key}' is not supported: {why}")
-    prefix = _exactly_once(lowered, config, streaming)
-    if check_producer_config:
-        _check_producer_config(config)
+    guarantee = _guarantee(lowered)
+    if guarantee == "exactly-once":
+        # a task's transaction stays open until the driver commits the whole job
+        raw.setdefault("transaction.timeout.ms", str(EXACTLY_ONCE_TIMEOUT_MS))
+    config = _producer_config(raw)
+    prefix = _exactly_once(lowered, config, guarantee, streaming)
     topic = lowered.get("topic")
     if topic is not None and not str(topic).strip():
         raise SinkValidationError("option 'topic' is empty; give a topic name or drop the option")
-    return SinkOptions(bootstrap_servers=str(bootstrap), topic=topic, producer_config=config,
+    return SinkOptions(topic=topic, producer_config=config,
                        coalesce_bytes=_coalesce_bytes(lowered.get(COALESCE_OPTION)),
                        transactional_id_prefix=prefix,
                        **(_streaming_commit_log(lowered, prefix) if prefix and (streaming or _batch_id(lowered) is not None)
@@ -235,8 +240,6 @@ def _batch_id(lowered: Mapping[str, str]) -> int | None:
 
 def _streaming_commit_log(lowered: Mapping[str, str], prefix: str) -> dict:
     """Exactly-once writeStream: committed micro-batches are recorded beside the checkpoint."""
-    import os
-
     location = lowered.get("checkpointlocation")
     if not location:
         raise SinkValidationError(
@@ -257,34 +260,32 @@ def _streaming_commit_log(lowered: Mapping[str, str], prefix: str) -> dict:
 def _run_id() -> str:
     """One write (or streaming run): its transactional ids and closed marker are its own even
     when the prefix repeats."""
-    import uuid
-
     return uuid.uuid4().hex[:8]
 
 
-def _exactly_once(lowered: Mapping[str, str], config: dict, streaming: bool = False) -> str | None:
-    """The transactional id prefix under exactly-once (None: at-least-once); checks the producer
-    options that would break it."""
+def _guarantee(lowered: Mapping[str, str]) -> str:
     guarantee = str(lowered.get(GUARANTEE_OPTION, "at-least-once")).strip().lower()
     if guarantee not in GUARANTEES:
         raise SinkValidationError(f"option 'deliveryGuarantee' must be one of {', '.join(GUARANTEES)}, "
                                   f"got {lowered.get(GUARANTEE_OPTION)!r}")
+    return guarantee
+
+
+def _exactly_once(lowered: Mapping[str, str], config: ProducerConfig, guarantee: str,
+                  streaming: bool = False) -> str | None:
+    """The transactional id prefix under exactly-once (None: at-least-once); checks the producer
+    options that would break it."""
     prefix = lowered.get(PREFIX_OPTION)
     if guarantee == "at-least-once":
         for option, name in ((PREFIX_OPTION, "transactionalIdPrefix"), (BATCH_ID_OPTION, "batchId")):
             if lowered.get(option) is not None:
                 raise SinkValidationError(f"option '{name}' needs deliveryGuarantee=exactly-once")
         return None
-    acks = str(config.get("acks", "all")).strip().lower()
-    if acks not in ("all", "-1"):
-        raise SinkValidationError(f"deliveryGuarantee=exactly-once needs kafka.acks=all, got {config['acks']!r}")
-    if str(config.get("enable.idempotence", "true")).strip().lower() == "false":
+    if config["acks"] != -1:
+        raise SinkValidationError(f"deliveryGuarantee=exactly-once needs kafka.acks=all, got {lowered['kafka.acks']!r}")
+    if not config["enable.idempotence"]:
         raise SinkValidationError("deliveryGuarantee=exactly-once needs idempotence: drop kafka.enable.idempotence=false")
-    config.setdefault("transaction.timeout.ms", str(EXACTLY_ONCE_TIMEOUT_MS))
     if prefix is None:
-        import hashlib
-        import uuid
-
         if (streaming or lowered.get(BATCH_ID_OPTION) is not None) and lowered.get("checkpointlocation"):
             # the query's own: stable across restarts, so leftovers of a crashed run are found
             digest = hashlib.sha1(str(lowered["checkpointlocation"]).encode()).hexdigest()[:16]
@@ -317,17 +318,20 @@ def _coalesce_bytes(raw) -> int:
         "each Spark Arrow batch to the producer alone)")
 
 
-def _check_producer_config(config: dict) -> None:
-    from sparkkafka_sink.errors import ConfigError
-    from sparkkafka_sink.producer.config import ProducerConfig
+def _producer_config(raw: dict) -> ProducerConfig:
+    """The producer's configuration of the ``kafka.*`` options, its security settings included;
+    errors speak in the user's option names ('linger.ms' -> 'kafka.linger.ms')."""
+    # here, not at the top: the security check needs the network layer, which the driver's commit
+    # process (it unpickles these options with the writer) must not import
+    from sparkkafka_sink.producer.network_stack import check_security
 
     try:
-        checked = ProducerConfig(dict(config))
-        _check_security(checked)
+        config = ProducerConfig(raw)
+        check_security(config, tls_files=tls_files_here(config))
+        return config
     except ConfigError as exc:
-        # Speak in the user's option names: 'linger.ms' -> 'kafka.linger.ms'.
         text = str(exc)
-        for key in config:
+        for key in raw:
             text = text.replace(f"'{key}'", f"'{KAFKA_PREFIX}{key}'")
         text = re.sub(r"Did you mean '([^']+)'", rf"Did you mean '{KAFKA_PREFIX}\1'", text)
         raise SinkValidationError(
@@ -340,22 +344,8 @@ def tls_files_here(config) -> bool:
     """The TLS files the producer options name exist here on the driver (on a cluster they may
     be shipped to the executors only, with --files or addFile, and named by their base name):
     only then can the driver check them, or connect as the tasks will."""
-    import os
-
     return all(os.path.exists(str(config[k])) for k in ("ssl.truststore.location", "ssl.keystore.location")
                if config.get(k))
-
-
-def _check_security(config) -> None:
-    """SASL settings in full; TLS files only when they exist here on the driver."""
-    from sparkkafka_sink.network.sasl import sasl_settings
-    from sparkkafka_sink.network.ssl_context import build_ssl_context
-
-    settings = sasl_settings(config)
-    if settings is not None:
-        settings.close()
-    if tls_files_here(config):
-        build_ssl_context(config)
 
 
 def read_properties(path: str) -> dict:

@@ -1,20 +1,25 @@
-"""Batch writer: ``df.write.format("pyprod-kafka").mode("append").save()``."""
+"""Batch writer: ``df.write.format("pyprod-kafka").mode("append").save()``.
+
+Built on the driver by ``DataSource.writer()`` and pickled into every task: ``write()`` runs in
+the tasks (``task/``), ``commit()``/``abort()`` back on the driver (``driver/commit.py``), in a
+process that unpickles the writer and so imports this module -- which therefore imports the
+task package only inside ``write()``: the driver's processes never load pyarrow, numpy or the
+producer.
+"""
 
 from __future__ import annotations
 
-import logging
-
 from pyspark.sql.datasource import DataSourceArrowWriter
 
-from sparkkafka_sink.spark.commit import abort_summary, commit_summary, log_line
-from sparkkafka_sink.spark.write_task import WritePlan, run_write_task
+from sparkkafka_sink.spark.driver.commit import abort_write, commit_write
+from sparkkafka_sink.spark.plan import WritePlan
 
 
-class PyprodKafkaWriter(DataSourceArrowWriter):
-    """Built on the driver by ``DataSource.writer()``, pickled into every task.
+class SinkWriter:
+    """What the batch and the streaming writer share: the plan, the accumulator, the task.
 
-    ``metrics_total`` is the session's metrics accumulator when the source was
-    registered with ``sparkkafka_sink.register(spark)``, else None.
+    ``metrics_total`` is the session's metrics accumulator when the source was registered
+    with ``sparkkafka_sink.register(spark)``, else None.
     """
 
     def __init__(self, plan: WritePlan, metrics_total=None):
@@ -22,25 +27,14 @@ class PyprodKafkaWriter(DataSourceArrowWriter):
         self.metrics_total = metrics_total
 
     def write(self, iterator):
+        from sparkkafka_sink.spark.task.write_task import run_write_task  # in a task: the heavy half
+
         return run_write_task(iterator, self.plan, self.metrics_total)
 
-    def commit(self, messages):
-        options = self.plan.options if self.plan is not None else None
-        if options is not None and options.exactly_once:
-            from sparkkafka_sink.spark import transactions
 
-            text = (transactions.commit_all(messages, options) if options.batch_id is None
-                    else transactions.commit_micro_batch(messages, options.batch_id, options))
-            log_line(logging.INFO, "pyprod-kafka: exactly-once: " + text)
-        log_line(logging.INFO, commit_summary(messages))
+class PyprodKafkaWriter(SinkWriter, DataSourceArrowWriter):
+    def commit(self, messages):
+        commit_write(messages, self.plan)
 
     def abort(self, messages):
-        options = self.plan.options if self.plan is not None else None
-        if options is not None and options.exactly_once:
-            from sparkkafka_sink.spark import transactions
-
-            text = (transactions.abort_all(messages, options) if options.batch_id is None
-                    else transactions.abort_micro_batch(messages, options.batch_id, options))
-            log_line(logging.WARNING, "pyprod-kafka: exactly-once: " + text)
-            return
-        log_line(logging.WARNING, abort_summary(messages))
+        abort_write(messages, self.plan)

@@ -1,5 +1,6 @@
-"""Test infrastructure shipped with the package: Apache Kafka from its Maven jars (apache_kafka.py)
-and embedded Kafka-protocol brokers (brokers.py).
+"""Test infrastructure shipped with the package: Apache Kafka from its Maven jars (apache_kafka.py),
+embedded Kafka-protocol brokers (brokers.py), TLS and SASL material for a secured node
+(security/) and ``wait_until`` (waiting.py).
 
 Exports resolve on first use (PEP 562), so ``python -m sparkkafka_sink.testing.brokers`` runs
 the module once, as ``__main__``, without a second copy imported by this package.

@@ -14,7 +14,6 @@ cluster in the foreground and prints its bootstrap servers.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import fcntl
 import logging
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
 from sparkkafka_sink.testing.brokers import (
-    HOST, BrokerStartError, EmbeddedBroker, free_port, wait_for_kafka)
+    HOST, BrokerStartError, EmbeddedBroker, _Leftovers, free_port, wait_for_kafka)
 
 __all__ = ["ApacheKafka", "KafkaNode", "KAFKA_VERSION", "KAFKA_3_VERSION", "resolve_kafka",
            "java_and_maven_available", "cache_dir", "KafkaResolveError"]
@@ -270,21 +269,7 @@ class KafkaNode(EmbeddedBroker):
         pass
 
 
-_clusters: "set[ApacheKafka]" = set()
-_clusters_lock = threading.Lock()
-
-
-def _close_leftover_clusters() -> None:
-    with _clusters_lock:
-        clusters = list(_clusters)
-    for c in clusters:
-        try:
-            c.close()
-        except Exception:
-            pass
-
-
-atexit.register(_close_leftover_clusters)
+_clusters = _Leftovers(lambda cluster: cluster.close())
 
 
 class ApacheKafka:
@@ -366,8 +351,7 @@ class ApacheKafka:
         """Resolve the jars (first run only), format KRaft storage and start every node."""
         started = time.monotonic()
         self.lib = resolve_kafka(self.version)
-        with _clusters_lock:
-            _clusters.add(self)
+        _clusters.add(self)
         try:
             if not self.nodes:
                 ports = set()
@@ -482,8 +466,7 @@ class ApacheKafka:
             except Exception:
                 pass
             n._forget()
-        with _clusters_lock:
-            _clusters.discard(self)
+        _clusters.discard(self)
         if self._own_dir and not self.keep_files:
             shutil.rmtree(self.base_dir, ignore_errors=True)
         self._closed = True

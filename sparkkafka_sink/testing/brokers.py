@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 __all__ = [
     "BrokerStartError",
@@ -35,6 +35,7 @@ __all__ = [
     "BROKER_KINDS",
     "start_broker",
     "create_topics",
+    "wait_writable",
     "DEFAULT_TOPIC_CONFIG",
     "free_port",
     "wait_for_kafka",
@@ -64,10 +65,15 @@ def free_port(host: str = HOST) -> int:
 _PROBE_CLIENT_ID = b"sparkkafka-probe"
 
 
+def _request(api_key: int, version: int, correlation_id: int, client_id: bytes, body: bytes = b"") -> bytes:
+    """One size-prefixed request frame: header v1 (api_key int16, api_version int16,
+    correlation_id int32, client_id string), then ``body``."""
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
 def _api_versions_v0(correlation_id: int) -> bytes:
-    # header v1: api_key int16, api_version int16, correlation_id int32, client_id string; empty body
-    body = struct.pack(">hhih", 18, 0, correlation_id, len(_PROBE_CLIENT_ID)) + _PROBE_CLIENT_ID
-    return struct.pack(">i", len(body)) + body
+    return _request(18, 0, correlation_id, _PROBE_CLIENT_ID)  # an empty body
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -126,22 +132,36 @@ def wait_for_kafka(host: str, port: int, timeout: float = 30.0, proc: Optional[s
 # Process management
 # ---------------------------------------------------------------------------------------------
 
-_live: "set[EmbeddedBroker]" = set()
-_live_lock = threading.Lock()
+class _Leftovers:
+    """The atexit safety net: a crashed test run must not leave brokers holding ports (nor a
+    cluster its JVMs and files).  Things are ``add``-ed when they start and ``discard``-ed when
+    they stop; at exit ``cleanup`` runs on those still here, errors ignored."""
+
+    def __init__(self, cleanup: Callable[[object], None]):
+        self._items: set = set()
+        self._lock = threading.Lock()
+        self._cleanup = cleanup
+        atexit.register(self._clean_up_all)
+
+    def add(self, item) -> None:
+        with self._lock:
+            self._items.add(item)
+
+    def discard(self, item) -> None:
+        with self._lock:
+            self._items.discard(item)
+
+    def _clean_up_all(self) -> None:
+        with self._lock:
+            items = list(self._items)
+        for item in items:
+            try:
+                self._cleanup(item)
+            except Exception:
+                pass
 
 
-def _kill_leftovers() -> None:
-    """atexit safety net: a crashed test run must not leave brokers holding ports."""
-    with _live_lock:
-        brokers = list(_live)
-    for b in brokers:
-        try:
-            b._hard_cleanup()
-        except Exception:
-            pass
-
-
-atexit.register(_kill_leftovers)
+_live = _Leftovers(lambda broker: broker._hard_cleanup())
 
 
 def _die_with_parent_fn():
@@ -300,8 +320,7 @@ class EmbeddedBroker:
                 cwd=self._cwd(), env=env, start_new_session=True,
                 preexec_fn=_die_with_parent_fn())
         self._paused = False
-        with _live_lock:
-            _live.add(self)
+        _live.add(self)
 
     def stop(self, timeout: Optional[float] = None) -> None:
         """SIGTERM, then SIGKILL after ``timeout``; removes temp data/logs we created."""
@@ -378,8 +397,7 @@ class EmbeddedBroker:
         self._paused = False
 
     def _forget(self) -> None:
-        with _live_lock:
-            _live.discard(self)
+        _live.discard(self)
 
     def _hard_cleanup(self) -> None:
         self._terminate(kill_only=True)
@@ -496,12 +514,14 @@ DEFAULT_TOPIC_CONFIG = {"retention.ms": "-1"}
 
 def create_topics(bootstrap: str, topics: Dict[str, int], timeout: float = 30.0,
                   config: Optional[Dict[str, str]] = None, replication_factor: int = 1) -> None:
-    """Create ``{name: partitions}`` and wait until metadata shows every partition.
+    """Create ``{name: partitions}`` and wait until every partition takes writes.
 
     ``config`` (topic configs) defaults to ``DEFAULT_TOPIC_CONFIG`` (infinite retention);
     ``replication_factor`` -1 takes the broker's ``default.replication.factor``.
-    An existing topic is accepted (its partition count must still match).  Waiting on metadata
-    matters: tansu and noida answer CreateTopics before every partition is visible to Metadata.
+    An existing topic is accepted (its partition count must still match).  Waiting matters
+    twice: tansu and noida answer CreateTopics before every partition is visible to Metadata,
+    and Apache Kafka lists a partition's leader before that leader has created its log
+    (``wait_writable``).
     """
     if not topics:
         return
@@ -532,13 +552,52 @@ def create_topics(bootstrap: str, topics: Dict[str, int], timeout: float = 30.0,
                     got = None if t is None else (t.error or len(t.partitions))
                     missing.append(f"{name}: want {n} partitions, metadata has {got}")
             if not missing:
-                return
+                break
             last = "; ".join(missing)
         except ck.KafkaException as e:
             last = str(e)
         if time.monotonic() >= deadline:
             raise TimeoutError(f"topics not ready on {bootstrap} after {timeout}s: {last}")
         time.sleep(0.05)
+    not_writable = wait_writable(bootstrap, topics, max(0.0, deadline - time.monotonic()))
+    if not_writable:
+        raise TimeoutError(f"partitions not writable on {bootstrap} after {timeout}s: "
+                           + ", ".join(f"{t}-{p}" for t, p in sorted(not_writable)[:10]))
+
+
+def wait_writable(bootstrap: str, topics: Dict[str, int], timeout: float = 60.0) -> set:
+    """Wait until ListOffsets answers for every partition of ``{name: partitions}`` -- its
+    leader has created the log; returns the partitions still not answering at ``timeout``.
+
+    Apache Kafka's Metadata names a new partition's leader before the leader's broker has
+    applied it and created the log (milliseconds on an idle node; a second or more for 64 or
+    256 partitions on two busy cores), and Produce meanwhile gets NOT_LEADER_OR_FOLLOWER.
+    Retrying producers ride that out; with acks=0 the broker can only close the connection,
+    and the records are lost (the acks=0 test lost a whole partition this way).  Java's
+    kafka-clients 3.9 idempotent producer does not survive it with 5 requests in flight (a later
+    batch lands first, the retried first one then gets OutOfOrderSequence until
+    delivery.timeout.ms).  So tests and benchmarks start on partitions that all take writes.
+    """
+    ck, admin = _confluent()
+    deadline = time.monotonic() + timeout
+    client = admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    pending = {(t, p) for t, n in topics.items() for p in range(int(n))}
+    while pending:
+        try:
+            futures = client.list_offsets({ck.TopicPartition(t, p): admin.OffsetSpec.latest() for t, p in pending},
+                                          request_timeout=10)
+        except ck.KafkaException:
+            futures = {}
+        for tp, fut in futures.items():
+            try:
+                fut.result(timeout=15)
+                pending.discard((tp.topic, tp.partition))
+            except Exception:  # noqa: BLE001 - not ready yet
+                pass
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    return pending
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,15 +8,14 @@ least once and exactly once."""
 from __future__ import annotations
 
 import collections
-import sys
 
 import pytest
 
-from broker_kinds import APACHE_SOURCE
+from broker_kinds import APACHE_SOURCE, running_apache_kafka
 from kafka_helpers import consume_all, describe_producers
 from sparkkafka_sink import Producer, complete_transaction
 from sparkkafka_sink.protocol.api import ApiKey
-from sparkkafka_sink.testing.apache_kafka import KAFKA_3_VERSION, ApacheKafka
+from sparkkafka_sink.testing.apache_kafka import KAFKA_3_VERSION
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [
@@ -29,12 +28,8 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 @pytest.fixture(scope="module")
 def kafka3():
-    cluster = ApacheKafka(1, version=KAFKA_3_VERSION).start()
-    print(f"\n[apache kafka {cluster.version}: up in {cluster.startup_seconds:.1f} s]", file=sys.stderr)
-    try:
+    with running_apache_kafka(nodes=1, version=KAFKA_3_VERSION) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 def _topic(kafka3, name: str, partitions: int) -> str:

@@ -4,12 +4,9 @@ good share of two cores from every other test."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from broker_kinds import APACHE_SOURCE
-from sparkkafka_sink.testing.apache_kafka import ApacheKafka
+from broker_kinds import running_apache_kafka
 
 #: the 3-node cluster notices a dead node within seconds, and checks for expired producer state
 #: every second (test 5 shortens producer.id.expiration.ms through the admin API)
@@ -22,15 +19,9 @@ FAILOVER_BROKER_CONFIG = {
 
 @pytest.fixture(scope="module")
 def failover_cluster():
-    if APACHE_SOURCE != "maven":
-        pytest.skip("the 3-node Apache Kafka cluster needs java and mvn on PATH")
-    cluster = ApacheKafka(nodes=3, broker_config=FAILOVER_BROKER_CONFIG).start()
-    print(f"\n[apache kafka {cluster.version}: 3 nodes up in {cluster.startup_seconds:.1f} s]",
-          file=sys.stderr)
-    try:
+    with running_apache_kafka(needs="the 3-node Apache Kafka cluster", nodes=3,
+                              broker_config=FAILOVER_BROKER_CONFIG) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture

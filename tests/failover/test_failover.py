@@ -18,6 +18,7 @@ confluent-kafka: nothing lost, nothing duplicated, order per partition kept.
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import threading
 import time
@@ -26,12 +27,12 @@ import uuid
 import pytest
 
 from broker_kinds import APACHE_SOURCE
-from kafka_helpers import consume_all, describe_producers, produce_all
-from sparkkafka_sink import Producer
+from kafka_helpers import consume_all, describe_producers, produce_all, producer_for
 from sparkkafka_sink.errors import KafkaTimeoutError
 from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.testing.brokers import create_topics
+from sparkkafka_sink.testing.waiting import wait_until
 
 pytestmark = [
     pytest.mark.failover,
@@ -56,16 +57,8 @@ def _running_bootstrap(cluster) -> str:
     return ",".join(n.bootstrap_servers for n in cluster.nodes if n.running and not n.paused)
 
 
-def _wait(what: str, predicate, timeout: float = 60.0, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        last = predicate()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
-        time.sleep(interval)
+#: ``_wait(what, predicate, timeout)``: the predicates here ask the cluster, ten times a second
+_wait = functools.partial(wait_until, interval=0.1)
 
 
 def _partitions(cluster, topic: str, bootstrap: str | None = None, timeout: float = 30.0) -> dict:
@@ -101,7 +94,7 @@ def _create_topic(cluster, partitions: int, config=None) -> str:
     admin.create_topics([new])[name].result(30)
     _wait(f"{name}: every partition led with 3 in-sync replicas",
           lambda: (lambda ps: len(ps) == partitions and all(
-              leader >= 0 and len(isr) == 3 for leader, _, isr in ps.values()))(_partitions(cluster, name)))
+              leader >= 0 and len(isr) == 3 for leader, _, isr in ps.values()))(_partitions(cluster, name)), 60)
     return name
 
 
@@ -109,24 +102,20 @@ def _leaders(cluster, topic: str, bootstrap: str | None = None) -> dict:
     return {p: leader for p, (leader, _, _) in _partitions(cluster, topic, bootstrap).items()}
 
 
-def _producer(cluster, **overrides) -> Producer:
-    cfg = {
-        "bootstrap.servers": cluster.bootstrap_servers,
-        "acks": "all",
-        "enable.idempotence": True,
-        "linger.ms": 5,
-        "delivery.timeout.ms": 180000,
-        "request.timeout.ms": 10000,
-        "max.block.ms": 180000,
-        "retry.backoff.ms": 50,
-        "retry.backoff.max.ms": 500,
-        "reconnect.backoff.ms": 50,
-        "reconnect.backoff.max.ms": 500,
-        "socket.connection.setup.timeout.ms": 2000,
-        "socket.connection.setup.timeout.max.ms": 4000,
-    }
-    cfg.update({k.replace("_", "."): v for k, v in overrides.items()})
-    return Producer(cfg)
+_producer = functools.partial(producer_for, defaults={
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 5,
+    "delivery.timeout.ms": 180000,
+    "request.timeout.ms": 10000,
+    "max.block.ms": 180000,
+    "retry.backoff.ms": 50,
+    "retry.backoff.max.ms": 500,
+    "reconnect.backoff.ms": 50,
+    "reconnect.backoff.max.ms": 500,
+    "socket.connection.setup.timeout.ms": 2000,
+    "socket.connection.setup.timeout.max.ms": 4000,
+})
 
 
 def _assert_exactly_once_in_send_order(records, sent: dict):
@@ -270,7 +259,7 @@ def test_rolling_restart_during_a_spark_write_of_1m_rows(spark, kafka_cluster, t
     def rolling_restart():
         try:
             _wait("the write is under way", lambda: _landed(kafka_cluster.bootstrap_servers, topic, 8) > 10_000,
-                  300, 0.05)
+                  300, interval=0.05)
             for node in kafka_cluster.nodes:
                 node.stop()  # clean: controlled shutdown moves its leaderships away
                 others = ",".join(o.bootstrap_servers for o in kafka_cluster.nodes if o is not node)
@@ -444,7 +433,7 @@ def test_producer_state_expired_on_the_broker_is_recovered_without_loss(kafka_cl
                 assert pid in {x[0] for x in describe_producers(leader, topic, 0)}
                 # silence until the broker forgot us (checked every second: see the cluster config)
                 _wait("the broker expired our producer state",
-                      lambda: pid not in {x[0] for x in describe_producers(leader, topic, 0)}, 60, 0.25)
+                      lambda: pid not in {x[0] for x in describe_producers(leader, topic, 0)}, 60, interval=0.25)
             metrics = p.metrics()
     finally:
         set_expiration(None)

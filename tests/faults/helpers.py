@@ -4,12 +4,13 @@ and frame mutations for the FaultProxy (broker error codes, corrupted record byt
 from __future__ import annotations
 
 import contextlib
+import functools
 import struct
 import threading
 import time
 from typing import Callable, Dict, Iterable, Optional
 
-from sparkkafka_sink import Producer
+from kafka_helpers import producer_for
 from sparkkafka_sink.protocol.header import decode_response_header
 from sparkkafka_sink.protocol import messages
 
@@ -33,10 +34,8 @@ from broker_kinds import FAULT_KINDS  # noqa: E402
 BROKERS = FAULT_KINDS
 
 
-def make_producer(bootstrap: str, **overrides) -> Producer:
-    cfg = dict(FAST, **{"bootstrap.servers": bootstrap})
-    cfg.update({k.replace("_", "."): v for k, v in overrides.items()})
-    return Producer(cfg)
+#: ``make_producer(bootstrap, **overrides)``: our producer with the FAST settings
+make_producer = functools.partial(producer_for, defaults=FAST)
 
 
 def sender_threads() -> list:
@@ -50,18 +49,6 @@ def assert_no_sender_threads(timeout: float = 2.0) -> None:
         time.sleep(0.02)
     left = sender_threads()
     assert not left, f"threads left running: {[t.name for t in left]}"
-
-
-def wait_until(what: str, predicate: Callable[[], object], timeout: float = 30.0) -> object:
-    """Poll ``predicate`` until it is true (an observed event, not a guessed delay); fail with
-    ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        time.sleep(0.01)
 
 
 @contextlib.contextmanager

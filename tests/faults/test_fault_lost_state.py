@@ -13,12 +13,12 @@ duplicate or reorder anything either.
 from __future__ import annotations
 
 import collections
-import time
 
 import pytest
 
 from broker_kinds import FAULT_KINDS
 from kafka_helpers import consume_all, describe_producers
+from sparkkafka_sink.testing.waiting import wait_until
 
 from .harness import PRODUCE
 from .helpers import fresh_topic, make_producer, retarget_first_partition
@@ -37,10 +37,8 @@ def _set_expiration(bootstrap: str, ms) -> None:
 
 
 def _wait_forgotten(bootstrap: str, topic: str, pid: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while pid in {x[0] for x in describe_producers(bootstrap, topic, 0)}:
-        assert time.monotonic() < deadline, "the broker kept our producer state"
-        time.sleep(0.25)
+    wait_until("the broker to forget our producer state",
+               lambda: pid not in {x[0] for x in describe_producers(bootstrap, topic, 0)}, timeout, 0.25)
 
 
 @pytest.mark.parametrize("lost", ["refused", "request", "response"])

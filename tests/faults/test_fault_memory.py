@@ -19,8 +19,9 @@ import pytest
 
 from kafka_helpers import consume_all
 from sparkkafka_sink.errors import BufferExhaustedError, KafkaTimeoutError
+from sparkkafka_sink.testing.waiting import wait_until
 
-from .helpers import BROKERS, assert_no_sender_threads, fresh_topic, make_producer, wait_until
+from .helpers import BROKERS, assert_no_sender_threads, fresh_topic, make_producer
 
 MARGIN_S = 0.6
 

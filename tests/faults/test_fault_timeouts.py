@@ -20,8 +20,9 @@ import pytest
 from kafka_helpers import consume_all
 from sparkkafka_sink import KafkaTimeoutError
 from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.testing.waiting import wait_until
 
-from .helpers import BROKERS, assert_no_sender_threads, fresh_topic, make_producer, wait_until, within
+from .helpers import BROKERS, assert_no_sender_threads, fresh_topic, make_producer, within
 
 MARGIN_S = 1.0  # scheduling slack on a loaded 2-core machine
 

@@ -3,6 +3,7 @@ confluent-kafka (a reference client) behaving as expected through the proxy."""
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import threading
@@ -12,8 +13,9 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
-from kafka_helpers import consume_all, produce_all
-from sparkkafka_sink.testing.brokers import free_port
+from kafka_helpers import consume_all, produce_all, producer_for
+from sparkkafka_sink.testing.brokers import _recv_exact, free_port
+from sparkkafka_sink.testing.brokers import _request as request_frame
 
 from .harness import FIND_COORDINATOR, METADATA, PRODUCE, FaultProxy, _rewrite_addresses
 from .helpers import BROKERS, fresh_topic
@@ -50,29 +52,23 @@ class FakeServer:
                 while True:
                     size = struct.unpack(">i", _recv_exact(conn, 4))[0]
                     req = _recv_exact(conn, size)
-                    corr = req[4:8]
-                    self.received.append(struct.unpack(">i", corr)[0])
-                    conn.sendall(struct.pack(">i", 4 + len(self.payload)) + corr + self.payload)
+                    answer = self._answer(req)
+                    conn.sendall(struct.pack(">i", 4 + len(answer)) + req[4:8] + answer)
             except (OSError, ConnectionError):
                 return
+
+    def _answer(self, req: bytes) -> bytes:
+        """What follows the correlation id in the answer to the request frame ``req``."""
+        self.received.append(struct.unpack(">i", req[4:8])[0])
+        return self.payload
 
     def close(self):
         self.sock.close()
 
 
-def _recv_exact(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"EOF after {len(buf)} of {n} bytes")
-        buf += chunk
-    return buf
-
-
 def _request(api_key: int, corr: int) -> bytes:
-    body = struct.pack(">hhih", api_key, 0, corr, 1) + b"c"
-    return struct.pack(">i", len(body)) + body
+    """A version 0 request with an empty body, from client "c"."""
+    return request_frame(api_key, 0, corr, b"c")
 
 
 @pytest.fixture
@@ -304,12 +300,10 @@ def test_rewrite_find_coordinator(version):
 KINDS = BROKERS
 
 
-def _producer(bootstrap, **extra):
-    conf = {"bootstrap.servers": bootstrap, "linger.ms": 2, "enable.idempotence": True,
-            "retry.backoff.ms": 50, "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200,
-            "message.timeout.ms": 20000}
-    conf.update(extra)
-    return Producer(conf)
+#: confluent-kafka, the reference client, through the proxy
+_producer = functools.partial(producer_for, client=Producer, defaults={
+    "linger.ms": 2, "enable.idempotence": True, "retry.backoff.ms": 50, "reconnect.backoff.ms": 20,
+    "reconnect.backoff.max.ms": 200, "message.timeout.ms": 20000})
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -6,12 +6,13 @@ Every test reads back with confluent-kafka (librdkafka, ``check.crcs=True``,
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
 from confluent_kafka import Producer as CKProducer
 
-from kafka_helpers import consume_all
+from kafka_helpers import consume_all, producer_for
 from sparkkafka_sink import Producer
 from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
 from sparkkafka_sink.producer.partitioner import murmur2_partition
@@ -19,11 +20,8 @@ from sparkkafka_sink.producer.partitioner import murmur2_partition
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def _producer(kafka, **overrides) -> Producer:
-    config = {"bootstrap.servers": kafka.bootstrap_servers, "max.block.ms": 20000,
-              "delivery.timeout.ms": 60000, "linger.ms": 5}
-    config.update(overrides)
-    return Producer(config)
+_producer = functools.partial(producer_for, defaults={"max.block.ms": 20000, "delivery.timeout.ms": 60000,
+                                                    "linger.ms": 5})
 
 
 @pytest.mark.parametrize("codec", CODECS)

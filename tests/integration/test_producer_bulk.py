@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+
 import pyarrow as pa
 import pytest
 
-from kafka_helpers import consume_all
-from sparkkafka_sink import Producer
+from kafka_helpers import consume_all, producer_for
 from sparkkafka_sink.errors import InvalidPartitionError, RecordTooLargeError
 from sparkkafka_sink.producer.partitioner import murmur2_partition
 from sparkkafka_sink.record.arrow import HEADERS_TYPE
 
 
-def _producer(kafka, **overrides) -> Producer:
-    config = {"bootstrap.servers": kafka.bootstrap_servers, "max.block.ms": 20000, "linger.ms": 5}
-    config.update(overrides)
-    return Producer(config)
+_producer = functools.partial(producer_for, defaults={"max.block.ms": 20000, "linger.ms": 5})
 
 
 @pytest.mark.parametrize("codec", ["none", "zstd"])

@@ -7,12 +7,13 @@ the refused one) and under a transaction; both send paths; and on every broker w
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 import pyarrow as pa
 import pytest
 
-from kafka_helpers import consume_all
+from kafka_helpers import consume_all, producer_for
 from sparkkafka_sink import Producer
 from sparkkafka_sink.testing.brokers import create_topics
 
@@ -28,9 +29,8 @@ def small_topic(apache_kafka):
     return name
 
 
-def _producer(apache_kafka, **extra) -> Producer:
-    return Producer({"bootstrap.servers": apache_kafka.bootstrap_servers, "batch.size": 262_144,
-                     "linger.ms": 20, "max.block.ms": 30_000, **extra})
+_producer = functools.partial(producer_for, defaults={"batch.size": 262_144, "linger.ms": 20,
+                                                    "max.block.ms": 30_000})
 
 
 def _check_in_order_once(apache_kafka, topic, sent: dict, futures=None):

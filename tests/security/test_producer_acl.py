@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_helpers import allow_on_topic, consume_all
+from kafka_helpers import consume_all
 from sparkkafka_sink import Producer
 from sparkkafka_sink.errors import BrokerResponseError
 
 pytestmark = [pytest.mark.broker, pytest.mark.security]
 
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-CAROL = "User:carol"
 
 
 def carol_config(cluster, **settings) -> dict:
@@ -27,17 +26,6 @@ def carol_config(cluster, **settings) -> dict:
             "sasl.jaas.config": f'{_PLAIN_MODULE} required username="carol" password="carol-secret";',
             "max.block.ms": 15000, "request.timeout.ms": 10000, "delivery.timeout.ms": 30000, "linger.ms": 5,
             **settings}
-
-
-@pytest.fixture
-def acl_topics(secured_kafka, secured_topic) -> dict:
-    """``{"writable": ..., "describe_only": ..., "hidden": ...}`` topics with carol's ACLs."""
-    topics = {kind: secured_topic(partitions=2) for kind in ("writable", "describe_only", "hidden")}
-    bootstrap = secured_kafka.bootstrap()
-    allow_on_topic(bootstrap, topics["writable"], CAROL, ["WRITE", "DESCRIBE"])
-    allow_on_topic(bootstrap, topics["describe_only"], CAROL, ["DESCRIBE", "READ"])
-    allow_on_topic(bootstrap, topics["hidden"], "User:alice", ["WRITE", "DESCRIBE"])  # an ACL, none for carol
-    return topics
 
 
 @pytest.mark.parametrize("idempotence", [True, False], ids=["idempotent", "plain"])

@@ -31,6 +31,7 @@ were sent; the task aborts its transaction.
 ``none``: nothing.
 """
 
+import functools
 import os
 import re
 import signal
@@ -44,8 +45,10 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 from pyspark import TaskContext  # noqa: E402
 
 from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource  # noqa: E402
-from sparkkafka_sink.spark.write_task import default_producer_factory, run_write_task  # noqa: E402
+from sparkkafka_sink.spark.task.task_producer import default_producer_factory  # noqa: E402
+from sparkkafka_sink.spark.task.write_task import run_write_task  # noqa: E402
 from sparkkafka_sink.spark.writer import PyprodKafkaWriter  # noqa: E402
+from sparkkafka_sink.testing import waiting  # noqa: E402
 
 HOSTS = ("127.0.0.1", "localhost")
 #: bound of every wait for an event (the cluster up, a marker, a transaction open)
@@ -102,7 +105,7 @@ def main(bootstrap: str, rows: int, workdir: str, jobs: list) -> int:
         cluster.start_workers()
         spark = SparkSession(SparkContext(master=cluster.url, conf=conf, gateway=gateway))
         spark.sparkContext.setLogLevel("ERROR")
-        wait_until(lambda: executors_up(spark) == 2, "both executors registered")
+        wait_until("both executors to register", lambda: executors_up(spark) == 2)
         spark.dataSource.register(killing_source(markers))
         try:
             for topic, fault in jobs:
@@ -171,12 +174,8 @@ def marked(markers: str, event: str) -> bool:
     return any(name.startswith(event + ".") for name in os.listdir(markers))
 
 
-def wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"gave up after {WAIT_S:.0f} s waiting until {what}")
-        time.sleep(0.02)
+#: ``wait_until(what, predicate)``, bounded by WAIT_S (the package's: the executors import it too)
+wait_until = functools.partial(waiting.wait_until, timeout=WAIT_S, interval=0.02)
 
 
 # -- speculation: attempt 0 of partition 1 is slow until a speculative copy has written ------------
@@ -195,7 +194,7 @@ def slow_until_copied(markers: str, bootstrap: str, prefix: str):
             if attempt == 0 and i == 3:  # three batches went to the sink
                 wait_for_transaction(bootstrap, prefix, own)
                 mark(markers, "spec-p1-a0-paused")
-                wait_until(lambda: marked(markers, "spec-p1-copy-sent"), "a speculative copy sent its rows")
+                wait_until("a speculative copy to send its rows", lambda: marked(markers, "spec-p1-copy-sent"))
                 mark(markers, "spec-p1-a0-resumed")
             yield batch
         if attempt > 0:  # the speculative copy: all its rows went to the sink
@@ -214,7 +213,7 @@ def wait_for_transaction(bootstrap: str, prefix: str, id_suffix: str) -> None:
         def is_open() -> bool:
             return any(t.endswith(id_suffix) for t, _, _ in admin.open_transactions(prefix, time.monotonic() + 30))
 
-        wait_until(is_open, f"transaction {prefix}…{id_suffix} is open")
+        wait_until(f"transaction {prefix}…{id_suffix} to open", is_open)
 
 
 # -- the kill: a pyprod-kafka writer whose Python worker dies mid-write ---------------------------
@@ -304,7 +303,7 @@ class Cluster:
         return found is not None
 
     def start_workers(self) -> None:
-        wait_until(self._master_up, "the Spark master is up")
+        wait_until("the Spark master to start", self._master_up)
         for host in HOSTS:
             self._start(f"worker-{host}", "org.apache.spark.deploy.worker.Worker", "--host", host, "--port", "0",
                         "--webui-port", "0", "--cores", "1", "--memory", "1g",

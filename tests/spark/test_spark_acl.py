@@ -19,12 +19,11 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from kafka_helpers import allow_on_topic, consume_all
+from kafka_helpers import consume_all
 
 pytestmark = [pytest.mark.broker, pytest.mark.security]
 
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-CAROL = "User:carol"
 
 
 def carol_options(cluster) -> dict:
@@ -35,15 +34,10 @@ def carol_options(cluster) -> dict:
 
 
 @pytest.fixture
-def acl_topics(secured_kafka, secured_topic) -> dict:
-    """Topics with carol's ACLs, and a dead-letter topic without ACLs (open to everyone here)."""
-    topics = {kind: secured_topic(partitions=2) for kind in ("writable", "describe_only", "hidden")}
-    topics["dlq"] = secured_topic(partitions=1)
-    bootstrap = secured_kafka.bootstrap()
-    allow_on_topic(bootstrap, topics["writable"], CAROL, ["WRITE", "DESCRIBE"])
-    allow_on_topic(bootstrap, topics["describe_only"], CAROL, ["DESCRIBE", "READ"])
-    allow_on_topic(bootstrap, topics["hidden"], "User:alice", ["WRITE", "DESCRIBE"])
-    return topics
+def acl_topics(acl_topics, secured_topic) -> dict:
+    """The shared topics with carol's ACLs, and a dead-letter topic without ACLs (open to
+    everyone here)."""
+    return {**acl_topics, "dlq": secured_topic(partitions=1)}
 
 
 @pytest.mark.parametrize("kind, says", [("hidden", "not authorized to access topic"),

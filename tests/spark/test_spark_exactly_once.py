@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_helpers import consume_all
+from kafka_helpers import consume_all, open_transactions
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.transactions, pytest.mark.spark]
@@ -62,13 +62,6 @@ def batch_jobs(apache_kafka, job_dir):
 def executors(job_dir: Path, event: str) -> set:
     """The executors where a task attempt left the marker ``event``."""
     return {p.suffix[1:] for p in (job_dir / "markers").glob(f"{event}.*")}
-
-
-def open_transactions(bootstrap: str, prefix: str) -> list:
-    from sparkkafka_sink.producer.handover import TransactionAdmin
-
-    with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
-        return admin.open_transactions(prefix, time.monotonic() + 30)
 
 
 @pytest.fixture

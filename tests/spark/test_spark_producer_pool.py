@@ -58,7 +58,10 @@ def test_pooled_producers_across_200_micro_batches_with_a_broker_restart(spark, 
     values = {int(r.value) for r in got}
     assert values == set(range(len(values))), "a row is missing"
     assert len(values) >= rows
-    assert len(got) == written  # at-least-once: what the sink counted as written is there
+    # at-least-once: everything the sink counted as written is there; query.stop() lands while
+    # some micro-batch runs, and the rows its killed tasks sent already (at most one
+    # micro-batch, 50) are in Kafka but never counted: a killed task reports no metrics
+    assert written <= len(got) <= written + 50
 
 
 def test_pooled_producers_serve_a_stream_on_the_other_brokers(spark, sink_metrics, kafka, tmp_path):

@@ -4,7 +4,7 @@ unhealthy producer, idle expiry."""
 from __future__ import annotations
 
 from sparkkafka_sink.spark.options import parse_options
-from sparkkafka_sink.spark.producer_pool import ProducerPool
+from sparkkafka_sink.spark.task.producer_pool import ProducerPool
 
 
 class FakeProducer:

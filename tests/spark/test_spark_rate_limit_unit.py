@@ -7,8 +7,9 @@ import pyarrow as pa
 import pytest
 
 from sparkkafka_sink.spark.options import parse_options
-from sparkkafka_sink.spark.rate_limit import RateLimiter, payload_bytes
-from sparkkafka_sink.spark.validation import ColumnLayout, SinkValidationError
+from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.plan import ColumnLayout
+from sparkkafka_sink.spark.task.rate_limit import RateLimiter, payload_bytes
 
 
 class FakeClock:

@@ -19,7 +19,7 @@ def test_registered_class_pickles_by_value_with_its_accumulator(spark, sink_metr
 
     from pyspark import cloudpickle
 
-    from sparkkafka_sink.spark.registration import registered_source
+    from sparkkafka_sink.spark.driver.registration import registered_source
 
     acc = sink_metrics.total
     dynamic = registered_source(spark)

@@ -4,9 +4,9 @@ import pyarrow as pa
 import pytest
 
 from sparkkafka_sink.record.arrow import HEADERS_TYPE
-from sparkkafka_sink.spark.row_checks import RowError, check_headers
-from sparkkafka_sink.spark.validation import ColumnLayout
-from sparkkafka_sink.spark.write_task import _topic_groups
+from sparkkafka_sink.spark.plan import ColumnLayout
+from sparkkafka_sink.spark.task.routing import _topic_groups
+from sparkkafka_sink.spark.task.row_checks import RowError, check_headers
 
 
 def test_null_topic_names_the_row():

@@ -11,8 +11,10 @@ import pytest
 from readback import read_records
 
 from sparkkafka_sink.spark.options import parse_options
-from sparkkafka_sink.spark.write_task import SinkWriteError, TaskInfo, WritePlan, run_write_task
-from sparkkafka_sink.spark.validation import ColumnLayout
+from sparkkafka_sink.spark.errors import SinkWriteError
+from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+from sparkkafka_sink.spark.task.task_info import TaskInfo
+from sparkkafka_sink.spark.task.write_task import run_write_task
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 FULL = ColumnLayout("value", "key", "topic", "partition", "headers", "timestamp")

@@ -5,11 +5,14 @@ import pytest
 from spark_fakes import FakeProducer
 
 from sparkkafka_sink.errors import InvalidPartitionError, KafkaTimeoutError
-from sparkkafka_sink.spark.commit import TaskCommitMessage
+from sparkkafka_sink.spark.commit_message import TaskCommitMessage
+from sparkkafka_sink.spark.errors import SinkWriteError
 from sparkkafka_sink.spark.sink_metrics import MetricsParam
 from sparkkafka_sink.spark.options import parse_options
-from sparkkafka_sink.spark.write_task import SinkWriteError, TaskInfo, WritePlan, _coalesced, run_write_task
-from sparkkafka_sink.spark.validation import ColumnLayout
+from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+from sparkkafka_sink.spark.task.batches import coalesced as _coalesced
+from sparkkafka_sink.spark.task.task_info import TaskInfo
+from sparkkafka_sink.spark.task.write_task import run_write_task
 
 
 class ListAccumulator:

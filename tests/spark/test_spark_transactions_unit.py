@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from sparkkafka_sink.producer.transactions import PreparedTransaction
-from sparkkafka_sink.spark import transactions as T
-from sparkkafka_sink.spark.commit import TaskCommitMessage
+from sparkkafka_sink.spark.commit_message import TaskCommitMessage
+from sparkkafka_sink.spark.driver import transactions as T
 from sparkkafka_sink.spark.options import SinkOptions
 
 
@@ -50,7 +50,7 @@ def message(partition: int, txn: str | None) -> TaskCommitMessage:
 
 
 def options(tmp_path) -> SinkOptions:
-    return SinkOptions("h:9092", "t", {"bootstrap.servers": "h:9092"}, 0, "q", "run1", str(tmp_path / "log"))
+    return SinkOptions("t", {"bootstrap.servers": "h:9092"}, 0, "q", "run1", str(tmp_path / "log"))
 
 
 def test_batch_commit_commits_the_kept_attempts_and_aborts_the_rest(calls, tmp_path):

@@ -7,9 +7,9 @@ from pyspark.sql.types import (
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.spark.options import parse_options, read_properties
-from sparkkafka_sink.spark.validation import (
-    ColumnLayout, SinkValidationError, check_save_mode, validate_schema,
-)
+from sparkkafka_sink.spark.driver.validation import check_save_mode, validate_schema
+from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.plan import ColumnLayout
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -75,8 +75,9 @@ def test_options_strip_prefix_and_keep_topic():
                        "kafka.linger.ms": "20", "topic": "events", "checkpointLocation": "/x"})
     assert o.topic == "events" and o.bootstrap_servers == "h:9092"
     assert o.producer_config["compression.type"] == "zstd"
-    assert o.producer_config["linger.ms"] == "20"
-    assert "enable.idempotence" not in o.producer_config  # the producer's default (on) applies
+    assert o.producer_config["linger.ms"] == 20
+    assert "enable.idempotence" not in o.producer_config.explicit  # the producer's default (on) applies
+    assert o.producer_config["enable.idempotence"]
     assert "checkpointlocation" not in o.producer_config
 
 
@@ -103,7 +104,7 @@ def test_exactly_once_options():
     eos = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once"})
     other = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "EXACTLY-ONCE"})
     assert eos.exactly_once and eos.transactional_id_prefix != other.transactional_id_prefix  # one per write
-    assert eos.producer_config["transaction.timeout.ms"] == "900000"
+    assert eos.producer_config["transaction.timeout.ms"] == 900000
     named = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
                            "transactionalIdPrefix": "nightly-load"})
     assert named.transactional_id_prefix == "nightly-load"
@@ -139,10 +140,10 @@ def test_acks_1_is_accepted_without_idempotence_conflict():
 
 def test_sink_batch_size_default_and_explicit_override():
     base = {"kafka.bootstrap.servers": "h:1"}
-    assert parse_options(base).producer_config["batch.size"] == "262144"
-    assert parse_options({**base, "kafka.batch.size": "1000"}).producer_config["batch.size"] == "1000"
+    assert parse_options(base).producer_config["batch.size"] == 262144
+    assert parse_options({**base, "kafka.batch.size": "1000"}).producer_config["batch.size"] == 1000
     small = parse_options({**base, "kafka.buffer.memory": "100000"}).producer_config
-    assert small["batch.size"] == "100000"  # never above buffer.memory
+    assert small["batch.size"] == 100000  # never above buffer.memory
 
 
 def test_coalesce_bytes_default_explicit_and_invalid():
@@ -185,7 +186,7 @@ def test_error_handling_options():
 
 def test_dead_letter_record_context_and_truncation():
     from sparkkafka_sink.errors import RecordTooLargeError
-    from sparkkafka_sink.spark.dead_letter import BadRow, DeadLetters, is_bad_row
+    from sparkkafka_sink.spark.task.dead_letters import BadRow, DeadLetters, is_bad_row
 
     dl = DeadLetters("dlq", True, False, spark_partition=3, attempt=1, max_request_size=10_000)
     bad = BadRow(42, "events", 2, RecordTooLargeError("too big"), "producer", b"k", b"x" * 50_000, [("h", b"1")])
@@ -199,5 +200,5 @@ def test_dead_letter_record_context_and_truncation():
     assert h["__connect.errors.exception.class.name"] == b"sparkkafka_sink.errors.RecordTooLargeError"
     assert (h["__pyprod.errors.spark.partition"], h["__pyprod.errors.spark.attempt"], h["h"]) == (b"3", b"1", b"1")
     assert is_bad_row(bad.error) and not is_bad_row(TimeoutError())
-    plain = DeadLetters("dlq", False, False, 0, 0)
+    plain = DeadLetters("dlq", False, False, 0, 0, max_request_size=1048576)
     assert plain.record_of(BadRow(1, "t", None, bad.error, "producer", None, b"v", []))[2] == []

@@ -8,17 +8,16 @@ the epoch), and a node formatted with ``transaction.version=1`` (AddPartitionsTo
 
 from __future__ import annotations
 
-import sys
 import uuid
 
 import pytest
 
+from broker_kinds import running_apache_kafka
 from kafka_helpers import consume_all
 from sparkkafka_sink import Producer, abort_lingering, complete_transaction
 from sparkkafka_sink.errors import KafkaError, ProducerFencedError
 from sparkkafka_sink.producer.transactions import PreparedTransaction
 from sparkkafka_sink.protocol.api import ApiKey
-from sparkkafka_sink.testing.apache_kafka import ApacheKafka
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.transactions]
@@ -27,13 +26,8 @@ pytestmark = [pytest.mark.broker, pytest.mark.transactions]
 @pytest.fixture(scope="module")
 def kafka_tv1(apache_kafka):
     """A Kafka 4 node whose storage was formatted with transactions v1 only."""
-    cluster = ApacheKafka(1, features={"transaction.version": 1}).start()
-    print(f"\n[apache kafka {cluster.version} transaction.version=1: up in {cluster.startup_seconds:.1f} s]",
-          file=sys.stderr)
-    try:
+    with running_apache_kafka(" transaction.version=1", nodes=1, features={"transaction.version": 1}) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture(params=["tv2", "tv1"])

@@ -7,19 +7,20 @@ nothing), or it initialised its producer just before (the driver's sweep fences 
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pyarrow as pa
 import pytest
 
-from kafka_helpers import consume_all
-from sparkkafka_sink.producer.handover import TransactionAdmin
-from sparkkafka_sink.spark import transactions
-from sparkkafka_sink.spark.commit import TaskCommitMessage
+from kafka_helpers import consume_all, open_transactions
+from sparkkafka_sink.spark.commit_message import TaskCommitMessage
+from sparkkafka_sink.spark.driver import transactions
+from sparkkafka_sink.spark.errors import SinkWriteError
 from sparkkafka_sink.spark.options import parse_options
-from sparkkafka_sink.spark.validation import ColumnLayout
-from sparkkafka_sink.spark.write_task import SinkWriteError, TaskInfo, WritePlan, run_write_task, transactional_id
+from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+from sparkkafka_sink.spark.task.task_info import TaskInfo
+from sparkkafka_sink.spark.task.task_producer import transactional_id
+from sparkkafka_sink.spark.task.write_task import run_write_task
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.transactions]
@@ -36,11 +37,6 @@ def write(apache_kafka):
     options = parse_options({"kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "topic": topic,
                              "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": f"{topic}-txn"})
     return topic, WritePlan(options, ColumnLayout("value"))
-
-
-def open_transactions(bootstrap, prefix):
-    with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
-        return admin.open_transactions(prefix, time.monotonic() + 30)
 
 
 def test_an_attempt_starting_after_the_commit_writes_nothing(apache_kafka, write):
@@ -77,16 +73,16 @@ def test_an_attempt_initialised_before_the_commit_is_fenced(apache_kafka, write)
 
     # the marker check comes after init_transactions: it sees the marker too, so force the
     # other order by checking before the driver acts (as a slow attempt would have)
-    import sparkkafka_sink.spark.write_task as write_task
+    import sparkkafka_sink.spark.task.task_producer as task_producer
 
     checked = []
-    real_check = write_task._check_write_open
-    write_task._check_write_open = lambda *a: checked.append(a)  # looked too early: saw nothing
+    real_check = task_producer._check_write_open
+    task_producer._check_write_open = lambda *a: checked.append(a)  # looked too early: saw nothing
     try:
         with pytest.raises(SinkWriteError) as info:
             run_write_task(iter(rows(1000, 100)), plan, producer_factory=commit_after_init, task=late_task)
     finally:
-        write_task._check_write_open = real_check
+        task_producer._check_write_open = real_check
     assert checked and "was fenced" in str(info.value)
     assert open_transactions(apache_kafka.bootstrap_servers, plan.options.transactional_id_prefix) == []
     got = consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed", timeout=30)

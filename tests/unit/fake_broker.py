@@ -11,6 +11,7 @@ codecs and answers ApiVersions, Metadata, InitProducerId and Produce.  Tests con
   is not led by this broker);
 * ``produce_errors(topic, partition, *codes)``: per-call error codes for one partition (0 =
   process normally);  ``init_pid_errors``: the same for InitProducerId;
+* ``reading.clear()`` / ``.set()``: stop and resume reading requests; ``drop_connections()``;
 * ``script(api_key, *behaviors)``: how to deliver the next responses of an API (delay, held
   behind a gate, never, byte by byte with pauses, closing the connection part-way, a wrong
   correlation id); ``default_behavior[api_key]`` for every later one;
@@ -180,6 +181,9 @@ class FakeBroker:
         self.duplicate_answer = DUPLICATE_SEQUENCE_NUMBER
         self.recv_chunk = recv_chunk
         self.recv_pause = recv_pause
+        #: cleared: the broker stops reading (socket buffers fill, the client's writes back up)
+        self.reading = threading.Event()
+        self.reading.set()
         self.requests: list[Received] = []
         self.logs = self.cluster.logs
         self.default_behavior: dict[int, Behavior] = {}
@@ -311,6 +315,9 @@ class FakeBroker:
     def _recv_exact(self, conn: _Conn, n: int) -> bytes | None:
         buf = bytearray()
         while len(buf) < n:
+            while not self.reading.wait(0.05):
+                if self._stop.is_set() or conn.closed:
+                    return None
             try:
                 data = conn.sock.recv(min(n - len(buf), self.recv_chunk))
             except OSError:

@@ -25,7 +25,8 @@ def test_spark_layer_names_the_extra_when_pyspark_is_missing():
 
 
 @pytest.mark.parametrize("module", ["pyspark_pyprod_kafka", "sparkkafka_sink.spark.writer",
-                                    "sparkkafka_sink.spark.stream_writer"])
+                                    "sparkkafka_sink.spark.stream_writer", "sparkkafka_sink.spark.driver.planning",
+                                    "sparkkafka_sink.spark.driver.commit"])
 def test_driver_side_processes_import_neither_numpy_nor_pyarrow_nor_the_producer(module):
     """Spark imports every top-level ``pyspark_*`` module in a Python process of its own at each
     data-source lookup, and unpickles the writer in another to commit: each pays our imports,
@@ -48,7 +49,7 @@ def test_driver_side_processes_import_neither_numpy_nor_pyarrow_nor_the_producer
 
 def test_headers_type_in_spark_words_matches_the_arrow_declaration():
     from sparkkafka_sink.record.arrow import HEADERS_TYPE
-    from sparkkafka_sink.spark.validation import HEADERS_SQL
+    from sparkkafka_sink.spark.driver.validation import HEADERS_SQL
 
     spelled = "array<struct<" + ",".join(f"{f.name}:{f.type}" for f in HEADERS_TYPE.value_type) + ">>"
     assert HEADERS_SQL == spelled

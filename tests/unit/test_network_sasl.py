@@ -10,8 +10,10 @@ import re
 import pytest
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError
-from sparkkafka_sink.network.sasl import OAuthBearerClient, PlainClient, ScramClient, parse_jaas
-from sparkkafka_sink.network.sasl.scram import sasl_name
+from sparkkafka_sink.network.sasl.jaas import parse_jaas
+from sparkkafka_sink.network.sasl.oauthbearer import OAuthBearerClient
+from sparkkafka_sink.network.sasl.plain import PlainClient
+from sparkkafka_sink.network.sasl.scram import ScramClient, sasl_name
 
 SECRET = "hunter2-S3CRET"
 

@@ -4,6 +4,7 @@ login) and TokenSource's background refresh -- waits are bounded and driven by e
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 import threading
@@ -14,16 +15,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError
-from sparkkafka_sink.network.sasl import (
+from sparkkafka_sink.network.sasl.bearer_token import OAuthBearerToken, TokenUnavailableError, coerce_token
+from sparkkafka_sink.network.sasl.jwt import jwt_claims
+from sparkkafka_sink.network.sasl.token_providers import (
     ClientCredentialsTokenProvider,
-    OAuthBearerToken,
-    TokenSource,
-    TokenUnavailableError,
     UnsecuredTokenProvider,
-    jwt_claims,
     load_token_provider,
 )
-from sparkkafka_sink.network.sasl.oauth import coerce_token, refresh_at
+from sparkkafka_sink.network.sasl.token_source import TokenSource, refresh_at
+from sparkkafka_sink.testing import waiting
 
 SECRET = "s3cr+t/=&ü-SECRET"
 FAR = 4102444800                                              # 2100-01-01, epoch seconds
@@ -35,11 +35,8 @@ def jwt(claims: dict, header: dict | None = None) -> str:
     return f"{part(header or {'alg': 'RS256'})}.{part(claims)}.c2lnbmF0dXJl"
 
 
-def wait_until(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.005)
+#: the refresher's timers here run for a second or so: a short bound, fine polls
+wait_until = functools.partial(waiting.wait_until, timeout=5.0, interval=0.005)
 
 
 @pytest.fixture(autouse=True)
@@ -324,7 +321,7 @@ def test_token_source_retries_a_failed_refresh_while_the_old_token_is_valid():
     source = TokenSource(provider, refresh_window_factor=0.5, jitter=0)
     try:
         assert source.current().value == "token-1"
-        wait_until(lambda: source.refresh_failures == 2)       # ~1 s, then 0.1 s backoff
+        wait_until("two failed refreshes", lambda: source.refresh_failures == 2)  # ~1 s, then 0.1 s backoff
         assert source.current().value == "token-1"             # still valid: still served
         assert "IdP down (call 3)" in str(source.last_error)
         provider.gate.set()
@@ -365,7 +362,7 @@ def test_token_source_expired_token_with_failing_refresh():
         with pytest.raises(TokenUnavailableError, match="'tok-sub' from .* expired and no new one could be fetched"):
             source.current()                                   # (" yet", unless the refresher already failed)
         source.refresh_now()
-        wait_until(lambda: source.refresh_failures >= 1)
+        wait_until("a failed refresh", lambda: source.refresh_failures >= 1)
         with pytest.raises(TokenUnavailableError, match=r"could be fetched: .*IdP down \(call \d+\)") as e:
             source.current()
         assert e.value.retriable
@@ -387,7 +384,7 @@ def test_token_source_first_fetch_happens_once_for_concurrent_callers():
     threads = [threading.Thread(target=lambda: results.append(source.current())) for _ in range(4)]
     for t in threads:
         t.start()
-    wait_until(lambda: len(calls) == 1)
+    wait_until("one call to the provider", lambda: len(calls) == 1)
     release.set()
     for t in threads:
         t.join(5)

@@ -8,13 +8,10 @@ import json
 import pytest
 
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.network.sasl import (
-    OAuthBearerClient,
-    PlainClient,
-    ScramClient,
-    SaslSettings,
-    sasl_settings,
-)
+from sparkkafka_sink.network.sasl.oauthbearer import OAuthBearerClient
+from sparkkafka_sink.network.sasl.plain import PlainClient
+from sparkkafka_sink.network.sasl.scram import ScramClient
+from sparkkafka_sink.network.sasl.settings import SaslSettings, sasl_settings
 
 SECRET = "hunter2-S3CRET"
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"

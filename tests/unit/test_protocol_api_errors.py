@@ -126,6 +126,36 @@ def test_what_each_error_tells_the_producer_to_do():
     assert lost == {"UNKNOWN_PRODUCER_ID", "INVALID_PRODUCER_EPOCH", "OUT_OF_ORDER_SEQUENCE_NUMBER"}
     assert [c.name for c in perr.ERROR_CLASSES.values() if c.already_written] == ["DUPLICATE_SEQUENCE_NUMBER"]
     assert [c.name for c in perr.ERROR_CLASSES.values() if c.resend_cannot_help] == ["CORRUPT_MESSAGE"]
+    too_large = {"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"}
+    assert {c.name for c in perr.ERROR_CLASSES.values() if c.too_large} == too_large
+    assert {c.name for c in perr.ERROR_CLASSES.values() if c.splits_batch} == too_large | {"INVALID_RECORD"}
+    assert {c.name for c in perr.ERROR_CLASSES.values() if c.condemns_record} == too_large | {
+        "INVALID_RECORD", "CORRUPT_MESSAGE", "INVALID_TIMESTAMP", "TOPIC_AUTHORIZATION_FAILED",
+        "INVALID_TOPIC_EXCEPTION"}
+    moved = {c.name for c in perr.ERROR_CLASSES.values() if c.coordinator_moved}
+    assert moved == {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"}
+    assert all(perr.ERROR_NAMES[n].retriable for n in moved)
+    assert {c.name for c in perr.ERROR_CLASSES.values() if c.producer_fenced} == {"PRODUCER_FENCED",
+                                                                                  "INVALID_PRODUCER_EPOCH"}
+
+
+def test_no_error_names_outside_the_protocol_layer():
+    """Above protocol/, behaviour follows the error classes' properties, never a list of names."""
+    import ast
+    from pathlib import Path
+
+    import sparkkafka_sink
+
+    root = Path(sparkkafka_sink.__file__).parent
+    names = set(perr.ERROR_NAMES)
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path.parent.name == "protocol" or "testing" in path.parts or path == root / "errors.py":
+            continue  # the table, the base class it fills in, and the test brokers
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}: {node.value}")
+    assert not offenders, "\n".join(offenders)
 
 
 def test_no_bare_error_numbers_outside_the_error_table():

@@ -16,6 +16,7 @@ from fake_broker import (  # noqa: F401  (fixtures)
     make_producer)
 from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError
 from sparkkafka_sink.protocol import errors as perrors
+from sparkkafka_sink.testing.waiting import wait_until
 
 NOT_ENOUGH_REPLICAS = 19
 
@@ -159,6 +160,30 @@ def test_close_without_timeout_delivers_what_is_buffered(broker, make_producer):
     p.close()
     assert not sender_alive(p)
     assert [f.get(0).offset for f in futs] == [0, 1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------------------- acks=0
+
+def test_acks0_request_still_unwritten_when_its_connection_closes_is_sent_again(broker, make_producer):
+    """acks=0 completes a request once it is on the wire; one still (partly) in the client's
+    buffers when the connection closes never reached the broker, so it is sent again rather than
+    reported delivered (only a request written whole can be lost, as acks=0 promises nothing)."""
+    p = make_producer(broker, acks="0", enable_idempotence=False, max_request_size=64 << 20,
+                      buffer_memory=64 << 20, batch_size=64 << 20)
+    p.send("t", b"first", partition=0)
+    p.flush(5)  # the leader's connection is set up
+    assert broker.wait_for(lambda: broker.log_values("t", 0) == [b"first"])
+    broker.reading.clear()  # the broker stops reading: its socket buffers fill, then ours
+    value = b"x" * (24 << 20)  # far more than the socket buffers hold
+    future = p.send("t", value, partition=0)
+    node = broker.node_id
+    wait_until("the request is stuck half-written", lambda: (c := p._client.connection(node)) is not None
+               and c.has_pending_writes, timeout=10)
+    broker.drop_connections()
+    broker.reading.set()
+    assert future.get(10).offset == -1  # acks=0: nothing is acknowledged
+    assert broker.wait_for(lambda: len(broker.logs[("t", 0)].records) == 2, 10)
+    assert broker.log_values("t", 0) == [b"first", value]  # sent again on a new connection, once
 
 
 # ---------------------------------------------------------------------------- in-flight cap

@@ -1,16 +1,27 @@
-"""Row checks on Arrow batches: a row no producer could take is named before its batch is sent.
+"""Rows of a task's input: where a batch's row sits in it, and the rows no producer could take.
 
+The task numbers rows from its first Arrow batch; a batch it sends may hold only some of them
+(one topic's, or the rest once bad rows were taken out), so its row ``i`` is row
+``row_offset + row_map[i]`` of the input (``task_row``): failures and bad rows are named so.
 A null topic (with no ``topic`` option) or a headers array holding a null element or a null key
-raises ``RowError`` with the row's position in the batch; the write task reports it.
-numpy and pyarrow are imported where used: the driver's commit process imports the write task's
-modules (to unpickle the writer) and has no use for them.
+raises ``RowError`` with the row's position in the batch, before the batch is sent.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 
+import numpy as np
+import pyarrow.compute as pc
+
 NULL_TOPIC = "topic is null and no 'topic' option is set"
+
+
+def task_row(row_offset: int, row_map, index: int) -> int:
+    """Position in the task's input of row ``index`` of a batch whose rows start at ``row_offset``;
+    ``row_map`` maps the batch's rows to positions in the Arrow batch they were taken from (None:
+    all of it, in order)."""
+    return row_offset + (index if row_map is None else int(row_map[index]))
 
 
 class RowError(Exception):
@@ -25,9 +36,6 @@ class RowError(Exception):
 
 def check_headers(col) -> None:
     """Raise ``RowError`` for a null struct or a null key inside a row's headers array."""
-    import numpy as np
-    import pyarrow.compute as pc
-
     child = col.values
     if not child.null_count and not child.field("key").null_count:
         return

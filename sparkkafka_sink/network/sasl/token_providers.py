@@ -1,6 +1,4 @@
-"""OAuth bearer tokens for OAUTHBEARER: where they come from and how they stay fresh.
-
-Sources (each a callable returning a token):
+"""Token providers for OAUTHBEARER: each a callable returning a token (see ``bearer_token``).
 
 * :class:`ClientCredentialsTokenProvider` -- the OAuth client-credentials grant against an
   OIDC token endpoint, as Kafka's HttpAccessTokenRetriever does it;
@@ -10,172 +8,40 @@ Sources (each a callable returning a token):
 * any user callable, named by ``"module:function"`` (:func:`load_token_provider`) so it works
   from Spark's string options -- e.g. a wrapper around aws-msk-iam-sasl-signer for MSK IAM.
 
-:class:`TokenSource` fetches the first token synchronously and then refreshes it on a daemon
-thread once ``refresh_window_factor`` of its lifetime has passed, so the network thread only
-ever reads a ready token.  Tokens and client secrets never reach a log line, a repr or an error.
+Client secrets never reach a log line, a repr or an error.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import importlib
 import json
 import logging
-import random
 import ssl
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass, field
 from http.client import HTTPException
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Mapping
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError
+from sparkkafka_sink.network.sasl.bearer_token import (
+    OAuthBearerToken,
+    TokenProvider,
+    TokenUnavailableError,
+    token_from_jwt,
+)
+from sparkkafka_sink.network.sasl.jwt import claim_ms, claims_subject, jwt_claims, unsigned_jwt
 
 log = logging.getLogger(__name__)
 
 PROVIDER_KEY = "sasl.oauthbearer.token.provider"
-#: a (token, expiry) tuple's expiry above this is in milliseconds (aws-msk-iam-sasl-signer
-#: returns ms); as seconds it would be past the year 5000
-_MS_THRESHOLD = 10**11
 _MAX_BODY = 64 * 1024
 _MAX_SHOWN = 300
 
 
-class TokenUnavailableError(AuthenticationError):
-    """No valid token: the identity provider could not be reached (or answered 5xx/429) for the
-    whole retry window, or the current token expired while refreshing kept failing.  Retriable,
-    unlike a rejected client secret: the provider may come back."""
-
-    retriable = True
-
-
-@dataclass(frozen=True, eq=False)
-class OAuthBearerToken:
-    """A bearer token and what we need to know about it; the repr never shows the value."""
-
-    value: str = field(repr=False)
-    expires_at_ms: int
-    principal: str | None = None
-    issued_at_ms: int | None = None
-
-    def __repr__(self) -> str:
-        return (f"OAuthBearerToken(principal={self.principal!r}, expires_at_ms={self.expires_at_ms}, "
-                f"issued_at_ms={self.issued_at_ms})")
-
-    __str__ = __repr__
-
-
-ProviderResult = Union[str, tuple, OAuthBearerToken]
-TokenProvider = Callable[[], ProviderResult]
-
-
-# -- JWT ---------------------------------------------------------------------------------
-def _b64url_decode(part: str) -> bytes:
-    standard = part.replace("-", "+").replace("_", "/")
-    return base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
-
-
-def _b64url_encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def jwt_claims(token: str) -> dict[str, Any]:
-    """The claims of a JWS compact token, decoded WITHOUT verifying its signature: we only read
-    ``exp``/``iat``/``sub`` for scheduling and messages; the broker is the one who verifies.
-    ValueError says what is wrong, never what the token is."""
-    if not isinstance(token, str):
-        raise ValueError(f"a JWT is a str, not {type(token).__name__}")
-    parts = token.strip().split(".")
-    if len(parts) != 3:
-        raise ValueError(f"not a JWT: expected header.payload.signature (3 parts separated by "
-                         f"'.'), found {len(parts)} part(s)")
-    try:
-        payload = _b64url_decode(parts[1])
-    except (binascii.Error, ValueError):
-        raise ValueError("not a JWT: the payload is not base64url") from None
-    try:
-        claims = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        raise ValueError("not a JWT: the payload is not JSON") from None
-    if not isinstance(claims, dict):
-        raise ValueError("not a JWT: the payload is not a JSON object")
-    return claims
-
-
-def _claim_ms(claims: Mapping[str, Any], name: str) -> int | None:
-    value = claims.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"the JWT claim '{name}' is not a number of seconds")
-    return round(value * 1000)
-
-
-def _claims_subject(claims: Mapping[str, Any], name: str = "sub") -> str | None:
-    value = claims.get(name)
-    return value if isinstance(value, str) and value.strip() else None
-
-
-def token_from_jwt(value: str, source: str) -> OAuthBearerToken:
-    """A token whose expiry is its ``exp`` claim; AuthenticationError naming ``source`` if it has
-    none (we could not know when to refresh it)."""
-    try:
-        claims = jwt_claims(value)
-        expires_at_ms = _claim_ms(claims, "exp")
-        issued_at_ms = _claim_ms(claims, "iat")
-    except ValueError as e:
-        raise AuthenticationError(f"{source} returned a token we cannot read: {e}") from None
-    if expires_at_ms is None:
-        raise AuthenticationError(f"{source} returned a JWT without an 'exp' claim: return "
-                                  "(token, expires_at_epoch_seconds) instead")
-    return OAuthBearerToken(value.strip(), expires_at_ms, _claims_subject(claims), issued_at_ms)
-
-
-def coerce_token(result: Any, source: str) -> OAuthBearerToken:
-    """What a provider may return: a JWT str (expiry from ``exp``), a ``(token, expires_at)``
-    tuple (epoch seconds; milliseconds above 10**11, as aws-msk-iam-sasl-signer returns), or an
-    :class:`OAuthBearerToken`."""
-    if isinstance(result, OAuthBearerToken):
-        return result
-    if isinstance(result, (bytes, bytearray)):
-        result = bytes(result).decode("utf-8", errors="replace")
-    if isinstance(result, str):
-        if not result.strip():
-            raise AuthenticationError(f"{source} returned an empty token")
-        return token_from_jwt(result, source)
-    if isinstance(result, (tuple, list)) and len(result) == 2:
-        value, expiry = result
-        if isinstance(value, (bytes, bytearray)):
-            value = bytes(value).decode("utf-8", errors="replace")
-        if not isinstance(value, str) or not value.strip():
-            raise AuthenticationError(f"{source} returned a (token, expires_at) pair whose token is "
-                                      "not a non-empty str")
-        if isinstance(expiry, bool) or not isinstance(expiry, (int, float)):
-            raise AuthenticationError(f"{source} returned a (token, expires_at) pair whose expiry is "
-                                      f"a {type(expiry).__name__}, not epoch seconds")
-        expires_at_ms = int(expiry if expiry > _MS_THRESHOLD else expiry * 1000)
-        principal = issued_at_ms = None
-        try:                                                  # a JWT? then we know more
-            claims = jwt_claims(value)
-            principal, issued_at_ms = _claims_subject(claims), _claim_ms(claims, "iat")
-        except ValueError:
-            pass
-        return OAuthBearerToken(value.strip(), expires_at_ms, principal, issued_at_ms)
-    raise AuthenticationError(f"{source} returned a {type(result).__name__}; expected a JWT str, a "
-                              "(token, expires_at_epoch_seconds) tuple or an OAuthBearerToken")
-
-
 # -- user callables ------------------------------------------------------------------------
-def _callable_name(fn: Any) -> str:
-    module = getattr(fn, "__module__", None)
-    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    return f"{module}:{name}" if module else name
-
-
 def load_token_provider(spec: Any) -> TokenProvider:
     """A callable as is, or ``"package.module:function"`` (``attr.attr`` allowed after the
     colon) imported -- Spark options are strings, and executors import it themselves."""
@@ -384,20 +250,21 @@ class ClientCredentialsTokenProvider:
             except ValueError:
                 expires_in = None
         try:
-            issued_at_ms = _claim_ms(claims, "iat")
+            issued_at_ms = claim_ms(claims, "iat")
             if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0:
                 expires_at_ms = int((fetched_at + expires_in) * 1000)
             else:
-                expires_at_ms = _claim_ms(claims, "exp")
+                expires_at_ms = claim_ms(claims, "exp")
         except ValueError as e:
             raise AuthenticationError(f"{self.description} returned a token we cannot read: {e}") from None
         if expires_at_ms is None:
             raise AuthenticationError(f"{self.description} answered without expires_in and the token "
                                       "has no 'exp' claim: we cannot know when to refresh it")
-        return OAuthBearerToken(token, expires_at_ms, _claims_subject(claims) or self.client_id,
+        return OAuthBearerToken(token, expires_at_ms, claims_subject(claims) or self.client_id,
                                 issued_at_ms)
 
 
+# -- a token file ----------------------------------------------------------------------------
 class FileTokenProvider:
     """A JWT read from a file on each call (Kafka's ``file:`` token endpoint URL): another
     process keeps the file fresh."""
@@ -480,193 +347,5 @@ class UnsecuredTokenProvider:
         expires = round(now + self.lifetime_s, 3)
         # Kafka writes seconds with a fraction ("exp", "iat" first, then the options' claims)
         claims = {"exp": expires, "iat": now, **self._claims}
-        header = _b64url_encode(json.dumps({"alg": "none"}, separators=(",", ":")).encode())
-        payload = _b64url_encode(json.dumps(claims, separators=(",", ":")).encode())
-        return OAuthBearerToken(f"{header}.{payload}.", round(expires * 1000), self.principal,
+        return OAuthBearerToken(unsigned_jwt(claims), round(expires * 1000), self.principal,
                                 round(now * 1000))
-
-
-# -- refreshing ---------------------------------------------------------------------------
-#: never refresh sooner than this after a fetch (Kafka's sasl.login.refresh.min.period.seconds),
-#: unless the token lives less than twice as long: an IdP that hands back a cached,
-#: half-used token must not be asked again every instant
-MIN_REFRESH_PERIOD_S = 60.0
-RETRY_BACKOFF_S = 0.1
-RETRY_BACKOFF_MAX_S = 10.0
-_MAX_WAIT_S = 30.0   # re-read the wall clock at least this often (suspend, clock steps)
-
-
-def refresh_at(token: OAuthBearerToken, fetched_at_s: float, refresh_window_factor: float,
-               jitter: float = 0.0) -> float:
-    """When to refresh (epoch seconds): ``refresh_window_factor`` (+ ``jitter``) of the token's
-    lifetime, counted from its ``iat`` when that is not in our future, else from the fetch."""
-    expires_s = token.expires_at_ms / 1000
-    start_s = fetched_at_s
-    if token.issued_at_ms is not None and token.issued_at_ms / 1000 <= fetched_at_s:
-        start_s = token.issued_at_ms / 1000
-    pct = refresh_window_factor + jitter
-    if pct > 1.0:
-        pct = refresh_window_factor
-    due = start_s + (expires_s - start_s) * pct
-    floor = fetched_at_s + min(MIN_REFRESH_PERIOD_S, max(0.0, expires_s - fetched_at_s) / 2)
-    return max(due, floor)
-
-
-class TokenSource:
-    """The current token of one provider, refreshed in the background.
-
-    ``current()`` fetches the first token synchronously (errors propagate: bad credentials fail
-    the caller), then returns the latest token at once; a daemon thread refetches it at
-    :func:`refresh_at` and, when that fails, retries with backoff (0.1 s doubling to 10 s,
-    sooner while the old token still has little time) -- the old token is served meanwhile.
-    Once it has expired ``current()`` raises :class:`TokenUnavailableError` with the last error.
-    """
-
-    def __init__(self, provider: TokenProvider, refresh_window_factor: float = 0.8,
-                 clock: Callable[[], float] = time.time, *, jitter: float = 0.05,
-                 description: str | None = None):
-        if not 0.5 <= refresh_window_factor <= 1.0:
-            raise ConfigError(f"Invalid value {refresh_window_factor!r} for configuration "
-                              "'sasl.login.refresh.window.factor': expected a number in [0.5, 1.0]")
-        self._provider = provider
-        self.refresh_window_factor = refresh_window_factor
-        self.jitter = jitter
-        self._clock = clock
-        self.description = description or getattr(provider, "description", None) or \
-            f"token provider {_callable_name(provider)}"
-        self._cond = threading.Condition()
-        self._fetch_lock = threading.Lock()
-        self._token: OAuthBearerToken | None = None
-        self._fetched_at = 0.0
-        self._thread: threading.Thread | None = None
-        self._closed = False
-        self._refresh_requested = False
-        #: the latest failed fetch (cleared by a success), for messages
-        self.last_error: BaseException | None = None
-        self.fetches = 0            # successful provider calls (the first one included)
-        self.refreshes = 0          # successful background refreshes
-        self.refresh_failures = 0
-
-    def __repr__(self) -> str:
-        return f"TokenSource({self.description}, principal={self.principal!r})"
-
-    @property
-    def principal(self) -> str | None:
-        token = self._token
-        return token.principal if token is not None else getattr(self._provider, "principal", None)
-
-    @property
-    def token_expires_at_ms(self) -> int | None:
-        token = self._token
-        return token.expires_at_ms if token is not None else None
-
-    def current(self) -> OAuthBearerToken:
-        """A token that has not expired; the first call blocks on the provider."""
-        token = self._token
-        if token is None:
-            with self._fetch_lock:                             # one first fetch for all callers
-                if self._closed:
-                    raise AuthenticationError(f"the OAUTHBEARER {self.description} is closed")
-                if self._token is None:
-                    fetched_at = self._clock()
-                    token = self._fetch()
-                    with self._cond:
-                        self._token, self._fetched_at = token, fetched_at
-                        self._start_refresher()
-                token = self._token
-            assert token is not None
-        if self._clock() * 1000 >= token.expires_at_ms:
-            error = self.last_error
-            raise TokenUnavailableError(
-                f"the OAUTHBEARER token of {token.principal!r} from {self.description} expired and "
-                f"no new one could be fetched" + (f": {error}" if error else " yet"))
-        return token
-
-    def refresh_now(self) -> None:
-        """Ask the refresher to fetch a new token now (e.g. the broker called ours invalid)."""
-        with self._cond:
-            self._refresh_requested = True
-            self._cond.notify_all()
-
-    def wait_for_refreshes(self, count: int, timeout: float) -> bool:
-        """Block until ``refreshes >= count`` or ``timeout`` seconds pass (tests, diagnostics)."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self.refreshes >= count or self._closed, timeout) \
-                and self.refreshes >= count
-
-    def close(self) -> None:
-        """Stop the refresher (it may be inside a provider call: it exits when that returns)."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=1.0)
-
-    # -- internals ---------------------------------------------------------------------
-    def _fetch(self) -> OAuthBearerToken:
-        try:
-            token = coerce_token(self._provider(), self.description)
-        except AuthenticationError as e:
-            self.last_error = e
-            raise
-        except Exception as e:                                 # noqa: BLE001 - a user callable
-            self.last_error = e
-            raise TokenUnavailableError(f"the {self.description} failed: {type(e).__name__}: {e}") from e
-        if token.expires_at_ms <= self._clock() * 1000:
-            self.last_error = AuthenticationError(f"the {self.description} returned an expired token")
-            raise AuthenticationError(
-                f"the {self.description} returned a token that expired at {token.expires_at_ms} ms "
-                "since the epoch (check this host's clock)")
-        self.fetches += 1
-        self.last_error = None
-        return token
-
-    def _start_refresher(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="sasl-token-refresh", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        failures = 0
-        retry_at = 0.0
-        while True:
-            with self._cond:
-                assert self._token is not None
-                if failures:
-                    due = retry_at
-                else:
-                    due = refresh_at(self._token, self._fetched_at, self.refresh_window_factor,
-                                     random.uniform(0, self.jitter))
-                    log.info("OAUTHBEARER token of %r expires at %.3f; refreshing at %.3f",
-                             self._token.principal, self._token.expires_at_ms / 1000, due)
-                while not self._closed and not self._refresh_requested and self._clock() < due:
-                    self._cond.wait(timeout=min(max(due - self._clock(), 0.001), _MAX_WAIT_S))
-                if self._closed:
-                    return
-                self._refresh_requested = False
-            fetched_at = self._clock()
-            try:
-                with self._fetch_lock:
-                    token = self._fetch()
-            except Exception as e:                             # noqa: BLE001 - retried below
-                failures += 1
-                delay = self._retry_delay(failures)
-                retry_at = self._clock() + delay
-                with self._cond:
-                    self.refresh_failures += 1
-                log.warning("Refreshing the OAUTHBEARER token from %s failed (%s); retry %d in %.1f s",
-                            self.description, e, failures, delay)
-                continue
-            with self._cond:
-                self._token, self._fetched_at = token, fetched_at
-                self.refreshes += 1
-                failures = 0
-                self._cond.notify_all()
-
-    def _retry_delay(self, failures: int) -> float:
-        delay = RETRY_BACKOFF_S * 2 ** min(failures - 1, 20)
-        token = self._token
-        remaining = token.expires_at_ms / 1000 - self._clock() if token is not None else 0.0
-        cap = RETRY_BACKOFF_MAX_S if remaining <= 0 else \
-            min(RETRY_BACKOFF_MAX_S, max(RETRY_BACKOFF_S, remaining / 2))
-        return min(delay, cap)

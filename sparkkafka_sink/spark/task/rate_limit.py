@@ -11,7 +11,12 @@ Bytes are what the records carry: key, value and header bytes, before compressio
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkkafka_sink.spark.options import SinkOptions
 
 #: a slice holds this many seconds of the allowance
 SLICE_SECONDS = 0.1
@@ -66,10 +71,15 @@ class RateLimiter:
         self._next = now + cost
 
 
+def rate_limiter(options: SinkOptions) -> Optional[RateLimiter]:
+    """The task's limiter under ``maxRecordsPerSecond`` / ``maxBytesPerSecond``, or None."""
+    if not options.max_records_per_s and not options.max_bytes_per_s:
+        return None
+    return RateLimiter(options.max_records_per_s, options.max_bytes_per_s)
+
+
 def payload_bytes(layout) -> Callable[[object], int]:
     """``batch -> bytes`` of key, value and headers (the columns of ``layout``) in a batch."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     def lengths(col) -> int:
         if pa.types.is_struct(col.type):

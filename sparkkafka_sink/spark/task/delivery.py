@@ -15,7 +15,8 @@ from functools import partial
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.offset_ranges import merge_range
-from sparkkafka_sink.spark.dead_letter import BadRow, DeadLetters, is_bad_row, row_contents
+from sparkkafka_sink.spark.task.dead_letters import DeadLetters, is_bad_row
+from sparkkafka_sink.spark.task.row_checks import task_row
 
 
 @dataclass
@@ -86,16 +87,13 @@ class DeliveryTracker:
                     "dead-lettered: Kafka does not commit a transaction with a refused batch"
                     + (" (keep kafka.max.request.size at most the topic's max.message.bytes: a larger record is "
                        "then refused before sending, and dead-lettered)"
-                       if getattr(exc, "name", "") in ("MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE") else ""))
+                       if getattr(exc, "too_large", False) else ""))
             elif self.dead_letters is not None and source is not None and is_bad_row(exc):
                 self.tolerated += len(rows)
-                for r in rows.tolist():
-                    row = row_offset + (r if row_map is None else int(row_map[r]))
-                    self.dead_letters.reject(BadRow(row, topic, partition, exc, "broker",
-                                                    *row_contents(source, self.layout, r)))
+                self.dead_letters.reject_rows(source, self.layout, rows.tolist(), row_offset, row_map, topic,
+                                              partition, exc, "broker")
                 continue
-            first = int(rows.min())
-            row = row_offset + (first if row_map is None else int(row_map[first]))
+            row = task_row(row_offset, row_map, int(rows.min()))
             self._record_failure(Failure(row, topic, partition, exc, len(rows)))
         self.delivered += future.record_count - failed
         for partition, (count, first, last) in future.landed().partitions.items():

@@ -14,6 +14,9 @@ Connect has one) naming the error, the intended topic and partition, and the Spa
 attempt and row.  A value too large to travel at all (the row was refused for its size) is cut
 to fit ``max.request.size``, its original length in a header.  The DLQ writes are tracked like
 any other: one that fails fails the task.
+
+Bad rows are found at three stages -- the row checks, the producer's refusal before sending,
+the broker's refusal -- and each hands them over with ``reject_rows``.
 """
 
 from __future__ import annotations
@@ -21,13 +24,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from sparkkafka_sink.errors import BrokerResponseError, InvalidPartitionError, InvalidRecordError, RecordTooLargeError
+from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, RecordTooLargeError
+from sparkkafka_sink.spark.task.row_checks import task_row
 
 log = logging.getLogger(__name__)
-
-#: broker answers that condemn the record, not the moment
-_BAD_ROW_ANSWERS = frozenset({"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "CORRUPT_MESSAGE",
-                              "INVALID_TIMESTAMP", "TOPIC_AUTHORIZATION_FAILED", "INVALID_TOPIC_EXCEPTION"})
 
 #: context headers (Kafka Connect's, KIP-298, where Connect has the concept)
 H_TOPIC = "__connect.errors.topic"
@@ -45,9 +45,8 @@ _RECORD_SLACK = 4096
 
 def is_bad_row(error: BaseException) -> bool:
     """The record itself can never succeed (as opposed to trouble that a retry may cure)."""
-    if isinstance(error, (InvalidRecordError, InvalidPartitionError, RecordTooLargeError)):
-        return True
-    return isinstance(error, BrokerResponseError) and getattr(error, "name", "") in _BAD_ROW_ANSWERS
+    return (isinstance(error, (InvalidRecordError, InvalidPartitionError, RecordTooLargeError))
+            or getattr(error, "condemns_record", False))  # the broker's answers that say so
 
 
 @dataclass
@@ -66,7 +65,7 @@ class DeadLetters:
     """One task's bad rows: counted, logged, and queued for the dead-letter topic."""
 
     def __init__(self, topic: str | None, context_headers: bool, log_each: bool, spark_partition: int, attempt: int,
-                 max_request_size: int = 1048576):
+                 max_request_size: int):
         self.topic = topic
         self.max_request_size = max_request_size
         self.context_headers = context_headers
@@ -85,6 +84,14 @@ class DeadLetters:
                         f"; dead-lettered to {self.topic!r}" if self.topic else "")
         if self.topic is not None:
             self._queued.append(bad)
+
+    def reject_rows(self, batch, layout, indices, row_offset: int, row_map, topic, partition, error: BaseException,
+                    stage: str, with_headers: bool = True) -> None:
+        """Rows ``indices`` of ``batch`` are bad rows, with their contents as far as they can be read
+        (``row_offset``, ``row_map``: where the batch's rows sit in the task's input, ``task_row``)."""
+        for i in indices:
+            self.reject(BadRow(task_row(row_offset, row_map, i), topic, partition, error, stage,
+                               *_row_contents(batch, layout, i, with_headers)))
 
     def take(self) -> list[BadRow]:
         queued, self._queued = self._queued, []
@@ -107,12 +114,24 @@ class DeadLetters:
                         (H_ROW, _text(bad.row))]
         return bad.key, value, headers
 
+    def send(self, producer, tracker) -> int:
+        """Send the bad rows queued so far to the dead-letter topic (``tracker`` follows them);
+        how many."""
+        queued = self.take()
+        if not queued:
+            return 0
+        records = [self.record_of(b) for b in queued]
+        future = producer.send_batch(self.topic, values=[v for _, v, _ in records],
+                                     keys=[k for k, _, _ in records], headers=[h for _, _, h in records])
+        tracker.track_bulk(future, self.topic, 0)
+        return len(records)
+
 
 def _text(value) -> bytes | None:
     return None if value is None else str(value).encode("utf-8", "replace")
 
 
-def row_contents(batch, layout, index: int, with_headers: bool = True) -> tuple[bytes | None, bytes | None, list]:
+def _row_contents(batch, layout, index: int, with_headers: bool = True) -> tuple[bytes | None, bytes | None, list]:
     """Key, value and headers of row ``index`` of an Arrow batch, as far as they can be read."""
     def as_bytes(name):
         if not name:

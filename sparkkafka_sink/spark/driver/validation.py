@@ -3,12 +3,11 @@
 The column contract is the one of Spark's built-in Kafka sink, so switching
 ``format("kafka")`` to ``format("pyprod-kafka")`` needs no other change.  Each
 message names the column, the type found and the types accepted; the checks run
-once in ``DataSource.writer()`` before any task starts.
+once in ``DataSource.writer()`` before any task starts, and tell the tasks where
+each column is (``ColumnLayout``).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from pyspark.sql.types import (
     ArrayType,
@@ -20,20 +19,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkkafka_sink.errors import ConfigError
-
-PREFIX = "pyprod-kafka: "
-
-
-class SinkValidationError(ConfigError):
-    """The write cannot start: bad schema, options or save mode."""
-
-    def __init__(self, message: str):
-        super().__init__(PREFIX + message)
-
+from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.plan import ColumnLayout
 
 #: the ``headers`` column's type (record.arrow.HEADERS_TYPE in Spark's words; not imported from
-#: there: Spark imports this module in every data-source lookup, and that one pulls in numpy)
+#: there: the driver plans a write in a process of its own, and that module pulls in numpy)
 HEADERS_SQL = "array<struct<key:string,value:binary>>"
 
 # column -> (accepted Spark types, how to say it)
@@ -44,18 +34,6 @@ _ACCEPTED = {
     "partition": ((IntegerType,), "int"),
     "timestamp": ((TimestampType,), "timestamp"),
 }
-
-
-@dataclass(frozen=True)
-class ColumnLayout:
-    """Actual field names of the Kafka columns present (None when absent)."""
-
-    value: str
-    key: str | None = None
-    topic: str | None = None
-    partition: str | None = None
-    headers: str | None = None
-    timestamp: str | None = None
 
 
 def check_save_mode(overwrite: bool) -> None:

@@ -15,8 +15,8 @@ import time
 
 from sparkkafka_sink.errors import AuthenticationError, KafkaError, KafkaTimeoutError, SslError
 from sparkkafka_sink.producer.admin import BlockingAdmin, TopicCheckError
+from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.options import SinkOptions, tls_files_here
-from sparkkafka_sink.spark.validation import SinkValidationError
 
 
 def check_cluster(options: SinkOptions) -> None:
@@ -28,7 +28,7 @@ def check_cluster(options: SinkOptions) -> None:
     if not tls_files_here(config):
         return  # TLS files shipped to the executors only (--files): the tasks will say
     deadline = time.monotonic() + timeout_ms / 1000
-    auto_create = str(config.get("allow.auto.create.topics", "true")).strip().lower() == "true"
+    auto_create = config["allow.auto.create.topics"]
     where = f"kafka.bootstrap.servers={options.bootstrap_servers}"
     try:
         with BlockingAdmin(config, "driver-check") as admin:

@@ -10,14 +10,18 @@ write is visible to read_committed consumers before its commit, and nothing hang
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from typing import Iterable, Optional
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.producer.transactions import PreparedTransaction
-from sparkkafka_sink.spark.commit import TaskCommitMessage
-from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
+from sparkkafka_sink.spark.commit_message import TaskCommitMessage
+from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.options import SinkOptions, tls_files_here
 
 #: bound of each coordinator call from the driver (retries included)
 _END_TIMEOUT_S = 120.0
@@ -76,18 +80,13 @@ def check_transaction_timeout(options: SinkOptions, timeout_s: float = 15.0) -> 
     """On the driver, before any task: the brokers accept ``transaction.timeout.ms`` (their
     ``transaction.max.timeout.ms`` caps it).  InitProducerId under a probe id of this write asks
     exactly that; a refusal fails the write with one clear line instead of failing every task."""
-    from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
-    from sparkkafka_sink.spark.validation import SinkValidationError
-
-    from sparkkafka_sink.spark.options import tls_files_here
-
     config = options.producer_config
-    timeout_ms = int(config.get("transaction.timeout.ms", 60000))
+    timeout_ms = config["transaction.timeout.ms"]
     if not tls_files_here(config):
         return  # TLS files shipped to the executors only: the tasks' InitProducerId will say
     try:
         with TransactionAdmin(config) as admin:
-            admin.fence(f"{options.transactional_id_prefix}-probe", time.monotonic() + timeout_s, timeout_ms)
+            admin.fence(f"{options.transactional_id_prefix}-probe", time.monotonic() + timeout_s)
     except InvalidTransactionTimeoutError:
         raise SinkValidationError(
             f"kafka.transaction.timeout.ms={timeout_ms} is more than the brokers allow (their "
@@ -142,19 +141,13 @@ class MicroBatchLog:
     ``<batch>.done`` (all committed), each written whole (temporary file, then rename)."""
 
     def __init__(self, directory: str):
-        import os
-
         self.dir = directory
         os.makedirs(directory, exist_ok=True)
 
     def _path(self, batch_id: int, kind: str) -> str:
-        import os
-
         return os.path.join(self.dir, f"{batch_id}.{kind}")
 
     def _write(self, batch_id: int, kind: str, text: str) -> None:
-        import os
-
         path = self._path(batch_id, kind)
         tmp = f"{path}.tmp"
         with open(tmp, "w") as f:
@@ -164,14 +157,9 @@ class MicroBatchLog:
         os.replace(tmp, path)
 
     def done(self, batch_id: int) -> bool:
-        import os
-
         return os.path.exists(self._path(batch_id, "done"))
 
     def intent(self, batch_id: int) -> list[PreparedTransaction] | None:
-        import json
-        import os
-
         path = self._path(batch_id, "intent")
         if not os.path.exists(path):
             return None
@@ -179,8 +167,6 @@ class MicroBatchLog:
             return [PreparedTransaction.from_json(t) for t in json.load(f)]
 
     def write_intent(self, batch_id: int, prepared: list[PreparedTransaction]) -> None:
-        import json
-
         self._write(batch_id, "intent", json.dumps([p.to_json() for p in prepared]))
 
     def write_done(self, batch_id: int) -> None:
@@ -194,9 +180,6 @@ _PAUSE_ENV = "SPARKKAFKA_SINK_TEST_PAUSE_COMMIT"
 
 
 def _pause_point(where: str, batch_id: int) -> None:
-    import os
-    import time
-
     spec = os.environ.get(_PAUSE_ENV, "")
     if spec.count(":") >= 2:
         point, batch, marker = spec.split(":", 2)

@@ -1,0 +1,375 @@
+"""SASL settings: ``security.protocol`` and the ``sasl.*`` keys, checked, as a :class:`SaslSettings`.
+
+:func:`sasl_settings` checks everything up front, so a typo fails when the producer is made, not
+on the first connection.  The connection asks the settings for a fresh ``SaslClient``
+(``sasl/client.py``) per (re-)authentication and moves its bytes.
+
+Supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER.  Not GSSAPI (Kerberos) nor
+AWS_MSK_IAM: both are reachable through OAUTHBEARER with a token provider.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from sparkkafka_sink import security_protocol as protocols
+from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.network.sasl.client import SaslClient
+from sparkkafka_sink.network.sasl.jaas import JaasConfig, parse_jaas
+from sparkkafka_sink.network.sasl.oauthbearer import OAuthBearerClient, validate_extensions
+from sparkkafka_sink.network.sasl.plain import PlainClient
+from sparkkafka_sink.network.sasl.scram import SCRAM_HASHES, ScramClient
+from sparkkafka_sink.network.sasl.token_providers import (
+    UNSECURED_EXTENSION_PREFIX,
+    ClientCredentialsTokenProvider,
+    FileTokenProvider,
+    UnsecuredTokenProvider,
+    is_unsecured_claim_option,
+    load_token_provider,
+)
+from sparkkafka_sink.network.sasl.token_source import TokenSource
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+MECHANISM = "sasl.mechanism"
+JAAS = "sasl.jaas.config"
+USERNAME = "sasl.username"
+PASSWORD = "sasl.password"
+TOKEN_PROVIDER = "sasl.oauthbearer.token.provider"
+TOKEN_ENDPOINT = "sasl.oauthbearer.token.endpoint.url"
+CLIENT_ID = "sasl.oauthbearer.client.id"
+CLIENT_SECRET = "sasl.oauthbearer.client.secret"
+SCOPE = "sasl.oauthbearer.scope"
+EXTENSIONS = "sasl.oauthbearer.extensions"
+REFRESH_WINDOW_FACTOR = "sasl.login.refresh.window.factor"
+#: the keys read here, in the order errors list them
+SASL_KEYS = (MECHANISM, JAAS, USERNAME, PASSWORD, TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID,
+             CLIENT_SECRET, SCOPE, EXTENSIONS, REFRESH_WINDOW_FACTOR)
+_OAUTH_KEYS = (TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID, CLIENT_SECRET, SCOPE, EXTENSIONS)
+
+#: login module (simple class name) each mechanism's JAAS entry must use
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+}
+_TOKEN_PROVIDER_HINT = (f"set {MECHANISM}=OAUTHBEARER and {TOKEN_PROVIDER} to a 'module:function' "
+                        "that returns a token")
+_UNSUPPORTED = {
+    "GSSAPI": (f"Kerberos (GSSAPI, Java's default {MECHANISM}) is not supported. If the cluster "
+               f"also accepts OAUTHBEARER, {_TOKEN_PROVIDER_HINT} (or use "
+               f"{TOKEN_ENDPOINT} with a client id and secret)"),
+    "AWS_MSK_IAM": (f"AWS_MSK_IAM is not supported, but MSK accepts IAM through OAUTHBEARER: "
+                    f"{_TOKEN_PROVIDER_HINT}, e.g. one that returns "
+                    "MSKAuthTokenProvider.generate_auth_token(region) from the "
+                    "aws-msk-iam-sasl-signer-python package"),
+}
+_OAUTH_JAAS_OPTIONS = {"clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET, "scope": SCOPE}
+_JAAS_EXTENSION_PREFIX = "extension_"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SaslSettings:
+    """How this producer authenticates; secrets stay out of repr() and str()."""
+
+    mechanism: str
+    security_protocol: str
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    #: SCRAM with a delegation token (``tokenauth=true``)
+    token_auth: bool = False
+    token_source: TokenSource | None = None
+    extensions: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
+
+    def __repr__(self) -> str:
+        return f"SaslSettings(mechanism={self.mechanism!r}, principal={self.principal!r})"
+
+    __str__ = __repr__
+
+    @property
+    def principal(self) -> str | None:
+        """The user name, or the token's subject (before the first token: what the source knows,
+        e.g. the OAuth client id), for messages."""
+        if self.token_source is not None:
+            return self.token_source.principal
+        return self.username
+
+    @property
+    def uses_tls(self) -> bool:
+        return protocols.uses_tls(self.security_protocol)
+
+    def new_client(self) -> SaslClient:
+        """A client for one (re-)authentication.  For OAUTHBEARER it takes the current token:
+        the first call blocks on the token provider (see :meth:`prepare`)."""
+        if self.mechanism == "PLAIN":
+            assert self.username is not None and self.password is not None
+            return PlainClient(self.username, self.password)
+        if self.mechanism in SCRAM_HASHES:
+            assert self.username is not None and self.password is not None
+            return ScramClient(self.mechanism, self.username, self.password, token_auth=self.token_auth)
+        assert self.token_source is not None
+        token = self.token_source.current()
+        return OAuthBearerClient(token.value, self.extensions, principal=token.principal)
+
+    def prepare(self) -> None:
+        """Fetch the first OAUTHBEARER token now (no-op for other mechanisms), so that a wrong
+        client secret fails where the producer is made, not inside the network thread."""
+        if self.token_source is not None:
+            self.token_source.current()
+
+    def close(self) -> None:
+        """Stop the token refresher, if any."""
+        if self.token_source is not None:
+            self.token_source.close()
+
+
+# -- reading the config ------------------------------------------------------------------------
+def _given(value: Any) -> bool:
+    return value is not None and not (isinstance(value, str) and value.strip() == "")
+
+
+def _text(config: Mapping[str, Any], key: str, *, strip: bool = True) -> str | None:
+    value = config.get(key)
+    if not _given(value):
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"Invalid configuration '{key}': expected a string, got {type(value).__name__}")
+    return value.strip() if strip else value
+
+
+def _keys(keys: list[str]) -> str:
+    return ", ".join(f"'{k}'" for k in keys)
+
+
+def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
+    """Validate ``security.protocol`` and the ``sasl.*`` keys; None without SASL.
+
+    Values are raw (str, or None for unset; a callable for the token provider; a number for the
+    refresh window factor).  When ``config`` has an ``explicit`` set of the keys the user gave
+    (``ProducerConfig``), only those count for the security.protocol check.  Every error is a ConfigError naming the keys (and JAAS options)
+    concerned and never showing a password, secret or token.
+    """
+    protocol = protocols.parse_security_protocol("security.protocol", config.get("security.protocol"))
+    # a config that knows which keys the user set (ProducerConfig.explicit) fills in defaults
+    # (sasl.login.refresh.window.factor=0.8) that must not count as given
+    explicit = getattr(config, "explicit", None)
+    given = [k for k in SASL_KEYS if _given(config.get(k)) and (explicit is None or k in explicit)]
+    given += sorted(k for k in config if isinstance(k, str) and k.startswith("sasl.") and k not in SASL_KEYS
+                    and _given(config.get(k)) and (explicit is None or k in explicit))
+    if not protocols.uses_sasl(protocol):
+        if given:
+            raise ConfigError(
+                f"Configuration {_keys(given)} only applies with security.protocol SASL_SSL or "
+                f"SASL_PLAINTEXT, but security.protocol is {protocol}: set security.protocol to "
+                f"{'SASL_SSL' if protocols.uses_tls(protocol) else 'SASL_PLAINTEXT or SASL_SSL'}, or remove "
+                f"{'them' if len(given) > 1 else 'it'}")
+        return None
+
+    jaas_text = _text(config, JAAS, strip=False)
+    jaas = parse_jaas(jaas_text) if jaas_text is not None else None
+    mechanism = _mechanism(config, jaas, protocol)
+    if jaas is not None and jaas.module_name != _LOGIN_MODULES[mechanism].rsplit(".", 1)[-1]:
+        raise ConfigError(f"Invalid configuration '{JAAS}': the login module '{jaas.login_module}' "
+                          f"does not go with {MECHANISM} {mechanism}; use {_LOGIN_MODULES[mechanism]}")
+    factor = _refresh_window_factor(config)
+    if mechanism == "OAUTHBEARER":
+        return _oauthbearer(config, jaas, protocol, factor)
+    oauth_given = [k for k in _OAUTH_KEYS if k in given]
+    if oauth_given:
+        raise ConfigError(f"Configuration {_keys(oauth_given)} only applies to {MECHANISM} "
+                          f"OAUTHBEARER, not {mechanism}")
+    return _password_settings(config, jaas, protocol, mechanism)
+
+
+def _mechanism(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str) -> str:
+    raw = config.get(MECHANISM)
+    if not _given(raw):
+        if _given(config.get(USERNAME)) or _given(config.get(PASSWORD)) or \
+                (jaas is not None and jaas.module_name == "PlainLoginModule"):
+            return "PLAIN"
+        hint = ""
+        if jaas is not None and jaas.module_name == "ScramLoginModule":
+            hint = f" ({JAAS} uses ScramLoginModule: SCRAM-SHA-256 or SCRAM-SHA-512, as the user was created)"
+        elif (jaas is not None and jaas.module_name == "OAuthBearerLoginModule") or \
+                any(_given(config.get(k)) for k in _OAUTH_KEYS):
+            hint = " (OAUTHBEARER, given the OAuth settings)"
+        raise ConfigError(
+            f"Missing configuration '{MECHANISM}' (security.protocol is {protocol}): Java's default "
+            f"GSSAPI (Kerberos) is not supported; set it to one of {', '.join(SUPPORTED_MECHANISMS)}"
+            f"{hint}")
+    if not isinstance(raw, str):
+        raise ConfigError(f"Invalid configuration '{MECHANISM}': expected a string, got {type(raw).__name__}")
+    mechanism = raw.strip().upper()
+    if mechanism in _UNSUPPORTED:
+        raise ConfigError(f"Unsupported {MECHANISM} '{raw.strip()}': {_UNSUPPORTED[mechanism]}. "
+                          f"Supported: {', '.join(SUPPORTED_MECHANISMS)}")
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ConfigError(f"Invalid value {raw!r} for configuration '{MECHANISM}': expected one of "
+                          f"{', '.join(SUPPORTED_MECHANISMS)}")
+    return mechanism
+
+
+def _refresh_window_factor(config: Mapping[str, Any]) -> float:
+    raw = config.get(REFRESH_WINDOW_FACTOR)
+    if not _given(raw):
+        return 0.8
+    try:
+        if isinstance(raw, bool):
+            raise ValueError
+        value = float(raw.strip()) if isinstance(raw, str) else float(raw)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0.5 <= value <= 1.0:
+        raise ConfigError(f"Invalid value {raw!r} for configuration '{REFRESH_WINDOW_FACTOR}': "
+                          "expected a number in [0.5, 1.0]")
+    return value
+
+
+def _password_settings(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str,
+                       mechanism: str) -> SaslSettings:
+    username, password = _text(config, USERNAME), _text(config, PASSWORD, strip=False)
+    token_auth = False
+    if jaas is not None:
+        if username is not None or password is not None:
+            both = [k for k, v in ((USERNAME, username), (PASSWORD, password)) if v is not None]
+            raise ConfigError(f"Configuration {_keys(both)} and '{JAAS}' both give credentials: "
+                              "use one or the other")
+        for option in ("username", "password"):
+            if not jaas.options.get(option):
+                raise ConfigError(f"Invalid configuration '{JAAS}': {jaas.module_name} needs a "
+                                  f"non-empty '{option}' option for {mechanism}")
+        username, password = jaas.options["username"], jaas.options["password"]
+        tokenauth = jaas.options.get("tokenauth")
+        if tokenauth is not None and tokenauth.lower() not in ("true", "false"):
+            raise ConfigError(f"Invalid configuration '{JAAS}': option 'tokenauth' must be true or false")
+        token_auth = (tokenauth or "").lower() == "true"
+        if token_auth and mechanism == "PLAIN":
+            raise ConfigError(f"Invalid configuration '{JAAS}': option 'tokenauth' (delegation "
+                              "tokens) needs SCRAM-SHA-256 or SCRAM-SHA-512, not PLAIN")
+        unknown = sorted(set(jaas.options) - {"username", "password", "tokenauth"})
+        if unknown:
+            log.warning("%s: ignoring unknown %s options %s", JAAS, jaas.module_name, ", ".join(unknown))
+    else:
+        for key, value in ((USERNAME, username), (PASSWORD, password)):
+            if value is None:
+                raise ConfigError(f"Missing configuration '{key}': {mechanism} needs '{USERNAME}' "
+                                  f"and '{PASSWORD}' (or '{JAAS}')")
+    assert username is not None and password is not None
+    if mechanism == "PLAIN" and ("\0" in username or "\0" in password):
+        raise ConfigError(f"Invalid credentials for {MECHANISM} PLAIN: the user name or password "
+                          "contains a NUL character, which PLAIN cannot carry")
+    return SaslSettings(mechanism, protocol, username=username, password=password, token_auth=token_auth)
+
+
+def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str,
+                 factor: float) -> SaslSettings:
+    password_keys = [k for k in (USERNAME, PASSWORD) if _given(config.get(k))]
+    if password_keys:
+        raise ConfigError(f"Configuration {_keys(password_keys)} applies to PLAIN and SCRAM, not "
+                          f"{MECHANISM} OAUTHBEARER")
+    options = dict(jaas.options) if jaas is not None else {}
+
+    # client id, secret and scope: a key or its JAAS option, not both
+    oauth: dict[str, str | None] = {}
+    for option, key in _OAUTH_JAAS_OPTIONS.items():
+        from_key = _text(config, key, strip=key != CLIENT_SECRET)
+        from_jaas = options.get(option)
+        if from_key is not None and from_jaas is not None:
+            raise ConfigError(f"Configuration '{key}' and option '{option}' of '{JAAS}' give the "
+                              "same setting: use one")
+        oauth[key] = from_key if from_key is not None else from_jaas
+
+    extensions = _extensions(config, options)
+    unsecured = {k: v for k, v in options.items() if is_unsecured_claim_option(k)}
+    unknown = sorted(k for k in options if k not in _OAUTH_JAAS_OPTIONS and k not in unsecured
+                     and not k.startswith((_JAAS_EXTENSION_PREFIX, UNSECURED_EXTENSION_PREFIX)))
+    if unknown:
+        log.warning("%s: ignoring unknown OAuthBearerLoginModule options %s", JAAS, ", ".join(unknown))
+
+    provider_spec = config.get(TOKEN_PROVIDER)
+    endpoint = _text(config, TOKEN_ENDPOINT)
+    sources = []
+    if _given(provider_spec):
+        sources.append(f"'{TOKEN_PROVIDER}'")
+    if endpoint is not None:
+        sources.append(f"'{TOKEN_ENDPOINT}'")
+    if unsecured:
+        sources.append(f"the unsecured login options of '{JAAS}' ({', '.join(sorted(unsecured))})")
+    if not sources:
+        raise ConfigError(
+            f"{MECHANISM} OAUTHBEARER needs a token source: '{TOKEN_PROVIDER}' (a callable or "
+            f"'module:function'), '{TOKEN_ENDPOINT}' with a client id and secret, or Kafka's "
+            f"unsecured login (option unsecuredLoginStringClaim_sub in '{JAAS}', for test brokers)")
+    if len(sources) > 1:
+        raise ConfigError(f"{MECHANISM} OAUTHBEARER has several token sources: {', '.join(sources)}; "
+                          "give exactly one")
+    credentials_given = [k for k in (CLIENT_ID, CLIENT_SECRET, SCOPE) if oauth[k] is not None]
+
+    if endpoint is not None:
+        provider: Any = _endpoint_provider(endpoint, oauth, credentials_given)
+        description = provider.description
+    else:
+        if credentials_given:
+            raise ConfigError(f"Configuration {_keys(credentials_given)} (or the matching '{JAAS}' "
+                              f"options) needs '{TOKEN_ENDPOINT}'")
+        if unsecured:
+            provider = UnsecuredTokenProvider(unsecured)
+            description = provider.description
+        else:
+            provider = load_token_provider(provider_spec)
+            description = f"token provider {provider_spec.strip()}" if isinstance(provider_spec, str) \
+                else None
+    source = TokenSource(provider, factor, description=description)
+    return SaslSettings("OAUTHBEARER", protocol, token_source=source,
+                        extensions=types.MappingProxyType(extensions))
+
+
+def _endpoint_provider(endpoint: str, oauth: Mapping[str, str | None], credentials_given: list[str]) -> Any:
+    scheme = urllib.parse.urlsplit(endpoint).scheme.lower()
+    if scheme == "file":
+        if credentials_given:
+            raise ConfigError(f"Configuration {_keys(credentials_given)} does not apply to a file: "
+                              f"'{TOKEN_ENDPOINT}' (the token is read from the file)")
+        return FileTokenProvider(urllib.request.url2pathname(urllib.parse.urlsplit(endpoint).path))
+    if scheme not in ("http", "https"):
+        raise ConfigError(f"Invalid configuration '{TOKEN_ENDPOINT}': expected an https://, http:// "
+                          "or file: URL")
+    for key, option in ((CLIENT_ID, "clientId"), (CLIENT_SECRET, "clientSecret")):
+        if not oauth[key] or not oauth[key].strip():
+            raise ConfigError(f"Missing configuration '{key}' (or option '{option}' in '{JAAS}'): "
+                              f"'{TOKEN_ENDPOINT}' needs a client id and secret")
+    return ClientCredentialsTokenProvider(endpoint, oauth[CLIENT_ID], oauth[CLIENT_SECRET], oauth[SCOPE])
+
+
+def _extensions(config: Mapping[str, Any], options: Mapping[str, str]) -> dict[str, str]:
+    """``sasl.oauthbearer.extensions`` ("k=v,k2=v2") plus the JAAS ``extension_<name>`` and
+    ``unsecuredLoginExtension_<name>`` options; a name given twice is an error."""
+    found: dict[str, tuple[str, str]] = {}                    # name -> (value, where)
+
+    def add(name: str, value: str, where: str) -> None:
+        if name in found:
+            raise ConfigError(f"SASL extension '{name}' is given twice (in {found[name][1]} and {where})")
+        found[name] = (value, where)
+        validate_extensions({name: value}, where)
+
+    raw = _text(config, EXTENSIONS, strip=False)
+    if raw is not None:
+        for i, item in enumerate(raw.split(",")):
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"Invalid configuration '{EXTENSIONS}': item {i + 1} is not "
+                                  "name=value (expected 'name=value,name2=value2')")
+            add(name.strip(), value.strip(), f"'{EXTENSIONS}'")
+    for option, value in options.items():
+        for prefix in (_JAAS_EXTENSION_PREFIX, UNSECURED_EXTENSION_PREFIX):
+            if option.startswith(prefix):
+                add(option[len(prefix):], value, f"'{JAAS}' (option '{option}')")
+    return {name: value for name, (value, _) in found.items()}

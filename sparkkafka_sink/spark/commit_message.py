@@ -1,0 +1,27 @@
+"""What a write task reports back to the driver's ``commit()`` / ``abort()``.
+
+Spark passes the tasks' ``WriterCommitMessage`` objects to ``commit()`` (all succeeded) or
+``abort()`` (some failed; failed tasks give None); ``driver/commit.py`` acts on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+
+@dataclass
+class TaskCommitMessage(WriterCommitMessage):
+    """One successful write task: records per topic-partition with first/last offsets."""
+
+    partition_id: int
+    attempt: int
+    records: int
+    # (topic, partition) -> (count, first_offset, last_offset)
+    offsets: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)
+    #: exactly-once: the task's open transaction, for the driver to commit (JSON of a
+    #: ``PreparedTransaction``), or None
+    transaction: Optional[str] = None

@@ -1,0 +1,111 @@
+"""The driver's end of a write: Spark's ``commit()`` / ``abort()`` and their one-line summaries.
+
+Spark passes the tasks' ``TaskCommitMessage`` objects to ``commit()`` (all succeeded) or
+``abort()`` (some failed; failed tasks give None).  At-least-once, Kafka has nothing to commit or
+roll back, so both only log: the summary says where the data went, the abort note says what is
+already in Kafka and will be written again when the job is re-run.  Exactly-once, the tasks'
+transactions are committed or aborted first (``transactions.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Iterable, Optional
+
+from sparkkafka_sink.producer.offset_ranges import merge_range
+from sparkkafka_sink.spark.commit_message import TaskCommitMessage
+from sparkkafka_sink.spark.plan import WritePlan
+
+log = logging.getLogger("sparkkafka_sink.spark")
+
+_MAX_LISTED = 8
+
+
+def commit_write(messages, plan: Optional[WritePlan], batch_id: Optional[int] = None) -> None:
+    """Spark's ``commit()`` of a write (``batch_id``: of a streaming micro-batch)."""
+    if plan is not None and plan.options.exactly_once:
+        log_line(logging.INFO, _end_transactions(messages, plan.options, batch_id, commit=True))
+    log_line(logging.INFO, commit_summary(messages, what=_what(batch_id)))
+
+
+def abort_write(messages, plan: Optional[WritePlan], batch_id: Optional[int] = None) -> None:
+    """Spark's ``abort()`` of a write (``batch_id``: of a streaming micro-batch)."""
+    if plan is not None and plan.options.exactly_once:
+        log_line(logging.WARNING, _end_transactions(messages, plan.options, batch_id, commit=False))
+        return
+    log_line(logging.WARNING, abort_summary(messages, what=_what(batch_id)))
+
+
+def _end_transactions(messages, options, batch_id: Optional[int], commit: bool) -> str:
+    """Exactly-once: commit (or abort) the tasks' transactions; the line saying what was done."""
+    from sparkkafka_sink.spark.driver import transactions  # the network stack: exactly-once only
+
+    micro_batch = batch_id if batch_id is not None else options.batch_id  # foreachBatch's batchId option
+    if micro_batch is None:
+        text = (transactions.commit_all if commit else transactions.abort_all)(messages, options)
+    else:
+        end = transactions.commit_micro_batch if commit else transactions.abort_micro_batch
+        text = end(messages, micro_batch, options)
+    return "pyprod-kafka: exactly-once: " + text
+
+
+def _what(batch_id: Optional[int]) -> str:
+    return "write" if batch_id is None else f"micro-batch {batch_id}"
+
+
+def merge_offsets(messages: Iterable[Optional[TaskCommitMessage]]) -> dict:
+    """Combine the tasks' per topic-partition stats: counts add, offsets span."""
+    out: dict = {}
+    for m in messages:
+        if m is None:
+            continue
+        for tp, (count, first, last) in m.offsets.items():
+            merge_range(out, tp, count, first, last)
+    return {tp: tuple(r) for tp, r in out.items()}
+
+
+def describe_offsets(offsets: dict) -> str:
+    parts = [
+        f"{topic}-{partition} [{first}..{last}] ({count})"
+        for (topic, partition), (count, first, last) in sorted(offsets.items())
+    ]
+    if len(parts) > _MAX_LISTED:
+        parts = parts[:_MAX_LISTED] + [f"and {len(parts) - _MAX_LISTED} more"]
+    return ", ".join(parts) if parts else "nothing"
+
+
+def _finished(messages) -> tuple[list, dict, int]:
+    """The finished tasks' messages, their merged offsets and their records."""
+    done = [m for m in messages if m is not None]
+    return done, merge_offsets(done), sum(m.records for m in done)
+
+
+def commit_summary(messages, what: str = "write") -> str:
+    done, offsets, records = _finished(messages)
+    return (f"pyprod-kafka: {what} committed: {records} records to {len(offsets)} "
+            f"topic-partitions from {len(done)} tasks: {describe_offsets(offsets)}")
+
+
+def abort_summary(messages, what: str = "write") -> str:
+    done, offsets, records = _finished(messages)
+    return (f"pyprod-kafka: {what} aborted: {len(done)} of {len(messages)} tasks had finished and "
+            f"their {records} records stay in Kafka (a re-run writes them again: at-least-once): "
+            f"{describe_offsets(offsets)}")
+
+
+def log_line(level: int, line: str) -> None:
+    """Log through ``sparkkafka_sink.spark``.
+
+    commit()/abort() run in Spark's bare Python worker processes, where nobody
+    configures logging and the root logger drops INFO: give our logger its own
+    handler on the process's real stderr, which Spark forwards to its log.
+    """
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.__stderr__)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+    if log.level == logging.NOTSET:
+        log.setLevel(logging.INFO)
+    log.log(level, line)

@@ -1,0 +1,45 @@
+"""Plan a write on the driver: options parsed, schema checked, cluster asked, before any task.
+
+``DataSource.writer()`` / ``streamWriter()`` call it in a Python process of their own; the plan
+is pickled into the writer and so into every task.  Each failure is a ``SinkValidationError``
+naming what to fix.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from pyspark.sql.types import StructType
+
+from sparkkafka_sink.spark.driver.validation import check_save_mode, validate_schema
+from sparkkafka_sink.spark.options import parse_options
+from sparkkafka_sink.spark.plan import WritePlan
+from sparkkafka_sink.spark.stream_writer import PyprodKafkaStreamWriter
+from sparkkafka_sink.spark.writer import PyprodKafkaWriter
+
+
+def batch_writer(option_map: Mapping[str, str], schema: StructType, overwrite: bool,
+                 metrics_total=None) -> PyprodKafkaWriter:
+    check_save_mode(overwrite)
+    return PyprodKafkaWriter(plan_write(option_map, schema), metrics_total)
+
+
+def stream_writer(option_map: Mapping[str, str], schema: StructType, metrics_total=None) -> PyprodKafkaStreamWriter:
+    return PyprodKafkaStreamWriter(plan_write(option_map, schema, streaming=True), metrics_total)
+
+
+def plan_write(option_map: Mapping[str, str], schema: StructType, streaming: bool = False) -> WritePlan:
+    options = parse_options(option_map, streaming=streaming)
+    layout = validate_schema(schema, options.topic)
+    # The two checks ask the cluster, so they bring the network stack: imported only when they
+    # run, which a streaming query's at-least-once micro-batches never do.
+    if not streaming:  # Spark plans a stream's writer again each micro-batch: a broker
+        # restarting then must not stop the query (the tasks ride it out within their timeouts)
+        from sparkkafka_sink.spark.driver.cluster_check import check_cluster
+
+        check_cluster(options)
+    if options.exactly_once:
+        from sparkkafka_sink.spark.driver.transactions import check_transaction_timeout
+
+        check_transaction_timeout(options)
+    return WritePlan(options=options, layout=layout)

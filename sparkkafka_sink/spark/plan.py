@@ -1,0 +1,31 @@
+"""The plan of a write: decided on the driver, pickled into the writer, read by every task.
+
+``SinkOptions`` (``options.py``) says where and how to write; ``ColumnLayout`` where each Kafka
+column is in the Arrow batches Spark hands the tasks (``driver/validation.py`` finds them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparkkafka_sink.spark.options import SinkOptions
+
+
+@dataclass(frozen=True)
+class ColumnLayout:
+    """Actual field names of the Kafka columns present (None when absent)."""
+
+    value: str
+    key: str | None = None
+    topic: str | None = None
+    partition: str | None = None
+    headers: str | None = None
+    timestamp: str | None = None
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """Everything a task needs, decided on the driver and pickled into the writer."""
+
+    options: SinkOptions
+    layout: ColumnLayout

@@ -1,0 +1,177 @@
+"""A write task's producer: configured for this attempt, taken from the pool or made, handed back.
+
+The configuration is the write's own, made this attempt's: a ``client.id`` naming the task (or
+the Python worker, for a pooled producer), TLS files found where Spark shipped them, and under
+exactly-once a transactional id of its own.  An at-least-once producer comes from the worker's
+pool (``producer_pool.py``) and goes back there when the task succeeded; an exactly-once one is
+made for the attempt, which writes only while the driver has not ended the write.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable, Optional
+
+from pyspark import SparkFiles
+
+from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.producer.handover import TransactionAdmin
+from sparkkafka_sink.producer.producer import Producer
+from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
+from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.task.producer_pool import POOL
+from sparkkafka_sink.spark.task.task_info import TaskInfo
+
+#: bound of an exactly-once task's look for its write's closed marker
+_MARKER_CHECK_S = 30.0
+_CLOSE_AFTER_FAILURE_S = 2.0
+#: options naming files, which on a cluster are shipped to the executors with --files / addFile
+_FILE_OPTIONS = ("ssl.truststore.location", "ssl.keystore.location")
+#: cumulative producer counters: a pooled producer's task reports what changed during the task
+_PRODUCER_COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "retries", "batch_splits",
+                      "requests", "request_latency_sum_ms")
+
+
+def default_producer_factory(config: ProducerConfig):
+    return Producer(config)
+
+
+class TaskProducer:
+    """The task's producer, opened at the task's first rows (an empty partition opens none)."""
+
+    def __init__(self, options: SinkOptions, task: TaskInfo,
+                 factory: Callable[[ProducerConfig], object] = default_producer_factory):
+        self.options = options
+        self.task = task
+        self.factory = factory
+        # at-least-once tasks of one Python worker share producers (producer_pool.py)
+        self.pooled = (not options.exactly_once and options.producer_cache_timeout_ms > 0
+                       and factory is default_producer_factory)
+        self.config = task_config(options, task, self.pooled)
+        #: the open producer (None until the first rows)
+        self.current = None
+        #: 1 when this task made its producer (0: taken from the pool, or none needed)
+        self.created = 0
+        self._baseline: dict = {}
+
+    def get(self):
+        """The producer, opened on first use; exactly-once, in a transaction of its own."""
+        if self.current is None:
+            if self.pooled:
+                self.current, reused = POOL.acquire(self.config, self.factory, self._idle_timeout_s)
+                self._baseline = _producer_metrics(self.current) if reused else {}
+            else:
+                self.current, reused = self.factory(self.config), False
+            self.created = 0 if reused else 1
+            if self.options.exactly_once:
+                self.current.init_transactions()
+                _check_write_open(self.config, self.options, self.task)
+                self.current.begin_transaction()
+        return self.current
+
+    def metrics(self) -> dict:
+        """The producer's counters over this task (a pooled producer's since the task took it)."""
+        now = _producer_metrics(self.current)
+        if not self._baseline:
+            return now
+        out = dict(now)
+        for key in _PRODUCER_COUNTERS:
+            if key in now:
+                out[key] = now[key] - self._baseline.get(key, 0)
+        return out
+
+    def prepare(self) -> Optional[str]:
+        """Exactly-once: the task's open transaction, for the driver to commit with the job (JSON)."""
+        if self.current is None or not self.options.exactly_once:
+            return None
+        return self.current.prepare().to_json()
+
+    def finish(self, ok: bool) -> None:
+        """Back to the pool after a successful at-least-once task, else closed; a failed
+        exactly-once task aborts its transaction first."""
+        producer = self.current
+        if producer is None:
+            return
+        if not ok and self.options.exactly_once:
+            _abort_quietly(producer)
+        if ok and self.pooled:
+            POOL.release(producer, self.config, self._idle_timeout_s)
+            return
+        try:
+            producer.close(None if ok else _CLOSE_AFTER_FAILURE_S)
+        except Exception:  # noqa: BLE001 - closing must not mask the task's own error
+            if ok:
+                raise
+
+    @property
+    def _idle_timeout_s(self) -> float:
+        return self.options.producer_cache_timeout_ms / 1000
+
+
+def task_config(options: SinkOptions, task: TaskInfo, pooled: bool = False) -> ProducerConfig:
+    config = options.producer_config
+    changes = {key: _local_file(config[key]) for key in _FILE_OPTIONS if config[key]}
+    if "client.id" not in config.explicit:
+        # a pooled producer serves many tasks of this Python worker: named after the worker
+        changes["client.id"] = (f"pyprod-kafka-worker-{os.getpid()}" if pooled
+                                else f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
+    if options.exactly_once:
+        # one id per task attempt: attempts never fence each other, the driver commits the winner's
+        changes["transactional.id"] = transactional_id(options, task)
+    return config.updated(changes)
+
+
+def transactional_id(options: SinkOptions, task: TaskInfo) -> str:
+    return f"{options.write_id(_micro_batch_id(options, task))}-p{task.partition}-t{task.attempt_id}"
+
+
+def _micro_batch_id(options: SinkOptions, task: TaskInfo) -> Optional[int]:
+    if options.batch_id is not None:  # foreachBatch: the batch id the user passed
+        return options.batch_id
+    return task.micro_batch[1] if task.micro_batch else None
+
+
+def _check_write_open(config: ProducerConfig, options: SinkOptions, task: TaskInfo) -> None:
+    """Exactly-once: refuse to write once the driver ended the write (its closed marker exists).
+
+    The driver creates the marker before it sweeps the write's transactions, fencing every
+    producer initialised under the prefix; this attempt initialised its producer before looking.
+    So either it looked too early and the sweep fences it, or it sees the marker here: a losing
+    speculative copy or a task of a failed job never leaves a transaction open."""
+    marker = options.closed_marker(_micro_batch_id(options, task))
+    with TransactionAdmin(config) as admin:
+        if admin.state(marker, time.monotonic() + _MARKER_CHECK_S) is not None:
+            raise SinkWriteError(
+                f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt}): the driver "
+                "already ended this write (another attempt won, or the job failed): this attempt writes nothing")
+
+
+def _local_file(path: str) -> str:
+    """``path`` if it exists here, else the copy Spark shipped to this executor (``--files`` or
+    ``SparkContext.addFile`` put it in the SparkFiles directory under its base name)."""
+    if os.path.exists(path):
+        return path
+    try:
+        shipped = SparkFiles.get(os.path.basename(path))
+    except Exception:  # noqa: BLE001 - no SparkFiles here: the producer reports the missing file
+        return path
+    return shipped if os.path.exists(shipped) else path
+
+
+def _abort_quietly(producer) -> None:
+    """A failed exactly-once task aborts its transaction (best effort: the driver also aborts
+    every transaction of the write that it does not commit)."""
+    try:
+        producer.abort_transaction(_CLOSE_AFTER_FAILURE_S)
+    except Exception:  # noqa: BLE001 - the task's own error is what matters
+        pass
+
+
+def _producer_metrics(producer) -> dict:
+    if producer is None:
+        return {}
+    try:
+        return producer.metrics()
+    except Exception:  # noqa: BLE001 - metrics are best effort, delivery is not
+        return {}

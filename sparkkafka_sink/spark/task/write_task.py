@@ -1,0 +1,130 @@
+"""One write task: Arrow batches in, one producer, a commit message out (Spark's KafkaWriteTask).
+
+Shared by the batch and the streaming writer.  The task hands each (coalesced) Arrow batch to
+``Producer.send_batch``, one call per topic in it (``routing``), stops early once a record has
+failed, flushes, waits until every future's callback has run, and only then either returns its
+``TaskCommitMessage`` or raises ``SinkWriteError`` naming the first failed row: a row check, the
+producer's rejection (which names the row), or a failed batch (whose rows its future lists).
+Spark's task retry re-sends the whole partition, so delivery is at-least-once; within a task the
+producer's idempotence keeps its own retries duplicate-free.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Optional
+
+from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaTimeoutError
+from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.spark.commit_message import TaskCommitMessage
+from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
+from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.plan import WritePlan
+from sparkkafka_sink.spark.sink_metrics import task_metrics
+from sparkkafka_sink.spark.task.batches import coalesced, paced
+from sparkkafka_sink.spark.task.dead_letters import DeadLetters
+from sparkkafka_sink.spark.task.delivery import DeliveryTracker
+from sparkkafka_sink.spark.task.rate_limit import rate_limiter
+from sparkkafka_sink.spark.task.routing import send_arrow_batch
+from sparkkafka_sink.spark.task.row_checks import RowError
+from sparkkafka_sink.spark.task.task_info import TaskInfo
+from sparkkafka_sink.spark.task.task_producer import TaskProducer, default_producer_factory
+
+# Slack on top of delivery.timeout.ms for the final flush: by then the producer
+# must have failed every record it could not deliver.
+_FLUSH_MARGIN_S = 15.0
+
+
+def run_write_task(
+    batches: Iterator,
+    plan: WritePlan,
+    metrics_total=None,
+    producer_factory: Callable[[ProducerConfig], object] = default_producer_factory,
+    task: Optional[TaskInfo] = None,
+) -> TaskCommitMessage:
+    task = task or TaskInfo.current()
+    options = plan.options
+    dead_letters = (DeadLetters(options.dead_letter_topic, options.dead_letter_context_headers, options.log_bad_rows,
+                                task.partition, task.attempt, options.producer_config["max.request.size"])
+                    if options.tolerate_bad_rows else None)
+    tracker = DeliveryTracker(dead_letters, plan.layout, transactional=options.exactly_once)
+    dlq_tracker = DeliveryTracker()  # the dead-letter records: each must land, or the task fails
+    producer = TaskProducer(options, task, producer_factory)
+    rows_seen = 0
+    ok = False
+    limiter = rate_limiter(options)
+    try:
+        for batch in paced(coalesced(batches, options.coalesce_bytes), limiter, plan.layout):
+            try:
+                send_arrow_batch(producer.get(), batch, plan.layout, options.topic, rows_seen, tracker, dead_letters)
+            except RowError as exc:
+                tracker.fail_now(rows_seen + exc.index, exc.topic, exc.partition, InvalidRecordError(str(exc)))
+                break
+            rows_seen += batch.num_rows
+            tracker.drain()
+            if tracker.failed:
+                break
+            if dead_letters is not None:
+                dead_letters.send(producer.get(), dlq_tracker)
+        opened = producer.current  # None: no rows, no producer
+        if opened is not None:
+            _flush(opened, tracker, options)
+            while dead_letters is not None and dead_letters.send(opened, dlq_tracker):  # bad rows refused late
+                _flush(opened, tracker, options)
+            if dead_letters is not None:
+                _flush(opened, dlq_tracker, options)
+        metrics = task_metrics(producer.metrics(), tracker.delivered, tracker.failed,
+                               task.micro_batch, limiter.throttled_s if limiter is not None else 0.0,
+                               skipped=dead_letters.skipped if dead_letters is not None else 0,
+                               dead_lettered=dlq_tracker.delivered, producers_created=producer.created)
+        if metrics_total is not None:  # a Spark accumulator of the sink's metrics
+            metrics_total.add(metrics)
+        if tracker.failed:
+            raise _failure(tracker, task, options)
+        if dlq_tracker.failed:
+            raise _failure(dlq_tracker, task, options,
+                           f"writing bad rows to the dead-letter topic {options.dead_letter_topic!r} failed")
+        transaction = producer.prepare()  # exactly-once: the driver commits it with the job
+        ok = True
+        return TaskCommitMessage(
+            partition_id=task.partition,
+            attempt=task.attempt,
+            records=tracker.delivered,
+            offsets={tp: tuple(s) for tp, s in tracker.offsets.items()},
+            metrics=metrics,
+            transaction=transaction,
+        )
+    finally:
+        producer.finish(ok)
+
+
+def _flush(producer, tracker: DeliveryTracker, options: SinkOptions) -> None:
+    """Flush, then wait for every callback; a timeout becomes a clear task error."""
+    bound = options.producer_config["delivery.timeout.ms"] / 1000 + _FLUSH_MARGIN_S
+    try:
+        producer.flush(bound)
+    except KafkaTimeoutError as exc:
+        raise SinkWriteError(
+            f"{PREFIX}flush did not finish within {bound:.0f}s (delivery.timeout.ms + "
+            f"{_FLUSH_MARGIN_S:.0f}s); {tracker.pending} records unresolved; brokers "
+            f"{options.bootstrap_servers}"
+        ) from exc
+    if not tracker.wait_all(_FLUSH_MARGIN_S):
+        raise SinkWriteError(
+            f"{PREFIX}{tracker.pending} record futures still unresolved after flush() returned"
+        )
+
+
+def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions, what: str | None = None) -> SinkWriteError:
+    first = tracker.first_failure
+    err = first.error
+    hint = ""
+    if isinstance(err, (KafkaTimeoutError, KafkaConnectionError)):
+        hint = f" (is kafka.bootstrap.servers={options.bootstrap_servers} reachable?)"
+    exc = SinkWriteError(
+        f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt}) "
+        f"failed{': ' + what if what else ''}: {tracker.failed} record(s) failed, {tracker.delivered} delivered (the task stops "
+        f"sending at the first failure). First failure at {first.where()}: "
+        f"{type(err).__name__}: {err}{hint}"
+    )
+    exc.__cause__ = err
+    return exc

@@ -1,0 +1,50 @@
+"""Session resources stopped after their last user, a plugin of the root conftest.
+
+A session fixture holding something costly (a SparkContext, a JVM broker) registers it with
+``stop_after_last_use(fixture_name, stop)``: ``stop`` runs right after the last test of the run
+(in collection order) that uses the fixture, its fixtures torn down; not at the end of the
+session, so nothing idles through the tests that come after (and the one SparkContext a process
+may hold is free for the next).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable, Dict, Optional
+
+import pytest
+
+#: fixture name -> the stop of its running resource
+_running: Dict[str, Callable[[], None]] = {}
+#: fixture name -> node id of the last collected test that uses it
+_last_user: Dict[str, str] = {}
+
+
+def stop_after_last_use(fixture: str, stop: Callable[[], None], note: Optional[str] = None) -> Callable[[], None]:
+    """Run ``stop`` once, after the last test that uses ``fixture`` (then print ``note``), or
+    when the returned function is called (the fixture's own teardown), whichever comes first."""
+
+    def once(after_last_use: bool = False) -> None:
+        if _running.get(fixture) is once:
+            del _running[fixture]
+            stop()
+            if after_last_use and note:
+                print(f"\n{note}", file=sys.stderr)
+
+    _running[fixture] = once
+    return once
+
+
+def pytest_collection_finish(session):
+    _last_user.clear()
+    for item in session.items:
+        for name in getattr(item, "fixturenames", ()):
+            _last_user[name] = item.nodeid
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    for fixture, stop in list(_running.items()):
+        if _last_user.get(fixture) == item.nodeid:
+            stop(after_last_use=True)

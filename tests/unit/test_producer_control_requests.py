@@ -1,0 +1,196 @@
+"""The control-request handlers without a broker: what each answer means (the one retry policy),
+what a handler hands its owner, and the coordinator lookup they share.  The Sender and the
+blocking admin drive them against brokers: tests/unit/test_sender_fake_broker.py,
+tests/transactions and tests/failover."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkkafka_sink.errors import KafkaError, ProducerFencedError
+from sparkkafka_sink.producer.control_requests import (
+    AddPartitionsToTxn, Coordinators, DescribeTransactions, EndTxn, FindCoordinator, InitProducerId,
+    ListTransactions, Outcome, outcome_of)
+from sparkkafka_sink.producer.transactions import PreparedTransaction, TransactionManager, TransactionState
+from sparkkafka_sink.protocol import errors as perr
+from sparkkafka_sink.protocol import messages
+from sparkkafka_sink.protocol.api import ApiKey
+
+
+def code(name: str) -> int:
+    return perr.ERROR_NAMES[name].code
+
+
+def answer(name: str, **fields):
+    return messages.schema_of(name).cls(**fields)
+
+
+def struct(message: str, struct_name: str, **fields):
+    return messages.schema_of(message).structs[struct_name].cls(**fields)
+
+
+def test_one_retry_policy_from_the_error_table():
+    assert outcome_of(perr.ERROR_NAMES["NOT_COORDINATOR"]()) is Outcome.FIND_COORDINATOR
+    assert outcome_of(perr.ERROR_NAMES["COORDINATOR_NOT_AVAILABLE"]()) is Outcome.FIND_COORDINATOR
+    assert outcome_of(perr.ERROR_NAMES["CONCURRENT_TRANSACTIONS"]()) is Outcome.RETRY
+    assert outcome_of(perr.ERROR_NAMES["COORDINATOR_LOAD_IN_PROGRESS"]()) is Outcome.RETRY
+    assert outcome_of(perr.ERROR_NAMES["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"]()) is Outcome.FATAL
+    assert outcome_of(perr.ERROR_NAMES["PRODUCER_FENCED"]()) is Outcome.FATAL
+
+
+def test_find_coordinator_reads_both_answer_shapes_and_records_the_node():
+    coordinators = Coordinators()
+    old = coordinators.lookup("tx")
+    assert old.handle(answer("FindCoordinatorResponse", error_code=0, node_id=3)) is Outcome.DONE
+    assert coordinators.node("tx") == 3
+    coordinators.forget("tx")
+    new = coordinators.lookup("tx")
+    body = answer("FindCoordinatorResponse", coordinators=[
+        struct("FindCoordinatorResponse", "Coordinator", key="tx", node_id=5, error_code=0)])
+    assert new.handle(body) is Outcome.DONE and coordinators.node("tx") == 5
+    # a lookup sent to any broker is asked again, never "find the coordinator" of itself
+    busy = answer("FindCoordinatorResponse", error_code=code("COORDINATOR_NOT_AVAILABLE"), node_id=-1)
+    assert FindCoordinator("tx").handle(busy) is Outcome.RETRY
+    refused = FindCoordinator("tx")
+    assert refused.handle(answer("FindCoordinatorResponse", error_code=code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+                                 node_id=-1)) is Outcome.FATAL
+    assert "FindCoordinator for 'tx'" in str(refused.error)
+
+
+def test_init_producer_id_for_an_idempotent_and_a_transactional_producer():
+    idempotent = InitProducerId(None, 60000)
+    assert idempotent.coordinator_key is None  # any broker
+    assert idempotent.build().transactional_id is None and idempotent.build().producer_id == -1
+    assert idempotent.handle(answer("InitProducerIdResponse", error_code=0, producer_id=7, producer_epoch=0)) \
+        is Outcome.DONE and idempotent.result == (7, 0)
+    # no coordinator to look up without a transactional id: asked again
+    assert InitProducerId(None, 60000).handle(answer("InitProducerIdResponse",
+                                                     error_code=code("COORDINATOR_NOT_AVAILABLE"))) is Outcome.RETRY
+    bump = InitProducerId("tx", 1000, producer_id=7, producer_epoch=3)
+    assert bump.coordinator_key == "tx"
+    assert (bump.build().producer_id, bump.build().producer_epoch, bump.build().transaction_timeout_ms) == (7, 3, 1000)
+    assert bump.handle(answer("InitProducerIdResponse", error_code=code("NOT_COORDINATOR"))) is Outcome.FIND_COORDINATOR
+    fenced = InitProducerId("tx", 1000)
+    assert fenced.handle(answer("InitProducerIdResponse", error_code=code("PRODUCER_FENCED"))) is Outcome.FATAL
+    assert isinstance(fenced.error, ProducerFencedError) and "'tx' was fenced" in str(fenced.error)
+    too_long = InitProducerId("tx", 3_600_000)
+    assert too_long.handle(answer("InitProducerIdResponse", error_code=code("INVALID_TRANSACTION_TIMEOUT"))) \
+        is Outcome.FATAL
+    assert isinstance(too_long.error, perr.InvalidTransactionTimeoutError)
+    assert "transaction.timeout.ms=3600000" in str(too_long.error) and "transaction.max.timeout.ms" in str(too_long.error)
+    no_id = InitProducerId(None, 60000)
+    assert no_id.handle(answer("InitProducerIdResponse", error_code=0, producer_id=-1, producer_epoch=-1)) \
+        is Outcome.FATAL and "producer id -1" in str(no_id.error)
+
+
+def test_a_lost_answer_looks_the_coordinator_up_again_and_any_broker_is_just_asked_again():
+    assert InitProducerId("tx", 1000).no_answer(KafkaError("connection lost")) is Outcome.FIND_COORDINATOR
+    assert InitProducerId(None, 1000).no_answer(KafkaError("connection lost")) is Outcome.RETRY
+    told = []
+    handler = EndTxn("tx", 1, 0, True, False, on_outcome=lambda h, o: told.append(o))
+    handler.no_answer(None)
+    handler.give_up(KafkaError("no coordinator"))
+    assert told == [Outcome.FIND_COORDINATOR, Outcome.FATAL] and str(handler.error) == "no coordinator"
+
+
+def test_add_partitions_keeps_what_joined_and_asks_again_for_the_rest():
+    handler = AddPartitionsToTxn("tx", 7, 0, {("a", 0), ("a", 1), ("b", 0)})
+    request = handler.build()
+    assert sorted((t.name, tuple(t.partitions)) for t in request.v3_and_below_topics) == [("a", (0, 1)), ("b", (0,))]
+    result = struct("AddPartitionsToTxnResponse", "AddPartitionsToTxnPartitionResult", partition_index=1,
+                    partition_error_code=code("CONCURRENT_TRANSACTIONS"))
+    ok = struct("AddPartitionsToTxnResponse", "AddPartitionsToTxnPartitionResult", partition_index=0,
+                partition_error_code=0)
+    topics = [struct("AddPartitionsToTxnResponse", "AddPartitionsToTxnTopicResult", name="a",
+                     results_by_partition=[ok, result]),
+              struct("AddPartitionsToTxnResponse", "AddPartitionsToTxnTopicResult", name="b",
+                     results_by_partition=[ok])]
+    assert handler.handle(answer("AddPartitionsToTxnResponse", results_by_topic_v3_and_below=topics)) is Outcome.RETRY
+    assert handler.result == {("a", 0), ("b", 0)} and handler.failed == {("a", 1)}
+    lost = AddPartitionsToTxn("tx", 7, 0, {("a", 0)})
+    lost.no_answer(None)
+    assert lost.result == set() and lost.failed == {("a", 0)}
+
+
+def test_end_txn_caps_transactions_v1_and_reads_the_bumped_epoch_of_v2():
+    v1 = EndTxn("tx", 7, 2, True, transaction_v2=False)
+    assert v1.max_version == 4 and v1.build().committed
+    assert v1.handle(answer("EndTxnResponse", error_code=0, producer_id=-1, producer_epoch=-1)) is Outcome.DONE
+    assert v1.result is None
+    v2 = PreparedTransaction("tx", 7, 2, (("t", 0),), transaction_v2=True).end_request(commit=False)
+    assert v2.max_version is None and not v2.build().committed
+    assert v2.handle(answer("EndTxnResponse", error_code=0, producer_id=7, producer_epoch=3)) is Outcome.DONE
+    assert v2.result == (7, 3)
+    fenced = EndTxn("tx", 7, 2, True, False)
+    assert fenced.handle(answer("EndTxnResponse", error_code=code("INVALID_PRODUCER_EPOCH"))) is Outcome.FATAL
+    assert isinstance(fenced.error, ProducerFencedError)
+
+
+def test_describe_and_list_transactions():
+    state = struct("DescribeTransactionsResponse", "TransactionState", error_code=0, transactional_id="tx",
+                   transaction_state="Ongoing")
+    handler = DescribeTransactions("tx")
+    assert handler.handle(answer("DescribeTransactionsResponse", transaction_states=[state])) is Outcome.DONE
+    assert handler.result == "Ongoing"
+    unknown = struct("DescribeTransactionsResponse", "TransactionState", error_code=code("TRANSACTIONAL_ID_NOT_FOUND"),
+                     transactional_id="tx")
+    handler = DescribeTransactions("tx")
+    assert handler.handle(answer("DescribeTransactionsResponse", transaction_states=[unknown])) is Outcome.DONE
+    assert handler.result is None
+    listing = ListTransactions("job-", ["Ongoing"])
+    states = [struct("ListTransactionsResponse", "TransactionState", transactional_id=t, producer_id=i,
+                     transaction_state="Ongoing") for i, t in enumerate(["job-1", "other", "job-2"])]
+    assert listing.build().state_filters == ["Ongoing"]
+    assert listing.handle(answer("ListTransactionsResponse", error_code=0, transaction_states=states)) is Outcome.DONE
+    assert listing.result == [("job-1", 0, "Ongoing"), ("job-2", 2, "Ongoing")]
+
+
+def test_transaction_manager_hands_out_its_steps_as_handlers():
+    tm = TransactionManager("tx", 1000)
+    assert tm.next_request(False) is None  # nothing asked yet
+    result = tm.initialize()
+    init = tm.next_request(False)
+    assert isinstance(init, InitProducerId) and init.coordinator_key == "tx" and init.producer_id == -1
+    init.handle(answer("InitProducerIdResponse", error_code=0, producer_id=9, producer_epoch=0))
+    result.wait(1)
+    assert tm.state is TransactionState.READY and (tm.producer_id, tm.producer_epoch) == (9, 0)
+    tm.begin()
+    tm.check_can_send("t", 0)
+    add = tm.next_request(False)
+    assert isinstance(add, AddPartitionsToTxn) and add.partitions == {("t", 0)}
+    add.no_answer(None)  # its partitions wait for the next attempt
+    add = tm.next_request(False)
+    assert add.partitions == {("t", 0)}
+    ok = struct("AddPartitionsToTxnResponse", "AddPartitionsToTxnPartitionResult", partition_index=0,
+                partition_error_code=0)
+    add.handle(answer("AddPartitionsToTxnResponse", results_by_topic_v3_and_below=[
+        struct("AddPartitionsToTxnResponse", "AddPartitionsToTxnTopicResult", name="t", results_by_partition=[ok])]))
+    tm.batch_failed(KafkaError("refused"))  # transactions v1: the abort must end with a new epoch
+    ended = tm.end(commit=False)
+    end = tm.next_request(False)
+    assert isinstance(end, EndTxn) and not end.commit and end.max_version == 4
+    end.handle(answer("EndTxnResponse", error_code=0))
+    bump = tm.next_request(False)
+    assert isinstance(bump, InitProducerId) and (bump.producer_id, bump.producer_epoch) == (9, 0)
+    bump.handle(answer("InitProducerIdResponse", error_code=0, producer_id=9, producer_epoch=1))
+    ended.wait(1)
+    assert tm.state is TransactionState.READY and tm.producer_epoch == 1
+
+
+def test_a_fatal_answer_makes_the_transaction_manager_unusable():
+    tm = TransactionManager("tx", 1000)
+    result = tm.initialize()
+    tm.next_request(False).handle(answer("InitProducerIdResponse",
+                                         error_code=code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")))
+    with pytest.raises(perr.TransactionalIdAuthorizationFailedError, match="InitProducerId for 'tx'"):
+        result.wait(1)
+    assert tm.state is TransactionState.FATAL and tm.next_request(False) is None
+    with pytest.raises(perr.TransactionalIdAuthorizationFailedError):
+        tm.begin()
+
+
+def test_produce_max_version_follows_the_transaction_version():
+    tm = TransactionManager("tx", 1000)
+    assert tm.max_version(ApiKey.PRODUCE) == 11
+    tm.transaction_v2 = True
+    assert tm.max_version(ApiKey.PRODUCE) is None

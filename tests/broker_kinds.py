@@ -80,6 +80,8 @@ def running_apache_kafka(label: str = "", *, needs: Optional[str] = None, **clus
     a container then); None when the caller decided that already."""
     if needs is not None and APACHE_SOURCE != "maven":
         pytest.skip(f"{needs} needs java and mvn on PATH")
+    if "apache" not in _LOCAL:
+        pytest.skip(f"SPARKKAFKA_BROKERS={os.environ.get('SPARKKAFKA_BROKERS')} leaves Apache Kafka out")
     with ApacheKafka(**cluster) as kafka:
         count = len(kafka.nodes)
         listeners = f", listeners {', '.join(kafka.listener_names)}," if kafka.security is not None else ""

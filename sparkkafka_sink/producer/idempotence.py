@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Callable
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.control_requests import ControlRequest, Coordinators, InitProducerId, Outcome
@@ -70,12 +71,12 @@ class IdempotenceManager:
     def cluster_features(self, finalized: dict[str, int]) -> None:
         """The brokers' finalized features (transactions read them)."""
 
-    def next_request(self, requests_in_flight: bool) -> ControlRequest | None:
+    def next_request(self, requests_in_flight: Callable[[], bool]) -> ControlRequest | None:
         """InitProducerId while no producer id is held -- after a reset only once every request
-        carrying the old sequences is resolved."""
+        carrying the old sequences is resolved (``requests_in_flight()``)."""
         if self.has_producer_id() or self.fatal_error is not None or self.unavailable:
             return None
-        if self.needs_reset and requests_in_flight:
+        if self.needs_reset and requests_in_flight():
             return None
         return InitProducerId(None, self.transaction_timeout_ms, on_outcome=self._producer_id_answered)
 

@@ -183,7 +183,7 @@ class Sender(threading.Thread):
             return self._control_retry_at - now
         control.cluster_features(self.client.finalized_features)
         if self._control_next is None:
-            self._control_next = control.next_request(self.client.has_in_flight() or any(self._in_flight.values()))
+            self._control_next = control.next_request(self._requests_in_flight)
         handler = self._control_next
         if handler is None:
             return float("inf")
@@ -210,6 +210,9 @@ class Sender(threading.Thread):
             return 0.0
         self._control_pending = True
         return float("inf")
+
+    def _requests_in_flight(self) -> bool:
+        return self.client.has_in_flight() or any(self._in_flight.values())
 
     def _control_answered(self, handler: ControlRequest, resp: ClientResponse) -> None:
         self._control_pending = False

@@ -266,7 +266,7 @@ class TransactionManager(IdempotenceManager):
         """The highest version of ``api_key`` the current transaction may use."""
         return transactions_max_version(api_key, self.transaction_v2)
 
-    def next_request(self, requests_in_flight: bool) -> ControlRequest | None:
+    def next_request(self, requests_in_flight: Callable[[], bool]) -> ControlRequest | None:
         """The control request the coordinator should get next, or None: partitions waiting to
         join the transaction first, then the user's step (once no partition is being added)."""
         if self.fatal_error is not None:

@@ -9,6 +9,7 @@ resulting ``SinkOptions`` travel in the plan (``plan.py``) to every task.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.producer.config import KEYS, ProducerConfig
 from sparkkafka_sink.spark.errors import SinkValidationError
 
 KAFKA_PREFIX = "kafka."
@@ -57,6 +58,17 @@ DEFAULT_CACHE_TIMEOUT_MS = 600_000  # Spark's spark.kafka.producer.cache.timeout
 RATE_OPTIONS = {"maxrecordspersecond": "maxRecordsPerSecond", "maxbytespersecond": "maxBytesPerSecond"}
 DEFAULT_CLUSTER_CHECK_TIMEOUT_MS = 10_000
 GUARANTEES = ("at-least-once", "exactly-once")
+#: every option of the sink besides ``kafka.*`` (Spark hands them over lower-cased), as users
+#: write them; anything else is a typo, reported with "Did you mean ...?"
+SINK_OPTIONS = {
+    "topic": "topic", "checkpointlocation": "checkpointLocation", COALESCE_OPTION: "coalesceBytes",
+    GUARANTEE_OPTION: "deliveryGuarantee", BATCH_ID_OPTION: "batchId", PREFIX_OPTION: "transactionalIdPrefix",
+    CLUSTER_CHECK_OPTION: "clusterCheckTimeoutMs", CACHE_TIMEOUT_OPTION: "producerCacheTimeoutMs",
+    TOLERANCE_OPTION: TOLERANCE_OPTION, DLQ_TOPIC_OPTION: DLQ_TOPIC_OPTION, DLQ_HEADERS_OPTION: DLQ_HEADERS_OPTION,
+    ERRORS_LOG_OPTION: ERRORS_LOG_OPTION, **RATE_OPTIONS,
+}
+#: options Spark itself may add (``save(path)``, ``start(path)``): not ours, not a typo
+_SPARK_OPTIONS = ("path",)
 #: exactly-once: a task's transaction stays open until the driver commits the whole job, so the
 #: default is Kafka's default cap (transaction.max.timeout.ms, 15 minutes)
 EXACTLY_ONCE_TIMEOUT_MS = 900_000
@@ -160,6 +172,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
             "option 'kafka.bootstrap.servers' is required: "
             '.option("kafka.bootstrap.servers", "host:9092")'
         )
+    _check_known(lowered)
     raw = producer_config_from_options(lowered)
     for key, why in _REJECTED_KAFKA_KEYS.items():
         if key in raw:
@@ -188,6 +201,21 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
                                                            DEFAULT_CACHE_TIMEOUT_MS, 86_400_000,
                                                            "0: one producer per task, no pool"),
                        **_error_handling(lowered, topic))
+
+
+def _check_known(lowered: Mapping[str, str]) -> None:
+    """An option that is neither ``kafka.*`` nor the sink's own is a typo: say what was meant."""
+    known = {**SINK_OPTIONS, **{KAFKA_PREFIX + k: KAFKA_PREFIX + k for k in KEYS}}
+    for key in lowered:
+        if key in known or key.startswith(KAFKA_PREFIX) or key in _SPARK_OPTIONS:
+            continue  # (an unknown kafka.* key is the producer configuration's to report)
+        close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+        if not close and KAFKA_PREFIX + key in known:
+            close = [KAFKA_PREFIX + key]  # a producer setting without its prefix
+        hint = f" Did you mean '{known[close[0]]}'?" if close else ""
+        raise SinkValidationError(
+            f"unknown option '{key}'.{hint} The sink's options: {', '.join(sorted(SINK_OPTIONS.values()))}; "
+            f"producer settings take the prefix '{KAFKA_PREFIX}' (e.g. kafka.linger.ms)")
 
 
 def _error_handling(lowered: Mapping[str, str], topic) -> dict:

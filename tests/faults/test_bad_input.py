@@ -130,7 +130,7 @@ def test_unknown_topic_fails_clearly_instead_of_being_dropped(proxied_broker, ki
         with pytest.raises(E.UnknownTopicError, match=r"'no-such-topic'.*UNKNOWN_TOPIC_OR_PARTITION"
                                                       r".*allow.auto.create.topics is false"):
             p.send("no-such-topic", value=b"v")
-        assert 0.4 <= time.monotonic() - start < 0.4 + 0.6
+        assert 0.4 <= time.monotonic() - start < 0.4 + 1.0  # max.block.ms, plus a loaded machine's slack
         with pytest.raises(E.UnknownTopicError):
             p.send_batch("no-such-topic", values=[b"v"])
         with pytest.raises(E.UnknownTopicError):

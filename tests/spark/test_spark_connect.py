@@ -36,7 +36,9 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark in processes of their own
+
+
 def test_spark_connect_writes_without_metrics(kafka, tmp_path):
     if kafka.kind != KAFKA_KINDS[0]:
         pytest.skip(f"Spark Connect does not depend on the broker: run once, on {KAFKA_KINDS[0]}")

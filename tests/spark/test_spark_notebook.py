@@ -12,6 +12,9 @@ from broker_kinds import KAFKA_KINDS
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
 
 
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark in processes of their own
+
+
 def test_quickstart_notebook_executes(kafka, tmp_path, monkeypatch):
     if kafka.kind != KAFKA_KINDS[0]:
         pytest.skip(f"the notebook does not depend on the broker: run once, on {KAFKA_KINDS[0]}")

@@ -20,6 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = Path(sys.executable).with_name("spark-submit")
 
 
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark in processes of their own
+
+
 @pytest.fixture(scope="session")
 def installed_package(tmp_path_factory):
     """``pip install --target`` of a copy of the project; returns the target directory."""

@@ -202,3 +202,13 @@ def test_dead_letter_record_context_and_truncation():
     assert is_bad_row(bad.error) and not is_bad_row(TimeoutError())
     plain = DeadLetters("dlq", False, False, 0, 0, max_request_size=1048576)
     assert plain.record_of(BadRow(1, "t", None, bad.error, "producer", None, b"v", []))[2] == []
+
+
+@pytest.mark.parametrize("key,meant", [("topik", "topic"), ("coalesceByte", "coalesceBytes"),
+                                       ("deliveryGuarantees", "deliveryGuarantee"),
+                                       ("linger.ms", "kafka.linger.ms"), ("kafka-bootstrap.servers", "kafka.bootstrap.servers")])
+def test_a_misspelled_sink_option_gets_a_did_you_mean(key, meant):
+    with pytest.raises(SinkValidationError, match=rf"unknown option '{key.lower()}'\. Did you mean '{meant}'\?"):
+        parse_options({"kafka.bootstrap.servers": "h:9092", "topic": "t", key: "x"})
+    # Spark's own path (save(path)) is not a typo
+    parse_options({"kafka.bootstrap.servers": "h:9092", "topic": "t", "path": "/somewhere"})

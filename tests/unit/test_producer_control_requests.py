@@ -147,19 +147,19 @@ def test_describe_and_list_transactions():
 
 def test_transaction_manager_hands_out_its_steps_as_handlers():
     tm = TransactionManager("tx", 1000)
-    assert tm.next_request(False) is None  # nothing asked yet
+    assert tm.next_request(lambda: False) is None  # nothing asked yet
     result = tm.initialize()
-    init = tm.next_request(False)
+    init = tm.next_request(lambda: False)
     assert isinstance(init, InitProducerId) and init.coordinator_key == "tx" and init.producer_id == -1
     init.handle(answer("InitProducerIdResponse", error_code=0, producer_id=9, producer_epoch=0))
     result.wait(1)
     assert tm.state is TransactionState.READY and (tm.producer_id, tm.producer_epoch) == (9, 0)
     tm.begin()
     tm.check_can_send("t", 0)
-    add = tm.next_request(False)
+    add = tm.next_request(lambda: False)
     assert isinstance(add, AddPartitionsToTxn) and add.partitions == {("t", 0)}
     add.no_answer(None)  # its partitions wait for the next attempt
-    add = tm.next_request(False)
+    add = tm.next_request(lambda: False)
     assert add.partitions == {("t", 0)}
     ok = struct("AddPartitionsToTxnResponse", "AddPartitionsToTxnPartitionResult", partition_index=0,
                 partition_error_code=0)
@@ -167,10 +167,10 @@ def test_transaction_manager_hands_out_its_steps_as_handlers():
         struct("AddPartitionsToTxnResponse", "AddPartitionsToTxnTopicResult", name="t", results_by_partition=[ok])]))
     tm.batch_failed(KafkaError("refused"))  # transactions v1: the abort must end with a new epoch
     ended = tm.end(commit=False)
-    end = tm.next_request(False)
+    end = tm.next_request(lambda: False)
     assert isinstance(end, EndTxn) and not end.commit and end.max_version == 4
     end.handle(answer("EndTxnResponse", error_code=0))
-    bump = tm.next_request(False)
+    bump = tm.next_request(lambda: False)
     assert isinstance(bump, InitProducerId) and (bump.producer_id, bump.producer_epoch) == (9, 0)
     bump.handle(answer("InitProducerIdResponse", error_code=0, producer_id=9, producer_epoch=1))
     ended.wait(1)
@@ -180,11 +180,11 @@ def test_transaction_manager_hands_out_its_steps_as_handlers():
 def test_a_fatal_answer_makes_the_transaction_manager_unusable():
     tm = TransactionManager("tx", 1000)
     result = tm.initialize()
-    tm.next_request(False).handle(answer("InitProducerIdResponse",
+    tm.next_request(lambda: False).handle(answer("InitProducerIdResponse",
                                          error_code=code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")))
     with pytest.raises(perr.TransactionalIdAuthorizationFailedError, match="InitProducerId for 'tx'"):
         result.wait(1)
-    assert tm.state is TransactionState.FATAL and tm.next_request(False) is None
+    assert tm.state is TransactionState.FATAL and tm.next_request(lambda: False) is None
     with pytest.raises(perr.TransactionalIdAuthorizationFailedError):
         tm.begin()
 

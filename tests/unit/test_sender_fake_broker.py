@@ -402,7 +402,7 @@ def test_full_batch_is_sent_promptly_while_the_sender_lingers(broker, make_produ
     start = time.monotonic()
     second = p.send("t", b"2" * 100, partition=0)  # does not fit: the first batch is now full
     assert first.get(2).offset == 0
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 5.0  # not the 30 s linger (a loaded machine may take seconds)
     assert not second.done()
 
 

@@ -45,9 +45,12 @@ class BenchSpec:
     seed: int = 42
     compression: str = "none"
     acks: str = "all"
+    #: "tuned": linger_ms, batch_size and buffer_memory below for every client; "defaults": each
+    #: client's own defaults for those three (acks=all, idempotence and compression stay set)
+    config: str = "tuned"
     linger_ms: int = 5
-    batch_size: int = 16384
-    buffer_memory: int = 32 * MiB
+    batch_size: int = 262144
+    buffer_memory: int = 128 * MiB
     max_in_flight: int = 5
     idempotence: bool = True
     arrow_batch: int = 10_000  # rows per send_batch() call (Spark's default Arrow batch)
@@ -131,13 +134,28 @@ def pool_chunks(records: int, pool_size: int, chunk: int) -> Iterator[tuple[int,
 # ---------------------------------------------------------------------------------- clients
 
 
+CONFIGS = ("defaults", "tuned")
+
+
+def tuned(spec: BenchSpec, settings: dict) -> dict:
+    """``settings`` (a client's batching keys) under the tuned configuration, none under
+    "defaults": each client then batches as its own documentation sets it up."""
+    return settings if spec.config == "tuned" else {}
+
+
+def fair_buffer_memory(partitions: int, batch_size: int, buffer_memory: int) -> int:
+    """At least ``partitions`` x ``batch.size``: the Java producer's documentation has every
+    partition's open batch reserve batch.size of buffer.memory, so less starves its accumulator
+    into tiny batches (a contender must not get a setting its documentation warns against)."""
+    return max(buffer_memory, partitions * batch_size)
+
+
 def ours_config(spec: BenchSpec) -> dict:
     return {
         "bootstrap.servers": spec.bootstrap,
         "acks": spec.acks,
-        "linger.ms": spec.linger_ms,
-        "batch.size": spec.batch_size,
-        "buffer.memory": spec.buffer_memory,
+        **tuned(spec, {"linger.ms": spec.linger_ms, "batch.size": spec.batch_size,
+                       "buffer.memory": spec.buffer_memory}),
         "compression.type": spec.compression,
         "max.in.flight.requests.per.connection": spec.max_in_flight,
         "enable.idempotence": spec.idempotence,
@@ -145,18 +163,19 @@ def ours_config(spec: BenchSpec) -> dict:
 
 
 def confluent_config(spec: BenchSpec) -> dict:
-    """librdkafka with the same batching, acks, idempotence, compression and a byte-bounded
-    queue of buffer.memory (librdkafka's own defaults are a 1 MB batch and a 1 GB queue)."""
+    """librdkafka with the same acks, idempotence, compression and, tuned, the same batching and
+    a byte-bounded queue of buffer.memory (its own defaults: linger 5 ms, 1 MB batches, a 1 GB
+    queue)."""
     return {
         "bootstrap.servers": spec.bootstrap,
         "acks": spec.acks,
-        "linger.ms": spec.linger_ms,
-        "batch.size": spec.batch_size,
+        # tuned, the byte bound is the queue's only one (librdkafka also counts messages)
+        **tuned(spec, {"linger.ms": spec.linger_ms, "batch.size": spec.batch_size,
+                       "queue.buffering.max.kbytes": max(1, spec.buffer_memory // 1024),
+                       "queue.buffering.max.messages": 2_147_483_647}),
         "compression.type": spec.compression,
         "enable.idempotence": spec.idempotence,
         "max.in.flight.requests.per.connection": spec.max_in_flight,
-        "queue.buffering.max.kbytes": max(1, spec.buffer_memory // 1024),
-        "queue.buffering.max.messages": 2_147_483_647,
         "delivery.report.only.error": True,
         "log_level": 3,
     }
@@ -178,9 +197,8 @@ def kafka_python_config(spec: BenchSpec) -> dict:
     return {
         "bootstrap_servers": spec.bootstrap,
         "acks": "all" if spec.acks in ("all", "-1") else int(spec.acks),
-        "linger_ms": spec.linger_ms,
-        "batch_size": spec.batch_size,
-        "buffer_memory": spec.buffer_memory,
+        **tuned(spec, {"linger_ms": spec.linger_ms, "batch_size": spec.batch_size,
+                       "buffer_memory": spec.buffer_memory}),
         "compression_type": None if spec.compression == "none" else spec.compression,
         "max_in_flight_requests_per_connection": spec.max_in_flight,
         "enable_idempotence": spec.idempotence,
@@ -528,6 +546,42 @@ def create_topic(bootstrap: str, topic: str, partitions: int, ready_timeout: flo
     t0 = time.monotonic()
     create_topics(bootstrap, {topic: partitions}, timeout=ready_timeout)
     return round(time.monotonic() - t0, 2)
+
+
+def batch_census(log_dir: str, topic: str) -> dict | None:
+    """The record batches the broker stored for ``topic``, read from its log segments (the
+    broker's own bytes, not the client's account): how many, records and bytes per batch
+    (10th percentile, median, 90th percentile, mean).  None when the log is not on this machine
+    (a broker the harness did not start) or the topic has no files."""
+    if not log_dir or not os.path.isdir(log_dir):
+        return None
+    records, sizes = [], []
+    prefix = topic + "-"
+    for name in os.listdir(log_dir):
+        if not (name.startswith(prefix) and name[len(prefix):].isdigit()):
+            continue
+        for segment in sorted(os.listdir(os.path.join(log_dir, name))):
+            if not segment.endswith(".log"):
+                continue
+            with open(os.path.join(log_dir, name, segment), "rb") as f:
+                data = f.read()
+            at = 0
+            while at + 61 <= len(data):  # batch header: base offset, length, ..., records count at 57
+                length = int.from_bytes(data[at + 8:at + 12], "big", signed=True)
+                if length <= 0:
+                    break
+                records.append(int.from_bytes(data[at + 57:at + 61], "big", signed=True))
+                sizes.append(12 + length)
+                at += 12 + length
+    if not records:
+        return None
+
+    def spread(values: list[int]) -> dict:
+        ordered = sorted(values)
+        pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+        return {"p10": pick(0.1), "p50": pick(0.5), "p90": pick(0.9), "mean": round(sum(values) / len(values), 1)}
+
+    return {"batches": len(records), "records_per_batch": spread(records), "bytes_per_batch": spread(sizes)}
 
 
 def delete_topic(bootstrap: str, topic: str, log_dir: str = "", timeout: float = 30.0) -> None:

@@ -35,6 +35,9 @@ import time
 from pathlib import Path
 
 from benchmarks.common import (
+    CONFIGS,
+    fair_buffer_memory,
+    batch_census,
     MB,
     MiB,
     BROKERS,
@@ -152,9 +155,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                         f"with --matrix {MATRIX['partitions']})")
     g.add_argument("--seed", type=int, default=42)
     g = ap.add_argument_group("producer settings (the same for every client)")
-    g.add_argument("--linger-ms", type=int, default=5)
-    g.add_argument("--batch-size", type=int, default=262144)
-    g.add_argument("--buffer-memory", type=int, default=32 * MiB)
+    g.add_argument("--configs", default=None,
+                   help="client configurations, comma-separated: tuned (the three settings below for every "
+                        "client; buffer.memory raised to partitions x batch.size when that is more, as Java's "
+                        "documentation asks) and/or defaults (each client's own linger, batch size and "
+                        "buffer) (default: tuned; with --matrix defaults,tuned)")
+    g.add_argument("--linger-ms", type=int, default=5, help="tuned: linger.ms of every client")
+    g.add_argument("--batch-size", type=int, default=262144, help="tuned: batch.size of every client")
+    g.add_argument("--buffer-memory", type=int, default=128 * MiB,
+                   help="tuned: buffer.memory of every client (at least partitions x batch.size)")
     g.add_argument("--max-in-flight", type=int, default=5)
     g.add_argument("--no-idempotence", action="store_true", help="enable.idempotence=false everywhere")
     g.add_argument("--arrow-batch", type=int, default=10_000,
@@ -173,6 +182,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--progress-interval", type=float, default=1.0, help="seconds between progress lines")
     g.add_argument("--rss-slack-mb", type=float, default=DEFAULT_RSS_SLACK_MB,
                    help="the memory target's constant: net RSS <= buffer.memory + this")
+    g.add_argument("--alternate", action=argparse.BooleanOptionalAction, default=None,
+                   help="Spark: run the contenders' rounds alternately (r1 of each, r2 of each, ...) instead of "
+                        "each contender's back to back (default: alternate with --matrix)")
     g.add_argument("--keep-topics", action="store_true", help="do not delete each run's topic afterwards")
     g.add_argument("--no-chart", action="store_true", help="skip results.png")
     args = ap.parse_args(argv)
@@ -192,7 +204,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error(str(e))
     # the first cell's: what the template spec, the single-cell tables and the chart use
     args.value_size, args.partitions = args.value_sizes[0], args.partitions_list[0]
-    args.cells = [(v, p) for v in args.value_sizes for p in args.partitions_list]
+    if args.alternate is None:
+        args.alternate = m
+    args.configs = [c.strip() for c in (args.configs or ("defaults,tuned" if m else "tuned")).split(",") if c.strip()]
+    if set(args.configs) - set(CONFIGS):
+        ap.error(f"--configs takes {', '.join(CONFIGS)}, got {','.join(args.configs)}")
+    args.cells = [(v, p, c) for c in args.configs for v in args.value_sizes for p in args.partitions_list]
     args.matrix = m or len(args.cells) > 1
     if getattr(args, "spark_driver_memory", None) is None:
         args.spark_driver_memory = auto_driver_memory(args.spark_rows, args.key_size, max(args.value_sizes))
@@ -258,14 +275,21 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def cell_spec(template: BenchSpec, value_size: int, partitions: int, config: str) -> BenchSpec:
+    """The template for one matrix cell: its record size, topic partitions and configuration
+    (tuned: buffer.memory raised to partitions x batch.size where that is more)."""
+    return dataclasses.replace(template, value_size=value_size, partitions=partitions, config=config,
+                               buffer_memory=fair_buffer_memory(partitions, template.batch_size, template.buffer_memory))
+
+
 def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
-                   cell: tuple[int, int] | None = None) -> dict:
-    value_size, partitions = cell or (template.value_size, template.partitions)
-    where = f" v{value_size} p{partitions}" if args.matrix else ""
+                   cell: tuple[int, int, str] | None = None) -> dict:
+    value_size, partitions, config = cell or (template.value_size, template.partitions, template.config)
+    where = f" {config} v{value_size} p{partitions}" if args.matrix else ""
     label = f"{name} {comp}{where}" + (f" r{rnd}/{args.rounds}" if args.rounds > 1 else "")
     topic = new_topic(f"{name}-{comp}")
-    spec = dataclasses.replace(template, contender=name, compression=comp, topic=topic, label=label,
-                               value_size=value_size, partitions=partitions)
+    spec = dataclasses.replace(cell_spec(template, value_size, partitions, config), contender=name,
+                               compression=comp, topic=topic, label=label)
     ready_s = create_topic(spec.bootstrap, topic, spec.partitions)
     with tempfile.NamedTemporaryFile(prefix="bench-", suffix=".json", delete=False) as f:
         result_path = f.name
@@ -286,10 +310,14 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
             pass
     res.setdefault("group", CONTENDERS[name].group)
     res.update(round=rnd, records=args.records, topic=topic, value_size=value_size, partitions=partitions,
-               topic_ready_s=ready_s)
+               config=config, topic_ready_s=ready_s,
+               buffer_memory=spec.buffer_memory if config == "tuned" else None)
     if res.get("status") not in ("skipped",):
         n, how = count_landed(spec.bootstrap, topic, spec.partitions, spec.broker)
         res.update(landed=n, verified_by=how)
+    census = batch_census(spec.broker_log_dir, topic)
+    if census:
+        res["stored_batches"] = census
     if not args.keep_topics:
         delete_topic(spec.bootstrap, topic, spec.broker_log_dir)
     return res
@@ -300,7 +328,7 @@ def run_spark(args, template: BenchSpec, names: list[str], spark_jars: list[str]
     """``security``: the secured listener's bootstrap and ``kafka.*`` options, for the contenders
     writing over it (passed to the Spark process in its config)."""
     cfg = {
-        "cells": [{"value_size": v, "partitions": p} for v, p in args.cells],
+        "cells": [{"value_size": v, "partitions": p, "config": c} for v, p, c in args.cells],
         "spark_jars": spark_jars or [],
         "unavailable": unavailable or {},
         "spec": dataclasses.asdict(template),
@@ -315,6 +343,7 @@ def run_spark(args, template: BenchSpec, names: list[str], spark_jars: list[str]
         "spark_conf": args.spark_conf,
         "progress_interval": max(args.progress_interval, 2.0),
         "keep_topics": args.keep_topics,
+        "alternate": args.alternate,
     }
     if security:
         cfg["security"] = security
@@ -369,7 +398,7 @@ def _finish_run(r: dict, args) -> dict:
 
 
 def _cell(r: dict) -> tuple:
-    return r.get("value_size"), r.get("partitions")
+    return r.get("value_size"), r.get("partitions"), r.get("config", "tuned")
 
 
 def aggregate(runs: list[dict], args) -> list[dict]:
@@ -613,10 +642,10 @@ def _spark_kafka_line(meta: dict) -> list[str]:
 
 def _run_table(results: list[dict], cells: bool = False) -> list[str]:
     """One row per (best) run; ``cells``: with value size and partitions columns (the matrix)."""
-    head = "| contender | " + ("value B | partitions | " if cells else "") + (
+    head = "| contender | " + ("config | value B | partitions | " if cells else "") + (
         "codec | records/s | MB/s | peak RSS MB | net RSS MB | CPU s (broker) | broker CPU s / M rows "
         "| ratio to ours | landed ok | note |")
-    lines = [head, "|---|" + ("---:|---:|" if cells else "") + "---|---:|---:|---:|---:|---:|---:|---:|:---:|---|"]
+    lines = [head, "|---|" + ("---|---:|---:|" if cells else "") + "---|---:|---:|---:|---:|---:|---:|---:|:---:|---|"]
     for r in results:
         ratio = r.get("ratio_to_ours")
         ratio_s = "–" if ratio is None else f"{ratio:.2f}× {r.get('reference')}"
@@ -637,7 +666,7 @@ def _run_table(results: list[dict], cells: bool = False) -> list[str]:
         cpu = _fmt(r.get("cpu_machine_s"), ".1f")
         if r.get("cpu_broker_s") is not None:
             cpu += f" ({r['cpu_broker_s']:.1f})"
-        where = [str(r.get("value_size")), str(r.get("partitions"))] if cells else []
+        where = [r.get("config", "tuned"), str(r.get("value_size")), str(r.get("partitions"))] if cells else []
         cols = [r["contender"], *where, r["compression"],
                 _fmt(r.get("records_per_s"), ",.0f"), _fmt(r.get("mb_per_s"), ".1f"),
                 _fmt(r.get("peak_rss_mb"), ".0f"), _fmt(r.get("net_rss_mb"), ".0f"), cpu,
@@ -645,6 +674,25 @@ def _run_table(results: list[dict], cells: bool = False) -> list[str]:
                 {True: "yes", False: "NO"}.get(r.get("verified"), "–"), note.replace("|", "/")[:200]]
         lines.append("| " + " | ".join(cols) + " |")
     return lines
+
+
+def _configs_desc(meta: dict) -> str:
+    """What the configurations of a run were, for the tables' first line."""
+    parts = []
+    for config in meta.get("configs", ["tuned"]):
+        if config == "tuned":
+            parts.append(f"tuned: linger.ms={meta['linger_ms']}, batch.size={meta['batch_size']}, buffer.memory="
+                         f"max({meta['buffer_memory']}, partitions x batch.size) for every client")
+        else:
+            parts.append("defaults: each client's own linger.ms, batch size and buffer (ours: the sink's batch.size "
+                         "262144, buffer.memory 33554432; Java: 16384, 33554432; librdkafka: 1 MB batches, 1 GB queue)")
+    return "; ".join(parts)
+
+
+def _cell_of(cell) -> tuple:
+    """``(value size, partitions, config)`` of a cell as results.json keeps it (older files: two)."""
+    v, p, *c = cell
+    return v, p, (c[0] if c else "tuned")
 
 
 def _size_label(v: int) -> str:
@@ -671,20 +719,24 @@ def matrix_table(doc: dict) -> list[str]:
     def rate(r):
         return r.get("records_per_s") if r and r.get("status") == "ok" else None
 
-    head = (["value", "partitions", "codec"] + [f"{label(n)} rows/s" for n in names]
-            + [f"ours ÷ {label(n)}" for n in others] + [f"broker CPU s/M: {label(n)}" for n in names])
+    head = (["config", "value", "partitions", "codec"] + [f"{label(n)} rows/s" for n in names]
+            + [f"ours ÷ {label(n)}" for n in others] + [f"broker CPU s/M: {label(n)}" for n in names]
+            + [f"records/batch (median): {label(n)}" for n in names])
     lines = ["| " + " | ".join(head) + " |",
-             "|" + "---:|" * 2 + "---|" + "---:|" * (len(head) - 3)]
-    for v, p in [tuple(c) for c in meta["cells"]]:
+             "|---|" + "---:|" * 2 + "---|" + "---:|" * (len(head) - 4)]
+    for v, p, c in [_cell_of(cell) for cell in meta["cells"]]:
         for comp in meta["compressions"]:
-            row = [_size_label(v), str(p), comp]
-            rs = {n: by.get((n, comp, v, p)) for n in names}
+            row = [c, _size_label(v), str(p), comp]
+            rs = {n: by.get((n, comp, v, p, c)) for n in names}
             row += [rate_cell(rs[n]) for n in names]
             for n in others:
                 a, b = rate(rs[ours]), rate(rs[n])
                 row.append(f"{a / b:.2f}×" if a and b else "–")
             for n in names:
                 row.append(_fmt((rs[n] or {}).get("broker_cpu_s_per_m"), ".2f"))
+            for n in names:
+                census = (rs[n] or {}).get("stored_batches") or {}
+                row.append(_fmt((census.get("records_per_batch") or {}).get("p50"), ",.0f"))
             lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -695,8 +747,8 @@ def markdown(doc: dict) -> str:
         return markdown_matrix(doc)
     lines = [f"Broker {_broker_desc(meta)}, {meta['records']:,} records standalone / {meta['spark_rows']:,} rows "
              f"Spark ({meta['spark_master']}, {meta['spark_partitions']} partitions), "
-             f"{meta['key_size']}+{meta['value_size']}-byte records, acks=all, linger.ms={meta['linger_ms']}, "
-             f"batch.size={meta['batch_size']}, {meta['partitions']} topic partitions; "
+             f"{meta['key_size']}+{meta['value_size']}-byte records, acks=all, {_configs_desc(meta)}, "
+             f"{meta['partitions']} topic partitions; "
              f"load average {meta.get('loadavg_start')} -> {meta.get('loadavg_end')} on {meta.get('cpus')} CPUs"
              f"{' (--quick)' if meta.get('quick') else ''}.",
              ""]
@@ -730,9 +782,8 @@ def markdown_matrix(doc: dict) -> str:
                  CONTENDERS[n].group != "spark" for n in meta["contenders"]) else "")
              + f"; {meta['key_size']}-byte keys, values of {sizes}; topics of "
              f"{', '.join(str(p) for p in meta['partitions_list'])} partitions; acks=all, idempotence "
-             f"{'on' if meta['idempotence'] else 'off'}, linger.ms={meta['linger_ms']}, "
-             f"batch.size={meta['batch_size']}, buffer.memory={meta['buffer_memory']}, "
-             f"max.in.flight={meta['max_in_flight']} for every client; best of {meta['spark_rounds']} "
+             f"{'on' if meta['idempotence'] else 'off'}, max.in.flight={meta['max_in_flight']} for every client; "
+             f"{_configs_desc(meta)}; best of {meta['spark_rounds']} "
              f"round(s); load average {meta.get('loadavg_start')} -> {meta.get('loadavg_end')} on "
              f"{meta.get('cpus')} CPUs; {meta.get('duration_s')} s in all"
              f"{' (--quick)' if meta.get('quick') else ''}.", ""]
@@ -745,7 +796,8 @@ def markdown_matrix(doc: dict) -> str:
         lines += [""] + _cost_lines(doc, cells=True)[:-1]
     lines += ["", "rows/s: DataFrame rows (records) written per second of the Spark action, best round; "
                   "ours ÷ X: rows/s of pyprod-kafka over X's; broker CPU s/M: the broker process's CPU "
-                  "seconds (utime+stime from /proc/<pid>/stat, before/after the run) per million rows.",
+                  "seconds (utime+stime from /proc/<pid>/stat, before/after the run) per million rows; "
+                  "records/batch: the median of the batches the broker stored, read from its log segments.",
               "", "### Per run", ""]
     lines += _run_table(doc["results"], cells=True)
     return "\n".join(lines) + "\n"
@@ -908,7 +960,7 @@ def main(argv=None) -> int:
         "spark_rows": args.spark_rows, "compressions": args.compressions, "contenders": args.names,
         "partitions": args.partitions, "value_size": args.value_size,
         "partitions_list": args.partitions_list, "value_sizes": args.value_sizes,
-        "cells": [list(c) for c in args.cells],
+        "cells": [list(c) for c in args.cells], "configs": args.configs,
         "key_size": args.key_size, "pool_size": args.pool_size,
         "linger_ms": args.linger_ms, "batch_size": args.batch_size, "buffer_memory": args.buffer_memory,
         "max_in_flight": args.max_in_flight, "idempotence": not args.no_idempotence,

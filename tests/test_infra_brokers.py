@@ -215,10 +215,7 @@ def test_apache_node_pause_kill_restart_keeps_its_data(apache_kafka):
     assert node.port == port and node.pid != pid
     apache_kafka.wait_for_brokers(1)
     assert [r.value for r in consume_all(node.bootstrap_servers, topic, 1)] == [b"before"]
-    node.stop()  # clean shutdown keeps the data too
-    assert not node.running
-    apache_kafka.ensure_all_up()
-    assert [r.value for r in consume_all(node.bootstrap_servers, topic, 1)] == [b"before"]
+    # (a clean stop and start, and the data it keeps: the failover tests' rolling restart)
 
 
 @apache_only

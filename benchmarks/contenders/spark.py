@@ -53,6 +53,9 @@ import time
 import traceback
 
 from benchmarks.common import (
+    tuned,
+    fair_buffer_memory,
+    batch_census,
     produce_when_room,
     CpuMeter,
     BenchSpec,
@@ -225,7 +228,8 @@ class Sampler(threading.Thread):
     @property
     def worker_peak(self) -> int:
         active = [pid for pid, cpu in self._cpu.items() if cpu - self._cpu0.get(pid, 0) >= self.ACTIVE_TICKS]
-        return max((self._rss[p] for p in active), default=max(self._rss.values(), default=0))
+        # a worker sampled only while exiting has CPU ticks but no RSS reading
+        return max((self._rss.get(p, 0) for p in active), default=max(self._rss.values(), default=0))
 
     @property
     def active_workers(self) -> int:
@@ -347,9 +351,8 @@ def _sink_options(spec: BenchSpec) -> dict:
         "kafka.bootstrap.servers": spec.bootstrap,
         "topic": spec.topic,
         "kafka.acks": spec.acks,
-        "kafka.linger.ms": str(spec.linger_ms),
-        "kafka.batch.size": str(spec.batch_size),
-        "kafka.buffer.memory": str(spec.buffer_memory),
+        **tuned(spec, {"kafka.linger.ms": str(spec.linger_ms), "kafka.batch.size": str(spec.batch_size),
+                       "kafka.buffer.memory": str(spec.buffer_memory)}),
         "kafka.compression.type": spec.compression,
         "kafka.max.in.flight.requests.per.connection": str(spec.max_in_flight),
         "kafka.enable.idempotence": str(spec.idempotence).lower(),
@@ -460,7 +463,8 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
              security: dict | None = None) -> dict:
     writes = name in WRITES
     res = {"contender": name, "group": "spark", "compression": spec.compression, "records": spec.records,
-           "value_size": spec.value_size, "partitions": spec.partitions,
+           "value_size": spec.value_size, "partitions": spec.partitions, "config": spec.config,
+           "buffer_memory": spec.buffer_memory if spec.config == "tuned" else None,
            "topic": spec.topic if writes else None, "status": "ok"}
     if name == "spark-pyprod-sasl-ssl" and security:
         res["listener"] = f"{security.get('listener')} ({security.get('mechanism')})"
@@ -508,6 +512,9 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         n, how = count_landed(spec.bootstrap, spec.topic, spec.partitions, spec.broker,
                               committed=CONTENDERS[name].transactional)
         res.update(landed=n, verified_by=how)
+        census = batch_census(spec.broker_log_dir, spec.topic)
+        if census:
+            res["stored_batches"] = census
         if not keep_topic:
             delete_topic(spec.bootstrap, spec.topic, spec.broker_log_dir)
     else:
@@ -540,10 +547,15 @@ def paired(names: list[str], pairs: list[CostPair]) -> list[list[str]]:
     return list(groups.values())
 
 
-def schedule(names: list[str], rounds: int, pairs: list[CostPair] = ()) -> list[tuple[str, int]]:
+def schedule(names: list[str], rounds: int, pairs: list[CostPair] = (), alternate: bool = False
+             ) -> list[tuple[str, int]]:
     """``(contender, round)`` in running order: each contender's rounds back to back, except the
     members of cost pairs (``pairs``: those that run), whose rounds alternate (baseline r1,
-    variant r1, [other variant r1,] baseline r2, ...) where the first of them stands."""
+    variant r1, [other variant r1,] baseline r2, ...) where the first of them stands;
+    ``alternate``: every contender's rounds alternate (r1 of each, then r2 of each), so a slow
+    spell of the machine falls on all of them alike."""
+    if alternate:
+        return [(name, rnd) for rnd in range(1, rounds + 1) for name in names]
     groups = paired(names, list(pairs))
     out: list[tuple[str, int]] = []
     done: set[str] = set()
@@ -604,7 +616,10 @@ def main(argv=None) -> int:
                 skipped[name] = why
         df, df_value_size = None, None
         for cell in cells:
-            cell_spec = dict(cfg["spec"], value_size=cell["value_size"], partitions=cell["partitions"])
+            config = cell.get("config", template.config)
+            cell_spec = dict(cfg["spec"], value_size=cell["value_size"], partitions=cell["partitions"], config=config,
+                             buffer_memory=fair_buffer_memory(cell["partitions"], template.batch_size,
+                                                              template.buffer_memory))
             if df is None or df_value_size != cell["value_size"]:
                 if df is not None:
                     df.unpersist(blocking=True)
@@ -637,16 +652,16 @@ def main(argv=None) -> int:
                 together = "; ".join(" and ".join(g) for g in paired(cfg["contenders"], pairs))
                 log(f"[spark] warm-up writes of {together} (untimed, ~{fmt_int(PAIR_WARMUP_ROWS)} "
                     f"rows each) {meta['pair_warmup_s']}s; their rounds alternate")
-            where = (f" v{cell['value_size']} p{cell['partitions']}" if len(cells) > 1 else "")
+            where = (f" {config} v{cell['value_size']} p{cell['partitions']}" if len(cells) > 1 else "")
             # A contender's rounds run back to back: Spark stops Python workers that have been
             # idle for about a minute, so rounds spread across the whole run would each start
             # with cold workers (0.5-1 s of imports per worker) or not, depending on what ran in
             # between.  Back to back, round 1 may pay that start-up and later rounds reuse them.
             for comp in cfg["compressions"]:
-                for name, rnd in schedule(cfg["contenders"], cfg["rounds"], pairs):
+                for name, rnd in schedule(cfg["contenders"], cfg["rounds"], pairs, cfg.get("alternate", False)):
                     if name in skipped:
                         if rnd == 1:
-                            runs.append({"contender": name, "group": "spark", "compression": comp,
+                            runs.append({"contender": name, "group": "spark", "compression": comp, "config": config,
                                          "value_size": cell["value_size"], "partitions": cell["partitions"],
                                          "status": "skipped", "note": skipped[name], "round": rnd})
                         continue

@@ -21,7 +21,7 @@ from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, ProducerClosed
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.buffer_pool import BufferPool
 from sparkkafka_sink.producer.future import FutureRecordMetadata
-from sparkkafka_sink.record.batch import RecordBatchBuilder
+from sparkkafka_sink.record.batch import EncodedRecordsBuilder, RecordBatchBuilder
 
 
 @dataclass
@@ -106,16 +106,54 @@ class RecordAccumulator:
             with self._appends_lock:
                 self._appends_in_progress -= 1
 
-    def append_prebuilt(self, batch: ProducerBatch, max_block_ms: float) -> None:
-        """Queue a batch encoded elsewhere (bulk path); its memory is reserved here."""
-        self.pool.allocate(batch.reserved, max_block_ms)
+    # -- the bulk path: memory reserved first, open batches extended, new batches queued ------
+    def reserve(self, size: int, max_block_ms: float) -> None:
+        """Reserve memory for a range of a bulk call before it holds any open batch."""
+        with self._appends_lock:  # close() waits for appends blocked on memory
+            self._appends_in_progress += 1
+        try:
+            self._check_open()
+            self.pool.allocate(size, max_block_ms)
+        finally:
+            with self._appends_lock:
+                self._appends_in_progress -= 1
+
+    def claim_open(self, topic: str, partitions) -> dict[int, ProducerBatch]:
+        """The open bulk batches of these partitions (the last of each queue, still filling):
+        held for one bulk call to extend, so the Sender neither drains nor expires them meanwhile."""
+        claimed = {}
+        for partition in partitions:
+            q = self._queues.get((topic, partition))
+            if q is None:
+                continue
+            with q.lock:
+                batch = q.batches[-1] if q.batches else None
+                if (batch is not None and isinstance(batch.builder, EncodedRecordsBuilder) and not batch.is_full
+                        and not batch.claimed):
+                    batch.claimed = True
+                    claimed[partition] = batch
+        return claimed
+
+    def unclaim(self, batches: Iterable[ProducerBatch]) -> None:
+        for batch in batches:
+            with self._queue(batch.tp).lock:
+                batch.claimed = False
+
+    def extend(self, batch: ProducerBatch, records, count: int, max_timestamp: int, reserved: int) -> int:
+        """Append encoded records to a claimed open batch; returns the index of the first."""
+        with self._queue(batch.tp).lock:
+            return batch.append_records(records, count, max_timestamp, reserved)
+
+    def seal(self, batch: ProducerBatch) -> None:
+        with self._queue(batch.tp).lock:
+            batch.seal()
+
+    def queue_batch(self, batch: ProducerBatch) -> None:
+        """Queue a batch built elsewhere (the bulk path: sealed, or open to be extended) whose
+        memory was reserved already."""
         q = self._queue(batch.tp)
         with q.lock:
-            try:
-                self._check_open()
-            except KafkaError:
-                self.pool.deallocate(batch.reserved)
-                raise
+            self._check_open()
             if q.batches:
                 q.batches[-1].seal()  # keep order: nothing may be appended before this batch
             q.batches.append(batch)
@@ -149,8 +187,8 @@ class RecordAccumulator:
             if leader is None:
                 unknown.add(tp[0])
                 continue
-            if leader in ready_nodes or tp in self._muted:
-                continue
+            if leader in ready_nodes or tp in self._muted or batch.claimed:
+                continue  # (a claimed batch is ready once its bulk call lets go: it wakes us)
             backing_off = batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch)
             if backing_off:
                 waited = now_ms - batch.last_attempt_ms
@@ -189,7 +227,7 @@ class RecordAccumulator:
                 if not q.batches:
                     continue
                 batch = q.batches[0]
-                if batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch):
+                if batch.claimed or (batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch)):
                     continue
                 size = batch.estimated_size
                 if sizes[leader] + size > max_request_size and result[leader]:
@@ -212,7 +250,8 @@ class RecordAccumulator:
         expired = []
         for q in list(self._queues.values()):
             with q.lock:
-                while q.batches and q.batches[0].has_reached_delivery_timeout(self.delivery_timeout_ms, now_ms):
+                while (q.batches and not q.batches[0].claimed
+                       and q.batches[0].has_reached_delivery_timeout(self.delivery_timeout_ms, now_ms)):
                     batch = q.batches.popleft()
                     batch.seal()
                     expired.append(batch)

@@ -69,6 +69,12 @@ class BufferPool:
                 if self._waiters:
                     self._waiters[0].notify()
 
+    def take(self, size: int) -> None:
+        """Reserve ``size`` bytes now, even past the limit (a bound that fell short: the memory
+        is already in use); later allocations wait until it is given back."""
+        with self._lock:
+            self._available -= size
+
     def deallocate(self, size: int) -> None:
         with self._lock:
             self._available += size

@@ -1,16 +1,20 @@
 """The bulk path: many records from Arrow columns, no Python object per record.
 
-Partitions are computed for whole columns (vectorised murmur2 for keys,
-sticky chunks for null keys), rows are grouped per partition with one stable
-argsort and one ``take`` per column, and each partition's rows are encoded
-into record batches by ``record.arrow`` in one vectorised pass.  The result
-is a :class:`BulkFuture` over those batches: one future per batch, not per row,
+Partitions are computed for whole columns (vectorised murmur2 for keys, sticky chunks for null
+keys), rows are grouped per partition with one stable argsort and one ``take`` per column, and
+every partition's rows are encoded by ``record.arrow`` in one vectorised pass.  As in the Java
+accumulator, a partition's last batch stays open: the next call's rows for that partition extend
+it (``plan_pieces``: ``EXTEND``) until ``batch.size`` or ``linger.ms`` ends it, so many calls of
+a few rows per partition (256 partitions, say) still make full batches.  The result is a
+:class:`BulkFuture` over the batches the call's rows went to: one future per batch, not per row,
 that still tells which original rows a failure concerns.
 """
 
 from __future__ import annotations
 
+import enum
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -18,22 +22,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, KafkaTimeoutError, RecordTooLargeError
-from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.producer.partitioner import Partitioner
-from sparkkafka_sink.record.arrow import ArrowRecords, binary_column, record_size_upper_bounds
+from sparkkafka_sink.producer.producer_batch import ProducerBatch
+from sparkkafka_sink.record.arrow import ArrowRecords, Slice, binary_column
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
 
 
 class BulkResult:
     """What a bulk send achieved: counts and offsets per partition."""
 
-    def __init__(self, topic: str, batches: list[tuple[ProducerBatch, np.ndarray]]):
+    def __init__(self, topic: str, batches: list[tuple[ProducerBatch, int, np.ndarray]]):
         self.topic = topic
         per: dict[int, list[int]] = {}
-        for batch, _rows in batches:
-            for count, first, last in batch.result.landed(batch.record_count):
-                merge_range(per, batch.partition, count, first, last)
+        for batch, first, rows in batches:
+            for count, first_offset, last_offset in batch.result.landed(len(rows), first):
+                merge_range(per, batch.partition, count, first_offset, last_offset)
         self.record_count = sum(v[0] for v in per.values())
         #: partition -> (records, first offset, last offset); offsets -1 when unknown (acks=0)
         self.partitions = {p: tuple(v) for p, v in sorted(per.items())}
@@ -43,19 +47,21 @@ class BulkResult:
 
 
 class BulkFuture:
-    """One future for a whole ``send_batch`` call, resolved batch by batch."""
+    """One future for a whole ``send_batch`` call, resolved batch by batch.  Its records are
+    ``(batch, first, rows)``: records ``first..first+len(rows)`` of ``batch`` are the call's
+    ``rows`` (a batch filled by several calls holds other records too)."""
 
-    def __init__(self, topic: str, batches: list[tuple[ProducerBatch, np.ndarray]]):
+    def __init__(self, topic: str, batches: list[tuple[ProducerBatch, int, np.ndarray]]):
         self.topic = topic
         self._batches = batches
-        self.record_count = sum(b.record_count for b, _ in batches)
+        self.record_count = sum(len(rows) for _, _, rows in batches)
 
     def done(self) -> bool:
-        return all(b.result.is_done() for b, _ in self._batches)
+        return all(b.result.is_done() for b, _, _ in self._batches)
 
     def wait(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
-        for batch, _ in self._batches:
+        for batch, _, _ in self._batches:
             remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             if not batch.result.wait(remaining):
                 return False
@@ -64,8 +70,8 @@ class BulkFuture:
     def errors(self) -> list[tuple[BaseException, int, np.ndarray]]:
         """(error, partition, original row indices) for every failed batch (or piece of one the
         broker made us split)."""
-        return [(error, b.partition, rows[start:start + n]) for b, rows in self._batches if b.result.is_done()
-                for error, start, n in b.result.failed_pieces(b.record_count)]
+        return [(error, b.partition, rows[start:start + n]) for b, first, rows in self._batches if b.result.is_done()
+                for error, start, n in b.result.failed_pieces(len(rows), first)]
 
     def failed_count(self) -> int:
         return sum(len(rows) for _, _, rows in self.errors())
@@ -73,7 +79,7 @@ class BulkFuture:
     def landed(self) -> BulkResult:
         """What was written so far: counts and offsets of the records that succeeded (the
         failed ones are in ``errors()``)."""
-        return BulkResult(self.topic, [(b, rows) for b, rows in self._batches if b.result.is_done()])
+        return BulkResult(self.topic, [entry for entry in self._batches if entry[0].result.is_done()])
 
     def get(self, timeout: float | None = None) -> BulkResult:
         """Wait for every batch; raise the first error (annotated with how many rows failed)."""
@@ -104,18 +110,57 @@ class BulkFuture:
 
         if not self._batches:
             fn(BulkResult(self.topic, []), None)
-        for batch, _ in self._batches:
+        for batch, _, _ in self._batches:
             batch.result.add_callback(one_done)
 
 
-def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps, num_partitions: int,
-                    available: list[int], partitioner: Partitioner, compression_type: int,
-                    batch_size: int, max_request_size: int):
-    """Encode the rows into ``[(partition, records, batch_bytes, original_rows)]``.
+class PieceKind(enum.Enum):
+    EXTEND = "extend"  # bare records appended to the partition's open batch
+    SEAL = "seal"      # the open batch is full: the next row does not fit (no rows)
+    FULL = "full"      # a whole batch, sealed: ready to send
+    OPEN = "open"      # bare records starting the partition's new open batch
 
-    Rows are grouped by partition with one stable sort, reordered with one ``take`` per
-    column, and every partition's batches are encoded in a single vectorised pass.
-    """
+
+@dataclass(frozen=True)
+class OpenBatch:
+    """What planning needs of a partition's open batch: its records, bytes, base timestamp."""
+
+    record_count: int
+    size: int
+    base_timestamp: int
+
+
+@dataclass
+class Piece:
+    """One step of queueing a call's rows for one partition (see ``PieceKind``)."""
+
+    kind: PieceKind
+    partition: int
+    slice: Slice
+    rows: np.ndarray  # the call's row indices it holds, in order
+    data: Any = None  # a framed batch (FULL) or bare records (EXTEND, OPEN)
+    max_timestamp: int = -1
+
+
+@dataclass
+class PartitionedRows:
+    """A range of a call's rows grouped by partition (the call's order kept within each),
+    measured and ready to encode."""
+
+    records: ArrowRecords
+    order: np.ndarray | None   # grouped position -> row of the call (None: already grouped)
+    group_starts: np.ndarray
+    group_partitions: list[int]
+    first_row: int = 0         # the range's first row in the call
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """The call's rows at grouped positions ``start..stop``."""
+        return np.arange(start + self.first_row, stop + self.first_row) if self.order is None else self.order[start:stop]
+
+
+def normalize_columns(values, keys, headers, timestamps):
+    """``(n, values, keys, headers, timestamps)``: binary columns, headers a list or an Arrow
+    array, timestamps an int, an int64/timestamp array or None; mismatched lengths refused."""
     n = next((len(c) for c in (values, keys) if c is not None), 0)
     values_b = binary_column(values, n, "value")
     keys_b = None if keys is None else binary_column(keys, n, "key")
@@ -135,10 +180,43 @@ def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps
                                   else timestamps, pa.int64())
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             raise InvalidRecordError(f"timestamps must be int64 milliseconds (or a timestamp column): {exc}") from exc
-    if n == 0:
-        return []
-    parts = _resolve_partitions(topic, partitions, keys_b, record_size_upper_bounds(keys_b, values_b, headers),
-                                num_partitions, available, partitioner)
+    return n, values_b, keys_b, headers, timestamps
+
+
+def row_slice(column, lo: int, hi: int):
+    """Rows ``[lo, hi)`` of a normalized column (None and single ints stay as they are)."""
+    if column is None or isinstance(column, (int, np.integer)):
+        return column
+    return column[lo:hi]
+
+
+def sub_calls(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
+    """Row ranges whose size bounds add up to at most ``limit`` (one row at least): a call is
+    queued range by range, each with the memory it needs reserved before any open batch is
+    held (a call larger than buffer.memory still goes, as the Sender frees memory)."""
+    cum = np.cumsum(sizes)
+    out, lo, base = [], 0, 0
+    n = len(sizes)
+    while lo < n:
+        hi = max(int(np.searchsorted(cum, base + limit, side="right")), lo + 1)
+        out.append((lo, hi))
+        base = int(cum[hi - 1])
+        lo = hi
+    return out
+
+
+def memory_bound(sizes: np.ndarray, groups: int, batch_size: int) -> int:
+    """Bytes a range of rows may take once queued, an upper bound: the records' size bounds
+    (plus up to 4 bytes each for a longer offset delta in an open batch), and for every batch
+    they could start a header and a codec's framing (greedy packing: at most two batches per
+    ``batch.size`` of records, plus one per partition)."""
+    total = int(sizes.sum()) + 4 * len(sizes)
+    batches = 2 * (total // max(batch_size - BATCH_OVERHEAD, 1)) + 3 * groups + 1
+    return total + total // 64 + batches * (BATCH_OVERHEAD + 64)
+
+
+def group_rows(parts: np.ndarray, values_b, keys_b, headers, timestamps, first_row: int = 0) -> PartitionedRows:
+    """Group a range of rows (the call's rows ``first_row..``) by partition and measure them."""
     order, group_starts = group_by_partition(parts)
     if order is not None:
         indices = pa.array(order)
@@ -149,23 +227,58 @@ def plan_and_encode(topic: str, *, values, keys, headers, partitions, timestamps
             headers = headers.take(indices)
         if isinstance(timestamps, pa.Array):
             timestamps = timestamps.take(indices)
-    records = ArrowRecords(keys_b, values_b, timestamps, headers, group_starts=group_starts)
-    too_big = np.flatnonzero(records.sizes + BATCH_OVERHEAD > max_request_size)
+    group_partitions = (parts[group_starts] if order is None else parts[order[group_starts]]).tolist()
+    return PartitionedRows(ArrowRecords(keys_b, values_b, timestamps, headers, group_starts=group_starts),
+                           None if order is None else order + first_row, group_starts, group_partitions, first_row)
+
+
+def check_sizes(topic: str, sizes: np.ndarray, max_request_size: int) -> None:
+    """``RecordTooLargeError`` naming the first row no request could carry (sizes: the records'
+    bounds, ``record_size_upper_bounds``, as ``send()`` counts them)."""
+    too_big = np.flatnonzero(sizes + BATCH_OVERHEAD > max_request_size)
     if len(too_big):
-        rows = too_big if order is None else order[too_big]
-        first = int(np.argmin(rows))
-        row, size = int(rows[first]), int(records.sizes[too_big[first]]) + BATCH_OVERHEAD
+        row = int(too_big[0])
         raise _about_row(RecordTooLargeError(
-            f"Row {row} for topic {topic!r} is {size} bytes when serialized, which "
-            f"is larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)"), row)
-    encoded = records.encode(compression_type, batch_size)
-    group_of = np.searchsorted(group_starts, [s for s, _, _ in encoded], side="right") - 1
-    group_parts = parts[group_starts] if order is None else parts[order[group_starts]]
-    out = []
-    for (s, e, data), g in zip(encoded, group_of.tolist()):
-        rows = np.arange(s, e) if order is None else order[s:e]
-        out.append((int(group_parts[g]), e - s, data, rows))
-    return out
+            f"Row {row} for topic {topic!r} is {int(sizes[row]) + BATCH_OVERHEAD} bytes when serialized, which is "
+            f"larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)"), row)
+
+
+def plan_pieces(rows: PartitionedRows, opens: dict[int, OpenBatch], batch_size: int) -> list[Piece]:
+    """Cut each partition's rows into pieces: first what its open batch still takes (EXTEND,
+    or SEAL when not even the next row fits), then whole batches (FULL), and the rest starts a
+    new open batch (OPEN).  Greedy like ``RecordBatchBuilder.try_append``, on the rows' size
+    bounds (true wherever the records land: the bounds count the open batches' records)."""
+    records = rows.records
+    sizes = records.size_bounds([opens[p].record_count if p in opens else 0 for p in rows.group_partitions],
+                                [o.base_timestamp for o in opens.values()])
+    cum = np.concatenate(([0], np.cumsum(sizes)))
+    budget = batch_size - BATCH_OVERHEAD
+    pieces = []
+    for (start, end), partition in zip(records.groups, rows.group_partitions):
+        open_batch = opens.get(partition)
+        if open_batch is not None:
+            room = batch_size - open_batch.size
+            stop = int(np.searchsorted(cum, cum[start] + room, side="right")) - 1
+            stop = min(max(stop, start), end)
+            kind = PieceKind.EXTEND if stop > start else PieceKind.SEAL
+            pieces.append(Piece(kind, partition, Slice(start, stop, False, open_batch.record_count,
+                                                       open_batch.base_timestamp), rows.rows(start, stop)))
+            start = stop
+        while start < end:
+            stop = int(np.searchsorted(cum, cum[start] + budget, side="right")) - 1
+            stop = min(max(stop, start + 1), end)
+            kind = PieceKind.FULL if stop < end else PieceKind.OPEN
+            pieces.append(Piece(kind, partition, Slice(start, stop, kind is PieceKind.FULL), rows.rows(start, stop)))
+            start = stop
+    return pieces
+
+
+def encode_pieces(rows: PartitionedRows, pieces: list[Piece], compression_type: int) -> None:
+    """Encode every piece's rows in one vectorised pass (``data``, ``max_timestamp``)."""
+    with_rows = [piece for piece in pieces if piece.slice.stop > piece.slice.start]
+    for piece, (data, max_ts) in zip(with_rows, rows.records.encode_slices([p.slice for p in with_rows],
+                                                                          compression_type)):
+        piece.data, piece.max_timestamp = data, max_ts
 
 
 def _about_row(exc: Exception, row: int, partition: int | None = None) -> Exception:
@@ -190,7 +303,8 @@ def group_by_partition(parts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray
     return order, starts
 
 
-def _resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, available, partitioner) -> np.ndarray:
+def resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, available, partitioner) -> np.ndarray:
+    """Each row's partition: the given one (checked), else the partitioner's choice."""
     n = len(sizes)
     if partitions is None:
         return partitioner.partition_many(topic, keys_b, sizes, num_partitions, available)

@@ -103,20 +103,25 @@ class ProduceRequestResult:
         result, index = self.resolve(index)
         return result.base_offset + index if result.base_offset >= 0 else -1
 
-    def landed(self, count: int) -> list[tuple[int, int, int]]:
-        """``(records, first offset, last offset)`` of the records of this batch of ``count``
-        that were written (all, one range, unless it was split and a piece failed)."""
+    def landed(self, count: int, first: int = 0) -> list[tuple[int, int, int]]:
+        """``(records, first offset, last offset)`` of the records ``first..first+count`` of this
+        batch that were written (all, one range, unless it was split and a piece failed)."""
         if self.pieces is None:
-            if self.error is not None:
+            if self.error is not None or count <= 0:
                 return []
-            return [(count, self.base_offset, self.base_offset + count - 1 if self.base_offset >= 0 else -1)]
-        return [r for _, c, piece in self.pieces for r in piece.landed(c)]
+            if self.base_offset < 0:
+                return [(count, -1, -1)]
+            return [(count, self.base_offset + first, self.base_offset + first + count - 1)]
+        return [r for start, c, piece in self.pieces for lo, n in _overlap(start, c, first, count)
+                for r in piece.landed(n, lo - start)]
 
-    def failed_pieces(self, count: int) -> list[tuple[BaseException, int, int]]:
-        """``(error, first index, count)`` of the failed records of this batch of ``count``."""
+    def failed_pieces(self, count: int, first: int = 0) -> list[tuple[BaseException, int, int]]:
+        """``(error, index, count)`` of the failed records among ``first..first+count`` of this
+        batch, indices counted from ``first``."""
         if self.pieces is None:
-            return [(self.error, 0, count)] if self.error is not None else []
-        return [(e, start + s, n) for start, c, piece in self.pieces for e, s, n in piece.failed_pieces(c)]
+            return [(self.error, 0, count)] if self.error is not None and count > 0 else []
+        return [(e, lo - first + s, n2) for start, c, piece in self.pieces for lo, n in _overlap(start, c, first, count)
+                for e, s, n2 in piece.failed_pieces(n, lo - start)]
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._event.wait(timeout)
@@ -127,6 +132,12 @@ class ProduceRequestResult:
                 self._callbacks.append(cb)
                 return
         cb(self)
+
+
+def _overlap(start: int, count: int, first: int, wanted: int) -> list[tuple[int, int]]:
+    """``[(index, count)]`` of the records ``start..start+count`` among ``first..first+wanted``."""
+    lo, hi = max(start, first), min(start + count, first + wanted)
+    return [(lo, hi - lo)] if hi > lo else []
 
 
 class FutureRecordMetadata:

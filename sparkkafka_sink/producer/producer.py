@@ -37,7 +37,9 @@ from sparkkafka_sink.network.cluster import Cluster
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.buffer_pool import BufferPool
-from sparkkafka_sink.producer.bulk import BulkFuture, plan_and_encode
+from sparkkafka_sink.producer.bulk import (
+    BulkFuture, OpenBatch, PieceKind, check_sizes, encode_pieces, group_rows, memory_bound, normalize_columns,
+    plan_pieces, resolve_partitions, row_slice, sub_calls)
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
@@ -47,7 +49,8 @@ from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2_parti
 from sparkkafka_sink.producer.sender import Sender
 from sparkkafka_sink.producer.transactions import PreparedTransaction, TransactionManager
 from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError, error_for_code
-from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, estimate_record_size
+from sparkkafka_sink.record.arrow import record_size_upper_bounds
+from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, EncodedRecordsBuilder, estimate_record_size
 from sparkkafka_sink.record.compression import from_name
 
 log = logging.getLogger(__name__)
@@ -133,6 +136,9 @@ class Producer:
         self._keyed_murmur2 = c["partitioner"] == "murmur2" and not c["partitioner.ignore.keys"]
         self._max_block_ms = c["max.block.ms"]
         self._size_limit = min(c["max.request.size"], c["buffer.memory"])
+        #: a bulk call is queued in ranges of at most this many bytes, each reserving its memory
+        #: before it holds an open batch (a call larger than buffer.memory still goes through)
+        self._bulk_range_bytes = max(c["buffer.memory"] // 4, c["batch.size"])
         self._valid_topics: set[str] = set()
         self._sender = Sender(
             self._client, self._metadata, self._accumulator, acks=c["acks"], retries=c["retries"],
@@ -220,8 +226,9 @@ class Producer:
         ``headers``: ``list<struct<key: string, value: binary>>`` column or per-row pair lists;
         ``partitions``: int column (nulls use the partitioner) or one int; ``timestamps``: int64
         milliseconds or timestamp column, or one int (nulls and None: now).  Records are encoded
-        straight from the columns into batches of ``batch.size``; the result is byte-identical
-        to sending them one by one.  Blocks up to max.block.ms for metadata and buffer memory.
+        straight from the columns, each record byte-identical to sending it alone, into each
+        partition's open batch (filled across calls up to ``batch.size``, as ``send()`` fills
+        it) and whole batches beyond.  Blocks up to max.block.ms for metadata and buffer memory.
         """
         if self._closed:
             raise ProducerClosedError("Cannot send: the producer is closed")
@@ -229,33 +236,72 @@ class Producer:
             raise self._fatal()
         start = now_ms()
         validate_topic(topic)
-        c = self.config
-        max_block = c["max.block.ms"]
-        cluster = self._wait_on_metadata(topic, None, max_block)
-        planned = plan_and_encode(
-            topic, values=values, keys=keys, headers=headers, partitions=partitions, timestamps=timestamps,
-            num_partitions=cluster.partition_count(topic), available=cluster.available_partitions(topic),
-            partitioner=self._partitioner, compression_type=self._compression,
-            batch_size=c["batch.size"], max_request_size=c["max.request.size"])
-        batches = []
-        now = now_ms()
+        cluster = self._wait_on_metadata(topic, None, self._max_block_ms)
+        n, values_b, keys_b, headers, timestamps = normalize_columns(values, keys, headers, timestamps)
+        if n == 0:
+            return BulkFuture(topic, [])
+        # every row is checked before any is queued: a rejection names its row and sends none
+        sizes = record_size_upper_bounds(keys_b, values_b, headers)
+        check_sizes(topic, sizes, self.config["max.request.size"])
+        parts = resolve_partitions(topic, partitions, keys_b, sizes, cluster.partition_count(topic),
+                                   cluster.available_partitions(topic), self._partitioner)
         if self._transactions is not None:
-            for partition, _, _, _ in planned:
+            for partition in np.unique(parts).tolist():
                 self._transactions.check_can_send(topic, partition)
-        for i, (partition, count, data, rows) in enumerate(planned):
-            batch = ProducerBatch.prebuilt(topic, partition, data, count, now, len(data))
-            remaining = max(max_block - (now_ms() - start), 0)
+        queued: list = []
+        for lo, hi in sub_calls(sizes, self._bulk_range_bytes):
             try:
-                self._accumulator.append_prebuilt(batch, remaining)
+                queued += self._queue_rows(topic, group_rows(
+                    parts[lo:hi], values_b[lo:hi], row_slice(keys_b, lo, hi), row_slice(headers, lo, hi),
+                    row_slice(timestamps, lo, hi), lo), start)
             except KafkaError as exc:
-                # Some batches may be queued already: they travel on, under ``exc.partial``.
-                not_sent = np.concatenate([r for _, _, _, r in planned[i:]])
-                exc.row, exc.rows_not_sent = int(not_sent.min()), not_sent
-                exc.partial = BulkFuture(topic, batches) if batches else None
+                # Earlier ranges are queued already: they travel on, under ``exc.partial``.
+                exc.row, exc.rows_not_sent = lo, np.arange(lo, n)
+                exc.partial = BulkFuture(topic, queued) if queued else None
                 raise
-            batches.append((batch, rows))
+        return BulkFuture(topic, queued)
+
+    def _queue_rows(self, topic: str, rows, start: float) -> list:
+        """Queue one range of a bulk call: its memory reserved first (waiting holds nothing), then
+        the open batches it extends claimed, its pieces encoded in one pass and queued."""
+        acc, batch_size = self._accumulator, self.config["batch.size"]
+        bound = memory_bound(rows.records.sizes, len(rows.group_partitions), batch_size)
+        acc.reserve(bound, max(self._max_block_ms - (now_ms() - start), 0))
+        used, queued = 0, []
+        claimed = acc.claim_open(topic, rows.group_partitions)
+        try:
+            opens = {p: OpenBatch(b.record_count, b.estimated_size, b.builder.base_timestamp) for p, b in claimed.items()}
+            pieces = plan_pieces(rows, opens, batch_size)
+            encode_pieces(rows, pieces, self._compression)
+            now = now_ms()
+            for piece in pieces:
+                count = len(piece.rows)
+                if piece.kind is PieceKind.SEAL:
+                    acc.seal(claimed[piece.partition])
+                    continue
+                if piece.kind is PieceKind.EXTEND:
+                    batch, size = claimed[piece.partition], len(piece.data)
+                    first = acc.extend(batch, piece.data, count, piece.max_timestamp, size)
+                elif piece.kind is PieceKind.FULL:
+                    size = len(piece.data)
+                    batch, first = ProducerBatch.prebuilt(topic, piece.partition, piece.data, count, now, size), 0
+                    acc.queue_batch(batch)
+                else:  # OPEN: a new open batch, extended by later calls until full or lingered
+                    size = BATCH_OVERHEAD + len(piece.data)
+                    builder = EncodedRecordsBuilder(self._compression, rows.records.timestamp(piece.slice.start))
+                    batch = ProducerBatch(topic, piece.partition, builder, batch_size, now, 0)
+                    first = batch.append_records(piece.data, count, piece.max_timestamp, size)
+                    acc.queue_batch(batch)
+                used += size
+                queued.append((batch, first, piece.rows))
+        finally:
+            acc.unclaim(claimed.values())
+            if used <= bound:
+                self._pool.deallocate(bound - used)  # what the range did not need
+            else:
+                self._pool.take(used - bound)  # the bound fell short: count what is in use
             self._sender.wakeup()
-        return BulkFuture(topic, batches)
+        return queued
 
     def _fatal(self) -> KafkaError:
         """The client's fatal error (authentication, certificate), raised afresh for this caller."""

@@ -18,7 +18,7 @@ class ProducerBatch:
     __slots__ = (
         "topic", "partition", "tp", "builder", "write_limit", "created_ms", "last_attempt_ms", "drained_ms",
         "attempts", "record_count", "result", "reserved", "built", "producer_id", "producer_epoch",
-        "base_sequence", "_full", "last_error",
+        "base_sequence", "_full", "last_error", "claimed",
     )
 
     def __init__(self, topic: str, partition: int, builder: RecordBatchBuilder | None, write_limit: int,
@@ -41,6 +41,8 @@ class ProducerBatch:
         self.base_sequence = -1
         self._full = False
         self.last_error: BaseException | None = None
+        #: a send_batch call is extending this open batch: the Sender leaves it alone meanwhile
+        self.claimed = False
 
     @classmethod
     def prebuilt(cls, topic: str, partition: int, data: bytes, record_count: int,
@@ -68,6 +70,14 @@ class ProducerBatch:
         return FutureRecordMetadata(self.result, relative, timestamp,
                                     len(key) if key is not None else -1,
                                     len(value) if value is not None else -1)
+
+    def append_records(self, records, count: int, max_timestamp: int, reserved: int) -> int:
+        """Add ``count`` encoded records (the bulk path's open batch, an
+        ``EncodedRecordsBuilder``) holding ``reserved`` more bytes; returns the first's index."""
+        first = self.builder.append(records, count, max_timestamp)
+        self.record_count += count
+        self.reserved += reserved
+        return first
 
     @property
     def is_full(self) -> bool:

@@ -17,6 +17,7 @@ to less than 2 GiB (Arrow binary offsets are int32; Spark hands over far smaller
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 import time
 
 import numpy as np
@@ -51,6 +52,7 @@ __all__ = [
     "encode_batches_from_arrow",
     "record_size_bounds",
     "record_size_upper_bounds",
+    "Slice",
     "plan_batches",
 ]
 
@@ -291,18 +293,24 @@ def _offsets(sizes: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------- encoding
 
 
-def _encode_records(rows: _Rows, batch_start: np.ndarray, starts: np.ndarray | None = None):
-    """All records, each with deltas relative to its batch's first row ``batch_start[i]``.
+def _encode_records(rows: _Rows, batch_start: np.ndarray, first_offset: np.ndarray | int = 0,
+                    base_ts: np.ndarray | None = None, gap_starts: np.ndarray | None = None):
+    """All records, each with deltas relative to its batch: offset delta ``i - batch_start[i] +
+    first_offset[i]`` (records already in an open batch it extends), timestamp delta from
+    ``base_ts[i]`` (None: its batch's first row's).
 
-    With ``starts`` (the first row of each batch), 61 zero bytes are left before each batch
-    for its header, so uncompressed batches can be finished in place.  Returns
+    With ``gap_starts`` (the first row of each batch to frame in place), 61 zero bytes are left
+    before each for its header, so uncompressed batches can be finished in place.  Returns
     ``(data pa.Buffer, offsets int64[n + 1])``: row i's bytes (led by its batch's header gap,
     if any) start at ``offsets[i]``.
     """
     n = rows.n
-    offset_delta = np.arange(n, dtype=np.int64) - batch_start
+    offset_delta = np.arange(n, dtype=np.int64) - batch_start + first_offset
     od_words = varint_words(offset_delta, nonnegative=True)
-    ts_delta = rows.ts - rows.ts[batch_start] if rows.ts_spread else 0
+    if base_ts is None:
+        ts_delta = rows.ts - rows.ts[batch_start] if rows.ts_spread else 0
+    else:
+        ts_delta = rows.ts - base_ts
     ts_words = varint_words(ts_delta)
     if ts_words[0] is None:  # a delta beyond 8 bytes: the general path below
         body = 1 + _nbytes(od_words) + _varint_sizes(ts_delta) + rows.tail_size
@@ -320,36 +328,34 @@ def _encode_records(rows: _Rows, batch_start: np.ndarray, starts: np.ndarray | N
         p1 = _view_column(*packed)
     p2 = _view_column(*pack_words([rows.value_words]))
     parts = [p1, rows.keys, p2, rows.values, rows.headers]
-    if starts is not None:
+    if gap_starts is not None and len(gap_starts):
         gap = np.zeros(n, dtype=np.int64)
-        gap[starts] = BATCH_OVERHEAD
-        parts.insert(0, _binary(np.zeros(BATCH_OVERHEAD * len(starts), np.uint8), _offsets(gap)))
+        gap[gap_starts] = BATCH_OVERHEAD
+        parts.insert(0, _binary(np.zeros(BATCH_OVERHEAD * len(gap_starts), np.uint8), _offsets(gap)))
     joined = pc.binary_join_element_wise(*parts, _scalar(b""), options=_JOIN)
     offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
     return joined.buffers()[2], offsets.astype(np.int64)
 
 
-def _finish_batches(rows, data, offsets, starts, plan, ctype, level, attributes, producer_state):
-    """Compress and frame each planned slice; per-batch metadata is computed column-wise.
-
-    Uncompressed batches are framed in place (their header gap is in ``data``) and returned as
-    memoryviews over it; compressed ones are new bytes.
-    """
+def _finish_batches(rows, data, offsets, slices, ctype, level, attributes, producer_state):
+    """Frame each framed slice (compressed, or in place over its header gap); a bare slice
+    is its records' bytes, for an open batch to append (``EncodedRecordsBuilder``)."""
+    starts = np.fromiter((sl.start for sl in slices), np.int64, len(slices))
     base_ts = rows.ts[starts].tolist()
     max_ts = np.maximum(np.maximum.reduceat(rows.ts, starts), NO_TIMESTAMP).tolist()
-    bounds = offsets[np.append(starts, plan[-1][1])].tolist()  # byte range of each batch
+    bounds = offsets[np.append(starts, slices[-1].stop)].tolist()  # byte range of each slice
     view = memoryview(data).cast("B")  # pa.Buffer exports signed chars
     out = []
-    if not ctype:  # rows were encoded with header gaps: a batch spans its gap and its rows
-        for i, (a, b) in enumerate(plan):
-            batch = view[bounds[i] : bounds[i + 1]]
-            out.append(finish_batch_in_place(
-                batch, attributes, b - a, base_ts[i], max_ts[i], *producer_state
-            ))
-        return out
-    for i, (a, b) in enumerate(plan):
-        records = compress(ctype, view[bounds[i] : bounds[i + 1]], level)
-        out.append(finish_batch(records, attributes, b - a, base_ts[i], max_ts[i], *producer_state))
+    for i, sl in enumerate(slices):
+        part = view[bounds[i] : bounds[i + 1]]
+        if not sl.framed:
+            out.append((part, max_ts[i]))
+        elif not ctype:  # encoded with a header gap: the batch spans its gap and its rows
+            out.append((finish_batch_in_place(part, attributes, sl.stop - sl.start, base_ts[i], max_ts[i],
+                                              *producer_state), max_ts[i]))
+        else:
+            out.append((finish_batch(compress(ctype, part, level), attributes, sl.stop - sl.start, base_ts[i],
+                                     max_ts[i], *producer_state), max_ts[i]))
     return out
 
 
@@ -381,8 +387,8 @@ def encode_batch_from_arrow(
     if rows.n == 0:
         return finish_batch(compress(ctype, b""), attributes, 0, NO_TIMESTAMP, NO_TIMESTAMP,
                             producer_id, producer_epoch, base_sequence)
-    (batch,) = _encode(rows, [(0, rows.n)], ctype, compression_level, attributes,
-                       (producer_id, producer_epoch, base_sequence))
+    ((batch, _),) = _encode(rows, [Slice(0, rows.n)], ctype, compression_level, attributes,
+                            (producer_id, producer_epoch, base_sequence))
     return batch if isinstance(batch, bytes) else bytes(batch)
 
 
@@ -413,28 +419,59 @@ def encode_batches_from_arrow(
         compression_type, write_limit, compression_level)
 
 
+@dataclass(frozen=True)
+class Slice:
+    """Rows ``[start, stop)`` of one batch: ``framed``, a whole record batch (header, codec);
+    or bare records extending an open batch (``record.batch.EncodedRecordsBuilder``) that holds
+    ``first_offset`` records so far and began at ``base_ts`` (None: a new open batch, based at
+    its first row)."""
+
+    start: int
+    stop: int
+    framed: bool = True
+    first_offset: int = 0
+    base_ts: int | None = None
+
+
 class ArrowRecords:
     """Rows validated and measured once, then planned and encoded in one pass.
 
     ``sizes`` (each row's encoded size bound) is there before encoding, so a caller can reject
-    an oversized row without having encoded anything.
+    an oversized row without having encoded anything.  ``group_first_offsets`` (records already
+    in the open batch each group may extend) and ``base_timestamps`` (those batches' base
+    timestamps) keep the bounds true for rows appended to open batches.
     """
 
     def __init__(self, keys, values, timestamps_ms=None, headers=None, *, group_starts=None,
-                 default_timestamp_ms: int | None = None):
+                 default_timestamp_ms: int | None = None, group_first_offsets=None, base_timestamps=()):
         self._rows = _Rows(keys, values, timestamps_ms, headers, default_timestamp_ms)
         self.n = self._rows.n
         self.groups = _group_bounds(group_starts, self.n) if self.n else []
-        self.sizes = _size_bounds(self._rows, self.groups)
+        self.sizes = _size_bounds(self._rows, self.groups, group_first_offsets, base_timestamps)
+
+    def size_bounds(self, group_first_offsets, base_timestamps=()) -> np.ndarray:
+        """``sizes`` again, for rows that may extend open batches holding ``group_first_offsets``
+        records (one per group) and based at ``base_timestamps``."""
+        return _size_bounds(self._rows, self.groups, group_first_offsets, base_timestamps)
+
+    def timestamp(self, row: int) -> int:
+        """Row ``row``'s timestamp (nulls filled in): a new open batch's base."""
+        return int(self._rows.ts[row])
 
     def encode(self, compression_type: CompressionType | int = CompressionType.NONE, write_limit: int = 16384,
                compression_level: int | None = None) -> list[tuple[int, int, bytes | memoryview]]:
         if self.n == 0:
             return []
-        plan = plan_batches(self.sizes, write_limit, self.groups)
+        plan = [Slice(a, b) for a, b in plan_batches(self.sizes, write_limit, self.groups)]
+        return [(sl.start, sl.stop, data) for sl, (data, _) in zip(plan, self.encode_slices(plan, compression_type,
+                                                                                             compression_level))]
+
+    def encode_slices(self, slices: list[Slice], compression_type: CompressionType | int = CompressionType.NONE,
+                      compression_level: int | None = None) -> list[tuple[bytes | memoryview, int]]:
+        """``(data, max timestamp)`` per slice, in one vectorised pass over rows that the slices,
+        in row order, cover: a framed slice's batch, a bare slice's records."""
         ctype = CompressionType(compression_type)
-        batches = _encode(self._rows, plan, ctype, compression_level, batch_attributes(ctype), (-1, -1, -1))
-        return [(a, b, batch) for (a, b), batch in zip(plan, batches)]
+        return _encode(self._rows, slices, ctype, compression_level, batch_attributes(ctype), (-1, -1, -1))
 
 
 def _group_bounds(group_starts, n: int) -> list[tuple[int, int]]:
@@ -446,14 +483,22 @@ def _group_bounds(group_starts, n: int) -> list[tuple[int, int]]:
     return list(zip(starts, starts[1:] + [n]))
 
 
-def _encode(rows, plan, ctype, level, attributes, producer_state):
-    starts = np.fromiter((a for a, _ in plan), np.int64, len(plan))
-    stops = np.fromiter((b for _, b in plan), np.int64, len(plan))
-    batch_start = np.repeat(starts, stops - starts)
-    data, offsets = _encode_records(rows, batch_start, None if ctype else starts)
-    return _finish_batches(
-        rows, data, offsets, starts, plan, ctype, level, attributes, producer_state
-    )
+def _encode(rows, slices: list[Slice], ctype, level, attributes, producer_state):
+    """Encode ``slices`` (covering ``rows`` in order, possibly skipping none) in one pass."""
+    starts = np.fromiter((sl.start for sl in slices), np.int64, len(slices))
+    lengths = np.fromiter((sl.stop - sl.start for sl in slices), np.int64, len(slices))
+    if lengths.sum() != rows.n or (len(slices) and (starts[0] != 0 or (starts[1:] != starts[:-1] + lengths[:-1]).any())):
+        raise ValueError("slices must cover the rows in order")
+    batch_start = np.repeat(starts, lengths)
+    first_offset = np.repeat(np.fromiter((sl.first_offset for sl in slices), np.int64, len(slices)), lengths)
+    base_ts = None
+    if any(sl.base_ts is not None for sl in slices):
+        bases = np.fromiter((rows.ts[sl.start] if sl.base_ts is None else sl.base_ts for sl in slices),
+                            np.int64, len(slices))
+        base_ts = np.repeat(bases, lengths)
+    framed_starts = starts[[sl.framed for sl in slices]] if not ctype else None
+    data, offsets = _encode_records(rows, batch_start, first_offset, base_ts, framed_starts)
+    return _finish_batches(rows, data, offsets, slices, ctype, level, attributes, producer_state)
 
 
 # --------------------------------------------------------------------------------- planning
@@ -462,11 +507,16 @@ def _encode(rows, plan, ctype, level, attributes, producer_state):
 _NOW_SLACK_MS = 3_600_000
 
 
-def _size_bounds(rows: _Rows, groups: list[tuple[int, int]] | None = None) -> np.ndarray:
-    """Per-row encoded size bound; the offset delta is bounded by the row's index in its group."""
+def _size_bounds(rows: _Rows, groups: list[tuple[int, int]] | None = None, group_first_offsets=None,
+                 base_timestamps=()) -> np.ndarray:
+    """Per-row encoded size bound; the offset delta is bounded by the row's index in its group
+    plus the records of the open batch it may extend, the timestamp delta by the spread of the
+    rows' and those batches' timestamps."""
     if rows.n == 0:
         return np.zeros(0, dtype=np.int64)
     spread = rows.ts_spread  # any |ts[i] - ts[start]| is at most this
+    if len(base_timestamps):
+        spread = max(int(rows.ts.max()), *base_timestamps) - min(int(rows.ts.min()), *base_timestamps)
     if rows.ts_mixed_default:
         # Null timestamps become "now" when encoding, a little later than now: leave room.
         spread += _NOW_SLACK_MS
@@ -475,6 +525,8 @@ def _size_bounds(rows: _Rows, groups: list[tuple[int, int]] | None = None) -> np
     if groups and len(groups) > 1:
         starts = np.array([a for a, _ in groups], dtype=np.int64)
         index -= np.repeat(starts, [b - a for a, b in groups])
+    if group_first_offsets is not None:
+        index += np.repeat(np.asarray(group_first_offsets, dtype=np.int64), [b - a for a, b in groups])
     body = 1 + ts_size + _varint_sizes(index) + rows.tail_size
     return body + _varint_sizes(body)
 

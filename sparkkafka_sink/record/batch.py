@@ -41,6 +41,7 @@ __all__ = [
     "ATTRIBUTES_OFFSET",
     "NO_TIMESTAMP",
     "RecordBatchBuilder",
+    "EncodedRecordsBuilder",
     "encode_record",
     "encode_headers",
     "headers_size",
@@ -198,17 +199,21 @@ def finish_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
 ) -> bytes:
-    """Prepend the 61-byte header to a (compressed) records section; base offset 0.
+    """Prepend the 61-byte header to a (compressed) records section -- bytes-like, or a list of
+    bytes-like chunks -- ; base offset 0.
 
     The CRC runs over the header tail then the records, so they are copied only once, by the
     final join.  Positional and branch-free: the Arrow path calls it once per batch.
     """
     tail = _TAIL.pack(*_tail_fields(attributes, record_count, base_timestamp, max_timestamp,
                                     producer_id, producer_epoch, base_sequence))
-    crc = crc32c(records, crc32c(tail))
-    length = BATCH_OVERHEAD - 12 + len(records)
+    chunks = records if isinstance(records, list) else (records,)
+    crc = crc32c(tail)
+    for chunk in chunks:
+        crc = crc32c(chunk, crc)
+    length = BATCH_OVERHEAD - 12 + sum(map(len, chunks))
     head = _HEAD_CRC.pack(0, length, NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
-    return b"".join((head, tail, records))
+    return b"".join((head, tail, *chunks))
 
 
 def finish_batch_in_place(
@@ -311,6 +316,59 @@ class RecordBatchBuilder:
             producer_epoch,
             base_sequence,
         )
+
+
+class EncodedRecordsBuilder:
+    """A batch whose records arrive already encoded, a chunk at a time (the Arrow path: each
+    ``send_batch`` call encodes its rows for a partition in one vectorised pass and appends
+    them to the partition's open batch), framed -- and compressed -- once, at ``build``.
+
+    A chunk's records carry offset deltas from ``record_count`` on and timestamp deltas from
+    ``base_timestamp``, as the encoder was told (``record.arrow.Slice``).  Like Java's
+    ``MemoryRecordsBuilder``, an open batch keeps filling across calls until ``batch.size`` or
+    ``linger.ms`` ends it, instead of every call sealing a batch of its own per partition.
+    """
+
+    __slots__ = ("compression_type", "base_timestamp", "_chunks", "_count", "_size", "_max_ts")
+
+    def __init__(self, compression_type: CompressionType | int, base_timestamp: int):
+        self.compression_type = CompressionType(compression_type)
+        self.base_timestamp = base_timestamp
+        self._chunks: list = []
+        self._count = 0
+        self._size = BATCH_OVERHEAD
+        self._max_ts = NO_TIMESTAMP
+
+    @property
+    def record_count(self) -> int:
+        return self._count
+
+    @property
+    def estimated_size(self) -> int:
+        """Bytes the batch takes uncompressed (header included)."""
+        return self._size
+
+    def append(self, records, count: int, max_timestamp: int) -> int:
+        """Add ``count`` encoded records; returns the index of the first."""
+        first = self._count
+        self._chunks.append(records)
+        self._count = first + count
+        self._size += len(records)
+        self._max_ts = max(self._max_ts, max_timestamp)
+        return first
+
+    def try_append(self, timestamp_ms: int, key, value, headers=None) -> bool:
+        """Records one at a time (``send()``) start a batch of their own after this one."""
+        return False
+
+    def build(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+              is_transactional: bool = False) -> bytes:
+        chunks, self._chunks = self._chunks, []
+        ctype = self.compression_type
+        records = compress(ctype, b"".join(chunks)) if ctype else chunks  # uncompressed: one copy, the join
+        return finish_batch(records,
+                            batch_attributes(self.compression_type, is_transactional), self._count,
+                            self.base_timestamp, self._max_ts, producer_id, producer_epoch, base_sequence)
 
 
 def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_sequence: int,

@@ -230,9 +230,9 @@ def _landed(bootstrap: str, topic: str, partitions: int) -> int:
         c.close()
 
 
-def test_rolling_restart_during_a_spark_write_of_1m_rows(spark, kafka_cluster, tmp_path):
+def test_rolling_restart_during_a_spark_write_of_600k_rows(spark, kafka_cluster, tmp_path):
     topic = _create_topic(kafka_cluster, 8)
-    n, spark_partitions = 1_000_000, 4
+    n, spark_partitions = 600_000, 4
     gate = str(tmp_path / "rolling-restart-done")
 
     def hold_until_restarts_done(batches):
@@ -250,7 +250,7 @@ def test_rolling_restart_during_a_spark_write_of_1m_rows(spark, kafka_cluster, t
             seen += batch.num_rows
             yield batch
 
-    # 100-byte values: each task's first half is several of the sink's 4 MiB bulk sends
+    # 100-byte values: each task's first half is two of the sink's 4 MiB bulk sends
     df = (spark.range(0, n, 1, spark_partitions)
           .selectExpr("cast(id % 1000 as string) as key", "lpad(cast(id as string), 100, '.') as value")
           .mapInArrow(hold_until_restarts_done, "key string, value string"))

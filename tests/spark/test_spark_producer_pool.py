@@ -1,6 +1,6 @@
-"""The producer pool in a streaming query: 200 micro-batches of 2 tasks share a couple of
-producers (one per Python worker) instead of making 400, and the broker restarted in the middle
-(observed: after micro-batch 100 was written) costs no row -- the pooled producers reconnect
+"""The producer pool in a streaming query: 100 micro-batches of 2 tasks share a couple of
+producers (one per Python worker) instead of making 200, and the broker restarted in the middle
+(observed: after micro-batch 50 was written) costs no row -- the pooled producers reconnect
 (Apache Kafka).  On the other brokers, a shorter stream without the restart (tansu keeps no data
 across one)."""
 
@@ -17,10 +17,10 @@ from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]
 
-BATCHES = 200
+BATCHES = 100
 
 
-def test_pooled_producers_across_200_micro_batches_with_a_broker_restart(spark, sink_metrics, apache_node, tmp_path):
+def test_pooled_producers_across_100_micro_batches_with_a_broker_restart(spark, sink_metrics, apache_node, tmp_path):
     bootstrap = apache_node.bootstrap_servers
     topic = f"pool-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap, {topic: 2})
@@ -66,7 +66,7 @@ def test_pooled_producers_across_200_micro_batches_with_a_broker_restart(spark, 
 
 def test_pooled_producers_serve_a_stream_on_the_other_brokers(spark, sink_metrics, kafka, tmp_path):
     if kafka.kind == "apache":
-        pytest.skip("Apache Kafka: the 200-micro-batch test above, with its restart")
+        pytest.skip("Apache Kafka: the 100-micro-batch test above, with its restart")
     topic = kafka.create_topic(partitions=2)
     stream = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 50).option("numPartitions", 2)
               .load().select(F.col("value").cast("string").alias("value")))

@@ -84,7 +84,7 @@ def test_eos_is_skipped_where_it_cannot_be_checked():
 
 
 def _args(compressions=("none",)):
-    return argparse.Namespace(key_size=10, value_size=100, partitions=4, cells=[(100, 4)],
+    return argparse.Namespace(key_size=10, value_size=100, partitions=4, cells=[(100, 4, "tuned")],
                               compressions=list(compressions))
 
 
@@ -206,3 +206,51 @@ def test_committed_count_on_apache_kafka(apache_kafka):
     n, how = count_landed(bootstrap, topic, 4, "apache", committed=True)
     assert n == 2 * rows + 100, how
     assert count_landed(bootstrap, topic, 4, "tansu", committed=True)[0] is None
+
+
+# ---------------------------------------------------------------------------- configurations, batches
+
+
+def test_tuned_gives_every_client_the_same_batching_and_defaults_give_none():
+    from benchmarks.common import confluent_config, fair_buffer_memory, kafka_python_config, ours_config
+
+    tuned = _spec(config="tuned", linger_ms=5, batch_size=262144, buffer_memory=128 << 20)
+    assert (ours_config(tuned)["linger.ms"], ours_config(tuned)["batch.size"], ours_config(tuned)["buffer.memory"]) \
+        == (5, 262144, 128 << 20)
+    assert confluent_config(tuned)["queue.buffering.max.kbytes"] == 128 << 10
+    assert spark_contenders._sink_options(tuned)["kafka.batch.size"] == "262144"
+    defaults = _spec(config="defaults")
+    for config in (ours_config(defaults), confluent_config(defaults), kafka_python_config(defaults),
+                   spark_contenders._sink_options(defaults)):
+        assert not {k for k in config if any(w in k for w in ("linger", "batch.size", "batch_size", "buffer",
+                                                              "queue.buffering.max.kbytes"))}, config
+        assert config.get("acks", config.get("kafka.acks")) in ("all", -1)  # the same guarantees stay
+    # Java's documentation: every partition's open batch reserves batch.size of buffer.memory
+    assert fair_buffer_memory(256, 262144, 32 << 20) == 64 << 20
+    assert fair_buffer_memory(4, 262144, 128 << 20) == 128 << 20
+    args = run.parse_args(["--matrix"])
+    assert args.configs == ["defaults", "tuned"] and args.alternate
+    assert run.parse_args([]).configs == ["tuned"]
+
+
+def test_batch_census_reads_the_batches_the_broker_stored(tmp_path):
+    from benchmarks.common import batch_census
+    from sparkkafka_sink.record.batch import RecordBatchBuilder
+
+    def batch(n):
+        b = RecordBatchBuilder(0, 1 << 20)
+        for i in range(n):
+            b.try_append(1, None, b"v%d" % i)
+        return b.build()
+
+    for partition, counts in ((0, [3, 5]), (1, [1])):
+        d = tmp_path / f"t-{partition}"
+        d.mkdir()
+        (d / "00000000000000000000.log").write_bytes(b"".join(batch(n) for n in counts))
+        (d / "00000000000000000000.index").write_bytes(b"\0" * 64)  # not a log: not read
+    (tmp_path / "other-0").mkdir()
+    census = batch_census(str(tmp_path), "t")
+    assert census["batches"] == 3
+    assert census["records_per_batch"]["p50"] == 3 and census["records_per_batch"]["mean"] == 3.0
+    assert census["bytes_per_batch"]["p90"] == len(batch(5))
+    assert batch_census(str(tmp_path), "nothing") is None and batch_census("", "t") is None

@@ -101,28 +101,69 @@ def test_group_by_partition_is_a_stable_grouping(num_partitions):
     assert group_by_partition(sorted_parts)[0] is None  # already grouped: no reordering
 
 
-def test_bulk_plan_maps_every_batch_to_its_partition_and_original_rows():
+def _planned(keys, values, opens=None, batch_size=4096):
+    """The bulk path's pieces for one call (no producer): each with what its records decode to."""
     import pyarrow as pa
 
-    from sparkkafka_sink.producer.bulk import plan_and_encode
-    from sparkkafka_sink.record.batch import decode_batches
+    from sparkkafka_sink.producer.bulk import encode_pieces, group_rows, plan_pieces, resolve_partitions
+    from sparkkafka_sink.record.arrow import record_size_upper_bounds
+    from sparkkafka_sink.record.batch import EncodedRecordsBuilder, decode_batches
 
+    keys_b, values_b = pa.array(keys, pa.binary()), pa.array(values, pa.binary())
+    sizes = record_size_upper_bounds(keys_b, values_b)
+    parts = resolve_partitions("t", None, keys_b, sizes, 5, list(range(5)), make_partitioner("murmur2", batch_size))
+    rows = group_rows(parts, values_b, keys_b, None, None)
+    pieces = plan_pieces(rows, opens or {}, batch_size)
+    encode_pieces(rows, pieces, 0)
+    out = []
+    for piece in pieces:
+        if piece.kind.name == "FULL":
+            (batch,) = decode_batches(bytes(piece.data))
+        elif piece.kind.name == "SEAL":
+            out.append((piece, []))
+            continue
+        else:  # bare records, as an open batch would frame them
+            builder = EncodedRecordsBuilder(0, rows.records.timestamp(piece.slice.start))
+            builder.append(piece.data, len(piece.rows), piece.max_timestamp)
+            (batch,) = decode_batches(builder.build())
+        out.append((piece, batch.records))
+    return out
+
+
+def test_bulk_plan_maps_every_batch_to_its_partition_and_original_rows():
     n = 3000
     keys = [b"key-%d" % i for i in range(n)]
     values = [b"value-%d" % i for i in range(n)]
-    planned = plan_and_encode("t", values=pa.array(values), keys=pa.array(keys), headers=None, partitions=None,
-                              timestamps=None, num_partitions=5, available=list(range(5)),
-                              partitioner=make_partitioner("murmur2", 4096), compression_type=0,
-                              batch_size=4096, max_request_size=1 << 20)
     seen = []
-    for partition, count, data, rows in planned:
-        (batch,) = decode_batches(bytes(data))
-        assert len(batch.records) == count == len(rows)
-        assert [r.key for r in batch.records] == [keys[i] for i in rows]
-        assert [r.value for r in batch.records] == [values[i] for i in rows]
-        assert all(murmur2_partition(keys[i], 5) == partition for i in rows)
-        seen.extend(rows.tolist())
+    for piece, records in _planned(keys, values):
+        assert len(records) == len(piece.rows)
+        assert [r.key for r in records] == [keys[i] for i in piece.rows]
+        assert [r.value for r in records] == [values[i] for i in piece.rows]
+        assert all(murmur2_partition(keys[i], 5) == piece.partition for i in piece.rows)
+        seen.extend(piece.rows.tolist())
     assert sorted(seen) == list(range(n))
+    kinds = {}
+    for piece, _ in _planned(keys, values):
+        kinds.setdefault(piece.partition, []).append(piece.kind.name)
+    # whole batches while a partition's rows fill batch.size, the rest left open for the next call
+    assert all(k[-1] == "OPEN" and set(k[:-1]) <= {"FULL"} for k in kinds.values()), kinds
+
+
+def test_bulk_plan_extends_open_batches_then_seals_them_when_full():
+    from sparkkafka_sink.producer.bulk import OpenBatch
+
+    keys = [b"key-%d" % i for i in range(200)]
+    values = [b"v" * 20 for _ in range(200)]
+    opens = {0: OpenBatch(record_count=7, size=4096 - 100, base_timestamp=1), 1: OpenBatch(3, 4096, 1)}
+    pieces = _planned(keys, values, opens)
+    first = {}
+    for piece, records in pieces:
+        first.setdefault(piece.partition, (piece, records))
+    extend, records = first[0]
+    assert extend.kind.name == "EXTEND" and extend.slice.first_offset == 7 and 0 < len(extend.rows) <= 3
+    assert [r.offset_delta for r in records] == list(range(7, 7 + len(extend.rows)))  # after the open batch's
+    assert first[1][0].kind.name == "SEAL"  # full already: not even one more row fits
+    assert all(piece.kind.name in ("FULL", "OPEN") for p, (piece, _) in first.items() if p not in opens)
 
 
 # --- one partitioner for both paths -----------------------------------------------------------

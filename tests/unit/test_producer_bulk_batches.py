@@ -1,0 +1,96 @@
+"""``send_batch`` fills each partition's open batch across calls, as the Java accumulator fills
+one across ``send()`` calls: many calls of a few rows per partition make full batches, not one
+batch per call and partition.  Against the fake broker, which records every batch it gets."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from fake_broker import (  # noqa: F401  (fixtures)
+    INVALID_REQUIRED_ACKS, PRODUCE, broker, cluster, make_broker, make_producer)
+
+PARTITIONS = 4
+
+
+def _call(i: int, rows: int = 40):
+    keys = [b"key-%d" % (i * rows + j) for j in range(rows)]
+    values = [b"value-%06d-" % (i * rows + j) + b"x" * 30 for j in range(rows)]
+    return pa.array(keys, pa.binary()), pa.array(values, pa.binary())
+
+
+def _batches_of(broker, topic: str, partition: int) -> list:
+    return [batch for _, batches, _ in broker.produce_batches(topic, partition) for batch in batches]
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+def test_many_small_calls_fill_batches_instead_of_one_batch_per_call(broker, cluster, make_producer, compression):
+    cluster.add_topic("fill", PARTITIONS, broker.node_id)
+    p = make_producer(broker, linger_ms=60_000, batch_size=8192, compression_type=compression)
+    p.partitions_for("fill")
+    calls = 25
+    futures = [p.send_batch("fill", values=v, keys=k) for k, v in (_call(i) for i in range(calls))]
+    p.flush(10)
+    assert all(f.get(0).record_count == 40 for f in futures)
+    sent = [v for i in range(calls) for v in _call(i)[1].to_pylist()]
+    stored = [v for part in range(PARTITIONS) for v in broker.log_values("fill", part)]
+    assert sorted(stored) == sorted(sent) and len(stored) == len(sent)
+    for part in range(PARTITIONS):
+        values = broker.log_values("fill", part)
+        assert values == [v for v in sent if v in set(values)]  # the calls' order, kept per partition
+        batches = _batches_of(broker, "fill", part)
+        stored_bytes = sum(len(r.value) + len(r.key) + 10 for b in batches for r in b.records)
+        # full batches of batch.size, then what was left (not 25 batches, one per call)
+        assert len(batches) <= stored_bytes // 8000 + 2, [len(b.records) for b in batches]
+        assert [r.offset_delta for b in batches for r in b.records] == [
+            i for b in batches for i in range(len(b.records))]
+
+
+def test_calls_sharing_a_batch_each_get_their_own_rows_and_offsets(broker, cluster, make_producer):
+    cluster.add_topic("shared", 1, broker.node_id)
+    p = make_producer(broker, linger_ms=60_000, batch_size=1 << 20)
+    p.partitions_for("shared")
+    first = p.send_batch("shared", values=[b"a%d" % i for i in range(5)], partitions=0)
+    second = p.send_batch("shared", values=[b"b%d" % i for i in range(3)], partitions=0)
+    p.flush(10)
+    (batch,) = _batches_of(broker, "shared", 0)  # one batch held both calls
+    assert len(batch.records) == 8
+    assert first.get(0).partitions == {0: (5, 0, 4)}
+    assert second.get(0).partitions == {0: (3, 5, 7)}
+
+
+def test_a_refused_shared_batch_fails_each_call_for_its_own_rows(broker, cluster, make_producer):
+    cluster.add_topic("refused", 1, broker.node_id)
+    broker.produce_errors("refused", 0, INVALID_REQUIRED_ACKS)
+    p = make_producer(broker, linger_ms=60_000, batch_size=1 << 20)
+    p.partitions_for("refused")
+    first = p.send_batch("refused", values=[b"a%d" % i for i in range(5)], partitions=0)
+    second = p.send_batch("refused", values=[b"b%d" % i for i in range(3)], partitions=0)
+    p.flush(10)
+    [(_, part, rows)] = first.errors()
+    assert part == 0 and rows.tolist() == [0, 1, 2, 3, 4]
+    [(_, _, rows)] = second.errors()
+    assert rows.tolist() == [0, 1, 2]  # positions in its own call's columns
+
+
+def test_send_between_two_bulk_calls_keeps_the_order_of_the_partition(broker, cluster, make_producer):
+    cluster.add_topic("mixed", 1, broker.node_id)
+    p = make_producer(broker, linger_ms=60_000, batch_size=1 << 20)
+    p.partitions_for("mixed")
+    p.send_batch("mixed", values=[b"bulk-1", b"bulk-2"], partitions=0)
+    p.send("mixed", b"single", partition=0)
+    p.send_batch("mixed", values=[b"bulk-3"], partitions=0)
+    p.flush(10)
+    assert broker.log_values("mixed", 0) == [b"bulk-1", b"bulk-2", b"single", b"bulk-3"]
+
+
+def test_a_call_larger_than_buffer_memory_goes_through_range_by_range(broker, cluster, make_producer):
+    cluster.add_topic("big", 2, broker.node_id)
+    p = make_producer(broker, buffer_memory=200_000, batch_size=16_384, linger_ms=5)
+    p.partitions_for("big")
+    values = [b"%08d" % i + b"v" * 200 for i in range(5000)]  # ~1.1 MB: over five times buffer.memory
+    result = p.send_batch("big", values=pa.array(values, pa.binary())).get(20)
+    assert result.record_count == 5000
+    stored = broker.log_values("big", 0) + broker.log_values("big", 1)
+    assert sorted(stored) == values
+    assert p.metrics()["buffer_available_bytes"] == 200_000  # every reservation given back

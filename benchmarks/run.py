@@ -699,6 +699,18 @@ def _size_label(v: int) -> str:
     return f"{v // 1024} KiB" if v >= 1024 and v % 1024 == 0 else f"{v} B"
 
 
+def median_round_ratio(ours: dict | None, other: dict | None) -> float | None:
+    """The median over rounds of ours ÷ other, each round against the same round of the other
+    (run next to it when the rounds alternate): steadier than the ratio of two best rounds,
+    which a warm or cold broker moment can tip."""
+    def rates(r):
+        return {x.get("round"): x["records_per_s"] for x in (r or {}).get("rounds", [])
+                if x.get("status") == "ok" and x.get("records_per_s") and x.get("round") is not None}
+    a, b = rates(ours), rates(other)
+    ratios = [a[k] / b[k] for k in a if k in b]
+    return statistics.median(ratios) if ratios else None
+
+
 def matrix_table(doc: dict) -> list[str]:
     """The matrix: per (value size, partitions, codec) the rows/s of every contender, ours over
     each of the others, and the broker's CPU seconds per million rows of each."""
@@ -731,7 +743,9 @@ def matrix_table(doc: dict) -> list[str]:
             row += [rate_cell(rs[n]) for n in names]
             for n in others:
                 a, b = rate(rs[ours]), rate(rs[n])
-                row.append(f"{a / b:.2f}×" if a and b else "–")
+                median = median_round_ratio(rs[ours], rs[n])
+                row.append((f"{a / b:.2f}×" if a and b else "–")
+                           + (f" ({median:.2f}×)" if median is not None else ""))
             for n in names:
                 row.append(_fmt((rs[n] or {}).get("broker_cpu_s_per_m"), ".2f"))
             for n in names:
@@ -795,7 +809,8 @@ def markdown_matrix(doc: dict) -> str:
     if doc_costs(doc):
         lines += [""] + _cost_lines(doc, cells=True)[:-1]
     lines += ["", "rows/s: DataFrame rows (records) written per second of the Spark action, best round; "
-                  "ours ÷ X: rows/s of pyprod-kafka over X's; broker CPU s/M: the broker process's CPU "
+                  "ours ÷ X: rows/s of pyprod-kafka over X's, best round over best round (in brackets: the median "
+                  "of the rounds' ratios, round k of ours over round k of X); broker CPU s/M: the broker process's CPU "
                   "seconds (utime+stime from /proc/<pid>/stat, before/after the run) per million rows; "
                   "records/batch: the median of the batches the broker stored, read from its log segments.",
               "", "### Per run", ""]

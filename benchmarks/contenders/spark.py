@@ -86,6 +86,10 @@ JVM_ONLY = {"spark-jvm-kafka"}
 EOS_OPTIONS = {"deliveryGuarantee": "exactly-once"}
 #: rows of each untimed warm-up write of a cost pair (both DataFrame partitions get some)
 PAIR_WARMUP_ROWS = 20_000
+#: rows of each untimed warm-up write when the rounds alternate (the matrix): enough for the
+#: broker's JIT to compile the Produce path, which otherwise makes the first cell's first
+#: rounds cost it 2-4x the CPU of later ones
+ALTERNATE_WARMUP_ROWS = 300_000
 
 
 # ------------------------------------------------------------------ functions run in the tasks
@@ -568,13 +572,15 @@ def schedule(names: list[str], rounds: int, pairs: list[CostPair] = (), alternat
     return out
 
 
-def pair_warmup(spark, df, cell_spec: dict, rows: int, security: dict | None, pairs: list[CostPair]) -> float:
-    """One small untimed write of each contender of the cost pairs (fresh topics, deleted after):
-    starts the data source's Python workers, the secured path's imports, the transactional
-    path's (and the broker's ``__transaction_state``) before any clock runs."""
+def warmup_writes(spark, df, cell_spec: dict, rows: int, security: dict | None, names: list[str],
+                  sample_rows: int) -> float:
+    """One untimed write of about ``sample_rows`` rows by each of ``names`` (fresh topics,
+    deleted after): starts the data source's Python workers, the secured path's imports, the
+    transactional path's (and the broker's ``__transaction_state``), the JVM producer's classes
+    and the broker's JIT for the request paths, before any clock runs."""
     t = time.perf_counter()
-    small = df.sample(fraction=min(1.0, PAIR_WARMUP_ROWS / max(rows, 1)), seed=7)
-    for name in [n for group in paired(list(CONTENDERS), pairs) for n in group]:
+    small = df.sample(fraction=min(1.0, sample_rows / max(rows, 1)), seed=7)
+    for name in names:
         spec = BenchSpec(**dict(cell_spec, contender=name, topic=new_topic(f"warmup-{name}"), label=f"{name} warm-up"))
         create_topic(spec.bootstrap, spec.topic, spec.partitions)
         try:
@@ -648,10 +654,21 @@ def main(argv=None) -> int:
                         f"{meta['worker_floor_mb']} MB")
             pairs = active_pairs(cfg["contenders"], skipped)
             if pairs and "pair_warmup_s" not in meta:
-                meta["pair_warmup_s"] = pair_warmup(spark, df, cell_spec, cfg["rows"], cfg.get("security"), pairs)
+                names = [n for group in paired(list(CONTENDERS), pairs) for n in group]
+                meta["pair_warmup_s"] = warmup_writes(spark, df, cell_spec, cfg["rows"], cfg.get("security"), names,
+                                                      PAIR_WARMUP_ROWS)
                 together = "; ".join(" and ".join(g) for g in paired(cfg["contenders"], pairs))
                 log(f"[spark] warm-up writes of {together} (untimed, ~{fmt_int(PAIR_WARMUP_ROWS)} "
                     f"rows each) {meta['pair_warmup_s']}s; their rounds alternate")
+            elif cfg.get("alternate") and "alternate_warmup_s" not in meta:
+                names = [n for n in cfg["contenders"] if n in WRITES and n not in skipped]
+                most = max(c["partitions"] for c in cells)  # the widest requests: every request path
+                widest = dict(cell_spec, partitions=most,
+                              buffer_memory=fair_buffer_memory(most, template.batch_size, template.buffer_memory))
+                meta["alternate_warmup_s"] = warmup_writes(spark, df, widest, cfg["rows"], cfg.get("security"),
+                                                           names, ALTERNATE_WARMUP_ROWS)
+                log(f"[spark] warm-up writes of {', '.join(names)} (untimed, ~{fmt_int(ALTERNATE_WARMUP_ROWS)} "
+                    f"rows each) {meta['alternate_warmup_s']}s; their rounds alternate")
             where = (f" {config} v{cell['value_size']} p{cell['partitions']}" if len(cells) > 1 else "")
             # A contender's rounds run back to back: Spark stops Python workers that have been
             # idle for about a minute, so rounds spread across the whole run would each start

@@ -254,3 +254,14 @@ def test_batch_census_reads_the_batches_the_broker_stored(tmp_path):
     assert census["records_per_batch"]["p50"] == 3 and census["records_per_batch"]["mean"] == 3.0
     assert census["bytes_per_batch"]["p90"] == len(batch(5))
     assert batch_census(str(tmp_path), "nothing") is None and batch_census("", "t") is None
+
+
+def test_median_round_ratio_pairs_each_round_with_the_same_round_of_the_other():
+    def runs(*rates):
+        return {"rounds": [{"round": i + 1, "status": "ok" if r else "error", "records_per_s": r}
+                           for i, r in enumerate(rates)]}
+    # round 1 of ours was cold: the best-over-best ratio (4.0) hides it, the median does not
+    assert run.median_round_ratio(runs(100, 400, 380), runs(100, 200, 190)) == pytest.approx(2.0)
+    # a failed round drops that round's pair, not the other rounds
+    assert run.median_round_ratio(runs(300, None, 200), runs(100, 100, 100)) == pytest.approx(2.5)
+    assert run.median_round_ratio(runs(300), None) is None

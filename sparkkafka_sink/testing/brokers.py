@@ -578,25 +578,30 @@ def wait_writable(bootstrap: str, topics: Dict[str, int], timeout: float = 60.0)
     batch lands first, the retried first one then gets OutOfOrderSequence until
     delivery.timeout.ms).  So tests and benchmarks start on partitions that all take writes.
     """
-    ck, admin = _confluent()
+    ck, _ = _confluent()
     deadline = time.monotonic() + timeout
-    client = admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     pending = {(t, p) for t, n in topics.items() for p in range(int(n))}
-    while pending:
-        try:
-            futures = client.list_offsets({ck.TopicPartition(t, p): admin.OffsetSpec.latest() for t, p in pending},
-                                          request_timeout=10)
-        except ck.KafkaException:
-            futures = {}
-        for tp, fut in futures.items():
-            try:
-                fut.result(timeout=15)
-                pending.discard((tp.topic, tp.partition))
-            except Exception:  # noqa: BLE001 - not ready yet
-                pass
-        if not pending or time.monotonic() >= deadline:
-            break
-        time.sleep(0.05)
+    # a Consumer's watermark query (ListOffsets to the partition's leader), one partition at a
+    # time: AdminClient.list_offsets over many partitions of a topic still being created
+    # crashed the interpreter once (a segmentation fault inside confluent-kafka 2.16.1)
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "sparkkafka-wait-writable",
+                            "enable.auto.commit": False, "log_level": 3})
+    try:
+        while pending:
+            for t, p in sorted(pending):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    consumer.get_watermark_offsets(ck.TopicPartition(t, p), timeout=max(0.1, min(2.0, left)))
+                    pending.discard((t, p))
+                except ck.KafkaException:  # not ready yet
+                    pass
+            if not pending or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+    finally:
+        consumer.close()
     return pending
 
 

@@ -31,11 +31,12 @@ from sparkkafka_sink.testing.brokers import EmbeddedBroker, create_topics, start
 
 log = logging.getLogger("sparkkafka_sink.tests")
 
-#: the run's own temporary directory (removed when the run ends), session resources stopped after
-#: their last user (the hooks behind the two below), the secured Apache Kafka node and its PKI,
+#: the run's own temporary directory (removed when the run ends), the shares of a run split over
+#: two processes (``-n 2``), session resources stopped after their last user (the hooks behind
+#: the two below), the secured Apache Kafka node and its PKI,
 #: token endpoint and client settings, and ``retrying_spark``, the local[2,4] SparkSession of the
 #: modules outside tests/spark
-pytest_plugins = ["run_tmpdir", "session_resources", "security_fixtures", "retrying_spark"]
+pytest_plugins = ["run_tmpdir", "parallel", "session_resources", "security_fixtures", "retrying_spark"]
 
 # Broker quirks tests branch on.  Keys are capability flags exposed on BrokerHandle.
 _QUIRKS = {

@@ -4,20 +4,23 @@ A session fixture holding something costly (a SparkContext, a JVM broker) regist
 ``stop_after_last_use(fixture_name, stop)``: ``stop`` runs right after the last test of the run
 (in collection order) that uses the fixture, its fixtures torn down; not at the end of the
 session, so nothing idles through the tests that come after (and the one SparkContext a process
-may hold is free for the next).
+may hold is free for the next).  When the run is split over processes (``parallel``), "last"
+means last of the process's share.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import pytest
 
+from parallel import distributed_share
+
 #: fixture name -> the stop of its running resource
 _running: Dict[str, Callable[[], None]] = {}
-#: fixture name -> node id of the last collected test that uses it
-_last_user: Dict[str, str] = {}
+#: (share, fixture name) -> node id of the last collected test of the share that uses it
+_last_user: Dict[Tuple[Optional[str], str], str] = {}
 
 
 def stop_after_last_use(fixture: str, stop: Callable[[], None], note: Optional[str] = None) -> Callable[[], None]:
@@ -39,12 +42,13 @@ def pytest_collection_finish(session):
     _last_user.clear()
     for item in session.items:
         for name in getattr(item, "fixturenames", ()):
-            _last_user[name] = item.nodeid
+            _last_user[distributed_share(item), name] = item.nodeid
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     yield
+    share = distributed_share(item)
     for fixture, stop in list(_running.items()):
-        if _last_user.get(fixture) == item.nodeid:
+        if _last_user.get((share, fixture)) == item.nodeid:
             stop(after_last_use=True)

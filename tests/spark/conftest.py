@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from session_resources import stop_after_last_use
+
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -50,8 +52,11 @@ def spark(spark_event_log):
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    stop = stop_after_last_use("spark", session.stop)
+    try:
+        yield session
+    finally:
+        stop()
 
 
 @pytest.fixture(scope="session")

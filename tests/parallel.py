@@ -9,9 +9,10 @@ marked ``xdist_group`` with its share and ``--dist loadgroup`` (pyproject's addo
 process one whole share, run in collection order; ``session_resources`` stops a resource after
 its last user *within the share*.  Without ``-n`` the marks do nothing and one process runs all.
 
-The shares are sized from ``--durations=0`` of full runs (README, "Where the full run's time
-goes"): ``tests/spark`` plus the modules without a broker to fault on one side, the broker
-faults, failover, compatibility, oracle and producer integration modules on the other.
+The shares are sized from ``--durations=0`` of a full run (README, "Where the full run's time
+goes"): ``tests/spark`` and ``tests/security`` (606 s of test time) on one side; the broker
+faults, failover, compatibility, oracle, producer integration and unit modules (586 s) on the
+other.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ import pytest
 
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 
-#: directories and modules (relative to tests/) of the second share; everything else is the first
-FAULTS_SHARE = (
-    "compat", "failover", "faults", "integration", "oracle", "transactions", "test_infra_brokers.py",
+#: directories and modules (relative to tests/) of the second share, the one that runs the
+#: ``retrying_spark`` modules; everything else (``tests/spark``, ``tests/security``) is the first
+BROKERS_SHARE = (
+    "compat", "failover", "faults", "integration", "oracle", "transactions", "unit",
+    "test_infra_brokers.py",
 )
 
 
@@ -33,7 +36,7 @@ def share_of(item: pytest.Item) -> str:
     """The share (``xdist_group``) a test belongs to."""
     path = os.path.relpath(str(item.path), _TESTS)
     top = path.split(os.sep, 1)[0]
-    return "faults" if top in FAULTS_SHARE else "spark"
+    return "brokers" if top in BROKERS_SHARE else "spark"
 
 
 def distributed_share(item: pytest.Item) -> Optional[str]:

@@ -12,9 +12,9 @@ pytest 9: it renames test ids through an attribute pytest no longer reads.)  Any
 ``--dist`` mode the user asks for is left alone; without ``-n`` one process runs everything.
 
 The shares are sized from ``--durations=0`` of a full run (README, "Where the full run's time
-goes"): ``tests/spark`` and ``tests/security`` (about 650 s of test time) on one side; the broker
-faults, failover, compatibility, oracle, producer integration and unit modules (about 620 s) on
-the other.
+goes"): ``tests/spark`` and ``tests/security`` (490 s of test time) on one side; the broker
+faults, failover, compatibility, oracle, producer integration and unit modules (546 s) on the
+other.
 """
 
 from __future__ import annotations
@@ -46,6 +46,23 @@ def distributed_share(item: pytest.Item) -> Optional[str]:
     runs everything)."""
     workerinput = getattr(item.config, "workerinput", None)
     return share_of(item.nodeid) if workerinput and workerinput.get(_IN_SHARE) else None
+
+
+#: the share this worker process runs (set by its first test)
+_my_share: list = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A worker of two or more given a test of another share fails it: the scheduler broke
+    (e.g. xdist changed), and the test would get the other share's SparkSession."""
+    share = distributed_share(item)
+    if share is None or item.config.workerinput.get("workercount", 1) < 2:
+        return
+    _my_share[:1] = _my_share[:1] or [share]
+    if share != _my_share[0]:
+        pytest.fail(f"this process runs the {_my_share[0]!r} share, not {item.nodeid} ({share!r}): "
+                    f"tests/parallel.py's scheduler was not used", pytrace=False)
 
 
 def _shares_wanted(config) -> bool:

@@ -168,6 +168,7 @@ def test_committed_count_on_apache_kafka(apache_kafka):
     from benchmarks.common import count_committed, count_landed
     from sparkkafka_sink import Producer
     from sparkkafka_sink.testing.brokers import create_topics
+    from sparkkafka_sink.testing.waiting import wait_until
 
     bootstrap = apache_kafka.bootstrap_servers
     topic = f"bench-count-{uuid.uuid4().hex[:8]}"
@@ -184,8 +185,18 @@ def test_committed_count_on_apache_kafka(apache_kafka):
         p.send_batch(topic, values=[b"a%d" % i for i in range(300)], keys=[b"k%d" % i for i in range(300)])
         p.abort_transaction()
 
-        offsets, how = count_landed(bootstrap, topic, 4, "apache")
-        assert how == "ListOffsets" and offsets == 2 * rows + 300 + 3 * 4  # 3 markers per partition
+        expected = 2 * rows + 300 + 3 * 4  # 3 markers per partition
+
+        def landed_with_markers():
+            # the coordinator writes the abort's markers after answering EndTxn; until a partition
+            # has its marker, its end offset as librdkafka asks it (read_committed: the last stable
+            # offset) stops before the aborted records
+            offsets, how = count_landed(bootstrap, topic, 4, "apache")
+            return (offsets, how) if offsets >= expected else None
+
+        offsets, how = wait_until(f"{expected} offsets, the abort's markers written", landed_with_markers,
+                                  timeout=30, interval=0.1)
+        assert how == "ListOffsets" and offsets == expected
         n, how = count_landed(bootstrap, topic, 4, "apache", committed=True)
         assert n == 2 * rows, how
         assert how.startswith("read_committed (312 of 10,312 offsets")

@@ -471,9 +471,12 @@ def test_transaction_coordinator_killed_during_commit_completes_after_failover(k
         send = admin.client.send
 
         def send_then_kill(node_id, request, *args, **kwargs):
-            in_flight = send(node_id, request, *args, **kwargs)
-            if type(request).API_KEY == ApiKey.END_TXN and not killed.is_set():
+            ending = type(request).API_KEY == ApiKey.END_TXN and not killed.is_set()
+            if ending:
                 assert node_id == victim.node_id
+                victim.pause()  # so it cannot answer before the kill lands (a fast one did, once)
+            in_flight = send(node_id, request, *args, **kwargs)
+            if ending:
                 killed.set()
                 victim.kill()  # the EndTxn is on the wire: its answer never comes
             return in_flight

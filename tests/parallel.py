@@ -48,20 +48,21 @@ def distributed_share(item: pytest.Item) -> Optional[str]:
     return share_of(item.nodeid) if workerinput and workerinput.get(_IN_SHARE) else None
 
 
-#: the share this worker process runs (set by its first test)
-_my_share: list = []
+#: the share this worker process runs, as its first test says
+_my_share: Optional[str] = None
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """A worker of two or more given a test of another share fails it: the scheduler broke
     (e.g. xdist changed), and the test would get the other share's SparkSession."""
+    global _my_share
     share = distributed_share(item)
     if share is None or item.config.workerinput.get("workercount", 1) < 2:
         return
-    _my_share[:1] = _my_share[:1] or [share]
-    if share != _my_share[0]:
-        pytest.fail(f"this process runs the {_my_share[0]!r} share, not {item.nodeid} ({share!r}): "
+    _my_share = _my_share or share
+    if share != _my_share:
+        pytest.fail(f"this process runs the {_my_share!r} share, not {item.nodeid} ({share!r}): "
                     f"tests/parallel.py's scheduler was not used", pytrace=False)
 
 

@@ -62,8 +62,8 @@ def event_log_showing_a_write(directory: Path) -> str:
                           timeout=60, interval=0.2)
     except AssertionError as exc:
         files = {str(p.relative_to(directory)): p.stat().st_size for p in directory.rglob("*") if p.is_file()}
-        raise AssertionError(f"{exc}; {directory} {'holds' if directory.is_dir() else 'is gone, it held'}: "
-                             f"{files}") from None
+        where = f"{directory} holds {files}" if directory.is_dir() else f"{directory} does not exist"
+        raise AssertionError(f"{exc}; {where}") from None
 
 
 def test_batch_write_over_sasl_ssl_scram(spark, sink_metrics, spark_event_log, secured_kafka, secured_topic,

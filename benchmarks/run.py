@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.broker_requests import enable_jmx, probe_for, request_figures
 from benchmarks.common import (
     CONFIGS,
     fair_buffer_memory,
@@ -291,6 +292,8 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
     spec = dataclasses.replace(cell_spec(template, value_size, partitions, config), contender=name,
                                compression=comp, topic=topic, label=label)
     ready_s = create_topic(spec.bootstrap, topic, spec.partitions)
+    probe = probe_for(spec.broker_jmx)
+    requests_before = probe.snapshot() if probe else None
     with tempfile.NamedTemporaryFile(prefix="bench-", suffix=".json", delete=False) as f:
         result_path = f.name
     try:
@@ -308,6 +311,7 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
             os.unlink(result_path)
         except OSError:
             pass
+    requests_after = probe.snapshot() if probe else None
     res.setdefault("group", CONTENDERS[name].group)
     res.update(round=rnd, records=args.records, topic=topic, value_size=value_size, partitions=partitions,
                config=config, topic_ready_s=ready_s,
@@ -318,6 +322,10 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
     census = batch_census(spec.broker_log_dir, topic)
     if census:
         res["stored_batches"] = census
+    if requests_after and res.get("elapsed_s"):
+        clock_s = sum(res.get("pass_s") or []) or res["elapsed_s"]  # the replay times each of its passes
+        res["broker_requests"] = request_figures(requests_before, requests_after, clock_s,
+                                                 (census or {}).get("batches"))
     if not args.keep_topics:
         delete_topic(spec.bootstrap, topic, spec.broker_log_dir)
     return res
@@ -755,6 +763,32 @@ def matrix_table(doc: dict) -> list[str]:
     return lines
 
 
+def requests_table(doc: dict) -> list[str]:
+    """Per cell and contender, the Produce requests the broker counted (JMX, ``broker_requests``):
+    requests per second of the run, batches and records per request, mean request size and the
+    broker's mean time on one.  Empty when no run has them."""
+    meta, results = doc["meta"], doc["results"]
+    if not any(r.get("broker_requests") for r in results):
+        return []
+    names = [n for n in CONTENDERS if any(r["contender"] == n and r.get("broker_requests") for r in results)]
+    by = {(r["contender"], r["compression"], *_cell(r)): r for r in results}
+    head = ["config", "value", "partitions", "codec"] + [MATRIX_LABELS.get(n, n) for n in names]
+    lines = ["Produce requests as the broker counted them (JMX), best round: requests/s · batches/request · "
+             "records/request · KiB/request · the broker's mean ms per request", "",
+             "| " + " | ".join(head) + " |", "|---|---:|---:|---|" + "---|" * len(names)]
+    for v, p, c in [_cell_of(cell) for cell in meta["cells"]]:
+        for comp in meta["compressions"]:
+            row = [c, _size_label(v), str(p), comp]
+            for n in names:
+                q = (by.get((n, comp, v, p, c)) or {}).get("broker_requests")
+                row.append("–" if not q else " · ".join(
+                    _fmt(q.get(k), f) for k, f in (("requests_per_s", ",.0f"), ("batches_per_request", ".1f"),
+                                                   ("records_per_request", ",.0f"), ("request_kib_mean", ",.0f"),
+                                                   ("total_time_ms_mean", ".1f"))))
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
 def markdown(doc: dict) -> str:
     meta = doc["meta"]
     if meta.get("matrix"):
@@ -806,6 +840,9 @@ def markdown_matrix(doc: dict) -> str:
     if sp.get("error"):
         lines += [f"Spark process error: {sp['error'][:500]}", ""]
     lines += matrix_table(doc)
+    requests = requests_table(doc)
+    if requests:
+        lines += [""] + requests
     if doc_costs(doc):
         lines += [""] + _cost_lines(doc, cells=True)[:-1]
     lines += ["", "rows/s: DataFrame rows (records) written per second of the Spark action, best round; "
@@ -917,6 +954,22 @@ def secured_settings(cluster) -> dict:
             "kafka.sasl.jaas.config": f'{_SCRAM_LOGIN_MODULE} required username="{user}" password="{password}";',
         },
     }
+
+
+def _broker_jmx(broker: BrokerHandle, meta: dict) -> str:
+    """A JMX connector on the harness's Apache Kafka for its request metrics (``broker_requests``),
+    or "" (the reason in ``meta.broker_jmx``)."""
+    if broker.kind != "apache":
+        meta["broker_jmx"] = f"none: {broker.kind} has no JMX"
+        return ""
+    try:
+        address = enable_jmx(broker.pid)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        meta["broker_jmx"] = f"none: {exc}"
+        log(f"== no broker request metrics: {exc}")
+        return ""
+    meta["broker_jmx"] = address
+    return address
 
 
 def start_bench_broker(kind: str, secured: bool = False) -> BrokerHandle:
@@ -1040,7 +1093,8 @@ def main(argv=None) -> int:
         template = template_spec(args, bootstrap)
         if broker is not None:
             template = dataclasses.replace(template, broker_pid=broker.pid,
-                                           broker_log_dir=(broker.config or {}).get("log.dirs", ""))
+                                           broker_log_dir=(broker.config or {}).get("log.dirs", ""),
+                                           broker_jmx=_broker_jmx(broker, meta))
         for rnd in range(1, args.rounds + 1):
             for cell in args.cells:
                 for comp in args.compressions:

@@ -74,6 +74,7 @@ from benchmarks.common import (
     new_topic,
     proc_rss_bytes,
 )
+from benchmarks.broker_requests import probe_for, request_figures
 from benchmarks.contenders import CONTENDERS, COST_PAIRS, CostPair
 
 #: the pyprod-kafka sink: plain, over SASL_SSL, exactly-once
@@ -477,6 +478,8 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
     if writes:
         res["topic_ready_s"] = create_topic(spec.bootstrap, spec.topic, spec.partitions)
     landed = ApproxLanded(spec.bootstrap, spec.topic, spec.partitions) if writes else None
+    probe = probe_for(spec.broker_jmx) if writes else None
+    requests_before = probe.snapshot() if probe else None
     cpu = CpuMeter(spec.broker_pid)
     t0 = time.perf_counter()
     sampler = Sampler(progress=_progress_fn(spark, spec.label, spec.records, t0, landed),
@@ -486,6 +489,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         spark_count = _action(name, df, spec, security)
         elapsed = time.perf_counter() - t0
         res.update(cpu.stop())
+        requests_after = probe.snapshot() if probe else None
     except Exception as e:  # noqa: BLE001
         sampler.stop()
         if landed:
@@ -519,6 +523,9 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         census = batch_census(spec.broker_log_dir, spec.topic)
         if census:
             res["stored_batches"] = census
+        if requests_after:
+            res["broker_requests"] = request_figures(requests_before, requests_after, elapsed,
+                                                     (census or {}).get("batches"))
         if not keep_topic:
             delete_topic(spec.bootstrap, spec.topic, spec.broker_log_dir)
     else:

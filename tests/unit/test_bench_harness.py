@@ -276,3 +276,56 @@ def test_median_round_ratio_pairs_each_round_with_the_same_round_of_the_other():
     # a failed round drops that round's pair, not the other rounds
     assert run.median_round_ratio(runs(300, None, 200), runs(100, 100, 100)) == pytest.approx(2.5)
     assert run.median_round_ratio(runs(300), None) is None
+
+
+# ------------------------------------------------------------------ the broker's request metrics
+
+
+def test_request_figures_are_the_differences_of_two_snapshots():
+    from benchmarks.broker_requests import request_figures
+
+    before = {"produce_requests": 10, "request_bytes_count": 10, "request_bytes_total": 10_240.0,
+              "total_time_ms_count": 10, "total_time_ms_total": 20.0, "messages_in": 1_000, "bytes_in": 5_000}
+    after = {"produce_requests": 60, "request_bytes_count": 60, "request_bytes_total": 10_240.0 + 50 * 262_144,
+             "total_time_ms_count": 60, "total_time_ms_total": 20.0 + 150.0, "messages_in": 101_000,
+             "bytes_in": 12_005_000}
+    got = request_figures(before, after, elapsed_s=2.0, stored_batches=200)
+    assert got == {"produce_requests": 50, "requests_per_s": 25.0, "messages_in": 100_000, "bytes_in": 12_000_000,
+                   "request_kib_mean": 256.0, "total_time_ms_mean": 3.0, "records_per_request": 2_000.0,
+                   "batches_per_request": 4.0}
+    assert "records_per_request" not in request_figures(before, before, 1.0)
+
+
+def test_the_matrix_gets_a_requests_table_only_with_request_metrics():
+    doc = {"meta": {"cells": [(100, 4, "tuned")], "compressions": ["none"]},
+           "results": [dict(_run(PLAIN, 1, 500_000), config="tuned")]}
+    assert run.requests_table(doc) == []
+    doc["results"][0]["broker_requests"] = {"requests_per_s": 180.4, "batches_per_request": 3.96,
+                                            "records_per_request": 2_100.0, "request_kib_mean": 230.2,
+                                            "total_time_ms_mean": 1.23}
+    table = run.requests_table(doc)
+    assert table[-1] == "| tuned | 100 B | 4 | none | 180 · 4.0 · 2,100 · 230 · 1.2 |"
+
+
+@pytest.mark.broker
+def test_broker_request_metrics_count_the_produce_requests(apache_kafka):
+    """The JMX probe against a real broker: three acknowledged sends of 100 records each, one at
+    a time, are three Produce requests and 300 messages in (this process sends nothing else to
+    its broker meanwhile)."""
+    from benchmarks.broker_requests import RequestProbe, enable_jmx, request_figures
+    from sparkkafka_sink import Producer
+    from sparkkafka_sink.testing.brokers import create_topics
+
+    bootstrap = apache_kafka.bootstrap_servers
+    topic = f"bench-requests-{uuid.uuid4().hex[:8]}"
+    create_topics(bootstrap, {topic: 2}, timeout=30)
+    with RequestProbe(enable_jmx(apache_kafka.nodes[0].pid)) as probe, \
+            Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}) as producer:
+        producer.send_batch(topic, values=[b"warm"], partitions=0).get(30)  # connections, producer id
+        before = probe.snapshot()
+        for i in range(3):
+            producer.send_batch(topic, values=[b"v%d" % j for j in range(100)], partitions=i % 2).get(30)
+        after = probe.snapshot()
+    got = request_figures(before, after, elapsed_s=1.0, stored_batches=3)
+    assert (got["produce_requests"], got["messages_in"], got["batches_per_request"]) == (3, 300, 1.0)
+    assert got["request_kib_mean"] > 0 and got["total_time_ms_mean"] >= 0

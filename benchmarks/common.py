@@ -344,6 +344,34 @@ def _pid_ticks(pid: int) -> int:
         return 0
 
 
+def _process_class(pid: int, broker_pid: int) -> str | None:
+    """Which part of a Spark run a process is: the broker, Spark's JVM or its Python workers."""
+    if pid == broker_pid:
+        return None  # measured on its own (``cpu_broker_s``)
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return None
+    if b"org.apache.spark.deploy.SparkSubmit" in cmd:
+        return "spark_jvm"
+    if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
+        return "python_workers"
+    return None
+
+
+def _class_ticks(broker_pid: int) -> dict[str, int]:
+    """CPU ticks per process class, each process with its reaped children (a Python worker that
+    exits is reaped by Spark's daemon, of the same class: its time stays in the class)."""
+    out: dict[str, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            kind = _process_class(int(name), broker_pid)
+            if kind:
+                out[kind] = out.get(kind, 0) + _pid_ticks(int(name))
+    return out
+
+
 class CpuMeter:
     """CPU seconds a run cost: the whole machine's busy time and the broker's part of it.
 
@@ -354,8 +382,10 @@ class CpuMeter:
     machines (a run with much of it was slowed from outside).
     """
 
-    def __init__(self, broker_pid: int = 0):
+    def __init__(self, broker_pid: int = 0, split: bool = False):
+        """``split``: also the CPU of Spark's JVM and of its Python workers (``cpu_split_s``)."""
         self.broker_pid = broker_pid
+        self._split = _class_ticks(broker_pid) if split else None
         self._t0 = (*_machine_ticks(), _pid_ticks(broker_pid))
 
     def stop(self) -> dict:
@@ -364,6 +394,10 @@ class CpuMeter:
         out = {"cpu_machine_s": round(machine / _TICK, 2), "cpu_steal_s": round(steal / _TICK, 2)}
         if self.broker_pid:
             out["cpu_broker_s"] = round(broker / _TICK, 2)
+        if self._split is not None:
+            now = _class_ticks(self.broker_pid)
+            out["cpu_split_s"] = {k: round((now.get(k, 0) - self._split.get(k, 0)) / _TICK, 2)
+                                  for k in ("spark_jvm", "python_workers")}
         return out
 
 

@@ -763,30 +763,52 @@ def matrix_table(doc: dict) -> list[str]:
     return lines
 
 
+def _per_contender_table(doc: dict, title: str, cell_text) -> list[str]:
+    """A table of one text per cell (rows) and contender (columns), for the contenders with any;
+    ``cell_text(result)`` is None where a run has nothing to say."""
+    meta, results = doc["meta"], doc["results"]
+    names = [n for n in CONTENDERS if any(r["contender"] == n and cell_text(r) for r in results)]
+    if not names:
+        return []
+    by = {(r["contender"], r["compression"], *_cell(r)): r for r in results}
+    lines = [title, "", "| " + " | ".join(["config", "value", "partitions", "codec"]
+                                          + [MATRIX_LABELS.get(n, n) for n in names]) + " |",
+             "|---|---:|---:|---|" + "---|" * len(names)]
+    for v, p, c in [_cell_of(cell) for cell in meta["cells"]]:
+        for comp in meta["compressions"]:
+            row = [c, _size_label(v), str(p), comp]
+            row += [cell_text(by.get((n, comp, v, p, c)) or {}) or "–" for n in names]
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def cpu_split_table(doc: dict) -> list[str]:
+    """Per cell and contender, where the machine's CPU went in the best round: Spark's JVM, its
+    Python workers (the sink's write tasks run there) and the broker."""
+    def text(r):
+        split = r.get("cpu_split_s")
+        if not split or r.get("status") != "ok":
+            return None
+        return " / ".join(_fmt(x, ".1f") for x in (split.get("spark_jvm"), split.get("python_workers"),
+                                                   r.get("cpu_broker_s")))
+    return _per_contender_table(doc, "CPU seconds of the best round: Spark's JVM / its Python workers / the "
+                                     "broker (on 2 cores a run's wall time is at least their sum over 2)", text)
+
+
 def requests_table(doc: dict) -> list[str]:
     """Per cell and contender, the Produce requests the broker counted (JMX, ``broker_requests``):
     requests per second of the run, batches and records per request, mean request size and the
     broker's mean time on one.  Empty when no run has them."""
-    meta, results = doc["meta"], doc["results"]
-    if not any(r.get("broker_requests") for r in results):
-        return []
-    names = [n for n in CONTENDERS if any(r["contender"] == n and r.get("broker_requests") for r in results)]
-    by = {(r["contender"], r["compression"], *_cell(r)): r for r in results}
-    head = ["config", "value", "partitions", "codec"] + [MATRIX_LABELS.get(n, n) for n in names]
-    lines = ["Produce requests as the broker counted them (JMX), best round: requests/s · batches/request · "
-             "records/request · KiB/request · the broker's mean ms per request", "",
-             "| " + " | ".join(head) + " |", "|---|---:|---:|---|" + "---|" * len(names)]
-    for v, p, c in [_cell_of(cell) for cell in meta["cells"]]:
-        for comp in meta["compressions"]:
-            row = [c, _size_label(v), str(p), comp]
-            for n in names:
-                q = (by.get((n, comp, v, p, c)) or {}).get("broker_requests")
-                row.append("–" if not q else " · ".join(
-                    _fmt(q.get(k), f) for k, f in (("requests_per_s", ",.0f"), ("batches_per_request", ".1f"),
-                                                   ("records_per_request", ",.0f"), ("request_kib_mean", ",.0f"),
-                                                   ("total_time_ms_mean", ".1f"))))
-            lines.append("| " + " | ".join(row) + " |")
-    return lines
+    def text(r):
+        q = r.get("broker_requests")
+        if not q:
+            return None
+        return " · ".join(_fmt(q.get(k), f) for k, f in (
+            ("requests_per_s", ",.0f"), ("batches_per_request", ".1f"), ("records_per_request", ",.0f"),
+            ("request_kib_mean", ",.0f"), ("total_time_ms_mean", ".1f")))
+    return _per_contender_table(doc, "Produce requests as the broker counted them (JMX), best round: requests/s · "
+                                     "batches/request · records/request · KiB/request · the broker's mean ms per "
+                                     "request", text)
 
 
 def markdown(doc: dict) -> str:
@@ -840,9 +862,9 @@ def markdown_matrix(doc: dict) -> str:
     if sp.get("error"):
         lines += [f"Spark process error: {sp['error'][:500]}", ""]
     lines += matrix_table(doc)
-    requests = requests_table(doc)
-    if requests:
-        lines += [""] + requests
+    for table in (requests_table(doc), cpu_split_table(doc)):
+        if table:
+            lines += [""] + table
     if doc_costs(doc):
         lines += [""] + _cost_lines(doc, cells=True)[:-1]
     lines += ["", "rows/s: DataFrame rows (records) written per second of the Spark action, best round; "

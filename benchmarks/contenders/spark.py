@@ -480,7 +480,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
     landed = ApproxLanded(spec.bootstrap, spec.topic, spec.partitions) if writes else None
     probe = probe_for(spec.broker_jmx) if writes else None
     requests_before = probe.snapshot() if probe else None
-    cpu = CpuMeter(spec.broker_pid)
+    cpu = CpuMeter(spec.broker_pid, split=True)
     t0 = time.perf_counter()
     sampler = Sampler(progress=_progress_fn(spark, spec.label, spec.records, t0, landed),
                       progress_interval=progress_interval, tracker=spark.sparkContext.statusTracker(), t0=t0)

@@ -329,3 +329,36 @@ def test_broker_request_metrics_count_the_produce_requests(apache_kafka):
     got = request_figures(before, after, elapsed_s=1.0, stored_batches=3)
     assert (got["produce_requests"], got["messages_in"], got["batches_per_request"]) == (3, 300, 1.0)
     assert got["request_kib_mean"] > 0 and got["total_time_ms_mean"] >= 0
+
+
+def test_the_matrix_gets_a_cpu_split_table_where_runs_have_one():
+    doc = {"meta": {"cells": [(100, 4, "tuned")], "compressions": ["none"]},
+           "results": [dict(_run(PLAIN, 1, 500_000), config="tuned")]}
+    assert run.cpu_split_table(doc) == []
+    doc["results"][0]["cpu_split_s"] = {"spark_jvm": 2.85, "python_workers": 5.67}
+    assert run.cpu_split_table(doc)[-1] == "| tuned | 100 B | 4 | none | 2.9 / 5.7 / 1.0 |"
+
+
+def test_cpu_split_counts_a_python_worker_by_its_command_line():
+    """A process whose command line names pyspark.daemon counts as a Python worker: the CPU it
+    burnt during the meter's span is in ``python_workers`` (read while it still lives), and this
+    process (no Spark) is in no class."""
+    import subprocess
+
+    from benchmarks.common import CpuMeter, _pid_ticks, _process_class
+    from sparkkafka_sink.testing.waiting import wait_until
+
+    assert _process_class(os.getpid(), 0) is None
+    meter = CpuMeter(0, split=True)
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", burn, "pyspark.daemon"])
+    try:
+        wait_until("the worker burnt 0.3 s", lambda: _pid_ticks(child.pid) >= 30 * os.sysconf("SC_CLK_TCK") // 100,
+                   timeout=30, interval=0.05)
+        assert _process_class(child.pid, 0) == "python_workers"
+        split = meter.stop()["cpu_split_s"]
+    finally:
+        child.kill()
+        child.wait()
+    # (Spark processes of other tests running beside this one may add to either class)
+    assert split["python_workers"] >= 0.29 and set(split) == {"spark_jvm", "python_workers"}

@@ -307,6 +307,7 @@ def build_session(cfg: dict):
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver's ports on loopback, not the host's address
     b = (SparkSession.builder.master(cfg["spark_master"]).appName("sparkkafka-bench")
          .config("spark.driver.memory", cfg["spark_driver_memory"])
          .config("spark.ui.enabled", "false")

@@ -209,19 +209,27 @@ class RecordAccumulator:
 
     def drain(self, cluster, nodes: Iterable[int], max_request_size: int, now_ms: float
               ) -> dict[int, list[ProducerBatch]]:
-        """At most one batch per partition for each ready node, up to max_request_size bytes."""
+        """At most one batch per partition for each ready node, up to max_request_size bytes.
+
+        As in Java's accumulator, a node's request ends at the first batch that no longer fits,
+        and the next drain starts there: the partitions after it keep filling their open batches
+        for a later request.  Skipping on to whatever small open batches still fit would fill
+        the request with batches sealed early (at 256 partitions, a tenth of batch.size each).
+        """
         nodes = set(nodes)
         result: dict[int, list[ProducerBatch]] = {n: [] for n in nodes}
         sizes: dict[int, int] = {n: 0 for n in nodes}
         items = list(self._queues.items())
         if not items:
             return result
-        start = self._drain_index % len(items)
-        self._drain_index += 1
+        count = len(items)
+        start = self._drain_index % count
+        stopped_at: dict[int, int] = {}  # node -> the position its request filled up at
         idem = self.idempotence
-        for tp, q in itertools.chain(items[start:], items[:start]):
+        for step in range(count):
+            tp, q = items[(start + step) % count]
             leader = cluster.leader_for(tp[0], tp[1])
-            if leader not in nodes or tp in self._muted:
+            if leader not in nodes or leader in stopped_at or tp in self._muted:
                 continue
             with q.lock:
                 if not q.batches:
@@ -231,6 +239,7 @@ class RecordAccumulator:
                     continue
                 size = batch.estimated_size
                 if sizes[leader] + size > max_request_size and result[leader]:
+                    stopped_at[leader] = step
                     continue
                 if idem is not None and not idem.may_drain(batch):
                     continue
@@ -243,6 +252,9 @@ class RecordAccumulator:
             batch.drained_ms = now_ms
             sizes[leader] += len(batch.built)
             result[leader].append(batch)
+        # the next drain starts where the first full request stopped (no partition waits longer
+        # than a turn of the others), else one further on
+        self._drain_index = start + (min(stopped_at.values()) if stopped_at else 1)
         return result
 
     def expired_batches(self, now_ms: float) -> list[ProducerBatch]:

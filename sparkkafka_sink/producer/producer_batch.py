@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from sparkkafka_sink.producer.future import FutureRecordMetadata, ProduceRequestResult
-from sparkkafka_sink.record.batch import RecordBatchBuilder, set_producer_state, split_batch
+from sparkkafka_sink.record.batch import BatchBuffers, RecordBatchBuilder, set_producer_state, split_batch
 
 
 class ProducerBatch:
@@ -35,7 +35,7 @@ class ProducerBatch:
         self.record_count = 0
         self.result = ProduceRequestResult(topic, partition)
         self.reserved = reserved
-        self.built: bytes | None = None
+        self.built: bytes | memoryview | BatchBuffers | None = None
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1

@@ -150,12 +150,17 @@ class Writer:
 
     # -- output ------------------------------------------------------------------------------
     def external(self, data) -> None:
-        """Append ``data`` by reference: it becomes its own element of ``parts()``."""
+        """Append ``data`` by reference: it becomes its own element of ``parts()`` (a value with
+        ``parts``, a record batch kept as its buffers, becomes one element per buffer)."""
         if self._buf:
             self._parts.append(bytes(self._buf))
             self._buf = bytearray()
         if _nbytes(data):
-            self._parts.append(data)
+            parts = getattr(data, "parts", None)
+            if parts is None:
+                self._parts.append(data)
+            else:
+                self._parts.extend(parts)
 
     def parts(self) -> list:
         """The written body as a list of buffers (record batches are the caller's objects)."""

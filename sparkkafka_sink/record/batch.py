@@ -48,8 +48,10 @@ __all__ = [
     "estimate_record_size",
     "estimate_batch_size_upper_bound",
     "batch_attributes",
+    "batch_header",
     "finish_batch",
     "finish_batch_in_place",
+    "BatchBuffers",
     "set_producer_state",
     "DecodedRecord",
     "DecodedBatch",
@@ -189,7 +191,7 @@ def _tail_fields(attributes, record_count, base_timestamp, max_timestamp, produc
             base_sequence, record_count)
 
 
-def finish_batch(
+def batch_header(
     records,
     attributes: int,
     record_count: int,
@@ -198,22 +200,64 @@ def finish_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
-) -> bytes:
-    """Prepend the 61-byte header to a (compressed) records section -- bytes-like, or a list of
-    bytes-like chunks -- ; base offset 0.
-
-    The CRC runs over the header tail then the records, so they are copied only once, by the
-    final join.  Positional and branch-free: the Arrow path calls it once per batch.
-    """
-    tail = _TAIL.pack(*_tail_fields(attributes, record_count, base_timestamp, max_timestamp,
-                                    producer_id, producer_epoch, base_sequence))
-    chunks = records if isinstance(records, list) else (records,)
-    crc = crc32c(tail)
+) -> bytearray:
+    """The 61-byte header (base offset 0) of a (compressed) records section -- bytes-like, or a
+    list of bytes-like chunks --, its CRC run over the header's tail then the chunks in place."""
+    chunks = records if isinstance(records, (list, tuple)) else (records,)
+    head = bytearray(BATCH_OVERHEAD)
+    _TAIL.pack_into(head, ATTRIBUTES_OFFSET, *_tail_fields(attributes, record_count, base_timestamp, max_timestamp,
+                                                           producer_id, producer_epoch, base_sequence))
+    crc = crc32c(memoryview(head)[ATTRIBUTES_OFFSET:])
     for chunk in chunks:
         crc = crc32c(chunk, crc)
-    length = BATCH_OVERHEAD - 12 + sum(map(len, chunks))
-    head = _HEAD_CRC.pack(0, length, NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
-    return b"".join((head, tail, *chunks))
+    _HEAD_CRC.pack_into(head, 0, 0, BATCH_OVERHEAD - 12 + sum(map(len, chunks)), NO_PARTITION_LEADER_EPOCH,
+                        MAGIC, crc)
+    return head
+
+
+def finish_batch(records, attributes: int, record_count: int, base_timestamp: int, max_timestamp: int,
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+    """The header and the records as one ``bytes`` (one copy, the join).  Positional and
+    branch-free: the Arrow path calls it once per compressed batch."""
+    chunks = records if isinstance(records, (list, tuple)) else (records,)
+    return b"".join((batch_header(chunks, attributes, record_count, base_timestamp, max_timestamp, producer_id,
+                                  producer_epoch, base_sequence), *chunks))
+
+
+class BatchBuffers:
+    """A built batch kept as its buffers: the header (writable: re-stamped in place) and the
+    records' chunks as the encoder left them.  The Sender writes them as they are (the request
+    is a list of buffers), so a batch filled across ``send_batch`` calls is never joined into one
+    buffer: for large records that join was a whole extra pass over every byte sent.
+    ``len()`` is its size in bytes; ``bytes()`` joins it (splitting, tests)."""
+
+    __slots__ = ("head", "chunks", "_size")
+
+    def __init__(self, head: bytearray, chunks: list):
+        self.head = head
+        self.chunks = chunks
+        self._size = len(head) + sum(map(len, chunks))
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def parts(self) -> list:
+        return [self.head, *self.chunks]
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.parts)
+
+    def restamp(self, producer_id: int, producer_epoch: int, base_sequence: int,
+                is_transactional: bool | None) -> "BatchBuffers":
+        """``set_producer_state`` on the header, the CRC run over the chunks where they are."""
+        head = self.head
+        _stamp_header(head, producer_id, producer_epoch, base_sequence, is_transactional)
+        crc = crc32c(memoryview(head)[ATTRIBUTES_OFFSET:])
+        for chunk in self.chunks:
+            crc = crc32c(chunk, crc)
+        _CRC.pack_into(head, CRC_OFFSET, crc)
+        return self
 
 
 def finish_batch_in_place(
@@ -321,7 +365,8 @@ class RecordBatchBuilder:
 class EncodedRecordsBuilder:
     """A batch whose records arrive already encoded, a chunk at a time (the Arrow path: each
     ``send_batch`` call encodes its rows for a partition in one vectorised pass and appends
-    them to the partition's open batch), framed -- and compressed -- once, at ``build``.
+    them to the partition's open batch), framed -- and compressed -- once, at ``build``:
+    uncompressed, a header over the chunks as they are (``BatchBuffers``), nothing copied.
 
     A chunk's records carry offset deltas from ``record_count`` on and timestamp deltas from
     ``base_timestamp``, as the encoder was told (``record.arrow.Slice``).  Like Java's
@@ -362,13 +407,13 @@ class EncodedRecordsBuilder:
         return False
 
     def build(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-              is_transactional: bool = False) -> bytes:
+              is_transactional: bool = False) -> "BatchBuffers":
         chunks, self._chunks = self._chunks, []
         ctype = self.compression_type
-        records = compress(ctype, b"".join(chunks)) if ctype else chunks  # uncompressed: one copy, the join
-        return finish_batch(records,
-                            batch_attributes(self.compression_type, is_transactional), self._count,
-                            self.base_timestamp, self._max_ts, producer_id, producer_epoch, base_sequence)
+        records = [compress(ctype, b"".join(chunks))] if ctype else chunks  # uncompressed: no copy at all
+        return BatchBuffers(batch_header(records, batch_attributes(ctype, is_transactional), self._count,
+                                         self.base_timestamp, self._max_ts, producer_id, producer_epoch,
+                                         base_sequence), records)
 
 
 def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_sequence: int,
@@ -380,10 +425,19 @@ def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_
     ``bytearray``.  The Sender stamps every batch of an idempotent producer as it drains it,
     so a copy per stamp would copy every byte sent.  The records are untouched.
     """
+    if isinstance(batch_bytes, BatchBuffers):
+        return batch_bytes.restamp(producer_id, producer_epoch, base_sequence, is_transactional)
     if isinstance(batch_bytes, bytearray) or (isinstance(batch_bytes, memoryview) and not batch_bytes.readonly):
         out = batch_bytes
     else:
         out = bytearray(batch_bytes)
+    _stamp_header(out, producer_id, producer_epoch, base_sequence, is_transactional)
+    _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
+
+
+def _stamp_header(out, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool | None):
+    """Producer state (and, unless None, the transactional flag) into a writable header."""
     if len(out) < BATCH_OVERHEAD or out[MAGIC_OFFSET] != MAGIC:
         raise ValueError("not a record batch v2")
     _PRODUCER_STATE.pack_into(out, PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence)
@@ -391,8 +445,6 @@ def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_
         attributes = int.from_bytes(out[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2], "big")
         attributes = attributes | TRANSACTIONAL_FLAG if is_transactional else attributes & ~TRANSACTIONAL_FLAG
         out[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
-    _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return out
 
 
 def split_batch(data, parts: int = 2) -> list[tuple[bytearray | bytes, int]]:
@@ -494,10 +546,13 @@ def _decode_record(buf, pos, base_timestamp):
 
 
 def decode_batches(data) -> list[DecodedBatch]:
-    """Parse and verify (CRC, lengths, record count) every batch in ``data``.
+    """Parse and verify (CRC, lengths, record count) every batch in ``data`` (bytes-like, or one
+    batch kept as its buffers).
 
     Truncation, CRC mismatch, an unknown magic or malformed records raise ``ProtocolError``.
     """
+    if isinstance(data, BatchBuffers):
+        data = bytes(data)
     mv = memoryview(data).cast("B")
     pos, end, batches = 0, len(mv), []
     while pos < end:

@@ -114,3 +114,26 @@ def test_a_call_larger_than_buffer_memory_goes_through_range_by_range(broker, cl
     stored = broker.log_values("big", 0) + broker.log_values("big", 1)
     assert sorted(stored) == values
     assert p.metrics()["buffer_available_bytes"] == 200_000  # every reservation given back
+
+
+def test_a_request_ends_at_the_first_batch_that_does_not_fit():
+    """Java's drain: a request takes the node's partitions' batches in turn until one no longer
+    fits max.request.size, and the next request starts at that one.  Smaller batches further on
+    are not taken to fill the gap (an open batch would be sealed early: at many partitions the
+    requests then carried many small batches)."""
+    from sparkkafka_sink.producer.accumulator import RecordAccumulator
+    from sparkkafka_sink.producer.buffer_pool import BufferPool
+    from sparkkafka_sink.producer.producer_batch import ProducerBatch
+
+    class OneNode:
+        def leader_for(self, topic, partition):
+            return 1
+
+    acc = RecordAccumulator(batch_size=1 << 20, compression_type=0, linger_ms=0, retry_backoff_ms=100,
+                            retry_backoff_max_ms=1000, delivery_timeout_ms=120_000, pool=BufferPool(1 << 24))
+    for partition, size in enumerate([400, 400, 400, 100, 400, 400, 400, 100]):
+        acc.queue_batch(ProducerBatch.prebuilt("t", partition, bytes(size), 1, 0, 0))
+    requests = []
+    while got := acc.drain(OneNode(), [1], 1000, 0)[1]:
+        requests.append([batch.partition for batch in got])
+    assert requests == [[0, 1], [2, 3, 4], [5, 6, 7]]

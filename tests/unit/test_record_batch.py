@@ -264,3 +264,36 @@ def test_we_read_kafka_pythons_batches(ctype):
     (batch,) = decode_batches(bytes(theirs.build()))
     got = [(r.timestamp, r.key, r.value, r.headers) for r in batch.records]
     assert got == [(ts, k, v, h) for ts, k, v, h in records]
+
+
+@pytest.mark.parametrize("ctype", [CompressionType.NONE, CompressionType.LZ4])
+def test_a_batch_filled_across_calls_is_sent_as_its_buffers(ctype):
+    """An open batch of the Arrow path is built as a header over its chunks, not joined: its
+    bytes equal the row builder's for the same records, it is re-stamped in place (CRC over the
+    chunks where they are), and a Produce request carries its chunks by reference, encoding
+    exactly as if it were one ``bytes``."""
+    from sparkkafka_sink.protocol.produce import ProduceRequest
+    from sparkkafka_sink.record.batch import BatchBuffers, EncodedRecordsBuilder
+
+    rows = [(TS + i, b"k%d" % i, os.urandom(40)) for i in range(9)]
+    row_builder = RecordBatchBuilder(ctype, 1 << 20)
+    for ts, k, v in rows:
+        row_builder.try_append(ts, k, v, None)
+    chunked = EncodedRecordsBuilder(ctype, TS)
+    for lo, hi in ((0, 4), (4, 5), (5, 9)):  # three calls' chunks
+        chunk = b"".join(encode_record(i, ts - TS, k, v, None) for i, (ts, k, v) in enumerate(rows[lo:hi], lo))
+        chunked.append(memoryview(chunk), hi - lo, rows[hi - 1][0])
+    built = chunked.build(producer_id=5, producer_epoch=1, base_sequence=10)
+    assert isinstance(built, BatchBuffers) and len(built) == len(bytes(built))
+    assert len(built.chunks) == (3 if ctype == CompressionType.NONE else 1)  # uncompressed: nothing joined
+    assert bytes(built) == row_builder.build(producer_id=5, producer_epoch=1, base_sequence=10)
+    chunks = list(built.chunks)
+    assert set_producer_state(built, 6, 2, 99, True) is built and built.chunks == chunks
+    (batch,) = decode_batches(built)
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.is_transactional) == (6, 2, 99, True)
+    request = ProduceRequest(None, -1, 30000, [("t", [(0, built)])])
+    as_bytes = ProduceRequest(None, -1, 30000, [("t", [(0, bytes(built))])])
+    for version in (3, 9):
+        parts = request.encode(version)
+        assert any(p is c for p in parts for c in built.chunks[:1])  # by reference
+        assert b"".join(map(bytes, parts)) == b"".join(map(bytes, as_bytes.encode(version)))

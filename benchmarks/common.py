@@ -396,7 +396,9 @@ class CpuMeter:
             out["cpu_broker_s"] = round(broker / _TICK, 2)
         if self._split is not None:
             now = _class_ticks(self.broker_pid)
-            out["cpu_split_s"] = {k: round((now.get(k, 0) - self._split.get(k, 0)) / _TICK, 2)
+            # a process that ended and was reaped outside its class takes its time with it: a
+            # class may come out short (never below 0), not long
+            out["cpu_split_s"] = {k: round(max(0, now.get(k, 0) - self._split.get(k, 0)) / _TICK, 2)
                                   for k in ("spark_jvm", "python_workers")}
         return out
 

@@ -71,6 +71,16 @@ class RequestProbe:
             raise RuntimeError(f"the JMX probe stopped: {err.strip()[-400:]}")
         return json.loads(line)
 
+    def try_snapshot(self) -> dict | None:
+        """``snapshot()``, or None if the probe failed (a run is not lost to its metrics)."""
+        try:
+            return self.snapshot()
+        except (RuntimeError, ValueError) as exc:
+            import sys
+
+            print(f"[bench] broker request metrics: {exc}", file=sys.stderr)
+            return None
+
     def close(self) -> None:
         if self._proc.poll() is None:
             self._proc.stdin.close()

@@ -293,7 +293,7 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
                                compression=comp, topic=topic, label=label)
     ready_s = create_topic(spec.bootstrap, topic, spec.partitions)
     probe = probe_for(spec.broker_jmx)
-    requests_before = probe.snapshot() if probe else None
+    requests_before = probe.try_snapshot() if probe else None
     with tempfile.NamedTemporaryFile(prefix="bench-", suffix=".json", delete=False) as f:
         result_path = f.name
     try:
@@ -311,7 +311,7 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
             os.unlink(result_path)
         except OSError:
             pass
-    requests_after = probe.snapshot() if probe else None
+    requests_after = probe.try_snapshot() if probe else None
     res.setdefault("group", CONTENDERS[name].group)
     res.update(round=rnd, records=args.records, topic=topic, value_size=value_size, partitions=partitions,
                config=config, topic_ready_s=ready_s,
@@ -322,7 +322,7 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
     census = batch_census(spec.broker_log_dir, topic)
     if census:
         res["stored_batches"] = census
-    if requests_after and res.get("elapsed_s"):
+    if requests_before and requests_after and res.get("elapsed_s"):
         clock_s = sum(res.get("pass_s") or []) or res["elapsed_s"]  # the replay times each of its passes
         res["broker_requests"] = request_figures(requests_before, requests_after, clock_s,
                                                  (census or {}).get("batches"))

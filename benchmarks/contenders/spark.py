@@ -480,7 +480,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         res["topic_ready_s"] = create_topic(spec.bootstrap, spec.topic, spec.partitions)
     landed = ApproxLanded(spec.bootstrap, spec.topic, spec.partitions) if writes else None
     probe = probe_for(spec.broker_jmx) if writes else None
-    requests_before = probe.snapshot() if probe else None
+    requests_before = probe.try_snapshot() if probe else None
     cpu = CpuMeter(spec.broker_pid, split=True)
     t0 = time.perf_counter()
     sampler = Sampler(progress=_progress_fn(spark, spec.label, spec.records, t0, landed),
@@ -490,7 +490,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         spark_count = _action(name, df, spec, security)
         elapsed = time.perf_counter() - t0
         res.update(cpu.stop())
-        requests_after = probe.snapshot() if probe else None
+        requests_after = probe.try_snapshot() if probe else None
     except Exception as e:  # noqa: BLE001
         sampler.stop()
         if landed:
@@ -524,7 +524,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         census = batch_census(spec.broker_log_dir, spec.topic)
         if census:
             res["stored_batches"] = census
-        if requests_after:
+        if requests_before and requests_after:
             res["broker_requests"] = request_figures(requests_before, requests_after, elapsed,
                                                      (census or {}).get("batches"))
         if not keep_topic:

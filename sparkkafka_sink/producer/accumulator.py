@@ -10,7 +10,6 @@ batches go back to the front of their deque so per-partition order holds.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections import deque

@@ -14,9 +14,11 @@ snapshots taken just before and just after its clock.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 PROBE = Path(__file__).with_name("jmx") / "BrokerRequests.java"
@@ -42,9 +44,21 @@ def enable_jmx(pid: int, timeout: float = 60.0) -> str:
                           "jmxremote.authenticate=false", "jmxremote.ssl=false", "jmxremote.registry.ssl=false",
                           "jmxremote.autodiscovery=false"],
                          capture_output=True, text=True, timeout=timeout)
+    _remove_attach_socket(pid)
     if out.returncode != 0 or "exception" in (out.stdout + out.stderr).lower():
         raise RuntimeError(f"jcmd ManagementAgent.start failed: {(out.stdout + out.stderr).strip()[:400]}")
     return f"{_HOST}:{port}"
+
+
+def _remove_attach_socket(pid: int) -> None:
+    """jcmd's attach makes the JVM listen on ``/tmp/.java_pid<pid>`` (HotSpot's fixed place, not
+    java.io.tmpdir), which outlives a killed JVM: removed once jcmd is done with it (a later
+    attach would make it again), so nothing is left in the temp directory."""
+    for directory in {"/tmp", tempfile.gettempdir()}:
+        try:
+            os.unlink(os.path.join(directory, f".java_pid{pid}"))
+        except OSError:
+            pass
 
 
 class RequestProbe:

@@ -483,7 +483,14 @@ def test_transaction_coordinator_killed_during_commit_completes_after_failover(k
 
         admin.client.send = send_then_kill
         admin.end(prepared, True, time.monotonic() + 120)
-        new_coordinator = admin.coordinator(prepared.transactional_id, time.monotonic() + 30)
+
+        def moved():
+            node = admin.coordinator(prepared.transactional_id, time.monotonic() + 30)
+            return node if node != victim.node_id else None
+
+        # the EndTxn was answered by the new coordinator; a broker whose metadata has not caught
+        # up with the new leadership may still name the killed node for a moment
+        new_coordinator = wait_until("FindCoordinator names a running node", moved, timeout=30, interval=0.2)
         # the rest of the driver's commit, the node still down: nothing else of the write is open
         assert admin.abort_lingering(prepared.transactional_id, time.monotonic() + 60,
                                      exclude=[prepared.transactional_id]) == []

@@ -328,6 +328,8 @@ def test_broker_request_metrics_count_the_produce_requests(apache_kafka):
         after = probe.snapshot()
     got = request_figures(before, after, elapsed_s=1.0, stored_batches=3)
     assert (got["produce_requests"], got["messages_in"], got["batches_per_request"]) == (3, 300, 1.0)
+    # the attach socket jcmd made the JVM open is not left in the temp directory
+    assert not os.path.exists(f"/tmp/.java_pid{apache_kafka.nodes[0].pid}")
     assert got["request_kib_mean"] > 0 and got["total_time_ms_mean"] >= 0
 
 

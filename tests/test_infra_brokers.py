@@ -87,6 +87,10 @@ def test_pause_resume_kill(fresh_broker, kind):
     handle = fresh_broker(kind)
     broker = handle.broker
     handle.pause()
+    # pause() returns once every thread of the broker has stopped, not merely once signalled
+    tasks = os.listdir(f"/proc/{broker.pid}/task")
+    assert tasks and all(open(f"/proc/{broker.pid}/task/{t}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+                         in (b"T", b"t") for t in tasks)
     with pytest.raises(OSError):
         probe_api_versions("127.0.0.1", broker.port, timeout=0.3)  # connects, never answers
     handle.resume()

@@ -207,6 +207,23 @@ def _executable(path: Path) -> str:
     return str(path)
 
 
+def _all_threads_stopped(pid: int) -> bool:
+    """Every thread of ``pid`` in the stopped state (``T`` in /proc; gone counts as stopped)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"T", b"t"):
+            return False
+    return True
+
+
 class EmbeddedBroker:
     """A broker subprocess we own: start/stop/kill/pause/resume/restart by PID.
 
@@ -333,10 +350,18 @@ class EmbeddedBroker:
         """SIGKILL (a crash): data dirs stay so ``restart()`` can show what survived."""
         self._terminate(kill_only=True)
 
-    def pause(self) -> None:
-        """SIGSTOP: the broker keeps its sockets but answers nothing (a hung broker)."""
+    def pause(self, timeout: float = 10.0) -> None:
+        """SIGSTOP: the broker keeps its sockets but answers nothing (a hung broker).  Returns
+        once every thread of it is stopped: ``kill()`` returns before a thread running on
+        another core has taken the signal, and on busy cores a request sent right after could
+        still be answered (a clean-clone run saw it)."""
         self._signal(signal.SIGSTOP)
         self._paused = True
+        deadline = time.monotonic() + timeout
+        while not _all_threads_stopped(self._proc.pid):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: not stopped {timeout} s after SIGSTOP")
+            time.sleep(0.001)
 
     def resume(self) -> None:
         """SIGCONT after ``pause()``."""

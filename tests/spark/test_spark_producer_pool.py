@@ -89,4 +89,9 @@ def test_pooled_producers_serve_a_stream_on_the_other_brokers(spark, sink_metric
     assert tasks >= 40 and created <= 4, f"{created} producers made for {tasks} tasks"
     written = after["records_sent"] - before["records_sent"]
     got = consume_all(kafka.bootstrap_servers, topic, expected_count=written, timeout=60)
-    assert len(got) == written and {int(r.value) for r in got} == set(range(written))
+    values = [int(r.value) for r in got]
+    # every row the finished micro-batches delivered, once; stop() may land in the middle of the
+    # next micro-batch, whose rows can reach Kafka without its tasks' metrics reaching the driver
+    # (at-least-once): those are rows of that one micro-batch of 50, never a duplicate
+    assert len(set(values)) == len(values) and set(range(written)) <= set(values), (written, len(values))
+    assert all(written <= v < written + 50 for v in set(values) - set(range(written))), sorted(values)[-60:]

@@ -131,6 +131,27 @@ def request_figures(before: dict, after: dict, elapsed_s: float, stored_batches:
     return out
 
 
+class RequestMeter:
+    """The Produce requests of one run, shaped like ``common.CpuMeter``: the first snapshot is
+    taken at construction, ``stop()`` takes the second when the run's clock stops, and
+    ``figures()`` turns them into the run's figures once its time and stored batches are known.
+    Without a probe, or when one of its snapshots failed, ``figures()`` is None."""
+
+    def __init__(self, probe: RequestProbe | None):
+        self._probe = probe
+        self._before = probe.try_snapshot() if probe else None
+        self._after: dict | None = None
+
+    def stop(self) -> None:
+        if self._before is not None:
+            self._after = self._probe.try_snapshot()
+
+    def figures(self, elapsed_s: float | None, stored_batches: int | None = None) -> dict | None:
+        if self._before is None or self._after is None or not elapsed_s:
+            return None
+        return request_figures(self._before, self._after, elapsed_s, stored_batches)
+
+
 _probes: dict[str, RequestProbe | None] = {}
 
 

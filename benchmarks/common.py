@@ -61,6 +61,9 @@ class BenchSpec:
     broker_pid: int = 0  # the broker's pid (tansu/noida binary, Kafka's JVM), for its CPU time (0: not ours)
     broker_log_dir: str = ""  # Apache Kafka's log.dirs when the harness started it (topic deletion waits on it)
     broker_jmx: str = ""  # host:port of the broker's JMX connector (its request metrics: broker_requests.py)
+    #: pyprod-kafka's own options beyond the producer settings above (e.g. coalesceBytes), for
+    #: studies of the sink's settings; empty in the matrix
+    sink_options: dict = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.broker_requests import enable_jmx, probe_for, request_figures
+from benchmarks.broker_requests import RequestMeter, enable_jmx, probe_for
 from benchmarks.common import (
     CONFIGS,
     fair_buffer_memory,
@@ -177,6 +177,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--spark-driver-memory", default=argparse.SUPPRESS,
                    help="default: 2g, more when the cached DataFrame needs it (rows x record bytes x 2.5 + 1g)")
     g.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
+    g.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of pyprod-kafka's beyond the shared producer settings (e.g. coalesceBytes=16777216), "
+                        "for studies of the sink's own settings")
     g = ap.add_argument_group("harness")
     g.add_argument("--timeout", type=float, default=1800, help="seconds per standalone child")
     g.add_argument("--spark-timeout", type=float, default=7200, help="seconds for the whole Spark process")
@@ -203,6 +206,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.partitions_list = _int_list(getattr(args, "partitions", MATRIX["partitions"] if m else "4"), "--partitions")
     except argparse.ArgumentTypeError as e:
         ap.error(str(e))
+    args.sink_options = {}
+    for pair in args.sink_option:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            ap.error(f"--sink-option takes KEY=VALUE, not {pair!r}")
+        args.sink_options[key.strip()] = value
     # the first cell's: what the template spec, the single-cell tables and the chart use
     args.value_size, args.partitions = args.value_sizes[0], args.partitions_list[0]
     if args.alternate is None:
@@ -236,7 +245,7 @@ def template_spec(args, bootstrap: str) -> BenchSpec:
                      max_in_flight=args.max_in_flight, idempotence=not args.no_idempotence,
                      arrow_batch=args.arrow_batch, replay_inflight=args.replay_inflight,
                      replay_repeats=args.replay_repeats,
-                     progress_interval=args.progress_interval)
+                     progress_interval=args.progress_interval, sink_options=args.sink_options)
 
 
 # ----------------------------------------------------------------------------- child runs
@@ -292,8 +301,7 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
     spec = dataclasses.replace(cell_spec(template, value_size, partitions, config), contender=name,
                                compression=comp, topic=topic, label=label)
     ready_s = create_topic(spec.bootstrap, topic, spec.partitions)
-    probe = probe_for(spec.broker_jmx)
-    requests_before = probe.try_snapshot() if probe else None
+    requests = RequestMeter(probe_for(spec.broker_jmx))
     with tempfile.NamedTemporaryFile(prefix="bench-", suffix=".json", delete=False) as f:
         result_path = f.name
     try:
@@ -311,7 +319,7 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
             os.unlink(result_path)
         except OSError:
             pass
-    requests_after = probe.try_snapshot() if probe else None
+    requests.stop()
     res.setdefault("group", CONTENDERS[name].group)
     res.update(round=rnd, records=args.records, topic=topic, value_size=value_size, partitions=partitions,
                config=config, topic_ready_s=ready_s,
@@ -322,10 +330,10 @@ def run_standalone(args, template: BenchSpec, name: str, comp: str, rnd: int,
     census = batch_census(spec.broker_log_dir, topic)
     if census:
         res["stored_batches"] = census
-    if requests_before and requests_after and res.get("elapsed_s"):
-        clock_s = sum(res.get("pass_s") or []) or res["elapsed_s"]  # the replay times each of its passes
-        res["broker_requests"] = request_figures(requests_before, requests_after, clock_s,
-                                                 (census or {}).get("batches"))
+    clock_s = sum(res.get("pass_s") or []) or res.get("elapsed_s")  # the replay times each of its passes
+    figures = requests.figures(clock_s, (census or {}).get("batches"))
+    if figures:
+        res["broker_requests"] = figures
     if not args.keep_topics:
         delete_topic(spec.bootstrap, topic, spec.broker_log_dir)
     return res
@@ -694,6 +702,8 @@ def _configs_desc(meta: dict) -> str:
         else:
             parts.append("defaults: each client's own linger.ms, batch size and buffer (ours: the sink's batch.size "
                          "262144, buffer.memory 33554432; Java: 16384, 33554432; librdkafka: 1 MB batches, 1 GB queue)")
+    if meta.get("sink_options"):
+        parts.append("pyprod-kafka also with " + ", ".join(f"{k}={v}" for k, v in meta["sink_options"].items()))
     return "; ".join(parts)
 
 
@@ -811,6 +821,38 @@ def requests_table(doc: dict) -> list[str]:
                                      "request", text)
 
 
+def headroom_table(doc: dict, target: float = 1.5) -> list[str]:
+    """Per cell, how far the machine lets ours go past the JVM sink: the no-op floor (Spark
+    handing the rows to Python workers that drop them) plus the broker's CPU as ours made it
+    work, spread over the machine's CPUs, is the fastest a sink that cost nothing could run;
+    the JVM sink's time over that is the ceiling of ours ÷ JVM.  Beside it, the CPU seconds ours
+    spent beyond the floor and the broker, and what it may spend to reach ``target`` × the JVM
+    sink (negative: not even a free sink would).  Empty without the no-op, ours and the JVM sink."""
+    meta, results = doc["meta"], doc["results"]
+    cpus = meta.get("cpus") or 1
+    by = {(r["contender"], r["compression"], *_cell(r)): r for r in results if r.get("status") == "ok"}
+    lines = []
+    for v, p, c in [_cell_of(cell) for cell in meta["cells"]]:
+        for comp in meta["compressions"]:
+            ours, jvm, floor = (by.get((n, comp, v, p, c)) for n in ("spark-pyprod", "spark-jvm-kafka", "spark-noop"))
+            if not (ours and jvm and floor) or any(r.get("cpu_machine_s") is None for r in (ours, floor)):
+                continue
+            broker = ours.get("cpu_broker_s") or 0.0
+            free_s = max(floor["elapsed_s"], (floor["cpu_machine_s"] + broker) / cpus)
+            spent = ours["cpu_machine_s"] - floor["cpu_machine_s"] - broker
+            budget = cpus * jvm["elapsed_s"] / target - floor["cpu_machine_s"] - broker
+            lines.append(f"| {c} | {_size_label(v)} | {p} | {comp} | {jvm['elapsed_s'] / ours['elapsed_s']:.2f}× | "
+                         f"{jvm['elapsed_s'] / free_s:.2f}× | {spent:.1f} | {budget:.1f} |")
+    if not lines:
+        return []
+    return [f"How far ours could go on this machine (best rounds): a sink that cost nothing runs no faster than the "
+            f"no-op floor's CPU plus the broker's (as ours made it work) over {cpus} CPUs; ours' own CPU beyond both, "
+            f"and what {target:g}× the JVM sink would allow it", "",
+            f"| config | value | partitions | codec | ours ÷ JVM | a free sink ÷ JVM | ours' CPU s beyond floor "
+            f"and broker | CPU s {target:g}× allows |",
+            "|---|---:|---:|---|---:|---:|---:|---:|"] + lines
+
+
 def markdown(doc: dict) -> str:
     meta = doc["meta"]
     if meta.get("matrix"):
@@ -862,7 +904,7 @@ def markdown_matrix(doc: dict) -> str:
     if sp.get("error"):
         lines += [f"Spark process error: {sp['error'][:500]}", ""]
     lines += matrix_table(doc)
-    for table in (requests_table(doc), cpu_split_table(doc)):
+    for table in (requests_table(doc), cpu_split_table(doc), headroom_table(doc)):
         if table:
             lines += [""] + table
     if doc_costs(doc):
@@ -1053,6 +1095,7 @@ def main(argv=None) -> int:
         "cells": [list(c) for c in args.cells], "configs": args.configs,
         "key_size": args.key_size, "pool_size": args.pool_size,
         "linger_ms": args.linger_ms, "batch_size": args.batch_size, "buffer_memory": args.buffer_memory,
+        "sink_options": args.sink_options,
         "max_in_flight": args.max_in_flight, "idempotence": not args.no_idempotence,
         "arrow_batch": args.arrow_batch, "replay_inflight": args.replay_inflight,
         "replay_repeats": args.replay_repeats, "rounds": args.rounds,

@@ -74,7 +74,7 @@ from benchmarks.common import (
     new_topic,
     proc_rss_bytes,
 )
-from benchmarks.broker_requests import probe_for, request_figures
+from benchmarks.broker_requests import RequestMeter, probe_for
 from benchmarks.contenders import CONTENDERS, COST_PAIRS, CostPair
 
 #: the pyprod-kafka sink: plain, over SASL_SSL, exactly-once
@@ -376,14 +376,16 @@ def _secured_sink_options(spec: BenchSpec, security: dict) -> dict:
 
 def _pyprod_options(name: str, spec: BenchSpec, security: dict | None = None) -> dict:
     """The ``pyprod-kafka`` options of ``name`` (one of ``PYPROD``): ``spark-pyprod``'s, over the
-    secured listener, or with ``EOS_OPTIONS``."""
+    secured listener, or with ``EOS_OPTIONS``; then the run's own ``sink_options``."""
     if name == "spark-pyprod-sasl-ssl":
         if not security:
             raise RuntimeError(f"{name} needs the secured listener's settings (config 'security')")
-        return _secured_sink_options(spec, security)
-    if name == "spark-pyprod-eos":
-        return dict(_sink_options(spec), **EOS_OPTIONS)
-    return _sink_options(spec)
+        options = _secured_sink_options(spec, security)
+    elif name == "spark-pyprod-eos":
+        options = dict(_sink_options(spec), **EOS_OPTIONS)
+    else:
+        options = _sink_options(spec)
+    return dict(options, **spec.sink_options)
 
 
 def _action(name: str, df, spec: BenchSpec, security: dict | None = None):
@@ -479,8 +481,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
     if writes:
         res["topic_ready_s"] = create_topic(spec.bootstrap, spec.topic, spec.partitions)
     landed = ApproxLanded(spec.bootstrap, spec.topic, spec.partitions) if writes else None
-    probe = probe_for(spec.broker_jmx) if writes else None
-    requests_before = probe.try_snapshot() if probe else None
+    requests = RequestMeter(probe_for(spec.broker_jmx) if writes else None)
     cpu = CpuMeter(spec.broker_pid, split=True)
     t0 = time.perf_counter()
     sampler = Sampler(progress=_progress_fn(spark, spec.label, spec.records, t0, landed),
@@ -490,7 +491,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         spark_count = _action(name, df, spec, security)
         elapsed = time.perf_counter() - t0
         res.update(cpu.stop())
-        requests_after = probe.try_snapshot() if probe else None
+        requests.stop()
     except Exception as e:  # noqa: BLE001
         sampler.stop()
         if landed:
@@ -524,9 +525,9 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         census = batch_census(spec.broker_log_dir, spec.topic)
         if census:
             res["stored_batches"] = census
-        if requests_before and requests_after:
-            res["broker_requests"] = request_figures(requests_before, requests_after, elapsed,
-                                                     (census or {}).get("batches"))
+        figures = requests.figures(elapsed, (census or {}).get("batches"))
+        if figures:
+            res["broker_requests"] = figures
         if not keep_topic:
             delete_topic(spec.bootstrap, spec.topic, spec.broker_log_dir)
     else:

@@ -68,6 +68,17 @@ def test_eos_options_are_the_plain_ones_plus_exactly_once():
     assert eos == dict(plain, deliveryGuarantee="exactly-once")
 
 
+def test_sink_options_reach_pyprod_kafka_only_and_are_stated():
+    args = run.parse_args(["--contenders", "spark-pyprod,spark-jvm-kafka", "--sink-option", "coalesceBytes=16777216"])
+    spec = run.template_spec(args, "127.0.0.1:9")
+    assert spark_contenders._pyprod_options(PLAIN, spec)["coalesceBytes"] == "16777216"
+    assert "coalesceBytes" not in spark_contenders._sink_options(spec)  # what Spark's JVM sink gets
+    assert run._configs_desc({"configs": ["tuned"], "linger_ms": 5, "batch_size": 1, "buffer_memory": 2,
+                              "sink_options": args.sink_options}).endswith("pyprod-kafka also with coalesceBytes=16777216")
+    with pytest.raises(SystemExit):
+        run.parse_args(["--sink-option", "coalesceBytes"])
+
+
 def test_eos_is_skipped_where_it_cannot_be_checked():
     import dataclasses
 
@@ -296,6 +307,30 @@ def test_request_figures_are_the_differences_of_two_snapshots():
     assert "records_per_request" not in request_figures(before, before, 1.0)
 
 
+class _Snapshots:
+    """A probe whose snapshots are given (None: that snapshot fails, as a stopped probe's)."""
+
+    def __init__(self, *snapshots):
+        self._snapshots = list(snapshots)
+
+    def try_snapshot(self):
+        return self._snapshots.pop(0)
+
+
+def test_a_request_meter_has_figures_only_with_both_snapshots_and_a_time():
+    from benchmarks.broker_requests import RequestMeter
+
+    before, after = {"produce_requests": 1, "messages_in": 10}, {"produce_requests": 5, "messages_in": 410}
+    meter = RequestMeter(_Snapshots(before, after))
+    meter.stop()
+    assert meter.figures(2.0, stored_batches=8)["batches_per_request"] == 2.0
+    assert meter.figures(None) is None  # the run failed before its clock stopped
+    assert RequestMeter(None).figures(2.0) is None  # no probe (no JMX, not a write)
+    failed = RequestMeter(_Snapshots(before, None))
+    failed.stop()
+    assert failed.figures(2.0) is None
+
+
 def test_the_matrix_gets_a_requests_table_only_with_request_metrics():
     doc = {"meta": {"cells": [(100, 4, "tuned")], "compressions": ["none"]},
            "results": [dict(_run(PLAIN, 1, 500_000), config="tuned")]}
@@ -312,7 +347,7 @@ def test_broker_request_metrics_count_the_produce_requests(apache_kafka):
     """The JMX probe against a real broker: three acknowledged sends of 100 records each, one at
     a time, are three Produce requests and 300 messages in (this process sends nothing else to
     its broker meanwhile)."""
-    from benchmarks.broker_requests import RequestProbe, enable_jmx, request_figures
+    from benchmarks.broker_requests import RequestMeter, RequestProbe, enable_jmx
     from sparkkafka_sink import Producer
     from sparkkafka_sink.testing.brokers import create_topics
 
@@ -322,11 +357,11 @@ def test_broker_request_metrics_count_the_produce_requests(apache_kafka):
     with RequestProbe(enable_jmx(apache_kafka.nodes[0].pid)) as probe, \
             Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}) as producer:
         producer.send_batch(topic, values=[b"warm"], partitions=0).get(30)  # connections, producer id
-        before = probe.snapshot()
+        requests = RequestMeter(probe)
         for i in range(3):
             producer.send_batch(topic, values=[b"v%d" % j for j in range(100)], partitions=i % 2).get(30)
-        after = probe.snapshot()
-    got = request_figures(before, after, elapsed_s=1.0, stored_batches=3)
+        requests.stop()
+    got = requests.figures(elapsed_s=1.0, stored_batches=3)
     assert (got["produce_requests"], got["messages_in"], got["batches_per_request"]) == (3, 300, 1.0)
     # the attach socket jcmd made the JVM open is not left in the temp directory
     assert not os.path.exists(f"/tmp/.java_pid{apache_kafka.nodes[0].pid}")
@@ -339,6 +374,18 @@ def test_the_matrix_gets_a_cpu_split_table_where_runs_have_one():
     assert run.cpu_split_table(doc) == []
     doc["results"][0]["cpu_split_s"] = {"spark_jvm": 2.85, "python_workers": 5.67}
     assert run.cpu_split_table(doc)[-1] == "| tuned | 100 B | 4 | none | 2.9 / 5.7 / 1.0 |"
+
+
+def test_the_headroom_table_bounds_what_a_free_sink_could_reach():
+    """Floor 0.5 s with 1.0 CPU s, broker 1.0 CPU s under ours on 2 CPUs: a free sink needs 1.0 s,
+    so 4.0 s of the JVM sink is a 4.0× ceiling; ours spent 6.0 - 1.0 - 1.0 = 4.0 CPU s of its own,
+    and 1.5× (2.67 s on 2 CPUs = 5.33 CPU s) leaves it 3.33."""
+    cells = {"meta": {"cells": [(100, 4, "tuned")], "compressions": ["none"], "cpus": 2}}
+    doc = dict(cells, results=[dict(_run(n, 1, 2_000_000 / s, cpu=c), config="tuned")
+                               for n, s, c in (("spark-noop", 0.5, 1.0), ("spark-pyprod", 2.0, 6.0),
+                                               ("spark-jvm-kafka", 4.0, 7.0))])
+    assert run.headroom_table(doc)[-1] == "| tuned | 100 B | 4 | none | 2.00× | 4.00× | 4.0 | 3.3 |"
+    assert run.headroom_table(dict(cells, results=doc["results"][1:])) == []  # no floor: no ceiling
 
 
 def test_cpu_split_counts_a_python_worker_by_its_command_line():

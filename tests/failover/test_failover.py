@@ -250,7 +250,8 @@ def test_rolling_restart_during_a_spark_write_of_600k_rows(spark, kafka_cluster,
             seen += batch.num_rows
             yield batch
 
-    # 100-byte values: each task's first half is two of the sink's 4 MiB bulk sends
+    # 100-byte values: each task's first half is two bulk sends of 4 MiB (coalesceBytes, below),
+    # which reach the broker while the second half waits for the restarts
     df = (spark.range(0, n, 1, spark_partitions)
           .selectExpr("cast(id % 1000 as string) as key", "lpad(cast(id as string), 100, '.') as value")
           .mapInArrow(hold_until_restarts_done, "key string, value string"))
@@ -277,6 +278,7 @@ def test_rolling_restart_during_a_spark_write_of_600k_rows(spark, kafka_cluster,
     t.start()
     (df.write.format("pyprod-kafka").mode("append")
      .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers).option("topic", topic)
+     .option("coalesceBytes", str(4 << 20))
      .option("kafka.acks", "all").option("kafka.request.timeout.ms", "10000")
      .option("kafka.delivery.timeout.ms", "180000").option("kafka.max.block.ms", "180000")
      .option("kafka.retry.backoff.ms", "50").option("kafka.reconnect.backoff.max.ms", "500")

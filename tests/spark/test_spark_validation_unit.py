@@ -148,7 +148,7 @@ def test_sink_batch_size_default_and_explicit_override():
 
 def test_coalesce_bytes_default_explicit_and_invalid():
     base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
-    assert parse_options(base).coalesce_bytes == 4 << 20
+    assert parse_options(base).coalesce_bytes == 16 << 20
     assert parse_options({**base, "coalesceBytes": "0"}).coalesce_bytes == 0
     assert parse_options({**base, "COALESCEBYTES": " 65536 "}).coalesce_bytes == 65536
     for bad in ("-1", "4MB", "", str((1 << 30) + 1)):

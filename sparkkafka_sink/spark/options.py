@@ -40,7 +40,7 @@ _REJECTED_KAFKA_KEYS = {
 #: bigger calls cost less per row (measured 0.72 -> 0.52 CPU s per million 110-byte rows), and
 #: a call's rows per partition are what an open batch gets before ``linger.ms`` sends it: at 64
 #: partitions a 4 MiB call gives each ~600 110-byte rows, 16 MiB a full 256 KiB batch
-#: (benchmarks/README, "coalesceBytes": +9-21 % rows/s at 100 B, 64 and 256 partitions; the
+#: (benchmarks/README, "coalesceBytes": +9-22 % rows/s at 100 B, 64 and 256 partitions; the
 #: same at 1 KiB, where one Arrow batch already holds 10 MB; ~+80 MB peak RSS per worker).
 DEFAULT_COALESCE_BYTES = 16 << 20
 COALESCE_OPTION = "coalescebytes"

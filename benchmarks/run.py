@@ -417,6 +417,11 @@ def _cell(r: dict) -> tuple:
     return r.get("value_size"), r.get("partitions"), r.get("config", "tuned")
 
 
+def _by_cell(results: list[dict]) -> dict:
+    """Results keyed by ``(contender, codec, value size, partitions, config)``."""
+    return {(r["contender"], r["compression"], *_cell(r)): r for r in results}
+
+
 def aggregate(runs: list[dict], args) -> list[dict]:
     """Best OK round per (contender, compression, value size, partitions), plus every round's
     rate.  Ordered by cell, then contender, then compression."""
@@ -442,7 +447,7 @@ def aggregate(runs: list[dict], args) -> list[dict]:
                 r.pop("round", None)
                 out.append(r)
     # ratio to ours: each group's reference contender, same compression and cell
-    by = {(r["contender"], r["compression"], *_cell(r)): r for r in out}
+    by = _by_cell(out)
 
     def rate(name, comp, cell):
         x = by.get((name, comp, *cell))
@@ -534,7 +539,7 @@ def costs(results: list[dict]) -> list[dict]:
     rounds alternate (``benchmarks.contenders.spark.schedule``), so each round also gives a ratio
     of two neighbouring runs: ``round_ratios`` and their median, steadier than one ratio of
     bests.  ``target``/``met``: the median's goal, where there is one (``COST_TARGETS``)."""
-    by = {(r["contender"], r["compression"], *_cell(r)): r for r in results}
+    by = _by_cell(results)
 
     def ok(r):
         return r is not None and r.get("status") == "ok" and r.get("records_per_s")
@@ -737,7 +742,7 @@ def matrix_table(doc: dict) -> list[str]:
     ours = next((n for n in ("spark-pyprod", "ours-batch", "ours-send") if n in names), None)
     others = [n for n in names if n != ours] if ours else []
     label = lambda n: MATRIX_LABELS.get(n, n)  # noqa: E731
-    by = {(r["contender"], r["compression"], *_cell(r)): r for r in results}
+    by = _by_cell(results)
 
     def rate_cell(r):
         if r is None:
@@ -780,7 +785,7 @@ def _per_contender_table(doc: dict, title: str, cell_text) -> list[str]:
     names = [n for n in CONTENDERS if any(r["contender"] == n and cell_text(r) for r in results)]
     if not names:
         return []
-    by = {(r["contender"], r["compression"], *_cell(r)): r for r in results}
+    by = _by_cell(results)
     lines = [title, "", "| " + " | ".join(["config", "value", "partitions", "codec"]
                                           + [MATRIX_LABELS.get(n, n) for n in names]) + " |",
              "|---|---:|---:|---|" + "---|" * len(names)]
@@ -830,7 +835,7 @@ def headroom_table(doc: dict, target: float = 1.5) -> list[str]:
     sink (negative: not even a free sink would).  Empty without the no-op, ours and the JVM sink."""
     meta, results = doc["meta"], doc["results"]
     cpus = meta.get("cpus") or 1
-    by = {(r["contender"], r["compression"], *_cell(r)): r for r in results if r.get("status") == "ok"}
+    by = _by_cell([r for r in results if r.get("status") == "ok"])
     lines = []
     for v, p, c in [_cell_of(cell) for cell in meta["cells"]]:
         for comp in meta["compressions"]:

@@ -388,6 +388,20 @@ def test_the_headroom_table_bounds_what_a_free_sink_could_reach():
     assert run.headroom_table(dict(cells, results=doc["results"][1:])) == []  # no floor: no ceiling
 
 
+def test_the_sinks_memory_target_counts_its_call_and_encoded_copy():
+    """spark-pyprod's worker may hold buffer.memory, one call of rows and their encoded copy
+    (coalesceBytes each) and the slack: 128 + 2 x 16 + 64 = 224 MiB by default."""
+    def target(*flags, extra_mb=200.0):
+        args = run.parse_args(["--contenders", "spark-pyprod", *flags])
+        results = [dict(_run(PLAIN, 1, 1_000_000), peak_rss_mb=100.0 + extra_mb, records_per_s=1_000_000)]
+        return next(t for t in run.targets(results, args, spark_floor_mb=100.0) if "worker RSS" in t["target"])
+
+    got = target()
+    assert (got["goal"], got["pass"]) == (224, True) and "2 x coalesceBytes" in got["target"]
+    assert (target("--sink-option", "coalesceBytes=0")["goal"], target("--sink-option", "coalesceBytes=0")["pass"]) \
+        == (192, False)
+
+
 def test_cpu_split_counts_a_python_worker_by_its_command_line():
     """A process whose command line names pyspark.daemon counts as a Python worker: the CPU it
     burnt during the meter's span is in ``python_workers`` (read while it still lives), and this
@@ -399,7 +413,9 @@ def test_cpu_split_counts_a_python_worker_by_its_command_line():
 
     assert _process_class(os.getpid(), 0) is None
     meter = CpuMeter(0, split=True)
-    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(60)"
+    # burns 0.5 s, waited for up to 0.3 s of it: /proc counts whole ticks, and a child that burnt
+    # exactly the awaited amount could read one tick short for ever
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\ntime.sleep(60)"
     child = subprocess.Popen([sys.executable, "-c", burn, "pyspark.daemon"])
     try:
         wait_until("the worker burnt 0.3 s", lambda: _pid_ticks(child.pid) >= 30 * os.sysconf("SC_CLK_TCK") // 100,

@@ -520,9 +520,7 @@ def targets(results: list[dict], args, spark_floor_mb: float | None = None) -> l
                               f"+ {args.rss_slack_mb:g} MiB ({sink_budget:g} MiB)",
                     "compression": comp, "value": extra, "goal": sink_budget, "unit": "MiB",
                     "pass": None if extra is None else extra <= sink_budget})
-        # The floor pays neither a client nor the broker.  A sink costing nothing itself still
-        # makes the broker work, on the same cores: its best time is the floor's CPU plus the
-        # broker's CPU in our run, spread over every core (or the floor's wall time if longer).
+        # what a sink that cost nothing could reach, with the broker working as in our run
         noop_s, noop_cpu = get("spark-noop", comp, "elapsed_s"), get("spark-noop", comp, "cpu_machine_s")
         broker_cpu, cpus = get("spark-pyprod", comp, "cpu_broker_s"), os.cpu_count() or 1
         ceiling_s = (free_sink_s({"elapsed_s": noop_s, "cpu_machine_s": noop_cpu}, broker_cpu, cpus)

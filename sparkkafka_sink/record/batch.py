@@ -207,12 +207,18 @@ def batch_header(
     head = bytearray(BATCH_OVERHEAD)
     _TAIL.pack_into(head, ATTRIBUTES_OFFSET, *_tail_fields(attributes, record_count, base_timestamp, max_timestamp,
                                                            producer_id, producer_epoch, base_sequence))
+    _HEAD_CRC.pack_into(head, 0, 0, BATCH_OVERHEAD - 12 + sum(map(len, chunks)), NO_PARTITION_LEADER_EPOCH,
+                        MAGIC, _batch_crc(head, chunks))
+    return head
+
+
+def _batch_crc(head, chunks=()) -> int:
+    """A batch's CRC-32C: from its attributes to the end of ``head``, then over ``chunks`` where
+    they are (a header alone, or a whole batch in one buffer with no chunks)."""
     crc = crc32c(memoryview(head)[ATTRIBUTES_OFFSET:])
     for chunk in chunks:
         crc = crc32c(chunk, crc)
-    _HEAD_CRC.pack_into(head, 0, 0, BATCH_OVERHEAD - 12 + sum(map(len, chunks)), NO_PARTITION_LEADER_EPOCH,
-                        MAGIC, crc)
-    return head
+    return crc
 
 
 def finish_batch(records, attributes: int, record_count: int, base_timestamp: int, max_timestamp: int,
@@ -253,10 +259,7 @@ class BatchBuffers:
         """``set_producer_state`` on the header, the CRC run over the chunks where they are."""
         head = self.head
         _stamp_header(head, producer_id, producer_epoch, base_sequence, is_transactional)
-        crc = crc32c(memoryview(head)[ATTRIBUTES_OFFSET:])
-        for chunk in self.chunks:
-            crc = crc32c(chunk, crc)
-        _CRC.pack_into(head, CRC_OFFSET, crc)
+        _CRC.pack_into(head, CRC_OFFSET, _batch_crc(head, self.chunks))
         return self
 
 
@@ -276,8 +279,7 @@ def finish_batch_in_place(
     """
     _TAIL.pack_into(view, ATTRIBUTES_OFFSET, *_tail_fields(attributes, record_count, base_timestamp, max_timestamp,
                                                            producer_id, producer_epoch, base_sequence))
-    crc = crc32c(view[ATTRIBUTES_OFFSET:])
-    _HEAD_CRC.pack_into(view, 0, 0, len(view) - 12, NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
+    _HEAD_CRC.pack_into(view, 0, 0, len(view) - 12, NO_PARTITION_LEADER_EPOCH, MAGIC, _batch_crc(view))
     return view
 
 
@@ -432,7 +434,7 @@ def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_
     else:
         out = bytearray(batch_bytes)
     _stamp_header(out, producer_id, producer_epoch, base_sequence, is_transactional)
-    _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    _CRC.pack_into(out, CRC_OFFSET, _batch_crc(out))
     return out
 
 

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional
 
+from sparkkafka_sink.testing.waiting import wait_until
+
 __all__ = [
     "BrokerStartError",
     "EmbeddedBroker",
@@ -357,11 +359,9 @@ class EmbeddedBroker:
         still be answered (a clean-clone run saw it)."""
         self._signal(signal.SIGSTOP)
         self._paused = True
-        deadline = time.monotonic() + timeout
-        while not _all_threads_stopped(self._proc.pid):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name}: not stopped {timeout} s after SIGSTOP")
-            time.sleep(0.001)
+        pid = self._proc.pid
+        wait_until(f"{self.name}: every thread stopped after SIGSTOP", lambda: _all_threads_stopped(pid),
+                   timeout, interval=0.001)
 
     def resume(self) -> None:
         """SIGCONT after ``pause()``."""

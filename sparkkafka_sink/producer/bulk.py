@@ -25,7 +25,7 @@ from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, Ka
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.producer.partitioner import Partitioner
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
-from sparkkafka_sink.record.arrow import ArrowRecords, Slice, binary_column
+from sparkkafka_sink.record.arrow import ArrowRecords, RecordColumns, Slice, binary_column
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
 
 
@@ -183,13 +183,6 @@ def normalize_columns(values, keys, headers, timestamps):
     return n, values_b, keys_b, headers, timestamps
 
 
-def row_slice(column, lo: int, hi: int):
-    """Rows ``[lo, hi)`` of a normalized column (None and single ints stay as they are)."""
-    if column is None or isinstance(column, (int, np.integer)):
-        return column
-    return column[lo:hi]
-
-
 def sub_calls(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
     """Row ranges whose size bounds add up to at most ``limit`` (one row at least): a call is
     queued range by range, each with the memory it needs reserved before any open batch is
@@ -207,34 +200,25 @@ def sub_calls(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
 
 def memory_bound(sizes: np.ndarray, groups: int, batch_size: int) -> int:
     """Bytes a range of rows may take once queued, an upper bound: the records' size bounds
-    (plus up to 4 bytes each for a longer offset delta in an open batch), and for every batch
-    they could start a header and a codec's framing (greedy packing: at most two batches per
+    wherever they land (``RecordColumns.size_upper_bounds``), and for every batch they could
+    start a header and a codec's framing (greedy packing: at most two batches per
     ``batch.size`` of records, plus one per partition)."""
-    total = int(sizes.sum()) + 4 * len(sizes)
+    total = int(sizes.sum())
     batches = 2 * (total // max(batch_size - BATCH_OVERHEAD, 1)) + 3 * groups + 1
     return total + total // 64 + batches * (BATCH_OVERHEAD + 64)
 
 
-def group_rows(parts: np.ndarray, values_b, keys_b, headers, timestamps, first_row: int = 0) -> PartitionedRows:
-    """Group a range of rows (the call's rows ``first_row..``) by partition and measure them."""
+def group_rows(parts: np.ndarray, columns: RecordColumns, first_row: int = 0) -> PartitionedRows:
+    """Group a range of a call's measured rows (its rows ``first_row..``) by partition."""
     order, group_starts = group_by_partition(parts)
-    if order is not None:
-        indices = pa.array(order)
-        keys_b, values_b = (None if keys_b is None else keys_b.take(indices)), values_b.take(indices)
-        if isinstance(headers, list):
-            headers = [headers[i] for i in order.tolist()]
-        elif headers is not None:
-            headers = headers.take(indices)
-        if isinstance(timestamps, pa.Array):
-            timestamps = timestamps.take(indices)
     group_partitions = (parts[group_starts] if order is None else parts[order[group_starts]]).tolist()
-    return PartitionedRows(ArrowRecords(keys_b, values_b, timestamps, headers, group_starts=group_starts),
+    return PartitionedRows(ArrowRecords(columns if order is None else columns.take(order), group_starts),
                            None if order is None else order + first_row, group_starts, group_partitions, first_row)
 
 
 def check_sizes(topic: str, sizes: np.ndarray, max_request_size: int) -> None:
     """``RecordTooLargeError`` naming the first row no request could carry (sizes: the records'
-    bounds, ``record_size_upper_bounds``, as ``send()`` counts them)."""
+    bounds, ``RecordColumns.size_upper_bounds``, as ``send()`` counts them)."""
     too_big = np.flatnonzero(sizes + BATCH_OVERHEAD > max_request_size)
     if len(too_big):
         row = int(too_big[0])

@@ -39,7 +39,7 @@ from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.buffer_pool import BufferPool
 from sparkkafka_sink.producer.bulk import (
     BulkFuture, OpenBatch, PieceKind, check_sizes, encode_pieces, group_rows, memory_bound, normalize_columns,
-    plan_pieces, resolve_partitions, row_slice, sub_calls)
+    plan_pieces, resolve_partitions, sub_calls)
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
@@ -49,7 +49,7 @@ from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2_parti
 from sparkkafka_sink.producer.sender import Sender
 from sparkkafka_sink.producer.transactions import PreparedTransaction, TransactionManager
 from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError, error_for_code
-from sparkkafka_sink.record.arrow import record_size_upper_bounds
+from sparkkafka_sink.record.arrow import RecordColumns
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, EncodedRecordsBuilder, estimate_record_size
 from sparkkafka_sink.record.compression import from_name
 
@@ -240,8 +240,9 @@ class Producer:
         n, values_b, keys_b, headers, timestamps = normalize_columns(values, keys, headers, timestamps)
         if n == 0:
             return BulkFuture(topic, [])
+        columns = RecordColumns(keys_b, values_b, timestamps, headers)  # measured once, for every step
         # every row is checked before any is queued: a rejection names its row and sends none
-        sizes = record_size_upper_bounds(keys_b, values_b, headers)
+        sizes = columns.size_upper_bounds()
         check_sizes(topic, sizes, self.config["max.request.size"])
         parts = resolve_partitions(topic, partitions, keys_b, sizes, cluster.partition_count(topic),
                                    cluster.available_partitions(topic), self._partitioner)
@@ -251,9 +252,8 @@ class Producer:
         queued: list = []
         for lo, hi in sub_calls(sizes, self._bulk_range_bytes):
             try:
-                queued += self._queue_rows(topic, group_rows(
-                    parts[lo:hi], values_b[lo:hi], row_slice(keys_b, lo, hi), row_slice(headers, lo, hi),
-                    row_slice(timestamps, lo, hi), lo), start)
+                queued += self._queue_rows(topic, group_rows(parts[lo:hi], columns.slice(lo, hi), lo),
+                                           sizes[lo:hi], start)
             except KafkaError as exc:
                 # Earlier ranges are queued already: they travel on, under ``exc.partial``.
                 exc.row, exc.rows_not_sent = lo, np.arange(lo, n)
@@ -261,11 +261,12 @@ class Producer:
                 raise
         return BulkFuture(topic, queued)
 
-    def _queue_rows(self, topic: str, rows, start: float) -> list:
-        """Queue one range of a bulk call: its memory reserved first (waiting holds nothing), then
-        the open batches it extends claimed, its pieces encoded in one pass and queued."""
+    def _queue_rows(self, topic: str, rows, sizes, start: float) -> list:
+        """Queue one range of a bulk call (``sizes``: its records' upper bounds): its memory
+        reserved first (waiting holds nothing), then the open batches it extends claimed, its
+        pieces encoded in one pass and queued."""
         acc, batch_size = self._accumulator, self.config["batch.size"]
-        bound = memory_bound(rows.records.sizes, len(rows.group_partitions), batch_size)
+        bound = memory_bound(sizes, len(rows.group_partitions), batch_size)
         acc.reserve(bound, max(self._max_block_ms - (now_ms() - start), 0))
         used, queued = 0, []
         claimed = acc.claim_open(topic, rows.group_partitions)

@@ -38,6 +38,7 @@ from sparkkafka_sink.record.compression import CompressionType, compress
 from sparkkafka_sink.record.varint import (
     encode_varint_rows,
     encode_varints,
+    length_varint_sizes_np,
     pack_words,
     unsigned_varint_sizes_np,
     varint_words,
@@ -47,6 +48,7 @@ from sparkkafka_sink.record.varint import (
 __all__ = [
     "HEADERS_TYPE",
     "ArrowRecords",
+    "RecordColumns",
     "binary_column",
     "encode_batch_from_arrow",
     "encode_batches_from_arrow",
@@ -84,13 +86,17 @@ _VIEWS = _views_supported()
 # ------------------------------------------------------------------------------ input columns
 
 
-class _Rows:
-    """Validated, normalized columns of one table: binary keys/values, int64 ms timestamps."""
+class RecordColumns:
+    """A call's records as validated, measured columns: binary keys and values, int64 ms
+    timestamps (nulls filled in), encoded headers (``P3``), and what of each record does not
+    depend on its place in a batch: its key and value lengths and ``tail_size``, the bytes from
+    the key length field to its end.  Measured once per call; ``take`` and ``slice`` regroup
+    them (Arrow take, numpy gathers) without measuring again."""
 
-    __slots__ = ("n", "keys", "values", "key_len", "value_len", "key_words", "value_words", "ts",
-                 "ts_spread", "ts_mixed_default", "headers", "tail_size")
+    __slots__ = ("n", "keys", "values", "key_len", "value_len", "ts", "ts_spread", "ts_mixed_default", "headers",
+                 "tail_size")
 
-    def __init__(self, keys, values, timestamps_ms, headers, default_timestamp_ms):
+    def __init__(self, keys, values, timestamps_ms=None, headers=None, default_timestamp_ms=None):
         n = next((len(c) for c in (keys, values) if c is not None), None)
         if n is None:
             raise InvalidRecordError("at least one of keys and values must be a column")
@@ -102,26 +108,49 @@ class _Rows:
         self.key_len = _lengths(self.keys)
         self.value_len = _lengths(self.values)
         self.ts, self.ts_mixed_default = _timestamps(timestamps_ms, n, default_timestamp_ms)
-        self.ts_spread = int(self.ts.max()) - int(self.ts.min()) if n else 0
+        self.ts_spread = _spread(self.ts)
         self.headers, header_size = _header_column(headers, n)
-        self.key_words = varint_words(self.key_len)  # lengths < 2**31: always <= 5 bytes
-        self.value_words = varint_words(self.value_len)
-        # Bytes from the key length field to the record's end: independent of the batch.
         self.tail_size = _field_sizes(self.key_len) + _field_sizes(self.value_len) + header_size
+
+    def size_upper_bounds(self) -> np.ndarray:
+        """Each record's ``record.batch.estimate_record_size``: its encoded size wherever it lands
+        in a batch (the worst case of its length, offset and timestamp deltas)."""
+        return MAX_RECORD_OVERHEAD + self.tail_size
+
+    def take(self, indices: np.ndarray) -> "RecordColumns":
+        """The records at ``indices`` (int64), in that order."""
+        arrow_indices = pa.array(indices)
+        return self._with(len(indices), lambda col: col.take(arrow_indices), lambda a: a.take(indices))
+
+    def slice(self, start: int, stop: int) -> "RecordColumns":
+        """Records ``start..stop`` (no copy)."""
+        return self._with(max(min(stop, self.n) - start, 0), lambda col: col[start:stop], lambda a: a[start:stop])
+
+    def _with(self, n: int, arrow, numpy) -> "RecordColumns":
+        out = object.__new__(RecordColumns)
+        out.n, out.keys, out.values = n, arrow(self.keys), arrow(self.values)
+        out.headers = self.headers if isinstance(self.headers, pa.Scalar) else arrow(self.headers)
+        out.key_len, out.value_len, out.tail_size, out.ts = (numpy(a) for a in (self.key_len, self.value_len,
+                                                                                self.tail_size, self.ts))
+        out.ts_spread = _spread(out.ts) if self.ts_spread else 0
+        out.ts_mixed_default = self.ts_mixed_default  # (some rows may have left: still a safe bound)
+        return out
+
+
+def _spread(ts: np.ndarray) -> int:
+    return int(ts.max()) - int(ts.min()) if len(ts) else 0
 
 
 def _field_sizes(lengths: np.ndarray) -> np.ndarray:
     """Encoded size of a key or value field: its varint length (-1: null) and its bytes."""
-    return _varint_sizes(lengths) + np.maximum(lengths, 0)
+    return length_varint_sizes_np(lengths) + np.maximum(lengths, 0)
 
 
 def record_size_upper_bounds(keys, values, headers=None) -> np.ndarray:
     """Each row's ``record.batch.estimate_record_size``, vectorised: the record's encoded size
     wherever it lands in a batch.  ``send()`` and ``send_batch()`` hand the partitioner the same
     sizes, so the sticky partitioner switches partitions at the same records on both paths."""
-    n = len(values)
-    return (MAX_RECORD_OVERHEAD + _field_sizes(_lengths(binary_column(keys, n, "key")))
-            + _field_sizes(_lengths(values)) + _header_column(headers, n)[1])
+    return RecordColumns(keys, values, None, headers, default_timestamp_ms=0).size_upper_bounds()
 
 
 def _nbytes(words) -> np.ndarray:
@@ -130,6 +159,7 @@ def _nbytes(words) -> np.ndarray:
 
 
 def _varint_sizes(signed: np.ndarray) -> np.ndarray:
+    """Zigzag varint sizes of any int64s (a timestamp delta may be negative)."""
     return unsigned_varint_sizes_np(zigzag_np(signed))
 
 
@@ -293,7 +323,7 @@ def _offsets(sizes: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------- encoding
 
 
-def _encode_records(rows: _Rows, batch_start: np.ndarray, first_offset: np.ndarray | int = 0,
+def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: np.ndarray | int = 0,
                     base_ts: np.ndarray | None = None, gap_starts: np.ndarray | None = None):
     """All records, each with deltas relative to its batch: offset delta ``i - batch_start[i] +
     first_offset[i]`` (records already in an open batch it extends), timestamp delta from
@@ -319,14 +349,14 @@ def _encode_records(rows: _Rows, batch_start: np.ndarray, first_offset: np.ndarr
         body = 1 + _nbytes(od_words) + _nbytes(ts_words) + rows.tail_size
         # P1 = length | attributes (0 encodes as the byte 0) | tsDelta | offsetDelta | keyLength
         packed = pack_words(
-            [varint_words(body, nonnegative=True), _ZERO_BYTE, ts_words, od_words, rows.key_words]
+            [varint_words(body, nonnegative=True), _ZERO_BYTE, ts_words, od_words, varint_words(rows.key_len)]
         )
     if packed is None:
         columns = (body, 0, ts_delta, offset_delta, rows.key_len)
         p1 = _binary_from_sizes(*encode_varint_rows(columns))
     else:
         p1 = _view_column(*packed)
-    p2 = _view_column(*pack_words([rows.value_words]))
+    p2 = _view_column(*pack_words([varint_words(rows.value_len)]))
     parts = [p1, rows.keys, p2, rows.values, rows.headers]
     if gap_starts is not None and len(gap_starts):
         gap = np.zeros(n, dtype=np.int64)
@@ -381,7 +411,7 @@ def encode_batch_from_arrow(
     ``headers``: ``None``, a ``list<struct<key: string, value: binary>>`` column, or per-row
     sequences of ``(str, bytes | None)``.  Byte-identical to ``RecordBatchBuilder``.
     """
-    rows = _Rows(keys, values, timestamps_ms, headers, default_timestamp_ms)
+    rows = RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms)
     ctype = CompressionType(compression_type)
     attributes = batch_attributes(ctype, is_transactional)
     if rows.n == 0:
@@ -414,8 +444,8 @@ def encode_batches_from_arrow(
     one call.  Uncompressed batches are memoryviews sharing one buffer (no copy), others are
     bytes.
     """
-    return ArrowRecords(keys, values, timestamps_ms, headers, group_starts=group_starts,
-                        default_timestamp_ms=default_timestamp_ms).encode(
+    return ArrowRecords(RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms),
+                        group_starts).encode(
         compression_type, write_limit, compression_level)
 
 
@@ -434,24 +464,27 @@ class Slice:
 
 
 class ArrowRecords:
-    """Rows validated and measured once, then planned and encoded in one pass.
+    """Measured columns (``RecordColumns``) cut into runs no batch crosses (``group_starts``:
+    the bulk producer's partitions), planned and encoded in one pass.
 
-    ``sizes`` (each row's encoded size bound) is there before encoding, so a caller can reject
-    an oversized row without having encoded anything.  ``group_first_offsets`` (records already
-    in the open batch each group may extend) and ``base_timestamps`` (those batches' base
-    timestamps) keep the bounds true for rows appended to open batches.
+    ``sizes`` (each row's encoded size bound in a batch of its own run) is there before
+    encoding, so a caller can reject an oversized row without having encoded anything;
+    ``size_bounds`` gives the bounds for rows that extend open batches.
     """
 
-    def __init__(self, keys, values, timestamps_ms=None, headers=None, *, group_starts=None,
-                 default_timestamp_ms: int | None = None, group_first_offsets=None, base_timestamps=()):
-        self._rows = _Rows(keys, values, timestamps_ms, headers, default_timestamp_ms)
-        self.n = self._rows.n
+    def __init__(self, columns: RecordColumns, group_starts=None):
+        self._rows = columns
+        self.n = columns.n
         self.groups = _group_bounds(group_starts, self.n) if self.n else []
-        self.sizes = _size_bounds(self._rows, self.groups, group_first_offsets, base_timestamps)
+
+    @functools.cached_property
+    def sizes(self) -> np.ndarray:
+        return _size_bounds(self._rows, self.groups)
 
     def size_bounds(self, group_first_offsets, base_timestamps=()) -> np.ndarray:
-        """``sizes`` again, for rows that may extend open batches holding ``group_first_offsets``
-        records (one per group) and based at ``base_timestamps``."""
+        """``sizes`` for rows that may extend open batches holding ``group_first_offsets``
+        records (one per group) and based at ``base_timestamps``: their offset and timestamp
+        deltas run on from those batches'."""
         return _size_bounds(self._rows, self.groups, group_first_offsets, base_timestamps)
 
     def timestamp(self, row: int) -> int:
@@ -507,7 +540,7 @@ def _encode(rows, slices: list[Slice], ctype, level, attributes, producer_state)
 _NOW_SLACK_MS = 3_600_000
 
 
-def _size_bounds(rows: _Rows, groups: list[tuple[int, int]] | None = None, group_first_offsets=None,
+def _size_bounds(rows: RecordColumns, groups: list[tuple[int, int]] | None = None, group_first_offsets=None,
                  base_timestamps=()) -> np.ndarray:
     """Per-row encoded size bound; the offset delta is bounded by the row's index in its group
     plus the records of the open batch it may extend, the timestamp delta by the spread of the
@@ -527,8 +560,8 @@ def _size_bounds(rows: _Rows, groups: list[tuple[int, int]] | None = None, group
         index -= np.repeat(starts, [b - a for a, b in groups])
     if group_first_offsets is not None:
         index += np.repeat(np.asarray(group_first_offsets, dtype=np.int64), [b - a for a, b in groups])
-    body = 1 + ts_size + _varint_sizes(index) + rows.tail_size
-    return body + _varint_sizes(body)
+    body = 1 + ts_size + length_varint_sizes_np(index) + rows.tail_size
+    return body + length_varint_sizes_np(body)
 
 
 def record_size_bounds(
@@ -540,7 +573,7 @@ def record_size_bounds(
     timestamp delta by the column's timestamp spread, so slices planned from these sizes stay
     within the limit once encoded (null timestamps: within an hour of this call).
     """
-    return ArrowRecords(keys, values, timestamps_ms, headers, default_timestamp_ms=default_timestamp_ms).sizes
+    return ArrowRecords(RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms)).sizes
 
 
 def plan_batches(sizes, write_limit: int, groups: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:

@@ -26,6 +26,7 @@ __all__ = [
     "SMALL_VARINTS",
     "zigzag_np",
     "unsigned_varint_sizes_np",
+    "length_varint_sizes_np",
     "encode_unsigned_varints_np",
     "encode_varints",
     "encode_varint_rows",
@@ -73,6 +74,20 @@ def unsigned_varint_sizes_np(u: np.ndarray) -> np.ndarray:
     return sizes
 
 
+def length_varint_sizes_np(x) -> np.ndarray:
+    """Encoded byte count of the zigzag varint of each int64 >= -1 (lengths, -1 for null; offset
+    deltas; record sizes), as int64.  zigzag(x) is 2x (1 for -1), so the size is counted on x
+    itself: no zigzag pass, one compare per byte actually used."""
+    x = np.asarray(x, dtype=np.int64)
+    sizes = np.ones(x.shape, dtype=np.int64)
+    top = int(x.max()) if x.size else 0
+    threshold = 1 << 6
+    while threshold <= top:
+        sizes += x >= threshold
+        threshold <<= 7
+    return sizes
+
+
 def _varint_bytes(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Encode uint64s of any shape: ``(groups uint8[..., width], sizes int64[...])``.
 
@@ -115,7 +130,8 @@ def varint_words(col, nonnegative: bool = False):
     top = int(z.max()) if z.size else 0
     if top < _LUT_LIMIT:
         lut_word, lut_bits = _luts()
-        return lut_word[z], lut_bits[z]
+        index = z.view(np.int64)  # numpy converts a uint64 index to intp first: a pass of its own
+        return lut_word.take(index), lut_bits.take(index)
     if top >= 1 << 56:
         return None, None
     return _words_of(z)

@@ -58,6 +58,9 @@ ERRORS_LOG_OPTION = "errors.log.enable"
 #: producers kept by each Python worker across at-least-once tasks (``spark/task/producer_pool.py``)
 CACHE_TIMEOUT_OPTION = "producercachetimeoutms"
 DEFAULT_CACHE_TIMEOUT_MS = 600_000  # Spark's spark.kafka.producer.cache.timeout
+#: ``tuneAllocator``: the write task raises glibc's malloc thresholds in its Python worker
+#: (``producer/allocator.py`` says why and what it costs); false leaves them as they are
+ALLOCATOR_OPTION = "tuneallocator"
 #: per write task: records and bytes (key + value + headers) per second (``spark/task/rate_limit.py``)
 RATE_OPTIONS = {"maxrecordspersecond": "maxRecordsPerSecond", "maxbytespersecond": "maxBytesPerSecond"}
 DEFAULT_CLUSTER_CHECK_TIMEOUT_MS = 10_000
@@ -69,7 +72,7 @@ SINK_OPTIONS = {
     GUARANTEE_OPTION: "deliveryGuarantee", BATCH_ID_OPTION: "batchId", PREFIX_OPTION: "transactionalIdPrefix",
     CLUSTER_CHECK_OPTION: "clusterCheckTimeoutMs", CACHE_TIMEOUT_OPTION: "producerCacheTimeoutMs",
     TOLERANCE_OPTION: TOLERANCE_OPTION, DLQ_TOPIC_OPTION: DLQ_TOPIC_OPTION, DLQ_HEADERS_OPTION: DLQ_HEADERS_OPTION,
-    ERRORS_LOG_OPTION: ERRORS_LOG_OPTION, **RATE_OPTIONS,
+    ERRORS_LOG_OPTION: ERRORS_LOG_OPTION, ALLOCATOR_OPTION: "tuneAllocator", **RATE_OPTIONS,
 }
 #: options Spark itself may add (``save(path)``, ``start(path)``): not ours, not a typo
 _SPARK_OPTIONS = ("path",)
@@ -107,6 +110,8 @@ class SinkOptions:
     dead_letter_topic: str | None = None
     dead_letter_context_headers: bool = True
     log_bad_rows: bool = False
+    #: raise glibc's malloc thresholds in the task's Python worker (``producer/allocator.py``)
+    tune_allocator: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.producer_config, ProducerConfig):
@@ -204,6 +209,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
                        producer_cache_timeout_ms=_whole_ms(lowered, CACHE_TIMEOUT_OPTION, "producerCacheTimeoutMs",
                                                            DEFAULT_CACHE_TIMEOUT_MS, 86_400_000,
                                                            "0: one producer per task, no pool"),
+                       tune_allocator=_flag(lowered, ALLOCATOR_OPTION, True, "tuneAllocator"),
                        **_error_handling(lowered, topic))
 
 
@@ -243,13 +249,13 @@ def _error_handling(lowered: Mapping[str, str], topic) -> dict:
             "log_bad_rows": _flag(lowered, ERRORS_LOG_OPTION, False)}
 
 
-def _flag(lowered: Mapping[str, str], key: str, default: bool) -> bool:
+def _flag(lowered: Mapping[str, str], key: str, default: bool, name: str | None = None) -> bool:
     raw = lowered.get(key)
     if raw is None:
         return default
     value = str(raw).strip().lower()
     if value not in ("true", "false"):
-        raise SinkValidationError(f"option '{key}' must be true or false, got {raw!r}")
+        raise SinkValidationError(f"option '{name or key}' must be true or false, got {raw!r}")
     return value == "true"
 
 

@@ -166,6 +166,14 @@ def test_cluster_check_timeout_default_explicit_and_invalid():
             parse_options({**base, "clusterCheckTimeoutMs": bad})
 
 
+def test_tune_allocator_option():
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    assert parse_options(base).tune_allocator is True
+    assert parse_options({**base, "TUNEALLOCATOR": " False "}).tune_allocator is False
+    with pytest.raises(SinkValidationError, match="option 'tuneAllocator' must be true or false, got 'no'"):
+        parse_options({**base, "tuneAllocator": "no"})
+
+
 def test_error_handling_options():
     base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
     o = parse_options(base)

@@ -106,13 +106,14 @@ def _planned(keys, values, opens=None, batch_size=4096):
     import pyarrow as pa
 
     from sparkkafka_sink.producer.bulk import encode_pieces, group_rows, plan_pieces, resolve_partitions
-    from sparkkafka_sink.record.arrow import record_size_upper_bounds
+    from sparkkafka_sink.record.arrow import RecordColumns
     from sparkkafka_sink.record.batch import EncodedRecordsBuilder, decode_batches
 
     keys_b, values_b = pa.array(keys, pa.binary()), pa.array(values, pa.binary())
-    sizes = record_size_upper_bounds(keys_b, values_b)
+    columns = RecordColumns(keys_b, values_b)
+    sizes = columns.size_upper_bounds()
     parts = resolve_partitions("t", None, keys_b, sizes, 5, list(range(5)), make_partitioner("murmur2", batch_size))
-    rows = group_rows(parts, values_b, keys_b, None, None)
+    rows = group_rows(parts, columns)
     pieces = plan_pieces(rows, opens or {}, batch_size)
     encode_pieces(rows, pieces, 0)
     out = []

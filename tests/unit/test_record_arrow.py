@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from sparkkafka_sink.errors import InvalidRecordError
 from sparkkafka_sink.record.arrow import (
     HEADERS_TYPE,
+    ArrowRecords,
+    RecordColumns,
     encode_batch_from_arrow,
     encode_batches_from_arrow,
     plan_batches,
@@ -256,3 +258,32 @@ def test_size_bounds_with_some_null_timestamps():
             before = b.estimated_size
             b.try_append(t, b"k", b"v", None)
             assert b.estimated_size - before <= bounds[i]
+
+
+@settings(max_examples=80, deadline=None)
+@given(tables(), st.booleans(), st.data())
+def test_taken_and_sliced_columns_equal_measuring_again(table, arrow_headers, data):
+    """The bulk path measures a call once and regroups it (take by partition, slice by range):
+    each regrouped column, and what it encodes to, equals measuring the regrouped rows afresh."""
+    keys, values, ts, headers, _ = table
+    n = len(values)
+    hdrs = hdr_column(headers) if headers is not None and arrow_headers else headers
+    columns = RecordColumns(pa.array(keys), pa.array(values, pa.binary()), pa.array(ts, pa.int64()), hdrs)
+    order = np.array(data.draw(st.permutations(range(n))), dtype=np.int64)
+    lo = data.draw(st.integers(0, n))
+    hi = data.draw(st.integers(lo, n))
+    pick = lambda seq, idx: None if seq is None else [seq[i] for i in idx]  # noqa: E731
+    for got, idx in ((columns.take(order), order.tolist()), (columns.slice(lo, hi), list(range(lo, hi))),
+                     (columns.take(order).slice(lo, hi), order.tolist()[lo:hi])):
+        fresh = RecordColumns(pa.array(pick(keys, idx), pa.array(keys).type), pa.array(pick(values, idx), pa.binary()),
+                              pa.array(pick(ts, idx), pa.int64()),
+                              None if headers is None else (hdr_column(pick(headers, idx)) if arrow_headers
+                                                            else pick(headers, idx)))
+        assert got.n == fresh.n == len(idx)
+        for name in ("key_len", "value_len", "ts", "tail_size"):
+            assert getattr(got, name).tolist() == getattr(fresh, name).tolist(), name
+        assert got.ts_spread == fresh.ts_spread
+        assert got.size_upper_bounds().tolist() == fresh.size_upper_bounds().tolist()
+        if idx:
+            assert ([bytes(b) for _, _, b in ArrowRecords(got).encode(write_limit=1 << 20)]
+                    == [bytes(b) for _, _, b in ArrowRecords(fresh).encode(write_limit=1 << 20)])

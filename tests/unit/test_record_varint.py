@@ -158,3 +158,15 @@ def test_varint_rows_match_scalar(columns):
         assert blob[pos : pos + sizes[i]] == expected
         pos += sizes[i]
     assert pos == len(blob)
+
+
+@settings(max_examples=100)
+@given(st.lists(st.integers(-1, INT64_MAX // 2), max_size=50))
+def test_length_sizes_match_scalar(values):
+    """Sizes counted on lengths (>= -1) without zigzag: the zigzag varint's size, at every 7-bit boundary."""
+    values = values + [b for b in BOUNDARIES if -1 <= b <= INT64_MAX // 2] + [(1 << (7 * k - 1)) + d
+                                                                                for k in range(1, 10) for d in (-1, 0)]
+    sizes = v.length_varint_sizes_np(np.array(values, dtype=np.int64))
+    assert sizes.dtype == np.int64
+    assert sizes.tolist() == [len(v.encode_varlong(n)) for n in values]
+    assert v.length_varint_sizes_np(np.array([], dtype=np.int64)).tolist() == []

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable, Iterator, Optional
 
 from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaTimeoutError
+from sparkkafka_sink.producer.allocator import raise_malloc_thresholds
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
@@ -43,6 +44,8 @@ def run_write_task(
 ) -> TaskCommitMessage:
     task = task or TaskInfo.current()
     options = plan.options
+    if options.tune_allocator:
+        raise_malloc_thresholds()
     dead_letters = (DeadLetters(options.dead_letter_topic, options.dead_letter_context_headers, options.log_bad_rows,
                                 task.partition, task.attempt, options.producer_config["max.request.size"])
                     if options.tolerate_bad_rows else None)

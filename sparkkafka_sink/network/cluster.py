@@ -6,6 +6,7 @@ without locking; a metadata response replaces it as a whole.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 
@@ -50,13 +51,14 @@ class Cluster:
         return all(n < 0 for n in self.brokers)
 
     def leader_for(self, topic: str, partition: int) -> int | None:
-        parts = self.partitions.get(topic)
-        if parts is None:
-            return None
-        info = parts.get(partition)
-        if info is None or info.leader is None or info.leader < 0 or info.leader not in self.brokers:
-            return None
-        return info.leader
+        return self.leaders.get((topic, partition))
+
+    @functools.cached_property
+    def leaders(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> its leader, for partitions whose leader is a known broker: the
+        Sender looks every queued partition up on every loop, so once per metadata version."""
+        return {(topic, p): info.leader for topic, parts in self.partitions.items() for p, info in parts.items()
+                if info.leader is not None and info.leader >= 0 and info.leader in self.brokers}
 
     def partitions_for(self, topic: str) -> list[int] | None:
         parts = self.partitions.get(topic)

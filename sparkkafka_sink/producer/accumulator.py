@@ -176,17 +176,22 @@ class RecordAccumulator:
         next_delay = float("inf")
         exhausted = self.pool.queued > 0
         forced = exhausted or self._closed or self._flushes_in_progress > 0
+        leaders = cluster.leaders
         for tp, q in list(self._queues.items()):
+            if not q.batches:  # (read without the lock: a batch queued meanwhile wakes us)
+                continue
+            leader = leaders.get(tp)
+            if leader is None:
+                unknown.add(tp[0])
+                continue
+            if leader in ready_nodes or tp in self._muted:
+                continue  # (one broker: once a partition made it ready, the rest cost a lookup)
             with q.lock:
                 if not q.batches:
                     continue
                 batch = q.batches[0]
                 full = len(q.batches) > 1 or batch.is_full
-            leader = cluster.leader_for(tp[0], tp[1])
-            if leader is None:
-                unknown.add(tp[0])
-                continue
-            if leader in ready_nodes or tp in self._muted or batch.claimed:
+            if batch.claimed:
                 continue  # (a claimed batch is ready once its bulk call lets go: it wakes us)
             backing_off = batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch)
             if backing_off:
@@ -225,9 +230,12 @@ class RecordAccumulator:
         start = self._drain_index % count
         stopped_at: dict[int, int] = {}  # node -> the position its request filled up at
         idem = self.idempotence
+        leaders = cluster.leaders
         for step in range(count):
             tp, q = items[(start + step) % count]
-            leader = cluster.leader_for(tp[0], tp[1])
+            if not q.batches:
+                continue
+            leader = leaders.get(tp)
             if leader not in nodes or leader in stopped_at or tp in self._muted:
                 continue
             with q.lock:

@@ -32,6 +32,11 @@ from sparkkafka_sink.protocol.produce import ProduceRequest
 
 log = logging.getLogger(__name__)
 
+#: Every queue and flight is scanned for expired batches only once the oldest incomplete batch
+#: is this close to delivery.timeout.ms: batches join the incomplete ones in creation order bar
+#: a few ms between concurrent appends, so none can expire before it by more than that.
+_EXPIRY_SCAN_SLACK_MS = 5_000
+
 
 class Sender(threading.Thread):
     def __init__(self, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator, *,
@@ -148,6 +153,9 @@ class Sender(threading.Thread):
         return max(oldest + self.delivery_timeout_ms - now, 0.0) + 1
 
     def _expire(self, now: float) -> None:
+        oldest = self.accumulator.oldest_incomplete_created_ms()
+        if oldest is None or now - oldest < self.delivery_timeout_ms - _EXPIRY_SCAN_SLACK_MS:
+            return  # no batch is near its delivery timeout: no scan of every queue and flight
         expired = self.accumulator.expired_batches(now)
         for tp, flights in list(self._in_flight.items()):
             for batch in list(flights):

@@ -366,3 +366,16 @@ def test_a_topic_without_write_permission_fails_send_before_anything_is_sent(mak
                 assert time.monotonic() < deadline, "the grant was never seen"
                 time.sleep(0.05)
     p.send("ro", b"v").get(5)  # a broker that cannot say (Metadata < v8) refuses nothing up front
+
+
+def test_cluster_leaders_name_only_partitions_led_by_a_known_broker():
+    from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
+
+    cluster = Cluster(brokers={1: BrokerNode(1, "127.0.0.1", 9092), 2: BrokerNode(2, "127.0.0.1", 9093)},
+                      partitions={"t": {0: PartitionInfo("t", 0, 1), 1: PartitionInfo("t", 1, 2),
+                                        2: PartitionInfo("t", 2, -1), 3: PartitionInfo("t", 3, None),
+                                        4: PartitionInfo("t", 4, 7)},  # 7: not among the brokers
+                                  "u": {0: PartitionInfo("u", 0, 2)}})
+    assert cluster.leaders == {("t", 0): 1, ("t", 1): 2, ("u", 0): 2}
+    assert [cluster.leader_for("t", p) for p in range(6)] == [1, 2, None, None, None, None]
+    assert cluster.leader_for("v", 0) is None

@@ -125,9 +125,11 @@ def test_a_request_ends_at_the_first_batch_that_does_not_fit():
     from sparkkafka_sink.producer.buffer_pool import BufferPool
     from sparkkafka_sink.producer.producer_batch import ProducerBatch
 
-    class OneNode:
-        def leader_for(self, topic, partition):
-            return 1
+    from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
+
+    def OneNode():  # every partition led by node 1
+        return Cluster(brokers={1: BrokerNode(1, "127.0.0.1", 9092)},
+                       partitions={"t": {p: PartitionInfo("t", p, 1) for p in range(8)}})
 
     acc = RecordAccumulator(batch_size=1 << 20, compression_type=0, linger_ms=0, retry_backoff_ms=100,
                             retry_backoff_max_ms=1000, delivery_timeout_ms=120_000, pool=BufferPool(1 << 24))

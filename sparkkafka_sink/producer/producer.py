@@ -285,7 +285,8 @@ class Producer:
                     first = acc.extend(batch, piece.data, count, piece.max_timestamp, size)
                 elif piece.kind is PieceKind.FULL:
                     size = len(piece.data)
-                    batch, first = ProducerBatch.prebuilt(topic, piece.partition, piece.data, count, now, size), 0
+                    batch = ProducerBatch.prebuilt(topic, piece.partition, piece.data, count, now, size, stamped=False)
+                    first = 0
                     acc.queue_batch(batch)
                 else:  # OPEN: a new open batch, extended by later calls until full or lingered
                     size = BATCH_OVERHEAD + len(piece.data)

@@ -18,7 +18,7 @@ class ProducerBatch:
     __slots__ = (
         "topic", "partition", "tp", "builder", "write_limit", "created_ms", "last_attempt_ms", "drained_ms",
         "attempts", "record_count", "result", "reserved", "built", "producer_id", "producer_epoch",
-        "base_sequence", "_full", "last_error", "claimed",
+        "base_sequence", "_full", "last_error", "claimed", "stamped",
     )
 
     def __init__(self, topic: str, partition: int, builder: RecordBatchBuilder | None, write_limit: int,
@@ -43,15 +43,19 @@ class ProducerBatch:
         self.last_error: BaseException | None = None
         #: a send_batch call is extending this open batch: the Sender leaves it alone meanwhile
         self.claimed = False
+        #: ``built`` carries its producer state and CRC (a bulk batch gets them at ``close``)
+        self.stamped = True
 
     @classmethod
     def prebuilt(cls, topic: str, partition: int, data: bytes, record_count: int,
-                 created_ms: float, reserved: int) -> "ProducerBatch":
-        """A batch encoded elsewhere (the Arrow bulk path): sealed, ready to drain."""
+                 created_ms: float, reserved: int, stamped: bool = True) -> "ProducerBatch":
+        """A batch encoded elsewhere (the Arrow bulk path): sealed, ready to drain;
+        ``stamped=False``: its producer state and CRC are still to be written (``close``)."""
         batch = cls(topic, partition, None, len(data), created_ms, reserved)
         batch.built = data
         batch.record_count = record_count
         batch._full = True
+        batch.stamped = stamped
         return batch
 
     def try_append(self, timestamp: int, key: bytes | None, value: bytes | None,
@@ -101,9 +105,10 @@ class ProducerBatch:
             self.builder = None
         elif is_transactional:
             self.built = set_producer_state(self.built, producer_id, producer_epoch, base_sequence, True)
-        elif (producer_id, producer_epoch, base_sequence) != (self.producer_id, self.producer_epoch,
-                                                              self.base_sequence):
+        elif not self.stamped or (producer_id, producer_epoch, base_sequence) != (
+                self.producer_id, self.producer_epoch, self.base_sequence):
             self.built = set_producer_state(self.built, producer_id, producer_epoch, base_sequence)
+        self.stamped = True
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence

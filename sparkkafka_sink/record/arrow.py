@@ -369,7 +369,11 @@ def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: 
 
 def _finish_batches(rows, data, offsets, slices, ctype, level, attributes, producer_state):
     """Frame each framed slice (compressed, or in place over its header gap); a bare slice
-    is its records' bytes, for an open batch to append (``EncodedRecordsBuilder``)."""
+    is its records' bytes, for an open batch to append (``EncodedRecordsBuilder``).
+    ``producer_state`` None: framed without producer state and CRC, which the caller stamps
+    (``set_producer_state``) before sending, so the CRC runs once over the batch, not twice."""
+    with_crc = producer_state is not None
+    producer_state = producer_state or (-1, -1, -1)
     starts = np.fromiter((sl.start for sl in slices), np.int64, len(slices))
     base_ts = rows.ts[starts].tolist()
     max_ts = np.maximum(np.maximum.reduceat(rows.ts, starts), NO_TIMESTAMP).tolist()
@@ -382,10 +386,10 @@ def _finish_batches(rows, data, offsets, slices, ctype, level, attributes, produ
             out.append((part, max_ts[i]))
         elif not ctype:  # encoded with a header gap: the batch spans its gap and its rows
             out.append((finish_batch_in_place(part, attributes, sl.stop - sl.start, base_ts[i], max_ts[i],
-                                              *producer_state), max_ts[i]))
+                                              *producer_state, with_crc), max_ts[i]))
         else:
             out.append((finish_batch(compress(ctype, part, level), attributes, sl.stop - sl.start, base_ts[i],
-                                     max_ts[i], *producer_state), max_ts[i]))
+                                     max_ts[i], *producer_state, with_crc), max_ts[i]))
     return out
 
 
@@ -500,11 +504,14 @@ class ArrowRecords:
                                                                                              compression_level))]
 
     def encode_slices(self, slices: list[Slice], compression_type: CompressionType | int = CompressionType.NONE,
-                      compression_level: int | None = None) -> list[tuple[bytes | memoryview, int]]:
+                      compression_level: int | None = None, *, stamped_later: bool = False
+                      ) -> list[tuple[bytes | memoryview, int]]:
         """``(data, max timestamp)`` per slice, in one vectorised pass over rows that the slices,
-        in row order, cover: a framed slice's batch, a bare slice's records."""
+        in row order, cover: a framed slice's batch, a bare slice's records.  ``stamped_later``:
+        framed batches get no CRC yet, as ``set_producer_state`` computes it when it stamps them."""
         ctype = CompressionType(compression_type)
-        return _encode(self._rows, slices, ctype, compression_level, batch_attributes(ctype), (-1, -1, -1))
+        return _encode(self._rows, slices, ctype, compression_level, batch_attributes(ctype),
+                       None if stamped_later else (-1, -1, -1))
 
 
 def _group_bounds(group_starts, n: int) -> list[tuple[int, int]]:

@@ -200,15 +200,17 @@ def batch_header(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    with_crc: bool = True,
 ) -> bytearray:
     """The 61-byte header (base offset 0) of a (compressed) records section -- bytes-like, or a
-    list of bytes-like chunks --, its CRC run over the header's tail then the chunks in place."""
+    list of bytes-like chunks --, its CRC run over the header's tail then the chunks in place
+    (``with_crc=False``: left 0, for a batch ``set_producer_state`` stamps before it is sent)."""
     chunks = records if isinstance(records, (list, tuple)) else (records,)
     head = bytearray(BATCH_OVERHEAD)
     _TAIL.pack_into(head, ATTRIBUTES_OFFSET, *_tail_fields(attributes, record_count, base_timestamp, max_timestamp,
                                                            producer_id, producer_epoch, base_sequence))
     _HEAD_CRC.pack_into(head, 0, 0, BATCH_OVERHEAD - 12 + sum(map(len, chunks)), NO_PARTITION_LEADER_EPOCH,
-                        MAGIC, _batch_crc(head, chunks))
+                        MAGIC, _batch_crc(head, chunks) if with_crc else 0)
     return head
 
 
@@ -222,12 +224,13 @@ def _batch_crc(head, chunks=()) -> int:
 
 
 def finish_batch(records, attributes: int, record_count: int, base_timestamp: int, max_timestamp: int,
-                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 with_crc: bool = True) -> bytes:
     """The header and the records as one ``bytes`` (one copy, the join).  Positional and
     branch-free: the Arrow path calls it once per compressed batch."""
     chunks = records if isinstance(records, (list, tuple)) else (records,)
     return b"".join((batch_header(chunks, attributes, record_count, base_timestamp, max_timestamp, producer_id,
-                                  producer_epoch, base_sequence), *chunks))
+                                  producer_epoch, base_sequence, with_crc), *chunks))
 
 
 class BatchBuffers:
@@ -272,6 +275,7 @@ def finish_batch_in_place(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    with_crc: bool = True,
 ) -> memoryview:
     """Fill the header of an uncompressed batch whose first 61 bytes were left for it.
 
@@ -279,7 +283,8 @@ def finish_batch_in_place(
     """
     _TAIL.pack_into(view, ATTRIBUTES_OFFSET, *_tail_fields(attributes, record_count, base_timestamp, max_timestamp,
                                                            producer_id, producer_epoch, base_sequence))
-    _HEAD_CRC.pack_into(view, 0, 0, len(view) - 12, NO_PARTITION_LEADER_EPOCH, MAGIC, _batch_crc(view))
+    _HEAD_CRC.pack_into(view, 0, 0, len(view) - 12, NO_PARTITION_LEADER_EPOCH, MAGIC,
+                        _batch_crc(view) if with_crc else 0)
     return view
 
 

@@ -16,8 +16,10 @@ from sparkkafka_sink.record.arrow import HEADERS_TYPE
 _producer = functools.partial(producer_for, defaults={"max.block.ms": 20000, "linger.ms": 5})
 
 
-@pytest.mark.parametrize("codec", ["none", "zstd"])
-def test_bulk_rows_land_with_keys_headers_timestamps_and_nulls(kafka, codec):
+@pytest.mark.parametrize("codec,idempotent", [("none", True), ("zstd", True), ("none", False)])
+def test_bulk_rows_land_with_keys_headers_timestamps_and_nulls(kafka, codec, idempotent):
+    """(Whole batches leave the encoder without a CRC, which the Sender writes as it stamps them,
+    with or without a producer id: the consumer checks every CRC.)"""
     topic = kafka.create_topic(partitions=4)
     n = 3000
     keys = pa.array([None if i % 10 == 0 else f"k{i % 97}" for i in range(n)], pa.string())
@@ -25,7 +27,8 @@ def test_bulk_rows_land_with_keys_headers_timestamps_and_nulls(kafka, codec):
     headers = pa.array([[{"key": "row", "value": str(i).encode()}] if i % 2 else [] for i in range(n)],
                        HEADERS_TYPE)
     timestamps = pa.array([1_600_000_000_000 + i for i in range(n)], pa.int64())
-    with _producer(kafka, **{"compression.type": codec, "batch.size": 8192}) as p:
+    settings = {} if idempotent else {"enable.idempotence": "false", "acks": "1"}
+    with _producer(kafka, **{"compression.type": codec, "batch.size": 8192, **settings}) as p:
         fut = p.send_batch(topic, values, keys=keys, headers=headers, timestamps=timestamps)
         result = fut.get(30)
     assert result.record_count == n

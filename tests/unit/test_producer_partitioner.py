@@ -107,7 +107,7 @@ def _planned(keys, values, opens=None, batch_size=4096):
 
     from sparkkafka_sink.producer.bulk import encode_pieces, group_rows, plan_pieces, resolve_partitions
     from sparkkafka_sink.record.arrow import RecordColumns
-    from sparkkafka_sink.record.batch import EncodedRecordsBuilder, decode_batches
+    from sparkkafka_sink.record.batch import EncodedRecordsBuilder, decode_batches, set_producer_state
 
     keys_b, values_b = pa.array(keys, pa.binary()), pa.array(values, pa.binary())
     columns = RecordColumns(keys_b, values_b)
@@ -118,8 +118,8 @@ def _planned(keys, values, opens=None, batch_size=4096):
     encode_pieces(rows, pieces, 0)
     out = []
     for piece in pieces:
-        if piece.kind.name == "FULL":
-            (batch,) = decode_batches(bytes(piece.data))
+        if piece.kind.name == "FULL":  # stamped as the Sender does (the encoder leaves the CRC to it)
+            (batch,) = decode_batches(bytes(set_producer_state(piece.data, -1, -1, -1)))
         elif piece.kind.name == "SEAL":
             out.append((piece, []))
             continue

@@ -7,6 +7,7 @@ picks a version per broker from its ApiVersions answer without knowing individua
 
 from __future__ import annotations
 
+import functools
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -124,8 +125,10 @@ def _name(api_key: int) -> str:
         return f"api key {api_key}"
 
 
+@functools.cache
 def is_flexible(api_key: int, version: int) -> bool:
-    """True when ``version`` of ``api_key`` uses the flexible (KIP-482) encoding."""
+    """True when ``version`` of ``api_key`` uses the flexible (KIP-482) encoding (asked for
+    every request and response header: remembered)."""
     return request_schema(api_key).is_flexible(version)
 
 

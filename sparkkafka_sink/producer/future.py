@@ -44,7 +44,10 @@ class ProduceRequestResult:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
-        self._event = threading.Event()
+        #: made by the first ``wait`` before completion: most batches are never waited on one
+        #: by one (a bulk send waits through callbacks), and an Event per batch cost the bulk
+        #: path more than the rest of a batch's bookkeeping
+        self._event: threading.Event | None = None
         self._callbacks: list[Callable[["ProduceRequestResult"], Any]] | None = []
         self._lock = threading.Lock()
         #: after a split: ``[(first record index, count, piece's result)]`` in record order
@@ -58,7 +61,8 @@ class ProduceRequestResult:
             self.log_append_time = log_append_time
             self.error = error
             callbacks, self._callbacks = self._callbacks, None
-            self._event.set()
+            if self._event is not None:
+                self._event.set()
         for cb in callbacks:
             try:
                 cb(self)
@@ -66,7 +70,7 @@ class ProduceRequestResult:
                 log.exception("produce callback raised")
 
     def is_done(self) -> bool:
-        return self._event.is_set()
+        return self._callbacks is None
 
     def split(self, pieces: list[tuple[int, int, "ProduceRequestResult"]]) -> None:
         """The batch was split into ``pieces``: complete when all are, with the first error."""
@@ -124,7 +128,13 @@ class ProduceRequestResult:
                 for e, s, n2 in piece.failed_pieces(n, lo - start)]
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._event.wait(timeout)
+        with self._lock:
+            if self._callbacks is None:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     def add_callback(self, cb: Callable[["ProduceRequestResult"], Any]) -> None:
         with self._lock:

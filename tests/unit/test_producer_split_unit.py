@@ -1,7 +1,10 @@
 """Splitting a batch a broker refused as too large, without a broker: the records re-encoded in
-order, the batch's result completing from its pieces, each record's offset and error its own."""
+order, the batch's result completing from its pieces, each record's offset and error its own;
+and a batch's result waking whoever waits on it."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 
@@ -9,6 +12,7 @@ from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.future import FutureRecordMetadata, ProduceRequestResult
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.record.batch import CompressionType, RecordBatchBuilder, decode_batches, split_batch
+from sparkkafka_sink.testing.waiting import wait_until
 
 
 def built(n: int, codec=CompressionType.ZSTD) -> bytes:
@@ -57,3 +61,18 @@ def test_a_failed_piece_fails_only_its_records():
     assert [f.failed() for f in futures] == [False, False, True, True, True]
     assert futures[1].get(0).offset == 11
     assert [(s, n) for _, s, n in result.failed_pieces(5)] == [(2, 3)]
+
+
+def test_result_wait_wakes_on_done_and_times_out_before():
+    """A batch's result has no Event until someone waits: a waiter already blocked is woken by
+    ``done``, one arriving later returns at once, one with a timeout says False before."""
+    result = ProduceRequestResult("t", 0)
+    assert not result.is_done() and result.wait(0.01) is False
+    woken = []
+    waiter = threading.Thread(target=lambda: woken.append(result.wait(30)))
+    waiter.start()
+    wait_until("the waiter to block", lambda: result._event is not None, 10)  # observed, not slept for
+    result.done(42, -1, None)
+    waiter.join(10)
+    assert woken == [True] and result.is_done() and result.base_offset == 42
+    assert result.wait(0) is True and ProduceRequestResult("t", 1)._event is None

@@ -130,7 +130,7 @@ class OpenBatch:
     base_timestamp: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Piece:
     """One step of queueing a call's rows for one partition (see ``PieceKind``)."""
 
@@ -231,29 +231,35 @@ def plan_pieces(rows: PartitionedRows, opens: dict[int, OpenBatch], batch_size: 
     """Cut each partition's rows into pieces: first what its open batch still takes (EXTEND,
     or SEAL when not even the next row fits), then whole batches (FULL), and the rest starts a
     new open batch (OPEN).  Greedy like ``RecordBatchBuilder.try_append``, on the rows' size
-    bounds (true wherever the records land: the bounds count the open batches' records)."""
-    records = rows.records
-    sizes = records.size_bounds([opens[p].record_count if p in opens else 0 for p in rows.group_partitions],
-                                [o.base_timestamp for o in opens.values()])
+    bounds (true wherever the records land: the bounds count the open batches' records).  The
+    first cut of every partition is found for all partitions at once (at 256 partitions a call
+    gives most of them one piece or two); only a partition with more whole batches loops."""
+    parts = rows.group_partitions
+    sizes = rows.records.size_bounds([opens[p].record_count if p in opens else 0 for p in parts],
+                                     [o.base_timestamp for o in opens.values()])
     cum = np.concatenate(([0], np.cumsum(sizes)))
     budget = batch_size - BATCH_OVERHEAD
+    starts = rows.group_starts.astype(np.int64)
+    ends = np.append(starts[1:], len(sizes))
+    open_batches = [opens.get(p) for p in parts]
+    rooms = np.fromiter((batch_size - o.size if o is not None else 0 for o in open_batches), np.int64, len(parts))
+    # where each open batch's share ends (no open batch: no share), then each first fresh batch
+    extend_stops = np.clip(cum.searchsorted(cum[starts] + rooms, side="right") - 1, starts, ends)
+    first_cuts = np.minimum(np.maximum(cum.searchsorted(cum[extend_stops] + budget, side="right") - 1,
+                                       extend_stops + 1), ends)
     pieces = []
-    for (start, end), partition in zip(records.groups, rows.group_partitions):
-        open_batch = opens.get(partition)
+    for partition, open_batch, start, end, extend_stop, stop in zip(
+            parts, open_batches, starts.tolist(), ends.tolist(), extend_stops.tolist(), first_cuts.tolist()):
         if open_batch is not None:
-            room = batch_size - open_batch.size
-            stop = int(np.searchsorted(cum, cum[start] + room, side="right")) - 1
-            stop = min(max(stop, start), end)
-            kind = PieceKind.EXTEND if stop > start else PieceKind.SEAL
-            pieces.append(Piece(kind, partition, Slice(start, stop, False, open_batch.record_count,
-                                                       open_batch.base_timestamp), rows.rows(start, stop)))
-            start = stop
+            kind = PieceKind.EXTEND if extend_stop > start else PieceKind.SEAL
+            pieces.append(Piece(kind, partition, Slice(start, extend_stop, False, open_batch.record_count,
+                                                       open_batch.base_timestamp), rows.rows(start, extend_stop)))
+            start = extend_stop
         while start < end:
-            stop = int(np.searchsorted(cum, cum[start] + budget, side="right")) - 1
-            stop = min(max(stop, start + 1), end)
             kind = PieceKind.FULL if stop < end else PieceKind.OPEN
             pieces.append(Piece(kind, partition, Slice(start, stop, kind is PieceKind.FULL), rows.rows(start, stop)))
             start = stop
+            stop = min(max(int(cum.searchsorted(cum[start] + budget, side="right")) - 1, start + 1), end)
     return pieces
 
 

@@ -17,8 +17,8 @@ to less than 2 GiB (Arrow binary offsets are int32; Spark hands over far smaller
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 import time
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -453,12 +453,11 @@ def encode_batches_from_arrow(
         compression_type, write_limit, compression_level)
 
 
-@dataclass(frozen=True)
-class Slice:
+class Slice(NamedTuple):
     """Rows ``[start, stop)`` of one batch: ``framed``, a whole record batch (header, codec);
     or bare records extending an open batch (``record.batch.EncodedRecordsBuilder``) that holds
     ``first_offset`` records so far and began at ``base_ts`` (None: a new open batch, based at
-    its first row)."""
+    its first row).  (A tuple: a call makes one per partition, hundreds.)"""
 
     start: int
     stop: int

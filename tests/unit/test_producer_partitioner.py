@@ -4,6 +4,8 @@ import collections
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from sparkkafka_sink.producer.partitioner import (
     make_partitioner,
@@ -205,3 +207,47 @@ def test_sticky_null_keys_are_shared_by_both_paths():
     assert got[9] != start and len(set(got[9:19])) == 1 and got[19] != got[9]
     keyed, sizes = _column_and_sizes([b"foobar", None])
     assert p.partition_many("t", keyed, sizes, 50, list(range(50)))[0] == 16  # murmur2 for keys
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.one_of(st.integers(1, 4), st.integers(1, 900)), min_size=1, max_size=40),
+                          st.one_of(st.none(), st.tuples(st.integers(0, 50), st.integers(0, 4200)))),
+                min_size=1, max_size=12),
+       st.integers(200, 4096))
+@example([([100, 100, 100], (1, 3896)), ([1939, 2000, 5], None)], 4000)  # exact fits: an open batch's room, a batch
+def test_bulk_plan_cuts_like_the_greedy_rule_row_by_row(groups, batch_size):
+    """The plan finds every partition's first cuts at once: the same pieces as taking rows one
+    by one while they fit (an open batch's room, then ``batch.size`` less the header, one row at
+    least), whatever the sizes and open batches."""
+    from sparkkafka_sink.producer.bulk import OpenBatch, PartitionedRows, plan_pieces
+    from sparkkafka_sink.record.batch import BATCH_OVERHEAD
+
+    sizes = np.array([s for row_sizes, _ in groups for s in row_sizes], dtype=np.int64)
+    starts = np.cumsum([0] + [len(r) for r, _ in groups[:-1]])
+    opens = {p: OpenBatch(o[0], o[1], 1) for p, (_, o) in enumerate(groups) if o is not None}
+
+    class Records:  # the size bounds the planner asks for, as given
+        def size_bounds(self, first_offsets, base_timestamps=()):
+            return sizes
+
+    rows = PartitionedRows(Records(), None, starts, list(range(len(groups))))
+    got = [(p.kind.name, p.partition, p.slice.start, p.slice.stop) for p in plan_pieces(rows, opens, batch_size)]
+
+    expected, budget = [], batch_size - BATCH_OVERHEAD
+    for partition, start in enumerate(starts.tolist()):
+        end = start + len(groups[partition][0])
+        if partition in opens:
+            stop, used = start, 0
+            while stop < end and used + sizes[stop] <= batch_size - opens[partition].size:
+                used += sizes[stop]
+                stop += 1
+            expected.append(("EXTEND" if stop > start else "SEAL", partition, start, stop))
+            start = stop
+        while start < end:
+            stop, used = start + 1, sizes[start]
+            while stop < end and used + sizes[stop] <= budget:
+                used += sizes[stop]
+                stop += 1
+            expected.append(("FULL" if stop < end else "OPEN", partition, start, stop))
+            start = stop
+    assert got == expected

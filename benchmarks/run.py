@@ -467,11 +467,12 @@ def aggregate(runs: list[dict], args) -> list[dict]:
     return out
 
 
-def free_sink_s(floor: dict, broker_cpu_s: float, cpus: int) -> float:
-    """The fastest a sink that cost nothing itself could write what the no-op ``floor`` run
-    read: it still pays the floor's CPU and the broker's (``broker_cpu_s``, as a real sink made it
-    work) on the same ``cpus``, so ``max(floor time, (floor CPU + broker CPU) / cpus)``."""
-    return max(floor["elapsed_s"], (floor["cpu_machine_s"] + broker_cpu_s) / cpus)
+def free_sink_s(floor_s: float, floor_cpu_s: float, broker_cpu_s: float, cpus: int) -> float:
+    """The fastest a sink that cost nothing itself could write what the no-op floor's run read
+    (in ``floor_s``, spending ``floor_cpu_s``): it still pays the floor's CPU and the broker's
+    (``broker_cpu_s``, as a real sink made it work) on the same ``cpus``, so
+    ``max(floor time, (floor CPU + broker CPU) / cpus)``."""
+    return max(floor_s, (floor_cpu_s + broker_cpu_s) / cpus)
 
 
 def sink_call_bytes(sink_options: dict) -> int:
@@ -523,7 +524,7 @@ def targets(results: list[dict], args, spark_floor_mb: float | None = None) -> l
         # what a sink that cost nothing could reach, with the broker working as in our run
         noop_s, noop_cpu = get("spark-noop", comp, "elapsed_s"), get("spark-noop", comp, "cpu_machine_s")
         broker_cpu, cpus = get("spark-pyprod", comp, "cpu_broker_s"), os.cpu_count() or 1
-        ceiling_s = (free_sink_s({"elapsed_s": noop_s, "cpu_machine_s": noop_cpu}, broker_cpu, cpus)
+        ceiling_s = (free_sink_s(noop_s, noop_cpu, broker_cpu, cpus)
                      if None not in (noop_s, noop_cpu, broker_cpu) else None)
         out.append({"target": "a zero-cost sink's best share of spark-noop: the floor's CPU + the broker's "
                               f"CPU in spark-pyprod's run over {cpus} cores (informative)", "compression": comp,
@@ -859,7 +860,7 @@ def headroom_table(doc: dict, target: float = 1.5) -> list[str]:
             if not (ours and jvm and floor) or any(r.get("cpu_machine_s") is None for r in (ours, floor)):
                 continue
             broker = ours.get("cpu_broker_s") or 0.0
-            free_s = free_sink_s(floor, broker, cpus)
+            free_s = free_sink_s(floor["elapsed_s"], floor["cpu_machine_s"], broker, cpus)
             spent = ours["cpu_machine_s"] - floor["cpu_machine_s"] - broker
             budget = cpus * jvm["elapsed_s"] / target - floor["cpu_machine_s"] - broker
             lines.append(f"| {c} | {_size_label(v)} | {p} | {comp} | {jvm['elapsed_s'] / ours['elapsed_s']:.2f}× | "

@@ -53,7 +53,6 @@ __all__ = [
     "encode_batch_from_arrow",
     "encode_batches_from_arrow",
     "record_size_bounds",
-    "record_size_upper_bounds",
     "Slice",
     "plan_batches",
 ]
@@ -114,7 +113,9 @@ class RecordColumns:
 
     def size_upper_bounds(self) -> np.ndarray:
         """Each record's ``record.batch.estimate_record_size``: its encoded size wherever it lands
-        in a batch (the worst case of its length, offset and timestamp deltas)."""
+        in a batch (the worst case of its length, offset and timestamp deltas).  ``send()`` and
+        ``send_batch()`` hand the partitioner the same sizes, so the sticky partitioner switches
+        partitions at the same records on both paths."""
         return MAX_RECORD_OVERHEAD + self.tail_size
 
     def take(self, indices: np.ndarray) -> "RecordColumns":
@@ -144,13 +145,6 @@ def _spread(ts: np.ndarray) -> int:
 def _field_sizes(lengths: np.ndarray) -> np.ndarray:
     """Encoded size of a key or value field: its varint length (-1: null) and its bytes."""
     return length_varint_sizes_np(lengths) + np.maximum(lengths, 0)
-
-
-def record_size_upper_bounds(keys, values, headers=None) -> np.ndarray:
-    """Each row's ``record.batch.estimate_record_size``, vectorised: the record's encoded size
-    wherever it lands in a batch.  ``send()`` and ``send_batch()`` hand the partitioner the same
-    sizes, so the sticky partitioner switches partitions at the same records on both paths."""
-    return RecordColumns(keys, values, None, headers, default_timestamp_ms=0).size_upper_bounds()
 
 
 def _nbytes(words) -> np.ndarray:

@@ -25,7 +25,7 @@ from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, Ka
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.producer.partitioner import Partitioner
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
-from sparkkafka_sink.record.arrow import ArrowRecords, RecordColumns, Slice, binary_column
+from sparkkafka_sink.record.arrow import ArrowRecords, RecordColumns, Slice
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
 
 
@@ -158,31 +158,6 @@ class PartitionedRows:
         return np.arange(start + self.first_row, stop + self.first_row) if self.order is None else self.order[start:stop]
 
 
-def normalize_columns(values, keys, headers, timestamps):
-    """``(n, values, keys, headers, timestamps)``: binary columns, headers a list or an Arrow
-    array, timestamps an int, an int64/timestamp array or None; mismatched lengths refused."""
-    n = next((len(c) for c in (values, keys) if c is not None), 0)
-    values_b = binary_column(values, n, "value")
-    keys_b = None if keys is None else binary_column(keys, n, "key")
-    if len(values_b) != len(keys_b if keys_b is not None else values_b):
-        raise InvalidRecordError(f"{len(keys_b)} keys but {len(values_b)} values")
-    if headers is not None and not isinstance(headers, (pa.Array, pa.ChunkedArray)):
-        headers = list(headers)
-        if len(headers) != n:
-            raise InvalidRecordError(f"headers has {len(headers)} rows, expected {n}")
-    if isinstance(headers, pa.ChunkedArray):
-        headers = headers.combine_chunks()
-    if isinstance(timestamps, pa.ChunkedArray):
-        timestamps = timestamps.combine_chunks()
-    elif timestamps is not None and not isinstance(timestamps, (int, np.integer, pa.Array)):
-        try:
-            timestamps = pa.array(np.asarray(timestamps, dtype=np.int64) if isinstance(timestamps, np.ndarray)
-                                  else timestamps, pa.int64())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
-            raise InvalidRecordError(f"timestamps must be int64 milliseconds (or a timestamp column): {exc}") from exc
-    return n, values_b, keys_b, headers, timestamps
-
-
 def sub_calls(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
     """Row ranges whose size bounds add up to at most ``limit`` (one row at least): a call is
     queued range by range, each with the memory it needs reserved before any open batch is
@@ -294,11 +269,11 @@ def group_by_partition(parts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray
     return order, starts
 
 
-def resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, available, partitioner) -> np.ndarray:
+def resolve_partitions(topic, partitions, keys, sizes, num_partitions, available, partitioner) -> np.ndarray:
     """Each row's partition: the given one (checked), else the partitioner's choice."""
     n = len(sizes)
     if partitions is None:
-        return partitioner.partition_many(topic, keys_b, sizes, num_partitions, available)
+        return partitioner.partition_many(topic, keys, sizes, num_partitions, available)
     if isinstance(partitions, int):
         parts_arr = pa.array(np.full(n, partitions, dtype=np.int64))
     elif isinstance(partitions, (pa.Array, pa.ChunkedArray)):
@@ -306,7 +281,7 @@ def resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, availab
     else:
         parts_arr = pa.array(list(partitions), pa.int64())
     if len(parts_arr) != n:
-        raise InvalidRecordError(f"partitions has {len(parts_arr)} rows, expected {n}")
+        raise InvalidRecordError(f"{len(parts_arr)} partitions for {n} records")
     valid = parts_arr.is_valid().to_numpy(zero_copy_only=False)
     explicit = pc.fill_null(parts_arr.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
     bad = valid & ((explicit < 0) | (explicit >= num_partitions))
@@ -318,5 +293,5 @@ def resolve_partitions(topic, partitions, keys_b, sizes, num_partitions, availab
             row, int(explicit[row]))
     if valid.all():
         return explicit.astype(np.int32)
-    chosen = partitioner.partition_many(topic, keys_b, sizes, num_partitions, available)
+    chosen = partitioner.partition_many(topic, keys, sizes, num_partitions, available)
     return np.where(valid, explicit, chosen).astype(np.int32)

@@ -38,7 +38,7 @@ from sparkkafka_sink.producer.accumulator import RecordAccumulator
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.buffer_pool import BufferPool
 from sparkkafka_sink.producer.bulk import (
-    BulkFuture, OpenBatch, PieceKind, check_sizes, encode_pieces, group_rows, memory_bound, normalize_columns,
+    BulkFuture, OpenBatch, PieceKind, check_sizes, encode_pieces, group_rows, memory_bound,
     plan_pieces, resolve_partitions, sub_calls)
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.future import FutureRecordMetadata
@@ -237,14 +237,13 @@ class Producer:
         start = now_ms()
         validate_topic(topic)
         cluster = self._wait_on_metadata(topic, None, self._max_block_ms)
-        n, values_b, keys_b, headers, timestamps = normalize_columns(values, keys, headers, timestamps)
-        if n == 0:
+        columns = RecordColumns(keys, values, timestamps, headers)  # checked and measured once, for every step
+        if columns.n == 0:
             return BulkFuture(topic, [])
-        columns = RecordColumns(keys_b, values_b, timestamps, headers)  # measured once, for every step
         # every row is checked before any is queued: a rejection names its row and sends none
         sizes = columns.size_upper_bounds()
         check_sizes(topic, sizes, self.config["max.request.size"])
-        parts = resolve_partitions(topic, partitions, keys_b, sizes, cluster.partition_count(topic),
+        parts = resolve_partitions(topic, partitions, columns.keys, sizes, cluster.partition_count(topic),
                                    cluster.available_partitions(topic), self._partitioner)
         if self._transactions is not None:
             for partition in np.unique(parts).tolist():

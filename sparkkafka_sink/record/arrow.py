@@ -90,7 +90,15 @@ class RecordColumns:
     timestamps (nulls filled in), encoded headers (``P3``), and what of each record does not
     depend on its place in a batch: its key and value lengths and ``tail_size``, the bytes from
     the key length field to its end.  Measured once per call; ``take`` and ``slice`` regroup
-    them (Arrow take, numpy gathers) without measuring again."""
+    them (Arrow take, numpy gathers) without measuring again.
+
+    The one place the columns of ``encode_batch*_from_arrow`` and ``Producer.send_batch`` are
+    checked.  ``keys``/``values``: binary, large_binary, string or view columns (Arrow arrays,
+    chunked or not, or sequences of bytes), nulls allowed, ``None`` all null (not both);
+    ``timestamps_ms``: an int64 or timestamp column, a sequence or numpy array of ints, one int,
+    or ``None``, nulls taking ``default_timestamp_ms`` (now if unset); ``headers``: ``None``, a
+    ``list<struct<key: string, value: binary>>`` column, or one sequence of ``(str, bytes |
+    None)`` pairs per row.  A bad column raises ``InvalidRecordError`` naming it."""
 
     __slots__ = ("n", "keys", "values", "key_len", "value_len", "ts", "ts_spread", "ts_mixed_default", "headers",
                  "tail_size")
@@ -209,23 +217,24 @@ def _timestamps(timestamps_ms, n: int, default_ms: int | None) -> tuple[np.ndarr
         return np.full(n, default_ms, dtype=np.int64), False
     if isinstance(timestamps_ms, (int, np.integer)):
         return np.full(n, int(timestamps_ms), dtype=np.int64), False
-    mixed = False
     col = timestamps_ms
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
-    if isinstance(col, pa.Array):
-        if pa.types.is_timestamp(col.type):
-            col = col.cast(pa.timestamp("ms"), safe=False).cast(pa.int64())
-        elif not pa.types.is_integer(col.type):
-            raise InvalidRecordError(f"timestamps must be int64 ms or timestamp, not {col.type}")
-        if col.null_count:
-            mixed = col.null_count < len(col)
-            col = col.fill_null(default_ms)
-        col = col.to_numpy(zero_copy_only=False)
-    out = np.asarray(col, dtype=np.int64)
-    if out.shape != (n,):
-        raise InvalidRecordError(f"expected {n} timestamps, got shape {out.shape}")
-    return out, mixed
+    elif not isinstance(col, pa.Array):  # a sequence (None: the default) or a numpy array
+        try:
+            col = pa.array(np.asarray(col, dtype=np.int64) if isinstance(col, np.ndarray) else col, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise InvalidRecordError(f"timestamps must be int64 milliseconds or a timestamp column: {exc}") from exc
+    if pa.types.is_timestamp(col.type):
+        col = col.cast(pa.timestamp("ms"), safe=False).cast(pa.int64())
+    elif not pa.types.is_integer(col.type):
+        raise InvalidRecordError(f"timestamps must be int64 milliseconds or a timestamp column, not {col.type}")
+    if len(col) != n:
+        raise InvalidRecordError(f"{len(col)} timestamps for {n} records")
+    mixed = 0 < col.null_count < n
+    if col.null_count:
+        col = col.fill_null(default_ms)
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64), mixed
 
 
 def _header_column(headers, n: int):
@@ -242,7 +251,7 @@ def _header_column(headers, n: int):
     except (TypeError, AttributeError, ValueError) as exc:
         raise InvalidRecordError(f"cannot encode headers: {exc}") from exc
     if len(encoded) != n:
-        raise InvalidRecordError(f"expected {n} header rows, got {len(encoded)}")
+        raise InvalidRecordError(f"{len(encoded)} header rows for {n} records")
     col = pa.array(encoded, pa.binary())
     return col, _lengths(col)
 
@@ -250,7 +259,7 @@ def _header_column(headers, n: int):
 def _arrow_headers(headers: pa.Array, n: int):
     """Vectorized headers from a ``list<struct<key, value>>`` column (Spark's layout)."""
     if len(headers) != n:
-        raise InvalidRecordError(f"expected {n} header rows, got {len(headers)}")
+        raise InvalidRecordError(f"{len(headers)} header rows for {n} records")
     if not pa.types.is_list(headers.type):
         raise InvalidRecordError(f"headers must be list<struct<key, value>>, not {headers.type}")
     counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)

@@ -120,6 +120,21 @@ def test_send_batch_rejects_bad_rows_naming_the_row(broker):
     _only(broker, "good", [b"ok"])
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"keys": [b"k"]}, "1 keys but 2 values"),
+    ({"timestamps": [1]}, "1 timestamps for 2 records"),
+    ({"timestamps": ["soon", "later"]}, "timestamps must be int64 milliseconds"),
+    ({"headers": [[("h", b"v")]]}, "1 header rows for 2 records"),
+    ({"partitions": [0]}, "1 partitions for 2 records"),
+])
+def test_send_batch_names_the_column_that_does_not_fit(broker, kwargs, message):
+    with make_producer(broker.bootstrap_servers) as p:
+        with pytest.raises(E.InvalidRecordError, match=message):
+            p.send_batch("good", values=[b"a", b"b"], **kwargs)
+        p.send_batch("good", values=[b"ok"], partitions=0).get(10)
+    _only(broker, "good", [b"ok"])
+
+
 @pytest.mark.parametrize("kind", BROKERS)
 def test_unknown_topic_fails_clearly_instead_of_being_dropped(proxied_broker, kind):
     """tansu answers a Produce to a missing topic with error 0 and drops the data; the producer

@@ -183,6 +183,27 @@ def test_invalid_inputs():
         encode_batch_from_arrow(k, None, TS, bad)
 
 
+def test_column_errors_name_the_column():
+    k2 = pa.array([b"a", b"b"])
+    cases = [
+        (dict(keys=pa.array([b"k"]), values=k2), "1 keys but 2 values"),
+        (dict(keys=k2, values=None, timestamps_ms=[1]), "1 timestamps for 2 records"),
+        (dict(keys=k2, values=None, timestamps_ms=pa.array([1.5, 2.5])), "timestamps must be int64 milliseconds"),
+        (dict(keys=k2, values=None, headers=[[("h", b"v")]]), "1 header rows for 2 records"),
+        (dict(keys=k2, values=None, headers=hdr_column([[("h", b"v")]])), "1 header rows for 2 records"),
+        (dict(keys=None, values=None), "at least one of keys and values"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(InvalidRecordError, match=message):
+            RecordColumns(**kwargs)
+
+
+def test_timestamps_as_a_sequence_with_nones_take_the_default():
+    ts = RecordColumns(pa.array([b"a", b"b", b"c"]), None, [TS, None, TS + 5], default_timestamp_ms=TS + 1).ts
+    assert ts.tolist() == [TS, TS + 1, TS + 5]
+    assert RecordColumns(pa.array([b"a"]), None, np.array([TS])).ts.tolist() == [TS]
+
+
 def test_empty_input():
     empty = pa.array([], pa.binary())
     assert encode_batches_from_arrow(empty, empty, None) == []

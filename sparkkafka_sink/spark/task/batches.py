@@ -17,11 +17,8 @@ from sparkkafka_sink.spark.task.rate_limit import RateLimiter, payload_bytes
 
 
 def coalesced(batches: Iterator, limit: int) -> Iterator:
-    """Spark's Arrow batches, consecutive ones joined while together they hold at most ``limit``
-    bytes (0: each alone).  A call goes as soon as the next batch, if it is like the last, would
-    not fit (no waiting for it); a batch that fills half the limit or more goes alone, uncopied
-    (1 KiB rows: one Spark batch is ~10 MB, and a call's fixed cost is small beside it).  Empty
-    batches are dropped."""
+    """Spark's Arrow batches, consecutive ones joined until they hold ``limit`` bytes (0: each
+    alone).  Empty batches are dropped."""
     pending, size = [], 0
     for batch in batches:
         if batch.num_rows == 0:
@@ -29,12 +26,9 @@ def coalesced(batches: Iterator, limit: int) -> Iterator:
         if limit <= 0:
             yield batch
             continue
-        if pending and size + batch.nbytes > limit:  # bigger than the last: the pending go first
-            yield _concat(pending)
-            pending, size = [], 0
         pending.append(batch)
         size += batch.nbytes
-        if size + batch.nbytes > limit:
+        if size >= limit:
             yield _concat(pending)
             pending, size = [], 0
     if pending:

@@ -3,7 +3,7 @@
 ``send()`` appends to the last batch of its partition's deque (or opens a new
 one, reserving memory from the BufferPool).  The Sender asks ``ready()`` which
 leaders have a sendable batch (full, lingered long enough, flushing, or
-closing), ``drain()`` takes at most one batch per partition per request, and
+closing), ``drain()`` takes at most one sendable batch per partition per request, and
 ``expired_batches()`` fails batches past ``delivery.timeout.ms``.  Retried
 batches go back to the front of their deque so per-partition order holds.
 """
@@ -170,12 +170,21 @@ class RecordAccumulator:
             raise ProducerClosedError("Producer is closed: send() is not possible any more")
 
     # -- the Sender's side -------------------------------------------------------------
+    def _forced(self) -> bool:
+        """Every batch goes now, full or not: memory is short, or a flush or close waits."""
+        return self.pool.queued > 0 or self._closed or self._flushes_in_progress > 0
+
+    def _sendable(self, q: _PartitionQueue, batch: ProducerBatch, now_ms: float, forced: bool) -> bool:
+        """A partition's first batch may go: another is queued behind it or it is full, it has
+        lingered ``linger.ms``, it is a retry, or every batch is ``forced`` (call under q.lock)."""
+        return (len(q.batches) > 1 or batch.is_full or forced or batch.attempts > 0
+                or now_ms - batch.created_ms >= self.linger_ms)
+
     def ready(self, cluster, now_ms: float) -> ReadyCheckResult:
         ready_nodes: set[int] = set()
         unknown: set[str] = set()
         next_delay = float("inf")
-        exhausted = self.pool.queued > 0
-        forced = exhausted or self._closed or self._flushes_in_progress > 0
+        forced = self._forced()
         leaders = cluster.leaders
         for tp, q in list(self._queues.items()):
             if not q.batches:  # (read without the lock: a batch queued meanwhile wakes us)
@@ -190,7 +199,7 @@ class RecordAccumulator:
                 if not q.batches:
                     continue
                 batch = q.batches[0]
-                full = len(q.batches) > 1 or batch.is_full
+                sendable = self._sendable(q, batch, now_ms, forced)
             if batch.claimed:
                 continue  # (a claimed batch is ready once its bulk call lets go: it wakes us)
             backing_off = batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch)
@@ -198,11 +207,10 @@ class RecordAccumulator:
                 waited = now_ms - batch.last_attempt_ms
                 next_delay = min(next_delay, self._backoff(batch) - waited)
                 continue
-            waited = now_ms - batch.created_ms
-            if full or forced or waited >= self.linger_ms or batch.attempts > 0:
+            if sendable:
                 ready_nodes.add(leader)
             else:
-                next_delay = min(next_delay, self.linger_ms - waited)
+                next_delay = min(next_delay, self.linger_ms - (now_ms - batch.created_ms))
         return ReadyCheckResult(ready_nodes, max(next_delay, 0.0), unknown)
 
     def _backoff(self, batch: ProducerBatch) -> float:
@@ -219,6 +227,11 @@ class RecordAccumulator:
         and the next drain starts there: the partitions after it keep filling their open batches
         for a later request.  Skipping on to whatever small open batches still fit would fill
         the request with batches sealed early (at 256 partitions, a tenth of batch.size each).
+        Unlike Java's, a batch that is not sendable itself (``_sendable``: not full, not lingered)
+        stays even when its node has a request going, as librdkafka keeps a partition's messages
+        for ``linger.ms``: a bulk call's last rows per partition would otherwise ride along with
+        the call's full batches, sealed at a fraction of ``batch.size``, before the next call
+        could fill them.
         """
         nodes = set(nodes)
         result: dict[int, list[ProducerBatch]] = {n: [] for n in nodes}
@@ -231,6 +244,7 @@ class RecordAccumulator:
         stopped_at: dict[int, int] = {}  # node -> the position its request filled up at
         idem = self.idempotence
         leaders = cluster.leaders
+        forced = self._forced()
         for step in range(count):
             tp, q = items[(start + step) % count]
             if not q.batches:
@@ -243,6 +257,8 @@ class RecordAccumulator:
                     continue
                 batch = q.batches[0]
                 if batch.claimed or (batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch)):
+                    continue
+                if not self._sendable(q, batch, now_ms, forced):
                     continue
                 size = batch.estimated_size
                 if sizes[leader] + size > max_request_size and result[leader]:

@@ -135,6 +135,7 @@ def test_multi_megabyte_request_written_across_partial_writes(make_broker, clust
                       send_buffer_bytes=16384)
     values = {part: [os.urandom(500_000) + bytes([part, i]) for i in range(4)] for part in range(3)}
     futs = [p.send("big", v, partition=part) for part, vs in values.items() for v in vs]
+    p.flush(15)  # all three batches at once (lingering, each would go on its own)
     for f in futs:
         f.get(15)
     produces = b.requests_of(PRODUCE)

@@ -139,3 +139,35 @@ def test_a_request_ends_at_the_first_batch_that_does_not_fit():
     while got := acc.drain(OneNode(), [1], 1000, 0)[1]:
         requests.append([batch.partition for batch in got])
     assert requests == [[0, 1], [2, 3, 4], [5, 6, 7]]
+
+
+def test_an_open_batch_that_has_not_lingered_stays_while_other_batches_go():
+    """Its node's request takes the full batches of other partitions but not a partition's open
+    batch before linger.ms (librdkafka's rule; Java's drain would seal it early as a filler):
+    the next bulk call can still fill it.  Lingered, or on flush, it goes."""
+    from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
+    from sparkkafka_sink.producer.accumulator import RecordAccumulator
+    from sparkkafka_sink.producer.buffer_pool import BufferPool
+    from sparkkafka_sink.producer.producer_batch import ProducerBatch
+    from sparkkafka_sink.record.batch import EncodedRecordsBuilder
+
+    cluster = Cluster(brokers={1: BrokerNode(1, "127.0.0.1", 9092)},
+                      partitions={"t": {p: PartitionInfo("t", p, 1) for p in range(2)}})
+
+    def accumulator_with_an_open_batch():
+        acc = RecordAccumulator(batch_size=1 << 20, compression_type=0, linger_ms=5, retry_backoff_ms=100,
+                                retry_backoff_max_ms=1000, delivery_timeout_ms=120_000, pool=BufferPool(1 << 24))
+        acc.queue_batch(ProducerBatch.prebuilt("t", 0, bytes(400), 1, 0, 0))  # full: sendable at once
+        open_batch = ProducerBatch("t", 1, EncodedRecordsBuilder(0, 0), 1 << 20, 0, 0)  # created at 0 ms
+        open_batch.append_records(bytes(100), 1, 0, 100)
+        acc.queue_batch(open_batch)
+        return acc
+
+    acc = accumulator_with_an_open_batch()
+    assert acc.ready(cluster, 1).ready_nodes == {1}
+    assert [b.partition for b in acc.drain(cluster, [1], 1 << 20, 1)[1]] == [0]  # 1 ms: partition 1 stays
+    assert acc.ready(cluster, 1).next_ready_check_delay_ms == 4
+    assert [b.partition for b in acc.drain(cluster, [1], 1 << 20, 5)[1]] == [1]  # lingered 5 ms
+    acc = accumulator_with_an_open_batch()
+    acc.begin_flush()
+    assert sorted(b.partition for b in acc.drain(cluster, [1], 1 << 20, 1)[1]) == [0, 1]  # flushing

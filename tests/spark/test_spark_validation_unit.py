@@ -146,6 +146,16 @@ def test_sink_batch_size_default_and_explicit_override():
     assert small["batch.size"] == 100000  # never above buffer.memory
 
 
+def test_sink_linger_default_explicit_override_and_room_beside_delivery_timeout():
+    base = {"kafka.bootstrap.servers": "h:1"}
+    assert parse_options(base).producer_config["linger.ms"] == 100
+    assert parse_options({**base, "kafka.linger.ms": "0"}).producer_config["linger.ms"] == 0
+    # an explicit delivery.timeout.ms must stay >= linger.ms + request.timeout.ms: the default yields
+    tight = parse_options({**base, "kafka.delivery.timeout.ms": "1050", "kafka.request.timeout.ms": "1000"})
+    assert tight.producer_config["linger.ms"] == 50
+    assert parse_options({**base, "kafka.delivery.timeout.ms": "30000"}).producer_config["linger.ms"] == 0
+
+
 def test_coalesce_bytes_default_explicit_and_invalid():
     base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
     assert parse_options(base).coalesce_bytes == 16 << 20

@@ -202,16 +202,18 @@ class RecordAccumulator:
                 sendable = self._sendable(q, batch, now_ms, forced)
             if batch.claimed:
                 continue  # (a claimed batch is ready once its bulk call lets go: it wakes us)
-            backing_off = batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch)
-            if backing_off:
-                waited = now_ms - batch.last_attempt_ms
-                next_delay = min(next_delay, self._backoff(batch) - waited)
+            if self._backing_off(batch, now_ms):
+                next_delay = min(next_delay, self._backoff(batch) - (now_ms - batch.last_attempt_ms))
                 continue
             if sendable:
                 ready_nodes.add(leader)
             else:
                 next_delay = min(next_delay, self.linger_ms - (now_ms - batch.created_ms))
         return ReadyCheckResult(ready_nodes, max(next_delay, 0.0), unknown)
+
+    def _backing_off(self, batch: ProducerBatch, now_ms: float) -> bool:
+        """A retried batch still inside its backoff: neither ready nor drained yet."""
+        return batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch)
 
     def _backoff(self, batch: ProducerBatch) -> float:
         """Exponential retry backoff (KIP-580), capped at retry.backoff.max.ms."""
@@ -256,7 +258,7 @@ class RecordAccumulator:
                 if not q.batches:
                     continue
                 batch = q.batches[0]
-                if batch.claimed or (batch.attempts > 0 and now_ms - batch.last_attempt_ms < self._backoff(batch)):
+                if batch.claimed or self._backing_off(batch, now_ms):
                     continue
                 if not self._sendable(q, batch, now_ms, forced):
                     continue

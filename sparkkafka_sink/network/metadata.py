@@ -73,7 +73,13 @@ class Metadata:
         errors: dict[str, int] = {}
         refused: set[str] = set()
         old = self.cluster
+        with self._cond:
+            wanted = set(self._topics)
         for t in response.topics:
+            if t.name not in wanted:
+                # not asked for: a broker reading an empty list as "every topic" (tansu does, as
+                # Metadata v0 did) must not make us hold, nor seem to know, the whole cluster
+                continue
             if t.error_code:
                 errors[t.name] = t.error_code
                 # A transient topic error keeps what we knew, so sends do not stall.

@@ -277,8 +277,9 @@ def _metadata_topic_error(code: int):
 def test_topic_authorization_failed_in_metadata_fails_send_at_once(proxied_broker, kind):
     pb = proxied_broker(kind)
     secret_topic = fresh_topic(pb, "secret", 1)
+    # armed before the producer exists: every Metadata answer it ever reads says the topic is refused
+    handle = pb.proxy.mutate_next_response(_metadata_topic_error(29), api_key=METADATA, times=20)
     with make_producer(pb.bootstrap_servers, **{"max.block.ms": 5000}) as p:
-        handle = pb.proxy.mutate_next_response(_metadata_topic_error(29), api_key=METADATA, times=20)
         start = time.monotonic()
         with pytest.raises(PE.TopicAuthorizationFailedError, match="TOPIC_AUTHORIZATION_FAILED.*'secret-[0-9a-f]+'"):
             p.send(secret_topic, value=b"v")

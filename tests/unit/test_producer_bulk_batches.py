@@ -171,3 +171,54 @@ def test_an_open_batch_that_has_not_lingered_stays_while_other_batches_go():
     acc = accumulator_with_an_open_batch()
     acc.begin_flush()
     assert sorted(b.partition for b in acc.drain(cluster, [1], 1 << 20, 1)[1]) == [0, 1]  # flushing
+
+
+def test_short_of_memory_the_drain_takes_the_oldest_batches_first():
+    """A caller blocked on buffer.memory makes every batch sendable (as Java's accumulator does
+    when its pool is exhausted).  The requests then free the memory with the oldest batches,
+    which under a steady stream are the fullest, not with a turn of every partition's open
+    batch (at 256 partitions and 32 MiB, half-full batches).  With memory to spare the drain
+    goes round the partitions as before."""
+    import threading
+
+    from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
+    from sparkkafka_sink.producer.accumulator import RecordAccumulator
+    from sparkkafka_sink.producer.buffer_pool import BufferPool
+    from sparkkafka_sink.producer.producer_batch import ProducerBatch
+    from sparkkafka_sink.record.batch import EncodedRecordsBuilder
+    from sparkkafka_sink.testing.waiting import wait_until
+
+    cluster = Cluster(brokers={1: BrokerNode(1, "127.0.0.1", 9092)},
+                      partitions={"t": {p: PartitionInfo("t", p, 1) for p in range(4)}})
+
+    def accumulator(pool):
+        acc = RecordAccumulator(batch_size=1 << 20, compression_type=0, linger_ms=60_000, retry_backoff_ms=100,
+                                retry_backoff_max_ms=1000, delivery_timeout_ms=120_000, pool=pool)
+        for partition, created_ms in enumerate([30, 10, 40, 20]):  # open batches, none lingered
+            batch = ProducerBatch("t", partition, EncodedRecordsBuilder(0, 0), 1 << 20, created_ms, 0)
+            batch.append_records(bytes(300), 1, 0, 300)
+            acc.queue_batch(batch)
+        return acc
+
+    def requests(acc):  # one batch fits a request
+        out = []
+        while got := acc.drain(cluster, [1], 400, 50)[1]:
+            out.append([batch.partition for batch in got])
+        return out
+
+    assert requests(accumulator(BufferPool(1000))) == []  # nothing lingered, nothing forced
+    pool = BufferPool(1000)
+    pool.allocate(1000, 0)
+    waiter = threading.Thread(target=pool.allocate, args=(500, 10_000))
+    waiter.start()
+    try:
+        wait_until("a caller to wait for memory", lambda: pool.queued == 1, 10)  # observed, not slept for
+        acc = accumulator(pool)
+        assert acc.ready(cluster, 50).ready_nodes == {1}
+        assert requests(acc) == [[1], [3], [0], [2]]  # created at 10, 20, 30, 40 ms
+    finally:
+        pool.deallocate(1000)
+        waiter.join(10)
+    acc = accumulator(BufferPool(1000))
+    acc.begin_flush()  # forced, memory to spare: round the partitions
+    assert requests(acc) == [[0], [1], [2], [3]]

@@ -565,10 +565,12 @@ def schedule(names: list[str], rounds: int, pairs: list[CostPair] = (), alternat
     """``(contender, round)`` in running order: each contender's rounds back to back, except the
     members of cost pairs (``pairs``: those that run), whose rounds alternate (baseline r1,
     variant r1, [other variant r1,] baseline r2, ...) where the first of them stands;
-    ``alternate``: every contender's rounds alternate (r1 of each, then r2 of each), so a slow
-    spell of the machine falls on all of them alike."""
+    ``alternate``: every contender's rounds alternate (r1 of each, then r2 of each in the
+    reverse order, ...), so a slow spell of the machine falls on all of them alike and none
+    always runs first (after the previous cell) or after the same neighbour."""
     if alternate:
-        return [(name, rnd) for rnd in range(1, rounds + 1) for name in names]
+        return [(name, rnd) for rnd in range(1, rounds + 1)
+                for name in (names if rnd % 2 else names[::-1])]
     groups = paired(names, list(pairs))
     out: list[tuple[str, int]] = []
     done: set[str] = set()

@@ -427,3 +427,11 @@ def test_cpu_split_counts_a_python_worker_by_its_command_line():
         child.wait()
     # (Spark processes of other tests running beside this one may add to either class)
     assert split["python_workers"] >= 0.29 and set(split) == {"spark_jvm", "python_workers"}
+
+
+def test_alternating_rounds_reverse_the_order_every_other_round():
+    """The matrix's schedule: round 1 of each contender, then round 2 of each in the reverse
+    order (ABBA), so none always runs first in a cell or after the same neighbour."""
+    names = ["spark-pyprod", "spark-jvm-kafka", "spark-mapinarrow-confluent", "spark-noop"]
+    order = spark_contenders.schedule(names, 3, alternate=True)
+    assert order == [(n, 1) for n in names] + [(n, 2) for n in reversed(names)] + [(n, 3) for n in names]

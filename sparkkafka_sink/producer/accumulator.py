@@ -170,9 +170,13 @@ class RecordAccumulator:
             raise ProducerClosedError("Producer is closed: send() is not possible any more")
 
     # -- the Sender's side -------------------------------------------------------------
-    def _forced(self) -> bool:
+    def _short_of_memory(self) -> bool:
+        """A caller waits for buffer memory."""
+        return self.pool.queued > 0
+
+    def _forced(self, short_of_memory: bool) -> bool:
         """Every batch goes now, full or not: memory is short, or a flush or close waits."""
-        return self.pool.queued > 0 or self._closed or self._flushes_in_progress > 0
+        return short_of_memory or self._closed or self._flushes_in_progress > 0
 
     def _sendable(self, q: _PartitionQueue, batch: ProducerBatch, now_ms: float, forced: bool) -> bool:
         """A partition's first batch may go: another is queued behind it or it is full, it has
@@ -184,7 +188,7 @@ class RecordAccumulator:
         ready_nodes: set[int] = set()
         unknown: set[str] = set()
         next_delay = float("inf")
-        forced = self._forced()
+        forced = self._forced(self._short_of_memory())
         leaders = cluster.leaders
         for tp, q in list(self._queues.items()):
             if not q.batches:  # (read without the lock: a batch queued meanwhile wakes us)
@@ -246,14 +250,14 @@ class RecordAccumulator:
         if not items:
             return result
         count = len(items)
-        short_of_memory = self.pool.queued > 0
+        short_of_memory = self._short_of_memory()
         if short_of_memory:
             items.sort(key=_oldest_first)
         start = 0 if short_of_memory else self._drain_index % count
         stopped_at: dict[int, int] = {}  # node -> the position its request filled up at
         idem = self.idempotence
         leaders = cluster.leaders
-        forced = self._forced()
+        forced = self._forced(short_of_memory)
         for step in range(count):
             tp, q = items[(start + step) % count]
             if not q.batches:

@@ -26,15 +26,12 @@ from sparkkafka_sink.version import __version__  # noqa: F401
 
 def __getattr__(name):
     # Lazy: importing the package must not start Spark or pull in the producer's threads.
-    if name in ("Producer", "RecordMetadata", "FutureRecordMetadata", "BulkFuture", "BulkResult"):
+    if name in ("Producer", "RecordMetadata", "FutureRecordMetadata", "BulkFuture", "BulkResult",
+                "BulkSendError"):
         from sparkkafka_sink import producer
 
         return getattr(producer, name)
-    if name in ("PreparedTransaction",):
-        from sparkkafka_sink.producer import transactions
-
-        return getattr(transactions, name)
-    if name in ("complete_transaction", "abort_lingering"):
+    if name in ("PreparedTransaction", "complete_transaction", "abort_lingering"):
         from sparkkafka_sink.producer import handover
 
         return getattr(handover, name)

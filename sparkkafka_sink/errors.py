@@ -14,10 +14,6 @@ class KafkaError(Exception):
 
     #: True when the same operation may succeed if tried again.
     retriable: bool = False
-    #: ``Producer.send_batch`` rejections: the first row concerned (its position in the call's
-    #: columns) and, for an unknown partition, that partition
-    row: int | None = None
-    partition: int | None = None
 
 
 class ConfigError(KafkaError, ValueError):
@@ -73,7 +69,14 @@ class RecordTooLargeError(KafkaError):
 
 
 class InvalidRecordError(KafkaError, TypeError):
-    """A record's key, value, headers, timestamp or topic is malformed."""
+    """A record's key, value, headers, timestamp or topic is malformed.
+
+    ``row``: in a call of many records (``send_batch``), the first row at fault, when the check
+    that refused it knows it (None: the call's columns as a whole)."""
+
+    def __init__(self, message: str, row: int | None = None):
+        super().__init__(message)
+        self.row = row
 
 
 class InvalidTopicError(InvalidRecordError):

@@ -2,8 +2,10 @@
 
 Shared by every layer that shows configuration: the producer's config ``repr`` and error
 messages, and the Spark sink's options (Spark's own ``spark.redaction.regex`` does not match
-``sasl.jaas.config``).  A key is secret when its name says password, secret, token or jaas, or
-when it holds a private key.
+``sasl.jaas.config``).  A key is secret when its name says password, secret, token or jaas, when
+it holds a private key, or ``user.info`` (the Schema Registry's ``basic.auth.user.info``,
+``user:password``).  A URL's ``user:password@`` (a registry ``url`` may carry one) is masked in
+any value.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import re
 from typing import Any, Mapping
 
 REDACTED = "*********(redacted)"
-_SECRET_KEY = re.compile(r"password|secret|token|jaas|(^|\.)ssl\.keystore\.key$|(^|\.)private\.key", re.IGNORECASE)
+_SECRET_KEY = re.compile(r"password|secret|token|jaas|user\.info|(^|\.)ssl\.keystore\.key$|(^|\.)private\.key",
+                         re.IGNORECASE)
+#: ``scheme://user:password@`` in a value
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s,]+@")
 
 
 def is_secret_key(key: str) -> bool:
@@ -20,5 +25,13 @@ def is_secret_key(key: str) -> bool:
 
 
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``config`` with the values of secret keys (that are set) replaced."""
-    return {k: (REDACTED if is_secret_key(k) and v not in (None, "") else v) for k, v in config.items()}
+    """A copy of ``config`` with the values of secret keys (that are set) replaced, and
+    credentials in URLs masked."""
+    return {k: (REDACTED if is_secret_key(k) and v not in (None, "") else _mask_url_credentials(v))
+            for k, v in config.items()}
+
+
+def _mask_url_credentials(value: Any) -> Any:
+    if isinstance(value, str) and "@" in value and "://" in value:
+        return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", value)
+    return value

@@ -123,10 +123,6 @@ class NetworkClient:
     def connection(self, node_id: int) -> BrokerConnection | None:
         return self._conns.get(node_id)
 
-    def is_ready(self, node_id: int) -> bool:
-        conn = self._conns.get(node_id)
-        return conn is not None and conn.state is ConnectionState.READY and self.in_flight.can_send_more(node_id)
-
     def ready(self, node_id: int, now: float) -> bool:
         """True if a request can go to ``node_id`` now; otherwise start connecting if allowed."""
         conn = self._conns.get(node_id)

@@ -15,6 +15,7 @@ _EXPORTS = {
     "RecordMetadata": "sparkkafka_sink.producer.future",
     "BulkFuture": "sparkkafka_sink.producer.bulk",
     "BulkResult": "sparkkafka_sink.producer.bulk",
+    "BulkSendError": "sparkkafka_sink.producer.bulk",
 }
 __all__ = list(_EXPORTS)
 

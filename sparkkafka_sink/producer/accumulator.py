@@ -1,7 +1,9 @@
 """RecordAccumulator: per-partition queues of batches between send() and the Sender.
 
 ``send()`` appends to the last batch of its partition's deque (or opens a new
-one, reserving memory from the BufferPool).  The Sender asks ``ready()`` which
+one, reserving memory from the BufferPool); ``send_batch()`` hands it a range of rows
+grouped by partition, which ``append_rows`` encodes into the open batches and new ones
+(Java's ``RecordAccumulator.append``: the accumulator makes every batch).  The Sender asks ``ready()`` which
 leaders have a sendable batch (full, lingered long enough, flushing, or
 closing), ``drain()`` takes at most one sendable batch per partition per request, and
 ``expired_batches()`` fails batches past ``delivery.timeout.ms``.  Retried
@@ -16,11 +18,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+import numpy as np
+
 from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, ProducerClosedError
-from sparkkafka_sink.producer.producer_batch import ProducerBatch
+from sparkkafka_sink.network.client import now_ms
 from sparkkafka_sink.producer.buffer_pool import BufferPool
+from sparkkafka_sink.producer.bulk import (
+    BulkEntry, OpenBatch, PartitionedRows, PieceKind, encode_pieces, memory_bound, plan_pieces)
 from sparkkafka_sink.producer.future import FutureRecordMetadata
-from sparkkafka_sink.record.batch import EncodedRecordsBuilder, RecordBatchBuilder
+from sparkkafka_sink.producer.producer_batch import ProducerBatch
+from sparkkafka_sink.record.batch import BATCH_OVERHEAD, EncodedRecordsBuilder, RecordBatchBuilder
 
 
 @dataclass
@@ -105,21 +112,69 @@ class RecordAccumulator:
             with self._appends_lock:
                 self._appends_in_progress -= 1
 
-    # -- the bulk path: memory reserved first, open batches extended, new batches queued ------
-    def reserve(self, size: int, max_block_ms: float) -> None:
-        """Reserve memory for a range of a bulk call before it holds any open batch."""
+    # -- the bulk path: one call's rows, encoded into batches here ---------------------------
+    def append_rows(self, topic: str, rows: PartitionedRows, sizes: np.ndarray, max_block_ms: float
+                    ) -> list[BulkEntry]:
+        """Queue a range of a bulk call (rows grouped by partition; ``sizes``: their records'
+        size bounds), as ``append`` queues one record: its memory reserved first, so waiting for
+        it holds nothing; then each partition's open batch claimed (the Sender neither drains
+        nor expires a claimed batch), the rows cut into pieces -- what the open batch still
+        takes, whole batches, a new open batch -- all encoded in one vectorised pass, and queued.
+        Returns ``(batch, first record, the call's rows)`` of every piece."""
+        bound = memory_bound(sizes, len(rows.group_partitions), self.batch_size)
         with self._appends_lock:  # close() waits for appends blocked on memory
             self._appends_in_progress += 1
         try:
             self._check_open()
-            self.pool.allocate(size, max_block_ms)
+            self.pool.allocate(bound, max_block_ms)
         finally:
             with self._appends_lock:
                 self._appends_in_progress -= 1
+        used, queued = 0, []
+        claimed = self._claim_open(topic, rows.group_partitions)
+        try:
+            opens = {p: OpenBatch(b.record_count, b.estimated_size, b.builder.base_timestamp) for p, b in claimed.items()}
+            pieces = plan_pieces(rows, opens, self.batch_size)
+            encode_pieces(rows, pieces, self.compression_type)
+            now = now_ms()
+            for piece in pieces:
+                if piece.kind is PieceKind.SEAL:
+                    with self._queue(claimed[piece.partition].tp).lock:
+                        claimed[piece.partition].seal()
+                    continue
+                count = len(piece.rows)
+                if piece.kind is PieceKind.EXTEND:
+                    batch, size = claimed[piece.partition], len(piece.data)
+                    with self._queue(batch.tp).lock:
+                        first = batch.append_records(piece.data, count, piece.max_timestamp, size)
+                else:
+                    if piece.kind is PieceKind.FULL:
+                        size = len(piece.data)
+                        batch = ProducerBatch.prebuilt(topic, piece.partition, piece.data, count, now, size,
+                                                       stamped=False)
+                        first = 0
+                    else:  # OPEN: a new open batch, extended by later calls until full or lingered
+                        size = BATCH_OVERHEAD + len(piece.data)
+                        builder = EncodedRecordsBuilder(self.compression_type,
+                                                        rows.records.timestamp(piece.slice.start))
+                        batch = ProducerBatch(topic, piece.partition, builder, self.batch_size, now, 0)
+                        first = batch.append_records(piece.data, count, piece.max_timestamp, size)
+                    self.queue_batch(batch)
+                used += size
+                queued.append((batch, first, piece.rows))
+        finally:
+            for batch in claimed.values():
+                with self._queue(batch.tp).lock:
+                    batch.claimed = False
+            if used <= bound:
+                self.pool.deallocate(bound - used)  # what the range did not need
+            else:
+                self.pool.take(used - bound)  # the bound fell short: count what is in use
+        return queued
 
-    def claim_open(self, topic: str, partitions) -> dict[int, ProducerBatch]:
-        """The open bulk batches of these partitions (the last of each queue, still filling):
-        held for one bulk call to extend, so the Sender neither drains nor expires them meanwhile."""
+    def _claim_open(self, topic: str, partitions: Iterable[int]) -> dict[int, ProducerBatch]:
+        """The open bulk batches of these partitions (the last of each queue, still filling),
+        marked claimed for one bulk call to extend."""
         claimed = {}
         for partition in partitions:
             q = self._queues.get((topic, partition))
@@ -133,28 +188,14 @@ class RecordAccumulator:
                     claimed[partition] = batch
         return claimed
 
-    def unclaim(self, batches: Iterable[ProducerBatch]) -> None:
-        for batch in batches:
-            with self._queue(batch.tp).lock:
-                batch.claimed = False
-
-    def extend(self, batch: ProducerBatch, records, count: int, max_timestamp: int, reserved: int) -> int:
-        """Append encoded records to a claimed open batch; returns the index of the first."""
-        with self._queue(batch.tp).lock:
-            return batch.append_records(records, count, max_timestamp, reserved)
-
-    def seal(self, batch: ProducerBatch) -> None:
-        with self._queue(batch.tp).lock:
-            batch.seal()
-
     def queue_batch(self, batch: ProducerBatch) -> None:
-        """Queue a batch built elsewhere (the bulk path: sealed, or open to be extended) whose
-        memory was reserved already."""
+        """Queue a batch whose memory is counted already (the bulk path's, sealed or open to be
+        extended); the batch before it in its partition is sealed, so order holds."""
         q = self._queue(batch.tp)
         with q.lock:
             self._check_open()
             if q.batches:
-                q.batches[-1].seal()  # keep order: nothing may be appended before this batch
+                q.batches[-1].seal()
             q.batches.append(batch)
             with self._incomplete_lock:
                 self._incomplete[batch] = None
@@ -371,13 +412,6 @@ class RecordAccumulator:
             for batch in self._incomplete:
                 return batch.created_ms
         return None
-
-    def queued_batches(self) -> list[ProducerBatch]:
-        out = []
-        for q in list(self._queues.values()):
-            with q.lock:
-                out.extend(q.batches)
-        return out
 
     # -- flush / close -----------------------------------------------------------------
     def begin_flush(self) -> None:

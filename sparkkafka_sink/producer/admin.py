@@ -10,21 +10,13 @@ the producer's, security included), polled by the calling thread until the answe
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, again
+from sparkkafka_sink.errors import KafkaConnectionError, KafkaTimeoutError, again
 from sparkkafka_sink.network.client import now_ms
 from sparkkafka_sink.producer.config import ProducerConfig
-from sparkkafka_sink.producer.control_requests import ControlRequest, Coordinators, Outcome
+from sparkkafka_sink.producer.control_requests import ControlRequest, Coordinators, Outcome, TopicMetadata
 from sparkkafka_sink.producer.network_stack import network_stack
-from sparkkafka_sink.protocol import messages
-from sparkkafka_sink.protocol.errors import (
-    InvalidTopicExceptionError, LeaderNotAvailableError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError,
-    error_for_code)
-
-
-class TopicCheckError(KafkaError):
-    """A topic the write needs cannot be written: missing, or not authorized."""
 
 
 class BlockingAdmin:
@@ -104,12 +96,28 @@ class BlockingAdmin:
                 self.coordinators.forget(key)
             self._backoff(handler.error, deadline)
 
-    def ask_once(self, handler: ControlRequest, node: int, deadline: float) -> Any:
-        """One attempt at a question for one broker: its ``result``, else the error (retriable
-        or not: the caller decides, e.g. asks every broker again once one went)."""
-        if handler.handle(self.call(node, handler.build(), deadline, handler.max_version)) is not Outcome.DONE:
-            raise handler.error
-        return handler.result
+    def run_on_every_broker(self, question: Callable[[], ControlRequest], deadline: float) -> list:
+        """Ask every broker a question only it can answer for itself (``question()`` makes a
+        handler; e.g. ListTransactions: each broker knows the transactions it coordinates); the
+        results, one per broker.  When any answer calls for a retry under the handlers' one
+        policy, or none came (a broker down or still loading), every broker is asked again after
+        ``retry.backoff.ms``, once fresh metadata names the brokers there are now."""
+        fresh = False
+        while True:
+            asked = [(node, question()) for node in self.brokers(deadline, fresh)]
+            for node, handler in asked:
+                try:
+                    outcome = handler.handle(self.call(node, handler.build(), deadline, handler.max_version))
+                except KafkaConnectionError as e:
+                    outcome = handler.no_answer(e)
+                if outcome is Outcome.FATAL:
+                    raise handler.error
+                if outcome is not Outcome.DONE:
+                    self._backoff(handler.error, deadline)
+                    fresh = True
+                    break
+            else:
+                return [handler.result for _, handler in asked]
 
     def brokers(self, deadline: float, fresh: bool = False) -> list[int]:
         """The brokers in the metadata (``fresh``: from an answer newer than this call)."""
@@ -143,35 +151,6 @@ class BlockingAdmin:
                               allow_auto_create: bool = False) -> dict[str, int]:
         """``{topic: partitions}`` once every topic exists (or was just auto-created, when
         ``allow_auto_create``) and is not refused to this principal for writing; otherwise
-        ``TopicCheckError`` naming the topic and what is wrong."""
-        names = sorted(set(topics))
+        ``TopicCheckError`` naming the topic and what is wrong (``control_requests.TopicMetadata``)."""
         self.brokers(deadline)
-        request = messages.metadata_request(names, allow_auto_topic_creation=allow_auto_create)
-        while True:
-            body = self.call(None, request, deadline)
-            pending, found = [], {}
-            for t in body.topics:
-                error = error_for_code(t.error_code, f"topic {t.name!r}")
-                if error is None and not t.partitions:
-                    error = LeaderNotAvailableError(f"topic {t.name!r}")  # still being created
-                if error is None:
-                    if messages.write_refused(getattr(t, "topic_authorized_operations", None)):
-                        raise TopicCheckError(f"not authorized to write to topic {t.name!r} (the principal "
-                                              "may describe it but has no WRITE permission)")
-                    found[t.name] = len(t.partitions)
-                elif isinstance(error, UnknownTopicOrPartitionError):
-                    raise TopicCheckError(
-                        f"topic {t.name!r} does not exist" + (
-                            " and the brokers do not create topics on demand (auto.create.topics.enable=false)"
-                            if allow_auto_create else " (kafka.allow.auto.create.topics is false)"))
-                elif isinstance(error, TopicAuthorizationFailedError):
-                    raise TopicCheckError(f"not authorized to access topic {t.name!r} (TOPIC_AUTHORIZATION_FAILED)")
-                elif isinstance(error, InvalidTopicExceptionError):
-                    raise TopicCheckError(f"{t.name!r} is not a valid topic name")
-                elif not error.retriable:
-                    raise error
-                else:
-                    pending.append(error)
-            if not pending:
-                return found
-            self._backoff(pending[0], deadline)
+        return self.run(TopicMetadata(topics, allow_auto_create), deadline)

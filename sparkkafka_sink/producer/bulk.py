@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, KafkaTimeoutError, RecordTooLargeError
+from sparkkafka_sink.errors import (
+    InvalidPartitionError, InvalidRecordError, KafkaError, KafkaTimeoutError, RecordTooLargeError)
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.producer.partitioner import Partitioner
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
@@ -29,10 +30,15 @@ from sparkkafka_sink.record.arrow import ArrowRecords, RecordColumns, Slice
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
 
 
+#: one piece of a bulk call, queued: records ``first..first + len(rows)`` of ``batch`` are the
+#: call's ``rows`` (a batch filled by several calls holds other records too)
+BulkEntry = tuple[ProducerBatch, int, np.ndarray]
+
+
 class BulkResult:
     """What a bulk send achieved: counts and offsets per partition."""
 
-    def __init__(self, topic: str, batches: list[tuple[ProducerBatch, int, np.ndarray]]):
+    def __init__(self, topic: str, batches: list[BulkEntry]):
         self.topic = topic
         per: dict[int, list[int]] = {}
         for batch, first, rows in batches:
@@ -51,7 +57,7 @@ class BulkFuture:
     ``(batch, first, rows)``: records ``first..first+len(rows)`` of ``batch`` are the call's
     ``rows`` (a batch filled by several calls holds other records too)."""
 
-    def __init__(self, topic: str, batches: list[tuple[ProducerBatch, int, np.ndarray]]):
+    def __init__(self, topic: str, batches: list[BulkEntry]):
         self.topic = topic
         self._batches = batches
         self.record_count = sum(len(rows) for _, _, rows in batches)
@@ -112,6 +118,36 @@ class BulkFuture:
             fn(BulkResult(self.topic, []), None)
         for batch, _, _ in self._batches:
             batch.result.add_callback(one_done)
+
+
+class BulkSendError(KafkaError):
+    """``send_batch`` did not queue every row of its call.
+
+    ``error`` is the producer's own error, saying why (a row no request could carry, a partition
+    that does not exist, a header without a key, ``buffer.memory`` that did not free up within
+    ``max.block.ms``...); ``row`` the row it is about when it is about one (a check refused it
+    before any row was queued; None when it is about the call, such as memory), and
+    ``partition`` the partition it names, if any.  ``rows_not_sent`` are the call's rows that
+    were not queued (ascending), ``partial`` the future of those queued before the error (None:
+    none were): they travel on, and must be waited for like any others."""
+
+    def __init__(self, error: KafkaError, rows_not_sent: np.ndarray, partial: BulkFuture | None = None,
+                 row: int | None = None, partition: int | None = None):
+        self.error = error
+        self.rows_not_sent = rows_not_sent
+        self.partial = partial
+        self.row = row
+        self.partition = partition
+        self.retriable = error.retriable
+        first = self.first_row_not_sent
+        sent = (f"rows 0..{first - 1} were queued and travel on (BulkSendError.partial)" if partial is not None
+                else "no row of this call was queued")
+        super().__init__(f"{error} [send_batch: {len(rows_not_sent)} row(s) not sent, from row {first}; {sent}]")
+        self.__cause__ = error
+
+    @property
+    def first_row_not_sent(self) -> int:
+        return int(self.rows_not_sent[0]) if len(self.rows_not_sent) else -1
 
 
 class PieceKind(enum.Enum):
@@ -197,9 +233,10 @@ def check_sizes(topic: str, sizes: np.ndarray, max_request_size: int) -> None:
     too_big = np.flatnonzero(sizes + BATCH_OVERHEAD > max_request_size)
     if len(too_big):
         row = int(too_big[0])
-        raise _about_row(RecordTooLargeError(
+        raise _refused_row(RecordTooLargeError(
             f"Row {row} for topic {topic!r} is {int(sizes[row]) + BATCH_OVERHEAD} bytes when serialized, which is "
-            f"larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)"), row)
+            f"larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)"),
+            len(sizes), row)
 
 
 def plan_pieces(rows: PartitionedRows, opens: dict[int, OpenBatch], batch_size: int) -> list[Piece]:
@@ -247,10 +284,14 @@ def encode_pieces(rows: PartitionedRows, pieces: list[Piece], compression_type: 
         piece.data, piece.max_timestamp = data, max_ts
 
 
-def _about_row(exc: Exception, row: int, partition: int | None = None) -> Exception:
-    """Mark a rejection with the first offending row (its position in the call's columns)."""
-    exc.row, exc.partition = row, partition
-    return exc
+def _refused_row(error: KafkaError, n: int, row: int, partition: int | None = None) -> BulkSendError:
+    """A check refused ``row`` of a call of ``n`` rows, before any row was queued."""
+    return BulkSendError(error, np.arange(n), None, row, partition)
+
+
+def refused_before_queueing(error: InvalidRecordError, n: int) -> BulkSendError:
+    """A check of the call's columns (``RecordColumns``) refused the row it names."""
+    return BulkSendError(error, np.arange(n), None, error.row)
 
 
 def group_by_partition(parts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
@@ -287,10 +328,10 @@ def resolve_partitions(topic, partitions, keys, sizes, num_partitions, available
     bad = valid & ((explicit < 0) | (explicit >= num_partitions))
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise _about_row(InvalidPartitionError(
+        raise _refused_row(InvalidPartitionError(
             f"Row {row}: partition {int(explicit[row])} of topic {topic!r} does not exist: the topic has "
             f"{num_partitions} partition(s) [0..{num_partitions - 1}] ({int(bad.sum())} row(s) out of range)"),
-            row, int(explicit[row]))
+            n, row, int(explicit[row]))
     if valid.all():
         return explicit.astype(np.int32)
     chosen = partitioner.partition_many(topic, keys, sizes, num_partitions, available)

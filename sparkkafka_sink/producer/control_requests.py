@@ -1,4 +1,5 @@
-"""Control requests: the producer-id and transaction requests, one handler each.
+"""Control requests: the producer-id and transaction requests (and the driver's check that a
+write's topics exist and may be written), one handler each.
 
 As the Java client's ``TxnRequestHandler``: a handler builds its request, reads the answer and
 says what follows (``Outcome``): done, ask again after ``retry.backoff.ms``, find the
@@ -20,7 +21,9 @@ from typing import Any, Callable, Iterable
 from sparkkafka_sink.errors import KafkaError, ProducerFencedError
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
-from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError, TransactionalIdNotFoundError, error_for_code
+from sparkkafka_sink.protocol.errors import (
+    InvalidTopicExceptionError, InvalidTransactionTimeoutError, LeaderNotAvailableError, TopicAuthorizationFailedError,
+    TransactionalIdNotFoundError, UnknownTopicOrPartitionError, error_for_code)
 
 #: FindCoordinator's key type of a transactional id
 COORDINATOR_TRANSACTION = 1
@@ -209,8 +212,8 @@ class InitProducerId(ControlRequest):
         if isinstance(error, InvalidTransactionTimeoutError):
             return InvalidTransactionTimeoutError(
                 f"transaction.timeout.ms={self.transaction_timeout_ms} is more than the brokers allow (their "
-                "transaction.max.timeout.ms, 900000 by default): lower transaction.timeout.ms (Spark: "
-                "kafka.transaction.timeout.ms) or raise the brokers' transaction.max.timeout.ms")
+                "transaction.max.timeout.ms, 900000 by default): lower transaction.timeout.ms or raise the "
+                "brokers' transaction.max.timeout.ms")
         return super().fatal(error)
 
 
@@ -327,3 +330,69 @@ class ListTransactions(ControlRequest):
         self.result = [(t.transactional_id, t.producer_id, t.transaction_state)
                        for t in response.transaction_states if t.transactional_id.startswith(self.prefix)]
         return Outcome.DONE
+
+
+class TopicCheckError(KafkaError):
+    """A topic a write needs cannot be written: missing, invalid, or not authorized."""
+
+
+class TopicMetadata(ControlRequest):
+    """Metadata for the topics a write needs, from any broker; ``result``: ``{topic: partition
+    count}`` once every one exists (or was just auto-created, with ``allow_auto_create``) and this
+    principal may write to it.  A topic missing, invalid or refused is FATAL (``TopicCheckError``
+    naming it); one still being created (no partitions, LEADER_NOT_AVAILABLE) is asked again.
+
+    A KRaft broker answers the request that makes it auto-create a topic with
+    UNKNOWN_TOPIC_OR_PARTITION and names the topic a moment later, so under ``allow_auto_create``
+    a topic unknown is asked about again, up to ``AUTO_CREATE_ANSWERS`` answers, before it is
+    taken for missing (a broker that does not auto-create keeps saying so)."""
+
+    AUTO_CREATE_ANSWERS = 20
+
+    def __init__(self, topics: Iterable[str], allow_auto_create: bool = False, on_outcome=None):
+        super().__init__(on_outcome)
+        self.topics = sorted(set(topics))
+        self.allow_auto_create = allow_auto_create
+        self._unknown_answers = 0
+
+    def build(self) -> Any:
+        return messages.metadata_request(self.topics, allow_auto_topic_creation=self.allow_auto_create)
+
+    def describe(self) -> str:
+        return f"Metadata for {', '.join(map(repr, self.topics))}"
+
+    def read(self, response: Any) -> Outcome:
+        found, transient, unknown = {}, None, False
+        for t in response.topics:
+            error = error_for_code(t.error_code, f"topic {t.name!r}")
+            if error is None and not t.partitions:
+                error = LeaderNotAvailableError(f"topic {t.name!r}")  # still being created
+            if error is None:
+                if messages.write_refused(getattr(t, "topic_authorized_operations", None)):
+                    return self._unwritable(f"not authorized to write to topic {t.name!r} (the principal may "
+                                            "describe it but has no WRITE permission)")
+                found[t.name] = len(t.partitions)
+            elif isinstance(error, UnknownTopicOrPartitionError):
+                if self.allow_auto_create and self._unknown_answers + 1 < self.AUTO_CREATE_ANSWERS:
+                    unknown, transient = True, transient or error  # perhaps being created: ask again
+                    continue
+                return self._unwritable(f"topic {t.name!r} does not exist" + (
+                    " and the brokers do not create topics on demand (auto.create.topics.enable=false)"
+                    if self.allow_auto_create else " (allow.auto.create.topics is false)"))
+            elif isinstance(error, TopicAuthorizationFailedError):
+                return self._unwritable(f"not authorized to access topic {t.name!r} (TOPIC_AUTHORIZATION_FAILED)")
+            elif isinstance(error, InvalidTopicExceptionError):
+                return self._unwritable(f"{t.name!r} is not a valid topic name")
+            elif outcome_of(error) is Outcome.FATAL:
+                return self.refused(error)
+            else:
+                transient = transient or error
+        self._unknown_answers += unknown
+        if transient is not None:
+            return self.refused(transient)
+        self.result = found
+        return Outcome.DONE
+
+    def _unwritable(self, why: str) -> Outcome:
+        self.error = TopicCheckError(why)
+        return Outcome.FATAL

@@ -1,10 +1,12 @@
-"""Ending transactions from another process: the Spark driver commits what tasks prepared.
+"""The hand-over: a transaction one process opened, ended by another (the Spark driver commits
+what the tasks prepared).
 
-A ``PreparedTransaction`` names a transactional id, its producer id and epoch.  EndTxn under
-that id and epoch commits or aborts the transaction without fencing it -- the coordinator does
-not care which connection asks -- and asking again after a lost answer is safe (a transaction
-already committed answers NONE to the same commit).  A transaction begun under transactions v2
-is ended with EndTxn v5 (the coordinator bumps its epoch), one of v1 with v4 at most.  ``abort_lingering`` finds the open
+``Producer.prepare`` returns a ``PreparedTransaction``: the transactional id, its producer id
+and epoch, its partitions.  EndTxn under that id and epoch commits or aborts the transaction
+without fencing it -- the coordinator does not care which connection asks -- and asking again
+after a lost answer is safe (a transaction already committed answers NONE to the same commit).
+A transaction begun under transactions v2 is ended with EndTxn v5 (the coordinator bumps its
+epoch), one of v1 with v4 at most.  ``abort_lingering`` finds the open
 transactions whose ids start with a prefix (ListTransactions on every broker) and aborts them by
 fencing (InitProducerId under their id makes the coordinator abort what is open), so a failed
 job leaves nothing that blocks read_committed consumers until ``transaction.timeout.ms``.
@@ -14,14 +16,15 @@ These are short blocking calls (``BlockingAdmin``), each bounded by a deadline.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.admin import BlockingAdmin
-from sparkkafka_sink.producer.control_requests import DescribeTransactions, InitProducerId, ListTransactions
-from sparkkafka_sink.producer.transactions import PreparedTransaction
+from sparkkafka_sink.producer.control_requests import EndTxn, InitProducerId, ListTransactions
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,35 @@ log = logging.getLogger(__name__)
 OPEN_STATES = ("Ongoing",)
 #: ... and of a producer that may still begin one (initialised, nothing written yet)
 OPEN_OR_IDLE_STATES = ("Ongoing", "Empty")
+
+
+@dataclass(frozen=True)
+class PreparedTransaction:
+    """An open transaction handed over (``Producer.prepare``): small, picklable and JSON-able
+    (Spark commit messages), all another process needs to end it."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+    #: begun under transactions v2: its EndTxn is v5 (v4 at most otherwise)
+    transaction_v2: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps({"transactional_id": self.transactional_id, "producer_id": self.producer_id,
+                           "producer_epoch": self.producer_epoch, "partitions": [list(p) for p in self.partitions],
+                           "transaction_v2": self.transaction_v2})
+
+    @classmethod
+    def from_json(cls, text: str) -> "PreparedTransaction":
+        d = json.loads(text)
+        return cls(d["transactional_id"], int(d["producer_id"]), int(d["producer_epoch"]),
+                   tuple((t, int(p)) for t, p in d["partitions"]), bool(d.get("transaction_v2", False)))
+
+    def end_request(self, commit: bool, on_outcome=None) -> EndTxn:
+        """The EndTxn that commits or aborts this transaction (from any process)."""
+        return EndTxn(self.transactional_id, self.producer_id, self.producer_epoch, commit, self.transaction_v2,
+                      on_outcome)
 
 
 class TransactionAdmin(BlockingAdmin):
@@ -52,27 +84,13 @@ class TransactionAdmin(BlockingAdmin):
         """InitProducerId under ``transactional_id``: the coordinator aborts its open transaction."""
         self.run(InitProducerId(transactional_id, self.config["transaction.timeout.ms"]), deadline)
 
-    def state(self, transactional_id: str, deadline: float) -> str | None:
-        """The coordinator's state of ``transactional_id`` (Kafka's names: Empty, Ongoing,
-        CompleteCommit, ...), or None when the coordinator does not know it."""
-        return self.run(DescribeTransactions(transactional_id), deadline)
-
     def open_transactions(self, prefix: str, deadline: float,
                           states: tuple[str, ...] = OPEN_STATES) -> list[tuple[str, int, str]]:
         """``(transactional id, producer id, state)`` of every open transaction under ``prefix``.
 
-        Each broker lists the transactions it coordinates; when one is down or still loading,
-        all are asked again once fresh metadata names the brokers that took over."""
-        fresh = False
-        while True:
-            try:
-                return [found for node in self.brokers(deadline, fresh)
-                        for found in self.ask_once(ListTransactions(prefix, states), node, deadline)]
-            except KafkaError as e:
-                if not e.retriable:
-                    raise
-                self._backoff(e, deadline)
-                fresh = True
+        Each broker lists the transactions it coordinates (``run_on_every_broker``)."""
+        answers = self.run_on_every_broker(lambda: ListTransactions(prefix, states), deadline)
+        return [found for listed in answers for found in listed]
 
     def abort_lingering(self, prefix: str, deadline: float, exclude: Iterable[str] = (),
                         states: tuple[str, ...] = OPEN_STATES) -> list[str]:

@@ -35,11 +35,10 @@ from sparkkafka_sink.network.client import now_ms
 from sparkkafka_sink.network.client import now_ms as _monotonic_ms
 from sparkkafka_sink.network.cluster import Cluster
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
-from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.producer.buffer_pool import BufferPool
 from sparkkafka_sink.producer.bulk import (
-    BulkFuture, OpenBatch, PieceKind, check_sizes, encode_pieces, group_rows, memory_bound,
-    plan_pieces, resolve_partitions, sub_calls)
+    BulkEntry, BulkFuture, BulkSendError, check_sizes, group_rows, refused_before_queueing, resolve_partitions,
+    sub_calls)
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
@@ -47,10 +46,11 @@ from sparkkafka_sink.producer.metrics import ProducerMetrics
 from sparkkafka_sink.producer.network_stack import network_stack
 from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2_partition
 from sparkkafka_sink.producer.sender import Sender
-from sparkkafka_sink.producer.transactions import PreparedTransaction, TransactionManager
+from sparkkafka_sink.producer.handover import PreparedTransaction
+from sparkkafka_sink.producer.transactions import TransactionManager
 from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError, error_for_code
 from sparkkafka_sink.record.arrow import RecordColumns
-from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, EncodedRecordsBuilder, estimate_record_size
+from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, estimate_record_size
 from sparkkafka_sink.record.compression import from_name
 
 log = logging.getLogger(__name__)
@@ -229,6 +229,12 @@ class Producer:
         straight from the columns, each record byte-identical to sending it alone, into each
         partition's open batch (filled across calls up to ``batch.size``, as ``send()`` fills
         it) and whole batches beyond.  Blocks up to max.block.ms for metadata and buffer memory.
+
+        Raises ``BulkSendError`` when it cannot queue every row: a row it refuses (too large, a
+        partition that does not exist, a header without a key) is named before any row is
+        queued; buffer memory that stays full for max.block.ms stops the call part-way, and the
+        rows queued before travel on under the error's ``partial`` future.  Errors about the
+        call as a whole (the topic, the columns' types, a closed producer) are raised as they are.
         """
         if self._closed:
             raise ProducerClosedError("Cannot send: the producer is closed")
@@ -237,7 +243,12 @@ class Producer:
         start = now_ms()
         validate_topic(topic)
         cluster = self._wait_on_metadata(topic, None, self._max_block_ms)
-        columns = RecordColumns(keys, values, timestamps, headers)  # checked and measured once, for every step
+        try:
+            columns = RecordColumns(keys, values, timestamps, headers)  # checked and measured once, for every step
+        except InvalidRecordError as exc:
+            if exc.row is None:
+                raise  # the columns as a whole (types, lengths)
+            raise refused_before_queueing(exc, len(values if values is not None else keys)) from exc
         if columns.n == 0:
             return BulkFuture(topic, [])
         # every row is checked before any is queued: a rejection names its row and sends none
@@ -248,61 +259,19 @@ class Producer:
         if self._transactions is not None:
             for partition in np.unique(parts).tolist():
                 self._transactions.check_can_send(topic, partition)
-        queued: list = []
+        queued: list[BulkEntry] = []
         for lo, hi in sub_calls(sizes, self._bulk_range_bytes):
             try:
-                queued += self._queue_rows(topic, group_rows(parts[lo:hi], columns.slice(lo, hi), lo),
-                                           sizes[lo:hi], start)
+                queued += self._accumulator.append_rows(
+                    topic, group_rows(parts[lo:hi], columns.slice(lo, hi), lo), sizes[lo:hi],
+                    max(self._max_block_ms - (now_ms() - start), 0))
             except KafkaError as exc:
-                # Earlier ranges are queued already: they travel on, under ``exc.partial``.
-                exc.row, exc.rows_not_sent = lo, np.arange(lo, n)
-                exc.partial = BulkFuture(topic, queued) if queued else None
-                raise
+                # the ranges before are queued: they travel on, under ``partial``
+                raise BulkSendError(exc, np.arange(lo, columns.n),
+                                    BulkFuture(topic, queued) if queued else None) from exc
+            finally:
+                self._sender.wakeup()  # the next range may wait for the memory these batches free
         return BulkFuture(topic, queued)
-
-    def _queue_rows(self, topic: str, rows, sizes, start: float) -> list:
-        """Queue one range of a bulk call (``sizes``: its records' upper bounds): its memory
-        reserved first (waiting holds nothing), then the open batches it extends claimed, its
-        pieces encoded in one pass and queued."""
-        acc, batch_size = self._accumulator, self.config["batch.size"]
-        bound = memory_bound(sizes, len(rows.group_partitions), batch_size)
-        acc.reserve(bound, max(self._max_block_ms - (now_ms() - start), 0))
-        used, queued = 0, []
-        claimed = acc.claim_open(topic, rows.group_partitions)
-        try:
-            opens = {p: OpenBatch(b.record_count, b.estimated_size, b.builder.base_timestamp) for p, b in claimed.items()}
-            pieces = plan_pieces(rows, opens, batch_size)
-            encode_pieces(rows, pieces, self._compression)
-            now = now_ms()
-            for piece in pieces:
-                count = len(piece.rows)
-                if piece.kind is PieceKind.SEAL:
-                    acc.seal(claimed[piece.partition])
-                    continue
-                if piece.kind is PieceKind.EXTEND:
-                    batch, size = claimed[piece.partition], len(piece.data)
-                    first = acc.extend(batch, piece.data, count, piece.max_timestamp, size)
-                elif piece.kind is PieceKind.FULL:
-                    size = len(piece.data)
-                    batch = ProducerBatch.prebuilt(topic, piece.partition, piece.data, count, now, size, stamped=False)
-                    first = 0
-                    acc.queue_batch(batch)
-                else:  # OPEN: a new open batch, extended by later calls until full or lingered
-                    size = BATCH_OVERHEAD + len(piece.data)
-                    builder = EncodedRecordsBuilder(self._compression, rows.records.timestamp(piece.slice.start))
-                    batch = ProducerBatch(topic, piece.partition, builder, batch_size, now, 0)
-                    first = batch.append_records(piece.data, count, piece.max_timestamp, size)
-                    acc.queue_batch(batch)
-                used += size
-                queued.append((batch, first, piece.rows))
-        finally:
-            acc.unclaim(claimed.values())
-            if used <= bound:
-                self._pool.deallocate(bound - used)  # what the range did not need
-            else:
-                self._pool.take(used - bound)  # the bound fell short: count what is in use
-            self._sender.wakeup()
-        return queued
 
     def _fatal(self) -> KafkaError:
         """The client's fatal error (authentication, certificate), raised afresh for this caller."""
@@ -418,6 +387,16 @@ class Producer:
         tm = self._transaction_manager()
         self.flush(timeout)
         return tm.hand_over()
+
+    def transaction_state(self, transactional_id: str, timeout: float | None = None) -> str | None:
+        """The coordinator's state of another transactional id (Kafka's names: Empty, Ongoing,
+        CompleteCommit, ...), or None when the coordinator does not know it.  A transactional
+        producer's transaction manager asks it (DescribeTransactions, between its own requests,
+        the coordinator looked up as its own) through the Sender and this producer's connections:
+        no second client, no second TLS or SASL handshake."""
+        result = self._transaction_manager().describe(transactional_id)
+        self._sender.wakeup()
+        return result.wait(self._block_s(timeout))
 
     # -- flush / close -----------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> None:

@@ -28,18 +28,18 @@ id and epoch (``producer.handover``).
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import threading
-from dataclasses import dataclass
-from typing import Callable
+from collections import deque
+from typing import Any, Callable
 
 from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, again
 from sparkkafka_sink.producer.control_requests import (
-    AddPartitionsToTxn, ControlRequest, EndTxn, InitProducerId, Outcome, fenced_error)
+    AddPartitionsToTxn, ControlRequest, DescribeTransactions, EndTxn, InitProducerId, Outcome, fenced_error)
+from sparkkafka_sink.producer.handover import PreparedTransaction
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
-from sparkkafka_sink.protocol.api import TRANSACTION_VERSION_FEATURE, transactions_max_version
+from sparkkafka_sink.protocol.api import TRANSACTION_VERSION_FEATURE
 
 log = logging.getLogger(__name__)
 
@@ -56,50 +56,25 @@ class TransactionState(enum.Enum):
 
 
 class TransactionalResult:
-    """What a user thread waits for: one step's outcome, set by the Sender thread."""
+    """What a user thread waits for: one step's outcome (or a question's answer, ``value``),
+    set by the Sender thread."""
 
     def __init__(self, what: str):
         self.what = what
         self._done = threading.Event()
         self.error: BaseException | None = None
+        self.value: Any = None
 
-    def set(self, error: BaseException | None = None) -> None:
-        self.error = error
+    def set(self, error: BaseException | None = None, value: Any = None) -> None:
+        self.error, self.value = error, value
         self._done.set()
 
-    def wait(self, timeout_s: float | None) -> None:
+    def wait(self, timeout_s: float | None) -> Any:
         if not self._done.wait(timeout_s):
             raise KafkaTimeoutError(f"{self.what} did not complete within {timeout_s:.0f} s (max.block.ms)")
         if self.error is not None:
             raise again(self.error)
-
-
-@dataclass(frozen=True)
-class PreparedTransaction:
-    """An open transaction handed over: small, picklable and JSON-able (Spark commit messages)."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    partitions: tuple[tuple[str, int], ...]
-    #: begun under transactions v2: its EndTxn is v5 (v4 at most otherwise)
-    transaction_v2: bool = False
-
-    def to_json(self) -> str:
-        return json.dumps({"transactional_id": self.transactional_id, "producer_id": self.producer_id,
-                           "producer_epoch": self.producer_epoch, "partitions": [list(p) for p in self.partitions],
-                           "transaction_v2": self.transaction_v2})
-
-    @classmethod
-    def from_json(cls, text: str) -> "PreparedTransaction":
-        d = json.loads(text)
-        return cls(d["transactional_id"], int(d["producer_id"]), int(d["producer_epoch"]),
-                   tuple((t, int(p)) for t, p in d["partitions"]), bool(d.get("transaction_v2", False)))
-
-    def end_request(self, commit: bool, on_outcome=None) -> EndTxn:
-        """The EndTxn that commits or aborts this transaction (from any process)."""
-        return EndTxn(self.transactional_id, self.producer_id, self.producer_epoch, commit, self.transaction_v2,
-                      on_outcome)
+        return self.value
 
 
 class TransactionManager(IdempotenceManager):
@@ -123,6 +98,8 @@ class TransactionManager(IdempotenceManager):
         #: what the user waits for, and the control request that moves it there
         self._step: TransactionalResult | None = None
         self._step_request: Callable[[], ControlRequest] | None = None
+        #: questions about other transactional ids (``describe``), sent between our own requests
+        self._questions: deque[ControlRequest] = deque()
         self._cond = threading.Condition()
 
     @property
@@ -197,6 +174,24 @@ class TransactionManager(IdempotenceManager):
                 return result
             return self._start(what, lambda: self._transaction().end_request(commit, self._ended))
 
+    def describe(self, transactional_id: str) -> TransactionalResult:
+        """Ask the coordinator of another transactional id for its state (Kafka's names: Empty,
+        Ongoing, CompleteCommit, ...; None when it does not know the id), through this
+        producer's own connections; a refusal fails the question, never the producer."""
+        with self._cond:
+            if self.fatal_error is not None:
+                raise again(self.fatal_error)
+            result = TransactionalResult(f"DescribeTransactions {transactional_id!r}")
+
+            def answered(handler: ControlRequest, outcome: Outcome) -> None:
+                if outcome is Outcome.DONE:
+                    result.set(value=handler.result)
+                elif outcome is Outcome.FATAL:
+                    result.set(handler.error)
+
+            self._questions.append(DescribeTransactions(transactional_id, answered))
+            return result
+
     def hand_over(self) -> PreparedTransaction:
         """The open transaction (every batch resolved) as a ``PreparedTransaction``."""
         with self._cond:
@@ -253,8 +248,11 @@ class TransactionManager(IdempotenceManager):
             self.fatal_error = error
             self.state = TransactionState.FATAL
             step, self._step, self._step_request = self._step, None, None
+            questions, self._questions = list(self._questions), deque()
         if step is not None:
             step.set(error)
+        for question in questions:
+            question.give_up(error)
 
     # -- control requests (Sender thread) ----------------------------------------------------
     def cluster_features(self, finalized: dict[str, int]) -> None:
@@ -262,13 +260,9 @@ class TransactionManager(IdempotenceManager):
         ``transaction.version`` >= 2 (an open transaction keeps the version it began with)."""
         self.cluster_transaction_v2 = finalized.get(TRANSACTION_VERSION_FEATURE, 0) >= 2
 
-    def max_version(self, api_key: int) -> int | None:
-        """The highest version of ``api_key`` the current transaction may use."""
-        return transactions_max_version(api_key, self.transaction_v2)
-
     def next_request(self, requests_in_flight: Callable[[], bool]) -> ControlRequest | None:
-        """The control request the coordinator should get next, or None: partitions waiting to
-        join the transaction first, then the user's step (once no partition is being added)."""
+        """The control request to send next, or None: partitions waiting to join the transaction
+        first, then the user's step (once no partition is being added), then questions."""
         if self.fatal_error is not None:
             return None
         with self._cond:
@@ -278,6 +272,8 @@ class TransactionManager(IdempotenceManager):
                                           self._adding, self._partitions_added)
             if self._step_request is not None and not self._adding:
                 return self._step_request()
+            if self._questions:
+                return self._questions.popleft()
         return None
 
     def _init_request(self) -> InitProducerId:

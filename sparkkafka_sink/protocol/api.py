@@ -103,15 +103,6 @@ def request_schema(api_key: int):
         raise UnsupportedVersionError(f"{_name(api_key)} is not declared by this client") from None
 
 
-def response_schema(api_key: int):
-    from sparkkafka_sink.protocol.schema import load
-
-    try:
-        return load(DECLARED[api_key].spec + "Response")
-    except KeyError:
-        raise UnsupportedVersionError(f"{_name(api_key)} is not declared by this client") from None
-
-
 def first_flexible_version(api_key: int) -> int | None:
     """From the declaration; None for an API that never became flexible."""
     flexible = request_schema(api_key).flexible

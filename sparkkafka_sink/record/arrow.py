@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkkafka_sink.errors import InvalidRecordError
+from sparkkafka_sink.errors import InvalidHeaderError, InvalidRecordError
 from sparkkafka_sink.record.batch import (
     BATCH_OVERHEAD,
     MAX_RECORD_OVERHEAD,
@@ -246,10 +246,12 @@ def _header_column(headers, n: int):
     if isinstance(headers, pa.Array):
         return _arrow_headers(headers, n)
     # Python objects: one sequence of (str, bytes | None) per row.  The slower path.
-    try:
-        encoded = [encode_headers(h) for h in headers]
-    except (TypeError, AttributeError, ValueError) as exc:
-        raise InvalidRecordError(f"cannot encode headers: {exc}") from exc
+    encoded = []
+    for row, h in enumerate(headers):
+        try:
+            encoded.append(encode_headers(h))
+        except (TypeError, AttributeError, ValueError) as exc:
+            raise InvalidHeaderError(f"Row {row}: cannot encode its headers: {exc}", row) from exc
     if len(encoded) != n:
         raise InvalidRecordError(f"{len(encoded)} header rows for {n} records")
     col = pa.array(encoded, pa.binary())
@@ -272,7 +274,10 @@ def _arrow_headers(headers: pa.Array, n: int):
     except (KeyError, ValueError, AttributeError, pa.ArrowInvalid) as exc:
         raise InvalidRecordError(f"header structs need 'key' and 'value' fields: {exc}") from exc
     if hkeys.null_count or items.null_count:
-        raise InvalidRecordError("header keys must not be null")
+        bad = int(np.flatnonzero(pc.or_(items.is_null(), hkeys.is_null()).to_numpy(zero_copy_only=False))[0])
+        row = int(np.searchsorted(np.cumsum(counts), bad, side="right"))
+        raise InvalidHeaderError(f"Row {row}: its headers hold a null element or a null key (each header needs "
+                                 "a key)", row)
     each = pc.binary_join_element_wise(
         _binary(*encode_varints(_lengths(hkeys))), hkeys,
         _binary(*encode_varints(_lengths(hvals))), hvals, _scalar(b""), options=_JOIN,

@@ -15,7 +15,7 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig
@@ -59,7 +59,7 @@ ERRORS_LOG_OPTION = "errors.log.enable"
 CACHE_TIMEOUT_OPTION = "producercachetimeoutms"
 DEFAULT_CACHE_TIMEOUT_MS = 600_000  # Spark's spark.kafka.producer.cache.timeout
 #: ``tuneAllocator``: the write task raises glibc's malloc thresholds in its Python worker
-#: (``producer/allocator.py`` says why and what it costs); false leaves them as they are
+#: (``spark/task/worker_memory.py`` says why and what it costs); false leaves them as they are
 ALLOCATOR_OPTION = "tuneallocator"
 #: per write task: records and bytes (key + value + headers) per second (``spark/task/rate_limit.py``)
 RATE_OPTIONS = {"maxrecordspersecond": "maxRecordsPerSecond", "maxbytespersecond": "maxBytesPerSecond"}
@@ -110,7 +110,7 @@ class SinkOptions:
     dead_letter_topic: str | None = None
     dead_letter_context_headers: bool = True
     log_bad_rows: bool = False
-    #: raise glibc's malloc thresholds in the task's Python worker (``producer/allocator.py``)
+    #: raise glibc's malloc thresholds in the task's Python worker (``spark/task/worker_memory.py``)
     tune_allocator: bool = True
 
     def __post_init__(self) -> None:
@@ -130,11 +130,6 @@ class SinkOptions:
         the prefix, this run and the micro-batch."""
         run = f"-r{self.run_id}" if self.run_id else ""
         return f"{self.transactional_id_prefix}{run}" + (f"-b{batch_id}" if batch_id is not None else "")
-
-    def closed_marker(self, batch_id: int | None = None) -> str:
-        """The transactional id the driver creates when it ends a write: a task attempt that
-        finds it (a losing copy, a task of a failed job) writes nothing."""
-        return self.write_id(batch_id) + "-closed"
 
     def __repr__(self) -> str:  # secrets (sasl.jaas.config, passwords, keys) never shown
         return (f"SinkOptions(topic={self.topic!r}, producer_config={self.producer_config!r}, "
@@ -389,14 +384,25 @@ def _producer_config(raw: dict) -> ProducerConfig:
         check_security(config, tls_files=tls_files_here(config))
         return config
     except ConfigError as exc:
-        text = str(exc)
-        for key in raw:
-            text = text.replace(f"'{key}'", f"'{KAFKA_PREFIX}{key}'")
-        text = re.sub(rf"Did you mean '(?!{re.escape(KAFKA_PREFIX)})([^']+)'", rf"Did you mean '{KAFKA_PREFIX}\1'", text)
         raise SinkValidationError(
-            f"invalid producer option: {text} (kafka.* options are producer settings with the "
-            f"prefix stripped)"
+            f"invalid producer option: {in_option_names(str(exc), raw)} (kafka.* options are producer settings "
+            f"with the prefix stripped)"
         ) from exc
+
+
+#: a dotted producer key standing alone in a message ('linger.ms', not 'kafka.linger.ms' nor
+#: the broker's 'transaction.max.timeout.ms'); longest first, so no key is cut short
+_DOTTED_KEY = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(k) for k in sorted(KEYS, key=len, reverse=True)
+                                                    if "." in k) + r")(?![\w-]|\.\w)")
+
+
+def in_option_names(text: str, given: Iterable[str] = ()) -> str:
+    """A producer message (it names its own keys) as Spark users set them: ``linger.ms`` ->
+    ``kafka.linger.ms``.  Dotted keys are rewritten wherever they stand; keys without a dot
+    ('acks') and ``given`` ones the producer did not know (a typo) only when quoted."""
+    for key in set(given) | {k for k in KEYS if "." not in k}:
+        text = text.replace(f"'{key}'", f"'{KAFKA_PREFIX}{key}'")
+    return _DOTTED_KEY.sub(lambda m: KAFKA_PREFIX + m.group(1), text)
 
 
 def tls_files_here(config) -> bool:

@@ -29,7 +29,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Type
 
 from sparkkafka_sink.testing.brokers import (
     HOST, BrokerStartError, EmbeddedBroker, _Leftovers, free_port, wait_for_kafka)
@@ -64,49 +64,59 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "sparkkafka-sink"
 
 
-def _mvn_copy_dependencies(pom: Path, out_dir: Path, timeout: float) -> None:
-    cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-           f"-DoutputDirectory={out_dir}"]
+def run_maven(args: List[str], timeout: float, error: Type[Exception] = KafkaResolveError,
+              cwd: Optional[Path] = None) -> None:
+    """``mvn -q -B <args>``; ``error`` carrying Maven's last lines when it fails."""
+    cmd = ["mvn", "-q", "-B", *args]
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, cwd=str(cwd) if cwd is not None else None)
     except FileNotFoundError as e:
-        raise KafkaResolveError("Maven (mvn) is not on PATH: it is needed to fetch Apache Kafka's jars") from e
+        raise error("Maven (mvn) is not on PATH: it is needed to fetch the test servers' artifacts") from e
     except subprocess.TimeoutExpired as e:
-        raise KafkaResolveError(f"`{' '.join(cmd)}` did not finish within {timeout:.0f} s") from e
+        raise error(f"`{' '.join(cmd)}` did not finish within {timeout:.0f} s") from e
     if proc.returncode != 0:
         out = (proc.stdout + proc.stderr).strip().splitlines()
-        raise KafkaResolveError(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}:\n"
-                                + "\n".join(out[-40:]))
+        raise error(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}:\n" + "\n".join(out[-40:]))
 
 
-def resolve_maven_artifacts(name: str, pom_text: str, timeout: float = 900.0) -> Path:
-    """Resolve the dependencies of ``pom_text`` once into ``cache_dir()/name/lib`` and return it.
+def resolve_once(name: str, fill: Callable[[Path], None], result: str = "lib") -> Path:
+    """``cache_dir()/name/result``, made once by ``fill(directory)`` and reused after.
 
-    A lock file serialises concurrent runs; a marker file makes a half-finished download count
-    as missing, so an interrupted resolve is redone rather than used.
+    A lock file serialises concurrent runs; ``fill`` writes into a partial directory renamed
+    when it returns, and a marker file is written last, so an interrupted resolve counts as
+    missing and is redone rather than used.
     """
     base = cache_dir() / name
-    lib = base / "lib"
+    done = base / result
     marker = base / "resolved"
     if marker.exists():
-        return lib
+        return done
     base.mkdir(parents=True, exist_ok=True)
     with open(base / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if marker.exists():
-            return lib
+            return done
         started = time.monotonic()
-        pom = base / "pom.xml"
-        pom.write_text(pom_text)
-        tmp = base / "lib.partial"
+        tmp = base / f"{result}.partial"
         shutil.rmtree(tmp, ignore_errors=True)
-        _mvn_copy_dependencies(pom, tmp, timeout)
-        shutil.rmtree(lib, ignore_errors=True)
-        tmp.rename(lib)
+        tmp.mkdir()
+        fill(tmp)
+        shutil.rmtree(done, ignore_errors=True)
+        tmp.rename(done)
         marker.write_text(time.strftime("%Y-%m-%dT%H:%M:%S\n"))
-        log.info("resolved %s into %s in %.1f s", name, lib, time.monotonic() - started)
-    return lib
+        log.info("resolved %s into %s in %.1f s", name, done, time.monotonic() - started)
+    return done
+
+
+def resolve_maven_artifacts(name: str, pom_text: str, timeout: float = 900.0) -> Path:
+    """Resolve the dependencies of ``pom_text`` once into ``cache_dir()/name/lib`` and return it."""
+    def fill(lib: Path) -> None:
+        pom = lib.parent / "pom.xml"
+        pom.write_text(pom_text)
+        run_maven(["-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={lib}"], timeout)
+
+    return resolve_once(name, fill)
 
 
 def resolve_kafka(version: str = KAFKA_VERSION, timeout: float = 900.0) -> Path:

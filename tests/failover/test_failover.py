@@ -502,6 +502,34 @@ def test_transaction_coordinator_killed_during_commit_completes_after_failover(k
     assert sorted(r.value for r in got) == [b"%05d" % i for i in range(n)]
 
 
+@pytest.mark.transactions
+def test_open_transactions_are_found_whichever_broker_coordinates_them(kafka_cluster):
+    """ListTransactions on every broker (``BlockingAdmin.run_on_every_broker``): each broker lists
+    only the transactions it coordinates, so the driver's sweep must ask them all."""
+    topic = _create_topic(kafka_cluster, 1)
+    prefix = f"spread-{uuid.uuid4().hex[:8]}-"
+    producers, coordinators = [], set()
+    try:
+        while len(coordinators) < 3 and len(producers) < 12:  # ids until every broker coordinates one
+            p = _producer(kafka_cluster, transactional_id=f"{prefix}{len(producers)}")
+            producers.append(p)
+            p.init_transactions()
+            coordinators.add(p._transactions.coordinator)
+            p.begin_transaction()
+            p.send(topic, value=b"open", partition=0)
+            p.flush(30)
+        assert len(coordinators) >= 2, coordinators
+        ids = sorted(f"{prefix}{i}" for i in range(len(producers)))
+        with TransactionAdmin({"bootstrap.servers": kafka_cluster.bootstrap_servers}) as admin:
+            deadline = time.monotonic() + 60
+            assert sorted(t for t, _, _ in admin.open_transactions(prefix, deadline)) == ids
+            assert sorted(admin.abort_lingering(prefix, deadline)) == ids
+            assert admin.open_transactions(prefix, deadline) == []
+    finally:
+        for p in producers:
+            p.close(5)
+
+
 # ---------------------------------------------------------------------------------------------
 # The cluster itself
 # ---------------------------------------------------------------------------------------------

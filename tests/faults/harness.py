@@ -104,7 +104,7 @@ class FaultProxy:
     """TCP proxy ``127.0.0.1:listen_port -> target_host:target_port`` with injectable faults.
 
     Thread-safe controls: ``cut_all()``, ``cut_every(s)``/``stop_cutting()``, ``blackhole(on)``,
-    ``latency(ms)``, ``truncate_next_response(nbytes)``, ``corrupt_next_response()``,
+    ``blackhole_request(predicate)``, ``latency(ms)``, ``truncate_next_response(nbytes)``, ``corrupt_next_response()``,
     ``mutate_next_response(fn)``, ``mutate_next_request(fn)``;
     ``stats()`` returns counters.  ``close()`` stops the thread and closes every socket.
     """
@@ -134,6 +134,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._armed: List[FaultHandle] = []
         self._armed_requests: List[FaultHandle] = []
+        self._hangs: List[FaultHandle] = []  # blackhole_request()
         self._cutter: Optional[FaultHandle] = None   # cut_in_flight()
         self._blackhole_trigger: Optional[FaultHandle] = None  # blackhole_after_next_request()
         self._blackhole_after: Optional[tuple] = None  # (trigger, pair) once its request arrived
@@ -164,7 +165,7 @@ class FaultProxy:
         snap["active_connections"] = len(self._pairs)
         for k in ("connections", "bytes_to_server", "bytes_to_client", "bytes_dropped", "requests",
                   "responses", "cuts", "refused", "truncated", "corrupted", "rewritten",
-                  "rewrite_failures", "mutated", "mutated_requests", "inflight_cuts"):
+                  "rewrite_failures", "mutated", "mutated_requests", "inflight_cuts", "blackholed_requests"):
             snap.setdefault(k, 0)
         return snap
 
@@ -218,6 +219,18 @@ class FaultProxy:
         self._call(lambda: setattr(self, "_blackhole_trigger", handle))
         return handle
 
+    def blackhole_request(self, predicate: Callable[[bytes], bool], api_key: Optional[int] = None) -> FaultHandle:
+        """The first request (of ``api_key`` if given) whose frame satisfies ``predicate`` hangs
+        its connection: neither it nor anything after it on that connection reaches the broker,
+        and nothing comes back (answers to earlier requests included) -- a network path that died
+        under that request; other connections go on.  ``frame`` is the request without its size
+        prefix (api key first; strings in it are plain bytes).  ``handle.wait()`` returns once it
+        happened: the client is stuck at that request until its request.timeout.ms."""
+        handle = FaultHandle("blackhole_request", api_key, predicate=predicate)
+        with self._lock:
+            self._hangs.append(handle)
+        return handle
+
     def blackhole(self, on: bool = True) -> None:
         """On: accept and read everything, forward and answer nothing (a hung network path).
         Off: connections that lost bytes are cut (their Kafka streams are out of sync)."""
@@ -268,6 +281,7 @@ class FaultProxy:
         with self._lock:
             self._armed.clear()
             self._armed_requests.clear()
+            self._hangs.clear()
         self._call(lambda: setattr(self, "_blackhole_trigger", None))
         self.stop_cutting()
         self.latency(0)
@@ -459,8 +473,8 @@ class FaultProxy:
             self._counters["bytes_to_server"] += len(data)
             for frame in self._frames(pair, pair.requests, data):
                 frame = self._request(pair, bytes(frame))
-                if pair.dead:
-                    return  # cut_in_flight cut it as this request arrived
+                if pair.dead or pair.blackholed:
+                    return  # cut_in_flight cut it, or blackhole_request hung it, as this request arrived
                 self._queue(pair, pair.server, _SIZE.pack(len(frame)) + frame)
                 if self._blackhole_after is not None and self._blackhole_after[1] is pair:
                     handle, _ = self._blackhole_after
@@ -540,6 +554,13 @@ class FaultProxy:
         api_key, version, corr = _REQUEST_PREFIX.unpack_from(frame)
         pair.inflight[corr] = (api_key, version)
         self._counters["requests"] += 1
+        hang = self._take_hang(frame, api_key)
+        if hang is not None:
+            pair.blackholed = True  # this request and everything after it on the connection: dropped
+            self._counters["blackholed_requests"] += 1
+            hang.hit_api_key = api_key
+            hang.fired.set()
+            return frame
         if self._request_started(pair, api_key, corr):
             return frame
         handle = self._take_armed(self._armed_requests, api_key)
@@ -578,6 +599,15 @@ class FaultProxy:
             self._cutter = None
         self._close_pair(pair, cut=True)
         h.fired.set()
+
+    def _take_hang(self, frame: bytes, api_key: int) -> Optional[FaultHandle]:
+        with self._lock:
+            for h in self._hangs:
+                if h.api_key in (None, api_key) and h.params["predicate"](frame):
+                    self._hangs.remove(h)
+                    h.hits += 1
+                    return h
+        return None
 
     def _take_armed(self, armed: List[FaultHandle], api_key: Optional[int]) -> Optional[FaultHandle]:
         with self._lock:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
 import pytest
 
 from kafka_helpers import consume_all
-from sparkkafka_sink import errors as E
+from sparkkafka_sink import BulkSendError, errors as E
 from sparkkafka_sink.protocol import errors as PE
 from sparkkafka_sink.protocol.header import decode_response_header
 from sparkkafka_sink.protocol import messages
@@ -108,12 +109,29 @@ def test_record_over_buffer_memory_is_rejected(broker):
             p.send("good", value=b"x" * 150_000)
 
 
-def test_send_batch_rejects_bad_rows_naming_the_row(broker):
+@pytest.mark.parametrize("kwargs, row, error, message", [
+    ({"values": [b"a", b"b"], "partitions": [0, 7]}, 1, E.InvalidPartitionError, r"Row 1: partition 7 .* 2 partition\(s\)"),
+    ({"values": [b"a", b"b", b"x" * 300_000]}, 2, E.RecordTooLargeError, r"Row 2 .* max.request.size"),
+    ({"values": [b"a", b"b", b"c"], "headers": [[("h", b"1")], [(None, b"2")], []]}, 1, E.InvalidHeaderError,
+     r"Row 1: cannot encode its headers"),
+    ({"values": [b"a", b"b"], "headers": pa.array([[{"key": "h", "value": b"1"}], [{"key": None, "value": b"2"}]],
+                                                   pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))},
+     1, E.InvalidHeaderError, r"Row 1: its headers hold a null element or a null key"),
+])
+def test_send_batch_rejects_a_bad_row_naming_it_and_sends_none(broker, kwargs, row, error, message):
     with make_producer(broker.bootstrap_servers, **{"max.request.size": 200_000}) as p:
-        with pytest.raises(E.InvalidPartitionError, match=r"Row 1: partition 7 .* 2 partition\(s\)"):
-            p.send_batch("good", values=[b"a", b"b"], partitions=[0, 7])
-        with pytest.raises(E.RecordTooLargeError, match=r"Row 2 .* max.request.size"):
-            p.send_batch("good", values=[b"a", b"b", b"x" * 300_000])
+        with pytest.raises(BulkSendError, match=message) as refused:
+            p.send_batch("good", **kwargs)
+        assert isinstance(refused.value.error, error) and refused.value.__cause__ is refused.value.error
+        assert refused.value.row == row and refused.value.partial is None
+        assert refused.value.rows_not_sent.tolist() == list(range(len(kwargs["values"])))
+        assert "no row of this call was queued" in str(refused.value)
+        p.send_batch("good", values=[b"ok"], partitions=0).get(10)
+    _only(broker, "good", [b"ok"])
+
+
+def test_send_batch_refuses_columns_that_are_not_records(broker):
+    with make_producer(broker.bootstrap_servers) as p:
         with pytest.raises(E.InvalidRecordError, match="value"):
             p.send_batch("good", values=[1, 2])
         p.send_batch("good", values=[b"ok"], partitions=0).get(10)

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from kafka_helpers import consume_all
+from sparkkafka_sink import BulkSendError
 from sparkkafka_sink.errors import BufferExhaustedError, KafkaTimeoutError
 from sparkkafka_sink.testing.waiting import wait_until
 
@@ -100,6 +101,43 @@ def test_blocked_send_resumes_when_the_broker_frees_memory(proxied_broker, kind)
             pb.broker.resume()
         p.close(5)
     assert len(consume_all(pb.direct_bootstrap_servers, topic, expected_count=401)) == 401
+
+
+@pytest.mark.parametrize("kind", BROKERS)
+def test_send_batch_out_of_memory_part_way_raises_the_producers_error_and_loses_nothing(proxied_broker, kind):
+    """A bulk call larger than buffer.memory in front of a paused broker: the ranges queued before
+    memory ran out travel on under ``partial``, the rest are named, and the error is the
+    producer's own (what ran out, for how long) -- not a NameError, as a stale local once made it."""
+    pb = proxied_broker(kind)
+    topic = fresh_topic(pb, "bulk-out-of-memory", 3)
+    buffer_memory, max_block_ms = 1 << 20, 1000
+    p = make_producer(pb.bootstrap_servers, **{
+        "buffer.memory": buffer_memory, "max.block.ms": max_block_ms, "batch.size": 65536,
+        "delivery.timeout.ms": 60000, "request.timeout.ms": 30000})
+    values = [b"%06d" % i + b"v" * 1018 for i in range(20_000)]  # 20 MB of 1 KB rows through 1 MiB
+    try:
+        p.send(topic, value=b"warm-up").get(10)
+        pb.broker.pause()
+        with pytest.raises(BulkSendError) as raised:
+            p.send_batch(topic, values=values)
+        error = raised.value
+        assert isinstance(error.error, BufferExhaustedError), repr(error.error)
+        assert error.__cause__ is error.error and error.row is None  # about the call, not a row
+        text = str(error)
+        assert "buffer.memory" in text and "max.block.ms" in text and str(buffer_memory) in text, text
+        queued = error.first_row_not_sent
+        assert 0 < queued < len(values), "memory ran out before the first range or never"
+        assert error.rows_not_sent.tolist() == list(range(queued, len(values)))
+        assert error.partial is not None and error.partial.record_count == queued
+        assert not error.partial.done()  # the broker is still paused
+    finally:
+        pb.broker.resume()
+    result = error.partial.get(30)  # every range queued before the error lands once the broker answers
+    assert result.record_count == queued
+    p.close(10)
+    assert_no_sender_threads()
+    records = consume_all(pb.direct_bootstrap_servers, topic, expected_count=queued + 1)
+    assert sorted(r.value for r in records if r.value != b"warm-up") == values[:queued]
 
 
 _RSS_CHILD = textwrap.dedent("""

@@ -236,6 +236,26 @@ def test_blackhole_after_next_request_forwards_it_then_drops_its_answer(fake):
     assert _answered(proxy, 3)
 
 
+def test_blackhole_request_hangs_the_connection_at_the_matching_request(fake):
+    """Driven by what the request says: the connection goes silent at the first match, that
+    request and the ones after it never reach the broker; other connections go on."""
+    server, proxy = fake
+    handle = proxy.blackhole_request(lambda frame: struct.unpack(">i", frame[4:8])[0] == 2, api_key=PRODUCE)
+    with _connect(proxy) as s:
+        s.sendall(_request(METADATA, 2))  # matches, but not of the api key
+        assert len(_recv_exact(s, 48)) == 48
+        s.sendall(_request(PRODUCE, 1))  # of the api key, does not match
+        assert len(_recv_exact(s, 48)) == 48
+        s.sendall(_request(PRODUCE, 2) + _request(PRODUCE, 3))
+        assert handle.wait(2) and handle.hits == 1 and handle.hit_api_key == PRODUCE
+        s.settimeout(0.3)
+        with pytest.raises(socket.timeout):
+            s.recv(10)
+        assert _answered(proxy, 4)  # another connection, while the hung one stays open
+    assert server.received == [2, 1, 4]
+    assert proxy.stats()["blackholed_requests"] == 1
+
+
 def test_close_joins_thread(fake):
     server, proxy = fake
     s = _connect(proxy)
@@ -286,7 +306,7 @@ def test_rewrite_find_coordinator(version):
     before, after = _rewritten("FindCoordinatorResponse", FIND_COORDINATOR, version, seed=version)
     nodes_before = before.coordinators if version >= 4 else [before]
     nodes_after = after.coordinators if version >= 4 else [after]
-    for b, a in zip(nodes_before, nodes_after):
+    for b, a in zip(nodes_before, nodes_after, strict=True):
         want = ("127.0.0.1", 4242) if b.port >= 0 else (b.host, b.port)  # -1: no coordinator
         assert (a.host, a.port) == want
         b.host, b.port = want
@@ -395,7 +415,7 @@ def test_blackhole_confluent_times_out(proxied_broker, kind):
     pb.proxy.blackhole(True)
     p = _producer(pb.bootstrap_servers, **{"message.timeout.ms": 1000, "enable.idempotence": False})
     results = []
-    for i in range(5):
+    for _ in range(5):
         p.produce(void_topic, b"x", on_delivery=lambda err, msg: results.append(err))
     start = time.monotonic()
     p.flush(10)

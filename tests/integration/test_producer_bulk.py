@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from kafka_helpers import consume_all, producer_for
+from sparkkafka_sink import BulkSendError
 from sparkkafka_sink.errors import InvalidPartitionError, RecordTooLargeError
 from sparkkafka_sink.producer.partitioner import murmur2_partition
 from sparkkafka_sink.record.arrow import HEADERS_TYPE
@@ -67,8 +68,11 @@ def test_bulk_explicit_partitions_and_order(kafka):
 def test_bulk_rejects_bad_partitions_and_oversized_rows_before_sending(kafka):
     topic = kafka.create_topic(partitions=2)
     with _producer(kafka, **{"max.request.size": 10_000}) as p:
-        with pytest.raises(InvalidPartitionError, match=r"Row 1: partition 5 of topic .* has 2 partition"):
+        with pytest.raises(BulkSendError, match=r"Row 1: partition 5 of topic .* has 2 partition") as refused:
             p.send_batch(topic, [b"a", b"b"], partitions=[0, 5])
-        with pytest.raises(RecordTooLargeError, match=r"Row 2 for topic .* larger than 10000"):
+        assert isinstance(refused.value.error, InvalidPartitionError)
+        assert (refused.value.row, refused.value.partition) == (1, 5)
+        with pytest.raises(BulkSendError, match=r"Row 2 for topic .* larger than 10000") as refused:
             p.send_batch(topic, [b"a", b"b", b"x" * 20_000])
+        assert isinstance(refused.value.error, RecordTooLargeError) and refused.value.row == 2
         assert p.metrics()["records_sent"] == 0

@@ -2,7 +2,8 @@
 so the test can kill the whole driver: ``python exactly_once_stream_job.py BOOTSTRAP TOPIC
 CHECKPOINT MIN_BATCH`` runs rate -> pyprod-kafka (exactly-once) until micro-batch MIN_BATCH is
 done, then stops cleanly.  The rate source numbers rows 0, 1, 2, ...: a replayed batch has the
-same rows.  SPARKKAFKA_SINK_TEST_PAUSE_COMMIT (see spark/transactions.py) makes a commit stop."""
+same rows.  The test stops the driver's commit at a chosen request with a FaultProxy in front of
+the broker (BOOTSTRAP is the proxy), then kills the process group."""
 
 import os
 import sys

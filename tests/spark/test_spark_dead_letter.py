@@ -24,7 +24,7 @@ HEADERS = "array<struct<key:string,value:binary>>"
 
 def bad_rows(kind: str) -> dict:
     """row -> why it is bad."""
-    rows = {10: "row check", 20: "row check", 30: "producer", 50: "producer"}
+    rows = {10: "row check", 20: "producer", 30: "producer", 50: "producer"}
     if kind == "apache":
         rows[40] = "broker"
     return rows

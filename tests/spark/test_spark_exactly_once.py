@@ -6,6 +6,7 @@ task retries and speculation (``exactly_once_job.py``)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kafka_helpers import consume_all, open_transactions
+from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.transactions, pytest.mark.spark]
@@ -138,51 +140,110 @@ def test_speculative_copy_and_original_both_write_one_is_committed(apache_kafka,
 STREAM_JOB = Path(__file__).with_name("exactly_once_stream_job.py")
 
 
-def _stream(bootstrap, topic, checkpoint, min_batch, pause=None, timeout=300):
-    """Run the streaming job; with ``pause`` ("before"/"after", batch, marker) kill its whole
-    process group (the driver) once the commit of that batch stopped at that point."""
+@pytest.fixture
+def proxy(apache_kafka):
+    """The broker behind a FaultProxy for the streaming job: the driver's commit can be stopped
+    at a chosen request (the proxy rewrites metadata, so every connection goes through it)."""
+    from faults.harness import proxy_existing_broker
+
+    proxied = proxy_existing_broker(apache_kafka.nodes[0])
+    yield proxied.proxy
+    proxied.stop()
+
+
+def _stream(bootstrap, topic, checkpoint, min_batch, log: Path, kill_at=None, timeout=300) -> str:
+    """Run the streaming job until micro-batch ``min_batch``, or -- ``kill_at``, a FaultHandle --
+    kill its whole process group (the driver: JVM and Python workers alike) the moment the
+    proxy saw that request.  Returns the job's output (the driver's commit lines included)."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    env.pop("SPARKKAFKA_SINK_TEST_PAUSE_COMMIT", None)
-    if pause is not None:
-        env["SPARKKAFKA_SINK_TEST_PAUSE_COMMIT"] = ":".join(str(x) for x in pause)
-    proc = subprocess.Popen([sys.executable, str(STREAM_JOB), bootstrap, topic, str(checkpoint), str(min_batch)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, str(STREAM_JOB), bootstrap, topic, str(checkpoint), str(min_batch)],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        if pause is None:
-            out, _ = proc.communicate(timeout=timeout)
-            return out
-        marker = Path(pause[2])
-        deadline = time.monotonic() + timeout
-        while not marker.exists():  # observed: the commit of that batch reached the point
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "the commit never reached the pause point"
-            time.sleep(0.1)
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver dies there: JVM and Python alike
-        proc.wait(30)
-        return "KILLED"
+        if kill_at is None:
+            proc.wait(timeout)
+        else:
+            deadline = time.monotonic() + timeout
+            while not kill_at.wait(0.05):  # observed: the driver's request is held by the proxy
+                assert proc.poll() is None, f"the job ended before the driver got there:\n{log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, f"the driver never got there:\n{log.read_text()[-3000:]}"
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
+    return log.read_text()
 
 
-def test_streaming_driver_killed_around_the_commit_then_restarted(apache_kafka, topic, tmp_path):
-    """The driver is killed after the tasks of micro-batch 2 prepared but before its commit, then
-    (restarted) after the commit of micro-batch 4 but before Spark recorded it; each restart
-    replays the batch.  Every row once, none lost: read_committed shows exactly 0..n-1."""
-    bootstrap = apache_kafka.bootstrap_servers
+def _decision(out: str, batch: int) -> str:
+    """What the driver's exactly-once commit of micro-batch ``batch`` said it did."""
+    found = [line for line in out.splitlines() if re.search(rf"exactly-once: micro-batch {batch}\b", line)]
+    assert found, f"no exactly-once commit of micro-batch {batch}:\n{out[-3000:]}"
+    return found[-1]
+
+
+def _forget_recorded_batch(checkpoint: Path, batch: int) -> None:
+    """Spark's checkpoint as a crash right after the sink committed ``batch`` leaves it: Spark
+    writes ``offsets/<n>`` before running micro-batch n and ``commits/<n>`` once the sink's
+    commit() returned, and plans n+1 (``offsets/<n+1>``) only after that.  So the crash leaves
+    ``offsets/<batch>`` without ``commits/<batch>``, and no ``offsets/<batch+1>``; both files,
+    written after the moment, go (with their checksums)."""
+    for path in (checkpoint / "commits" / str(batch), checkpoint / "offsets" / str(batch + 1)):
+        assert path.exists(), f"{path} missing: the driver was not where the test thinks"
+        path.unlink()
+        path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+    assert not (checkpoint / "commits" / str(batch + 1)).exists()
+
+
+def test_streaming_driver_killed_around_the_commit_then_restarted(apache_kafka, proxy, topic, tmp_path):
+    """The driver is killed at each point of a micro-batch's commit (``commit_micro_batch``),
+    each time at a request the proxy holds, and restarted; Spark then replays the batch:
+
+    1. before the commit of micro-batch 2 (its tasks' transactions prepared): its first request,
+       InitProducerId closing the write (``write_fence``), never reaches the broker.  The replay
+       writes the batch anew; the sweep aborts the killed run's transactions.
+    2. between the intent and the done record of micro-batch 4: the EndTxn of partition 1's
+       transaction never reaches the broker (partition 0's may be committed).  The replay commits
+       what the intent recorded, and aborts its own new transactions.
+    3. after the sink committed micro-batch 6 (``6.done``), before Spark recorded it.  Killing
+       between two file writes would be a race, so the driver is stopped at an observed point
+       just after -- micro-batch 7's first commit request (nothing of 7 committed) -- and
+       Spark's checkpoint is put back to what the crash leaves (``_forget_recorded_batch``).
+       On restart Spark re-runs the newest batch of its offset log that its commit log lacks
+       (MicroBatchExecution.populateStartOffsets): 6, whose replay finds ``6.done`` and aborts
+       its new transactions; micro-batch 7's open ones go with the sweep.
+
+    Every row once, none lost: read_committed shows exactly 0..n-1; read_uncommitted shows more
+    (the killed and replayed transactions' rows exist: the test bites)."""
+    bootstrap = proxy.address
     checkpoint = tmp_path / "checkpoint"
-    assert _stream(bootstrap, topic, checkpoint, 3, pause=("before", 2, tmp_path / "paused-2")) == "KILLED"
-    assert _stream(bootstrap, topic, checkpoint, 5, pause=("after", 4, tmp_path / "paused-4")) == "KILLED"
-    out = _stream(bootstrap, topic, checkpoint, 6)
+    sink_log = checkpoint / "pyprod-kafka"
+
+    def held(what: bytes, api_key: ApiKey):
+        return proxy.blackhole_request(lambda frame: what in frame, api_key=api_key)
+
+    _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run1.log", kill_at=held(b"-b2-closed", ApiKey.INIT_PRODUCER_ID))
+    assert (sink_log / "1.done").exists() and not (sink_log / "2.intent").exists()
+
+    out = _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run2.log", kill_at=held(b"-b4-p1-", ApiKey.END_TXN))
+    assert "others aborted" in _decision(out, 2), "the killed run's transactions were not aborted"
+    assert (sink_log / "4.intent").exists() and not (sink_log / "4.done").exists()
+
+    out = _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run3.log", kill_at=held(b"-b7-closed", ApiKey.INIT_PRODUCER_ID))
+    assert "recorded by a run that crashed" in _decision(out, 4)
+    assert (sink_log / "6.done").exists() and not (sink_log / "7.intent").exists()
+    _forget_recorded_batch(checkpoint, 6)
+
+    out = _stream(bootstrap, topic, checkpoint, 8, tmp_path / "run4.log")
     assert "REACHED" in out, out[-3000:]
-    committed = values(consume_all(bootstrap, topic, isolation_level="read_committed", timeout=60))
+    assert "was committed before (a replay)" in _decision(out, 6)
+    direct = apache_kafka.bootstrap_servers
+    committed = values(consume_all(direct, topic, isolation_level="read_committed", timeout=60))
     assert committed, "nothing committed"
     assert len(committed) == len(set(committed)), "a row was written twice"
     assert sorted(committed) == list(range(len(committed))), "rows were lost"
-    assert (checkpoint / "pyprod-kafka" / "4.done").exists()
-    everything = values(consume_all(bootstrap, topic, timeout=60))
+    everything = values(consume_all(direct, topic, timeout=60))
     assert len(everything) > len(committed), "no replayed rows were written: the test did not bite"
 
 

@@ -1,21 +1,11 @@
-"""The producer pool of a Python worker, without Spark: reuse by configuration, never a failed or
-unhealthy producer, idle expiry."""
+"""The producer pool of a Python worker, without Spark but with real producers: reuse by
+configuration, never a failed or unhealthy producer (``Producer.healthy``), idle expiry."""
 
 from __future__ import annotations
 
+from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.task.producer_pool import ProducerPool
-
-
-class FakeProducer:
-    def __init__(self, config):
-        self.config = config
-        self.healthy = True
-        self.closed = False
-
-    def close(self, timeout=None):
-        self.closed = True
-        self.healthy = False
 
 
 class Clock:
@@ -25,34 +15,41 @@ class Clock:
         return self.now
 
 
-def test_reuse_by_configuration_and_idle_expiry():
+def test_reuse_by_configuration_and_idle_expiry(kafka):
     clock = Clock()
     pool = ProducerPool(clock)
-    a, reused = pool.acquire({"bootstrap.servers": "x"}, FakeProducer, 60)
+    x = {"bootstrap.servers": kafka.bootstrap_servers, "client.id": "x"}
+    y = {"bootstrap.servers": kafka.bootstrap_servers, "client.id": "y"}
+    a, reused = pool.acquire(x, Producer, 60)
     assert not reused
-    pool.release(a, {"bootstrap.servers": "x"}, 60)
-    other, reused = pool.acquire({"bootstrap.servers": "y"}, FakeProducer, 60)  # another configuration
+    pool.release(a, x, 60)
+    other, reused = pool.acquire(y, Producer, 60)  # another configuration
     assert not reused and other is not a
-    again, reused = pool.acquire({"bootstrap.servers": "x"}, FakeProducer, 60)
+    again, reused = pool.acquire(x, Producer, 60)
     assert reused and again is a and len(pool) == 0
-    pool.release(again, {"bootstrap.servers": "x"}, 60)
+    pool.release(again, x, 60)
     clock.now = 61
-    fresh, reused = pool.acquire({"bootstrap.servers": "x"}, FakeProducer, 60)
+    fresh, reused = pool.acquire(x, Producer, 60)
     assert not reused and a.closed  # idle too long: closed, not handed out
     assert (pool.created, pool.reused) == (3, 1)
+    for p in (other, fresh):
+        p.close(5)
 
 
-def test_unhealthy_producers_are_closed_not_pooled():
+def test_unhealthy_producers_are_closed_not_pooled(kafka):
     pool = ProducerPool(Clock())
-    p, _ = pool.acquire({}, FakeProducer, 60)
-    p.healthy = False  # failed, fenced, or something pending
-    pool.release(p, {}, 60)
+    config = {"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 600_000}
+    p, _ = pool.acquire(config, Producer, 60)
+    p.send(kafka.create_topic(), b"pending")  # lingering: something pending, not fit to be handed on
+    assert not p.healthy
+    pool.release(p, config, 60)
     assert p.closed and len(pool) == 0
-    q, _ = pool.acquire({}, FakeProducer, 60)
-    pool.release(q, {}, 60)
-    q.healthy = False  # went bad while idle (its broker refused it, say)
-    r, reused = pool.acquire({}, FakeProducer, 60)
-    assert not reused and r is not q and q.closed
+    q, _ = pool.acquire(config, Producer, 60)
+    pool.release(q, config, 60)
+    q.close(5)  # went bad while idle (closed, as a fatal error or a fencing would leave it)
+    r, reused = pool.acquire(config, Producer, 60)
+    assert not reused and r is not q
+    r.close(5)
     pool.close_all()
 
 

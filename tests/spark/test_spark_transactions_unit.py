@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkkafka_sink.producer.transactions import PreparedTransaction
+from sparkkafka_sink.producer.handover import PreparedTransaction
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.driver import transactions as T
 from sparkkafka_sink.spark.options import SinkOptions

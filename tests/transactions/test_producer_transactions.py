@@ -16,7 +16,7 @@ from broker_kinds import running_apache_kafka
 from kafka_helpers import consume_all
 from sparkkafka_sink import Producer, abort_lingering, complete_transaction
 from sparkkafka_sink.errors import KafkaError, ProducerFencedError
-from sparkkafka_sink.producer.transactions import PreparedTransaction
+from sparkkafka_sink.producer.handover import PreparedTransaction
 from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.testing.brokers import create_topics
 
@@ -180,6 +180,30 @@ def test_prepared_transaction_aborted_from_elsewhere(bootstrap, topic):
     p2.close(5)
     assert [r.value for r in committed(bootstrap, topic, 1)] == [b"kept"]
     assert b"gone" in [r.value for r in everything(bootstrap, topic, 2)]
+
+
+def test_a_producer_asks_the_coordinator_about_another_transactional_id(bootstrap, topic):
+    """``transaction_state``: another id's state from its coordinator, asked through the producer's
+    own Sender and connections (what an exactly-once Spark task asks of its write's closed
+    marker), before or after its own ``init_transactions``, without disturbing its own
+    transactions."""
+    other_id = f"other-{uuid.uuid4().hex[:8]}"
+    with producer(bootstrap) as asker:
+        assert asker.transaction_state(other_id) is None  # unknown to the coordinator
+        with producer(bootstrap, other_id) as other:
+            other.init_transactions()
+            asker.init_transactions()
+            assert asker.transaction_state(other_id) == "Empty"
+            other.begin_transaction()
+            other.send(topic, value=b"theirs", partition=0)
+            other.flush(30)
+            asker.begin_transaction()
+            asker.send(topic, value=b"mine", partition=1)
+            assert asker.transaction_state(other_id) == "Ongoing"  # asked inside its own transaction
+            other.commit_transaction()
+            assert asker.transaction_state(other_id) in ("PrepareCommit", "CompleteCommit")
+            asker.commit_transaction()
+    assert sorted(r.value for r in committed(bootstrap, topic, 2)) == [b"mine", b"theirs"]
 
 
 def test_abort_lingering_by_prefix(bootstrap, topic):

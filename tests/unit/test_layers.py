@@ -15,7 +15,8 @@ LAYERS = {
     "protocol": 1, "record": 1,
     "network": 2,
     "producer": 3,
-    "spark": 4,
+    "serialization": 4,
+    "spark": 5,
 }
 #: beside the layers: they use the product, the product never uses them
 BESIDE = {"testing", "demo", "examples", "__init__"}

@@ -10,11 +10,12 @@ import pytest
 from sparkkafka_sink.errors import KafkaError, ProducerFencedError
 from sparkkafka_sink.producer.control_requests import (
     AddPartitionsToTxn, Coordinators, DescribeTransactions, EndTxn, FindCoordinator, InitProducerId,
-    ListTransactions, Outcome, outcome_of)
-from sparkkafka_sink.producer.transactions import PreparedTransaction, TransactionManager, TransactionState
+    ListTransactions, Outcome, TopicCheckError, TopicMetadata, outcome_of)
+from sparkkafka_sink.producer.handover import PreparedTransaction
+from sparkkafka_sink.producer.transactions import TransactionManager, TransactionState
 from sparkkafka_sink.protocol import errors as perr
 from sparkkafka_sink.protocol import messages
-from sparkkafka_sink.protocol.api import ApiKey
+from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
 
 
 def code(name: str) -> int:
@@ -145,6 +146,87 @@ def test_describe_and_list_transactions():
     assert listing.result == [("job-1", 0, "Ongoing"), ("job-2", 2, "Ongoing")]
 
 
+def _topic(name: str, error: str | None = None, partitions: int = 1, ops: int = -2147483648):
+    parts = [struct("MetadataResponse", "MetadataResponsePartition", partition_index=i, error_code=0, leader_id=1)
+             for i in range(partitions)]
+    return struct("MetadataResponse", "MetadataResponseTopic", name=name, error_code=code(error) if error else 0,
+                  partitions=parts, topic_authorized_operations=ops)
+
+
+def _topics_answer(*topics):
+    return answer("MetadataResponse", brokers=[], topics=list(topics))
+
+
+def test_topic_metadata_is_done_once_every_topic_may_be_written():
+    check = TopicMetadata(["b", "a", "b"])
+    request = check.build()
+    assert [t.name for t in request.topics] == ["a", "b"] and not request.allow_auto_topic_creation
+    assert request.include_topic_authorized_operations
+    assert check.handle(_topics_answer(_topic("a", partitions=3), _topic("b"))) is Outcome.DONE
+    assert check.result == {"a": 3, "b": 1}
+
+
+@pytest.mark.parametrize("topic, auto_create, message", [
+    (_topic("a", "UNKNOWN_TOPIC_OR_PARTITION"), False, "topic 'a' does not exist (allow.auto.create.topics is false)"),
+    (_topic("a", "TOPIC_AUTHORIZATION_FAILED"), False, "not authorized to access topic 'a'"),
+    (_topic("a", "INVALID_TOPIC_EXCEPTION"), False, "'a' is not a valid topic name"),
+    (_topic("a", ops=1 << 3), False, "not authorized to write to topic 'a'"),  # READ only: no WRITE bit
+])
+def test_topic_metadata_names_what_makes_a_topic_unwritable(topic, auto_create, message):
+    check = TopicMetadata(["a"], auto_create)
+    # UNKNOWN_TOPIC_OR_PARTITION is retriable in the error table: for a write's check it is final
+    assert check.handle(_topics_answer(topic)) is Outcome.FATAL
+    assert isinstance(check.error, TopicCheckError) and message in str(check.error)
+
+
+def test_topic_metadata_asks_again_while_a_topic_is_being_created():
+    check = TopicMetadata(["a", "b"], allow_auto_create=True)
+    # KRaft answers the request that starts the creation with UNKNOWN_TOPIC_OR_PARTITION
+    assert check.handle(_topics_answer(_topic("a"), _topic("b", "UNKNOWN_TOPIC_OR_PARTITION"))) is Outcome.RETRY
+    assert check.handle(_topics_answer(_topic("a"), _topic("b", partitions=0))) is Outcome.RETRY
+    assert check.handle(_topics_answer(_topic("a"), _topic("b", "LEADER_NOT_AVAILABLE"))) is Outcome.RETRY
+    assert check.handle(_topics_answer(_topic("a"), _topic("b"))) is Outcome.DONE
+    # a broker that does not auto-create keeps saying it: taken for missing after a few answers
+    never = TopicMetadata(["b"], allow_auto_create=True)
+    outcomes = [never.handle(_topics_answer(_topic("b", "UNKNOWN_TOPIC_OR_PARTITION")))
+                for _ in range(TopicMetadata.AUTO_CREATE_ANSWERS)]
+    assert outcomes == [Outcome.RETRY] * (TopicMetadata.AUTO_CREATE_ANSWERS - 1) + [Outcome.FATAL]
+    assert isinstance(never.error, TopicCheckError)
+    assert "topic 'b' does not exist and the brokers do not create topics on demand" in str(never.error)
+    # any other answer goes by the one policy: a final one fails the check with the broker's error
+    refused = TopicMetadata(["a"])
+    assert refused.handle(_topics_answer(_topic("a", "POLICY_VIOLATION"))) is Outcome.FATAL
+    assert isinstance(refused.error, perr.PolicyViolationError)
+
+
+def test_transaction_manager_asks_questions_between_its_own_requests():
+    tm = TransactionManager("tx", 1000)
+    result = tm.initialize()
+    asked = tm.describe("other")
+    init = tm.next_request(lambda: False)
+    assert isinstance(init, InitProducerId)  # the producer's own step first
+    init.handle(answer("InitProducerIdResponse", error_code=0, producer_id=9, producer_epoch=0))
+    result.wait(1)
+    question = tm.next_request(lambda: False)
+    assert isinstance(question, DescribeTransactions) and question.coordinator_key == "other"
+    question.no_answer(None)  # the Sender looks the coordinator up again and re-sends this one
+    state = struct("DescribeTransactionsResponse", "TransactionState", error_code=0, transactional_id="other",
+                   transaction_state="Empty")
+    question.handle(answer("DescribeTransactionsResponse", transaction_states=[state]))
+    assert asked.wait(1) == "Empty" and tm.next_request(lambda: False) is None
+    refused = tm.describe("secret")
+    tm.next_request(lambda: False).handle(answer("DescribeTransactionsResponse", transaction_states=[
+        struct("DescribeTransactionsResponse", "TransactionState", transactional_id="secret",
+               error_code=code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"))]))
+    with pytest.raises(perr.TransactionalIdAuthorizationFailedError):
+        refused.wait(1)
+    assert tm.fatal_error is None and tm.state is TransactionState.READY  # a question never fails the producer
+    pending = tm.describe("late")
+    tm.fail_fatally(KafkaError("fenced"))
+    with pytest.raises(KafkaError, match="fenced"):
+        pending.wait(1)
+
+
 def test_transaction_manager_hands_out_its_steps_as_handlers():
     tm = TransactionManager("tx", 1000)
     assert tm.next_request(lambda: False) is None  # nothing asked yet
@@ -189,8 +271,17 @@ def test_a_fatal_answer_makes_the_transaction_manager_unusable():
         tm.begin()
 
 
-def test_produce_max_version_follows_the_transaction_version():
+def test_a_transaction_takes_the_cluster_transaction_version_when_it_begins():
+    """What the Sender caps Produce with (``transactions_max_version``): v11 under transactions
+    v1, none under v2 -- the version the cluster had when the transaction began."""
     tm = TransactionManager("tx", 1000)
-    assert tm.max_version(ApiKey.PRODUCE) == 11
-    tm.transaction_v2 = True
-    assert tm.max_version(ApiKey.PRODUCE) is None
+    tm.set_producer_id(7, 0)
+    tm.state = TransactionState.READY
+    tm.cluster_features({"transaction.version": 2})
+    tm.begin()
+    assert transactions_max_version(ApiKey.PRODUCE, tm.transaction_v2) is None
+    tm.cluster_features({"transaction.version": 1})  # the open transaction keeps its version
+    assert tm.transaction_v2
+    tm.end(commit=False)
+    tm.begin()
+    assert transactions_max_version(ApiKey.PRODUCE, tm.transaction_v2) == 11

@@ -308,3 +308,27 @@ def test_taken_and_sliced_columns_equal_measuring_again(table, arrow_headers, da
         if idx:
             assert ([bytes(b) for _, _, b in ArrowRecords(got).encode(write_limit=1 << 20)]
                     == [bytes(b) for _, _, b in ArrowRecords(fresh).encode(write_limit=1 << 20)])
+
+
+# --- headers no record can carry: the check names the row ------------------------------------
+def test_a_null_header_element_or_key_names_its_row():
+    from sparkkafka_sink.errors import InvalidHeaderError
+    from sparkkafka_sink.record.arrow import HEADERS_TYPE, RecordColumns
+
+    values = pa.array([b"a", b"b", b"c"])
+    for bad in ([None], [{"key": None, "value": b"2"}]):
+        headers = pa.array([[{"key": "a", "value": b"0"}], None, bad], HEADERS_TYPE)
+        with pytest.raises(InvalidHeaderError, match="Row 2: its headers hold a null element or a null key") as e:
+            RecordColumns(None, values, headers=headers)
+        assert e.value.row == 2
+
+
+def test_sliced_headers_are_checked_by_their_own_offsets():
+    from sparkkafka_sink.errors import InvalidHeaderError
+    from sparkkafka_sink.record.arrow import HEADERS_TYPE, RecordColumns
+
+    h = pa.array([[None], [{"key": "b", "value": b"1"}], [{"key": None, "value": b"2"}]], HEADERS_TYPE).slice(1)
+    with pytest.raises(InvalidHeaderError) as e:
+        RecordColumns(None, pa.array([b"x", b"y"]), headers=h)
+    assert e.value.row == 1
+    RecordColumns(None, pa.array([b"x"]), headers=h.slice(0, 1))  # row 1 of the original alone is fine

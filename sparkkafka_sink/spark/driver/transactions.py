@@ -16,12 +16,12 @@ import time
 from typing import Iterable, Optional
 
 from sparkkafka_sink.errors import KafkaError
-from sparkkafka_sink.producer.handover import TransactionAdmin
-from sparkkafka_sink.producer.transactions import PreparedTransaction
+from sparkkafka_sink.producer.handover import PreparedTransaction, TransactionAdmin
 from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.options import SinkOptions, tls_files_here
+from sparkkafka_sink.spark.write_fence import close_write, fence_idle_attempts
 
 #: bound of each coordinator call from the driver (retries included)
 _END_TIMEOUT_S = 120.0
@@ -35,20 +35,17 @@ class _DriverTransactions:
     """One coordinator client (one set of connections) for a whole driver commit or abort;
     each call bounded by ``_END_TIMEOUT_S``, retries included.
 
-    First the write is closed: its closed marker (a transactional id) is created, so a task
-    attempt that starts from now on (a losing speculative copy, a task of a failed job that
-    Spark is still killing) sees it and writes nothing.  Then, once the winners are committed,
-    the others are fenced: every open transaction under the prefix, and every producer of this
-    write initialised but not yet in a transaction -- an attempt that looked for the marker too
-    early can then never commit, nor leave a transaction open."""
+    First the write is closed (``write_fence``: a task attempt that starts from now on writes
+    nothing); once the winners are committed, the others are ended: every open transaction
+    under the prefix aborted, and the write's producers initialised but not yet in a
+    transaction fenced."""
 
     def __init__(self, options: SinkOptions, batch_id: int | None = None):
+        self.options, self.batch_id = options, batch_id
         self.prefix = options.transactional_id_prefix
-        #: this write's task attempts' ids start with it (not its marker, nor other writes')
-        self.tasks_prefix = options.write_id(batch_id) + "-p"
         self.admin = TransactionAdmin(options.producer_config)
         try:
-            self.admin.fence(options.closed_marker(batch_id), time.monotonic() + _END_TIMEOUT_S)
+            close_write(self.admin, options, batch_id, time.monotonic() + _END_TIMEOUT_S)
         except BaseException:
             self.admin.close()
             raise
@@ -67,7 +64,7 @@ class _DriverTransactions:
         idle producers; returns the ids whose transaction was aborted."""
         deadline = time.monotonic() + _END_TIMEOUT_S
         aborted = self.admin.abort_lingering(self.prefix, deadline, keep)
-        self.admin.abort_lingering(self.tasks_prefix, deadline, keep, states=("Empty",))
+        fence_idle_attempts(self.admin, self.options, self.batch_id, keep, deadline)
         return aborted
 
 
@@ -173,25 +170,9 @@ class MicroBatchLog:
         self._write(batch_id, "done", "")
 
 
-#: a test seam (tests/spark/test_spark_exactly_once.py): "before:<batch>:<file>" or
-#: "after:<batch>:<file>" creates <file> and stops at that point of that micro-batch's commit,
-#: so the test can kill the driver there
-_PAUSE_ENV = "SPARKKAFKA_SINK_TEST_PAUSE_COMMIT"
-
-
-def _pause_point(where: str, batch_id: int) -> None:
-    spec = os.environ.get(_PAUSE_ENV, "")
-    if spec.count(":") >= 2:
-        point, batch, marker = spec.split(":", 2)
-        if point == where and int(batch) == batch_id:
-            open(marker, "w").close()
-            time.sleep(3600)
-
-
 def commit_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
     """Commit micro-batch ``batch_id`` exactly once, even when Spark calls this again for it or
     replays the batch after a driver restart."""
-    _pause_point("before", batch_id)
     log = MicroBatchLog(options.commit_log_dir)
     new = [p for _, p in _prepared(messages)]
     with _DriverTransactions(options, batch_id) as txns:
@@ -221,7 +202,6 @@ def commit_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
             txns.end(p, False)
         aborted = txns.abort_others(keep=[p.transactional_id for p in to_commit])
     log.write_done(batch_id)
-    _pause_point("after", batch_id)
     return (f"micro-batch {batch_id}: {len(to_commit)} transactions committed"
             + (" (recorded by a run that crashed before it finished)" if earlier is not None else "")
             + (f", {len(extra) + len(aborted)} others aborted" if extra or aborted else ""))

@@ -4,27 +4,24 @@ The configuration is the write's own, made this attempt's: a ``client.id`` namin
 the Python worker, for a pooled producer), TLS files found where Spark shipped them, and under
 exactly-once a transactional id of its own.  An at-least-once producer comes from the worker's
 pool (``producer_pool.py``) and goes back there when the task succeeded; an exactly-once one is
-made for the attempt, which writes only while the driver has not ended the write.
+made for the attempt, which writes only while the driver has not ended the write
+(``spark/write_fence.py``).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from typing import Callable, Optional
 
 from pyspark import SparkFiles
 
 from sparkkafka_sink.producer.config import ProducerConfig
-from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.producer.producer import Producer
-from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.task.producer_pool import POOL
 from sparkkafka_sink.spark.task.task_info import TaskInfo
+from sparkkafka_sink.spark.write_fence import attempts_prefix, check_write_open
 
-#: bound of an exactly-once task's look for its write's closed marker
-_MARKER_CHECK_S = 30.0
 _CLOSE_AFTER_FAILURE_S = 2.0
 #: options naming files, which on a cluster are shipped to the executors with --files / addFile
 _FILE_OPTIONS = ("ssl.truststore.location", "ssl.keystore.location")
@@ -66,7 +63,7 @@ class TaskProducer:
             self.created = 0 if reused else 1
             if self.options.exactly_once:
                 self.current.init_transactions()
-                _check_write_open(self.config, self.options, self.task)
+                check_write_open(self.current, self.options, _micro_batch_id(self.options, self.task), self.task)
                 self.current.begin_transaction()
         return self.current
 
@@ -123,28 +120,13 @@ def task_config(options: SinkOptions, task: TaskInfo, pooled: bool = False) -> P
 
 
 def transactional_id(options: SinkOptions, task: TaskInfo) -> str:
-    return f"{options.write_id(_micro_batch_id(options, task))}-p{task.partition}-t{task.attempt_id}"
+    return f"{attempts_prefix(options, _micro_batch_id(options, task))}{task.partition}-t{task.attempt_id}"
 
 
 def _micro_batch_id(options: SinkOptions, task: TaskInfo) -> Optional[int]:
     if options.batch_id is not None:  # foreachBatch: the batch id the user passed
         return options.batch_id
     return task.micro_batch[1] if task.micro_batch else None
-
-
-def _check_write_open(config: ProducerConfig, options: SinkOptions, task: TaskInfo) -> None:
-    """Exactly-once: refuse to write once the driver ended the write (its closed marker exists).
-
-    The driver creates the marker before it sweeps the write's transactions, fencing every
-    producer initialised under the prefix; this attempt initialised its producer before looking.
-    So either it looked too early and the sweep fences it, or it sees the marker here: a losing
-    speculative copy or a task of a failed job never leaves a transaction open."""
-    marker = options.closed_marker(_micro_batch_id(options, task))
-    with TransactionAdmin(config) as admin:
-        if admin.state(marker, time.monotonic() + _MARKER_CHECK_S) is not None:
-            raise SinkWriteError(
-                f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt}): the driver "
-                "already ended this write (another attempt won, or the job failed): this attempt writes nothing")
 
 
 def _local_file(path: str) -> str:

@@ -5,8 +5,11 @@ Shared by the batch and the streaming writer.  The task hands each (coalesced) A
 failed, flushes, waits until every future's callback has run, and only then either returns its
 ``TaskCommitMessage`` or raises ``SinkWriteError`` naming the first failed row: a row check, the
 producer's rejection (which names the row), or a failed batch (whose rows its future lists).
-Spark's task retry re-sends the whole partition, so delivery is at-least-once; within a task the
-producer's idempotence keeps its own retries duplicate-free.
+Within a task the producer's idempotence keeps its own retries duplicate-free; Spark's task retry
+re-sends the whole partition.  At-least-once (the default), what a failed attempt delivered is
+then in Kafka twice.  Exactly-once, each attempt writes in a transaction of its own and hands it
+over in its commit message (``TaskProducer.prepare``): the driver commits the attempts Spark kept
+and aborts the others (``driver/transactions.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from __future__ import annotations
 from typing import Callable, Iterator, Optional
 
 from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaTimeoutError
-from sparkkafka_sink.producer.allocator import raise_malloc_thresholds
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
@@ -29,6 +31,7 @@ from sparkkafka_sink.spark.task.routing import send_arrow_batch
 from sparkkafka_sink.spark.task.row_checks import RowError
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.task_producer import TaskProducer, default_producer_factory
+from sparkkafka_sink.spark.task.worker_memory import raise_malloc_thresholds
 
 # Slack on top of delivery.timeout.ms for the final flush: by then the producer
 # must have failed every record it could not deliver.
@@ -60,7 +63,7 @@ def run_write_task(
             try:
                 send_arrow_batch(producer.get(), batch, plan.layout, options.topic, rows_seen, tracker, dead_letters)
             except RowError as exc:
-                tracker.fail_now(rows_seen + exc.index, exc.topic, exc.partition, InvalidRecordError(str(exc)))
+                tracker.fail_now(rows_seen + exc.index, None, None, InvalidRecordError(str(exc)))
                 break
             rows_seen += batch.num_rows
             tracker.drain()

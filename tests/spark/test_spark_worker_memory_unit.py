@@ -1,4 +1,5 @@
-"""raise_malloc_thresholds: a bulk call's large numpy temporaries stop coming back as fresh pages."""
+"""raise_malloc_thresholds (spark/task/worker_memory.py): a bulk call's large numpy temporaries stop
+coming back as fresh pages in the write task's Python worker."""
 
 import platform
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 CHILD = """
 import resource, sys
 import numpy as np
-from sparkkafka_sink.producer.allocator import raise_malloc_thresholds
+from sparkkafka_sink.spark.task.worker_memory import raise_malloc_thresholds
 if sys.argv[1] == "raise":
     assert raise_malloc_thresholds() and raise_malloc_thresholds()  # once, then a no-op
 x = np.arange(1 << 17, dtype=np.int64)
@@ -43,14 +44,14 @@ def test_raised_thresholds_keep_freed_arrays_in_the_heap():
 # The write task raises them unless told not to (no rows: no producer, no broker needed).
 TASK = """
 import sys
-from sparkkafka_sink.producer import allocator
+from sparkkafka_sink.spark.task import worker_memory
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.write_task import run_write_task
 options = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t", "tuneAllocator": sys.argv[1]}
 run_write_task(iter([]), WritePlan(parse_options(options), ColumnLayout("value")), task=TaskInfo(0, 0, 0, attempt_id=1))
-print(allocator._applied)
+print(worker_memory._applied)
 """
 
 

@@ -1,4 +1,5 @@
-"""glibc's malloc thresholds, raised for the bulk path's large temporaries.
+"""A write task's Python worker: glibc's malloc thresholds, raised for the bulk path's large
+temporaries.
 
 A ``send_batch`` call of 16 MiB of 110-byte rows (the sink's ``coalesceBytes``) works on a
 dozen numpy arrays of ~1 MB each (one int64 per row: lengths, offset deltas, varint words).
@@ -11,8 +12,8 @@ before, ~7,000 and 0.05-0.10 s after; 8-14 % more rows per second.
 
 Raising both thresholds keeps freed memory in the heap for the next call: the process's peak
 memory is unchanged, it is only not handed back between calls (at most ``trim_threshold`` of
-it).  Process-wide, so the library never does it by itself: the sink's write task does it in
-its Python worker (option ``tuneAllocator``), a standalone producer's owner may call it.
+it).  Process-wide, so the producer never does it by itself: the write task does it in the
+Python worker it runs in, unless the option ``tuneAllocator`` is false.
 """
 
 from __future__ import annotations

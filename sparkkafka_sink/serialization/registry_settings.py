@@ -1,0 +1,432 @@
+"""The Schema Registry client's settings: confluent-kafka-python's ``SchemaRegistryClient`` keys,
+validated once.
+
+The sink hands over its ``schema.registry.*`` options with the prefix stripped, so users write
+the names they know from confluent-kafka (``url``, ``basic.auth.user.info``, ``bearer.auth.*``,
+``ssl.*``, ``max.retries``, ...).  Everything is checked when the client is built -- a typo or a
+missing file fails the driver's planning, not the first request.  Values may be strings (Spark
+options are).  Secrets (the basic-auth password, the bearer token, the OAuth client secret, the
+key password) are kept in private attributes and leave only as request headers or to unlock the
+key: no repr, message or log line shows them.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import os
+import ssl
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Mapping
+
+from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.network.sasl.bearer_token import OAuthBearerToken
+from sparkkafka_sink.network.sasl.token_providers import ClientCredentialsTokenProvider
+from sparkkafka_sink.network.sasl.token_source import refresh_at
+
+#: every key the client reads, with its meaning (``Did you mean`` suggestions come from here)
+KNOWN_KEYS: dict[str, str] = {
+    "url": "the registry's URL; several, comma-separated, are tried in turn when one cannot be reached",
+    "basic.auth.credentials.source": "USER_INFO (basic.auth.user.info, the default) or URL (user:password@ in url)",
+    "basic.auth.user.info": "user:password for HTTP basic authentication",
+    "bearer.auth.credentials.source": "STATIC_TOKEN (bearer.auth.token) or OAUTHBEARER (a client-credentials token)",
+    "bearer.auth.token": "the bearer token, with bearer.auth.credentials.source=STATIC_TOKEN",
+    "bearer.auth.issuer.endpoint.url": "the OAuth token endpoint, with OAUTHBEARER",
+    "bearer.auth.client.id": "the OAuth client id, with OAUTHBEARER",
+    "bearer.auth.client.secret": "the OAuth client secret, with OAUTHBEARER",
+    "bearer.auth.scope": "the OAuth scope asked for, with OAUTHBEARER (optional)",
+    "bearer.auth.logical.cluster": "Confluent Cloud: the registry's logical cluster (header target-sr-cluster)",
+    "bearer.auth.identity.pool.id": "Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)",
+    "ssl.ca.location": "CA certificate file (PEM) or directory that verifies an https registry",
+    "ssl.certificate.location": "client certificate (PEM) for mutual TLS; may hold the key too",
+    "ssl.key.location": "the client certificate's private key (PEM)",
+    "ssl.key.password": "the password of an encrypted private key",
+    "timeout": "seconds one request may take (confluent-kafka's name; or timeout.ms)",
+    "timeout.ms": "milliseconds one request may take (connecting, then waiting for the answer)",
+    "max.retries": "retries of a request answered 408/429/5xx or not answered at all",
+    "retries.wait.ms": "the first retry's wait; it doubles with each retry",
+    "retries.max.wait.ms": "the longest wait between two retries",
+}
+#: confluent-kafka keys this client does not implement, and why that matters
+UNSUPPORTED_KEYS: dict[str, str] = {
+    "proxy": "an HTTP proxy setting is not supported; the standard environment variables "
+             "(https_proxy, no_proxy) are honoured",
+    "cache.capacity": "the client caches only ids and registrations, which never change",
+    "cache.latest.ttl.sec": "the latest version is always asked afresh",
+    "bearer.auth.issuer.endpoint.query": "Azure IMDS tokens (OAUTHBEARER_AZURE_IMDS) are not supported",
+    "bearer.auth.custom.provider.function": "custom bearer providers (CUSTOM) are not supported",
+    "bearer.auth.custom.provider.config": "custom bearer providers (CUSTOM) are not supported",
+}
+BASIC_AUTH_SOURCES = ("USER_INFO", "URL")
+BEARER_AUTH_SOURCES = ("STATIC_TOKEN", "OAUTHBEARER")
+
+#: one request's bound when none is set (confluent-kafka waits forever; a driver must not)
+DEFAULT_TIMEOUT_MS = 30_000
+#: as the Java and Python clients of Confluent
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_RETRIES_WAIT_MS = 1_000
+DEFAULT_RETRIES_MAX_WAIT_MS = 20_000
+#: refresh an OAuth token after this share of its lifetime (as confluent-kafka)
+_TOKEN_REFRESH_FACTOR = 0.8
+
+AuthKind = Literal["none", "basic", "static-token", "oauthbearer"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One registry URL as requests go to it (no user info: that becomes a header) and the
+    Basic credentials it carried, if any."""
+
+    url: str
+    user: str | None = None
+    _basic_header: str | None = field(default=None, repr=False)
+
+
+class _OAuthTokens:
+    """The current client-credentials token, fetched on first use and again after 80% of its
+    lifetime (or at once after the registry refused it); blocking, as the client is."""
+
+    def __init__(self, provider: ClientCredentialsTokenProvider, clock: Callable[[], float] = time.time):
+        self.provider = provider
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._token: OAuthBearerToken | None = None
+        self._refresh_at = 0.0
+
+    def value(self) -> str:
+        with self._lock:
+            now = self._clock()
+            if self._token is None or now >= self._refresh_at:
+                token = self.provider()          # AuthenticationError: the caller says which setting
+                self._token = token
+                self._refresh_at = refresh_at(token, now, _TOKEN_REFRESH_FACTOR)
+            return self._token.value
+
+    def forget(self) -> None:
+        with self._lock:
+            self._token = None
+
+
+class RegistrySettings:
+    """Parsed settings: the endpoints, TLS, timeouts and retries, and how to authenticate."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        _reject_unknown(config)
+        self.timeout_s = _timeout_s(config)
+        self.max_retries = _int(config, "max.retries", DEFAULT_MAX_RETRIES, minimum=0)
+        self.retries_wait_ms = _int(config, "retries.wait.ms", DEFAULT_RETRIES_WAIT_MS, minimum=0)
+        self.retries_max_wait_ms = _int(config, "retries.max.wait.ms", DEFAULT_RETRIES_MAX_WAIT_MS, minimum=0)
+        if self.retries_max_wait_ms < self.retries_wait_ms:
+            raise ConfigError(f"Invalid configuration: retries.max.wait.ms ({self.retries_max_wait_ms}) is "
+                              f"below retries.wait.ms ({self.retries_wait_ms})")
+        self._secrets: list[str] = []
+        self.endpoints = self._endpoints(config)
+        self.ssl_context = self._ssl_context(config)
+        self._bearer_header: str | None = None
+        self._tokens: _OAuthTokens | None = None
+        self.auth_kind: AuthKind = "none"
+        self.user: str | None = None
+        self.extra_headers: dict[str, str] = {}
+        self._auth(config)
+
+    # -- what requests need ---------------------------------------------------------------
+    def authorization(self, endpoint: Endpoint) -> str | None:
+        """The Authorization header for ``endpoint`` (may fetch an OAuth token: raises
+        :class:`~sparkkafka_sink.errors.AuthenticationError` when that fails)."""
+        if self._tokens is not None:
+            return f"Bearer {self._tokens.value()}"
+        return self._bearer_header or endpoint._basic_header
+
+    def forget_token(self) -> None:
+        """The registry refused our OAuth token: the next request fetches a new one."""
+        if self._tokens is not None:
+            self._tokens.forget()
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret we hold masked (a registry may echo a request)."""
+        for secret in self._secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    @property
+    def auth_description(self) -> str:
+        """Who we are, for messages: never a secret."""
+        if self.auth_kind == "basic":
+            return f"HTTP basic authentication as {self.user!r}"
+        if self.auth_kind == "static-token":
+            return "a static bearer token (bearer.auth.token)"
+        if self.auth_kind == "oauthbearer":
+            assert self._tokens is not None
+            return f"an OAuth bearer token from {self._tokens.provider.description}"
+        return "no authentication"
+
+    @property
+    def auth_settings(self) -> str:
+        """The settings to check when the registry refuses our credentials."""
+        if self.auth_kind == "basic":
+            return ("basic.auth.user.info (user:password)" if self._basic_source == "USER_INFO"
+                    else "the user:password@ part of url")
+        if self.auth_kind == "static-token":
+            return "bearer.auth.token (expired or revoked?) and bearer.auth.logical.cluster"
+        if self.auth_kind == "oauthbearer":
+            return ("bearer.auth.client.id, bearer.auth.client.secret, bearer.auth.scope and "
+                    "bearer.auth.logical.cluster")
+        return ("basic.auth.user.info (user:password) or bearer.auth.credentials.source: the registry "
+                "wants credentials and none are set")
+
+    def __repr__(self) -> str:
+        urls = ", ".join(e.url for e in self.endpoints)
+        return f"RegistrySettings(url={urls!r}, auth={self.auth_description!r}, timeout_s={self.timeout_s})"
+
+    # -- parsing ----------------------------------------------------------------------------
+    def _endpoints(self, config: Mapping[str, Any]) -> tuple[Endpoint, ...]:
+        raw = _text(config, "url")
+        if raw is None:
+            raise ConfigError("Missing configuration 'url': the Schema Registry's URL, e.g. "
+                              "http://registry:8081 (several may be given, comma-separated)")
+        endpoints = []
+        for part in raw.split(","):
+            part = part.strip().rstrip("/")
+            if not part:
+                continue
+            parts = urllib.parse.urlsplit(part)
+            if parts.scheme.lower() not in ("http", "https") or not parts.hostname or parts.query:
+                raise ConfigError(f"Invalid configuration 'url': {strip_credentials(part)!r} is not an "
+                                  "http:// or https:// URL without a query")
+            host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+            if parts.port:
+                host = f"{host}:{parts.port}"
+            url = urllib.parse.urlunsplit((parts.scheme.lower(), host, parts.path, "", ""))
+            user = header = None
+            if parts.username is not None:
+                user = urllib.parse.unquote(parts.username)
+                password = urllib.parse.unquote(parts.password or "")
+                header = _basic_header(user, password)
+                self._secrets += [password, parts.password or ""]
+            endpoints.append(Endpoint(url, user, header))
+        if not endpoints:
+            raise ConfigError("Invalid configuration 'url': it names no URL")
+        return tuple(endpoints)
+
+    def _ssl_context(self, config: Mapping[str, Any]) -> ssl.SSLContext | None:
+        ca = _text(config, "ssl.ca.location")
+        cert = _text(config, "ssl.certificate.location")
+        key = _text(config, "ssl.key.location")
+        key_password = _text(config, "ssl.key.password")
+        if key_password:
+            self._secrets.append(key_password)
+        given = [k for k, v in (("ssl.ca.location", ca), ("ssl.certificate.location", cert),
+                                ("ssl.key.location", key), ("ssl.key.password", key_password)) if v]
+        if not any(e.url.startswith("https:") for e in self.endpoints):
+            if given:
+                raise ConfigError(f"{', '.join(given)} given but no url is https://: TLS settings need an "
+                                  "https registry URL")
+            return None
+        if (key or key_password) and not cert:
+            raise ConfigError("ssl.key.location and ssl.key.password need ssl.certificate.location (the "
+                              "client certificate the key belongs to)")
+        return tls_context(ca, cert, key, key_password)
+
+    def _auth(self, config: Mapping[str, Any]) -> None:
+        self._basic_source = (_text(config, "basic.auth.credentials.source") or "USER_INFO").upper()
+        if self._basic_source not in BASIC_AUTH_SOURCES:
+            raise ConfigError(f"Invalid value {self._basic_source!r} for configuration "
+                              f"'basic.auth.credentials.source': expected one of {', '.join(BASIC_AUTH_SOURCES)}")
+        user_info = _text(config, "basic.auth.user.info")
+        in_url = [e for e in self.endpoints if e.user is not None]
+        bearer_source = _text(config, "bearer.auth.credentials.source")
+        bearer_keys = [k for k in KNOWN_KEYS if k.startswith("bearer.auth.") and k != "bearer.auth.credentials.source"
+                       and _text(config, k) is not None]
+        if bearer_source is None:
+            if bearer_keys:
+                raise ConfigError(f"{', '.join(bearer_keys)} given but bearer.auth.credentials.source is not: set it "
+                                  f"to one of {', '.join(BEARER_AUTH_SOURCES)}")
+        elif user_info or in_url:
+            raise ConfigError("Both basic and bearer authentication are configured (basic.auth.user.info or "
+                              "user info in url, and bearer.auth.credentials.source): keep one")
+        if bearer_source is not None:
+            self._bearer(config, bearer_source.upper())
+            return
+        if self._basic_source == "URL":
+            if user_info:
+                raise ConfigError("basic.auth.user.info given but basic.auth.credentials.source=URL takes the "
+                                  "credentials from url (user:password@host): drop one")
+            if not in_url:
+                raise ConfigError("basic.auth.credentials.source=URL but no url carries credentials: write "
+                                  "them as https://user:password@host")
+            self.auth_kind, self.user = "basic", in_url[0].user
+            return
+        if user_info:
+            if in_url:
+                raise ConfigError("basic.auth.user.info given and url carries credentials too: remove the "
+                                  "user:password@ part of url, or basic.auth.user.info")
+            user, sep, password = user_info.partition(":")
+            if not sep or not user:
+                raise ConfigError("Invalid configuration 'basic.auth.user.info': expected user:password")
+            self._secrets.append(password)
+            header = _basic_header(user, password)
+            self.endpoints = tuple(Endpoint(e.url, user, header) for e in self.endpoints)
+            self.auth_kind, self.user = "basic", user
+        elif in_url:                                  # confluent-kafka reads them from the URL too
+            self.auth_kind, self.user = "basic", in_url[0].user
+
+    def _bearer(self, config: Mapping[str, Any], source: str) -> None:
+        if source not in BEARER_AUTH_SOURCES:
+            raise ConfigError(f"Invalid value {source!r} for configuration 'bearer.auth.credentials.source': "
+                              f"expected one of {', '.join(BEARER_AUTH_SOURCES)}")
+        cluster = _text(config, "bearer.auth.logical.cluster")
+        pool = _text(config, "bearer.auth.identity.pool.id")
+        if cluster:
+            self.extra_headers["target-sr-cluster"] = cluster
+        if pool:
+            self.extra_headers["Confluent-Identity-Pool-Id"] = pool
+        oauth_keys = ("bearer.auth.issuer.endpoint.url", "bearer.auth.client.id", "bearer.auth.client.secret",
+                      "bearer.auth.scope")
+        if source == "STATIC_TOKEN":
+            stray = [k for k in oauth_keys if _text(config, k) is not None]
+            if stray:
+                raise ConfigError(f"{', '.join(stray)} given but bearer.auth.credentials.source=STATIC_TOKEN "
+                                  "(they belong to OAUTHBEARER)")
+            token = _text(config, "bearer.auth.token")
+            if not token:
+                raise ConfigError("bearer.auth.credentials.source=STATIC_TOKEN needs bearer.auth.token")
+            self._secrets.append(token)
+            self._bearer_header = f"Bearer {token}"
+            self.auth_kind = "static-token"
+            return
+        if _text(config, "bearer.auth.token") is not None:
+            raise ConfigError("bearer.auth.token given but bearer.auth.credentials.source=OAUTHBEARER (it "
+                              "fetches its own tokens): drop one")
+        missing = [k for k in oauth_keys[:3] if not _text(config, k)]
+        if missing:
+            raise ConfigError(f"bearer.auth.credentials.source=OAUTHBEARER needs {', '.join(missing)}")
+        endpoint_url = _text(config, "bearer.auth.issuer.endpoint.url") or ""
+        parts = urllib.parse.urlsplit(endpoint_url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"Invalid configuration 'bearer.auth.issuer.endpoint.url': "
+                              f"{strip_credentials(endpoint_url)!r} is not an http(s) URL")
+        secret = _text(config, "bearer.auth.client.secret") or ""
+        self._secrets.append(secret)
+        provider = ClientCredentialsTokenProvider(
+            endpoint_url, _text(config, "bearer.auth.client.id") or "", secret,
+            _text(config, "bearer.auth.scope"), timeout_s=self.timeout_s,
+            retry_backoff_ms=self.retries_wait_ms, retry_backoff_max_ms=max(self.retries_max_wait_ms, 1))
+        self._tokens = _OAuthTokens(provider)
+        self.auth_kind = "oauthbearer"
+        self.user = provider.client_id
+
+
+# -- TLS ------------------------------------------------------------------------------------
+def tls_context(ca: str | None, cert: str | None, key: str | None, key_password: str | None) -> ssl.SSLContext:
+    """A fresh client context: TLS 1.2+, the registry's certificate and host name verified
+    against ``ca`` (a PEM file or a directory; the system's trust store without it), and our
+    certificate and key for mutual TLS.  Errors name the setting and the file, never the password."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)             # CERT_REQUIRED, check_hostname
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if ca:
+        try:
+            if os.path.isdir(ca):
+                ctx.load_verify_locations(capath=ca)
+            else:
+                ctx.load_verify_locations(cafile=ca)
+        except OSError as e:
+            raise ConfigError(f"Cannot load ssl.ca.location {ca!r}: {_file_error(e)}") from None
+    else:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    if cert:
+        def no_password() -> str:
+            raise ConfigError(f"The private key of {'ssl.key.location' if key else 'ssl.certificate.location'} "
+                              "is encrypted: set ssl.key.password")
+
+        try:
+            ctx.load_cert_chain(cert, key, password=key_password or no_password)
+        except ssl.SSLError as e:
+            if getattr(e, "reason", None) == "KEY_VALUES_MISMATCH":
+                raise ConfigError(f"ssl.key.location {key!r} is not the key of ssl.certificate.location "
+                                  f"{cert!r}") from None
+            raise ConfigError(f"Cannot load ssl.certificate.location {cert!r}"
+                              + (f" with ssl.key.location {key!r}" if key else "")
+                              + ": not PEM, or the key's password (ssl.key.password) is wrong") from None
+        except OSError as e:
+            raise ConfigError(f"Cannot load ssl.certificate.location {cert!r}"
+                              + (f" / ssl.key.location {key!r}" if key else "") + f": {_file_error(e)}") from None
+    return ctx
+
+
+def _file_error(e: OSError) -> str:
+    if isinstance(e, ssl.SSLError):
+        return f"not a PEM certificate file ({e.reason or e})"
+    return e.strerror or str(e)
+
+
+# -- values ---------------------------------------------------------------------------------
+def strip_credentials(url: str) -> str:
+    """``url`` without its user info (and so without a password), for messages."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def _basic_header(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode("utf-8")).decode("ascii")
+
+
+def _reject_unknown(config: Mapping[str, Any]) -> None:
+    for key in config:
+        if key in KNOWN_KEYS:
+            continue
+        if key in UNSUPPORTED_KEYS:
+            raise ConfigError(f"Configuration '{key}' of confluent-kafka's SchemaRegistryClient is not "
+                              f"supported: {UNSUPPORTED_KEYS[key]}")
+        near = difflib.get_close_matches(str(key), list(KNOWN_KEYS), n=3)
+        hint = f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+        raise ConfigError(f"Unknown Schema Registry configuration '{key}'.{hint} Known: "
+                          f"{', '.join(KNOWN_KEYS)}")
+
+
+def _text(config: Mapping[str, Any], key: str) -> str | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _int(config: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
+    value = config.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise ConfigError(f"Invalid value {value!r} for configuration '{key}': expected a whole number "
+                          f">= {minimum}") from None
+    if number < minimum:
+        raise ConfigError(f"Invalid value {number} for configuration '{key}': expected a number >= {minimum}")
+    return number
+
+
+def _timeout_s(config: Mapping[str, Any]) -> float:
+    if _text(config, "timeout") is not None and _text(config, "timeout.ms") is not None:
+        raise ConfigError("Give timeout (seconds, confluent-kafka's name) or timeout.ms, not both")
+    if _text(config, "timeout") is not None:
+        value = config["timeout"]
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            seconds = float(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"Invalid value {value!r} for configuration 'timeout': expected seconds "
+                              "(a number > 0)") from None
+        if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+            raise ConfigError(f"Invalid value {value!r} for configuration 'timeout': expected seconds "
+                              "(a number > 0)")
+        return seconds
+    return _int(config, "timeout.ms", DEFAULT_TIMEOUT_MS, minimum=1) / 1000

@@ -1,0 +1,71 @@
+"""Exactly-once: once the driver ends a write, no task attempt of it can leave a transaction open.
+
+A late attempt -- a losing speculative copy, a task of a failed job that Spark is still killing
+-- could otherwise begin a transaction after the driver committed or aborted the write, and hold
+read_committed readers back for ``transaction.timeout.ms``.  The fence is the write's *closed
+marker*, a transactional id of its own (one per write: per micro-batch when streaming), and
+three steps:
+
+1. the driver closes the write (``close_write``) before it commits or aborts anything of it:
+   InitProducerId under the marker, so its coordinator knows the id from then on;
+2. a task attempt initialises its own producer first, then asks the marker's coordinator about
+   the marker (``check_write_open``) and writes only while the coordinator does not know it;
+3. once it committed (or aborted) what it keeps, the driver aborts every other open transaction
+   under the prefix and fences the write's producers initialised but not in a transaction
+   (``fence_idle_attempts``).
+
+Why the order makes it safe: an attempt that found no marker looked before step 1, so its
+producer was initialised before step 3 runs: the driver's sweep finds it (Ongoing: aborted;
+Empty: fenced), and it can never commit, nor leave a transaction open.  An attempt that looks
+after step 1 sees the marker and writes nothing.  Driver and tasks meet only at the coordinator:
+no other channel between them is needed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
+from sparkkafka_sink.spark.options import SinkOptions
+
+if TYPE_CHECKING:  # the driver and the task pass their own clients in: this module loads neither
+    from sparkkafka_sink.producer.handover import TransactionAdmin
+    from sparkkafka_sink.producer.producer import Producer
+    from sparkkafka_sink.spark.task.task_info import TaskInfo
+
+#: bound of a task's question about the marker (retries included)
+CHECK_TIMEOUT_S = 30.0
+
+
+def closed_marker(options: SinkOptions, batch_id: int | None = None) -> str:
+    """The write's closed marker: a transactional id no task attempt ever uses."""
+    return options.write_id(batch_id) + "-closed"
+
+
+def attempts_prefix(options: SinkOptions, batch_id: int | None = None) -> str:
+    """What the transactional ids of the write's task attempts start with (not its marker, nor
+    another write's ids)."""
+    return options.write_id(batch_id) + "-p"
+
+
+# -- the driver -----------------------------------------------------------------------------------
+def close_write(admin: "TransactionAdmin", options: SinkOptions, batch_id: int | None, deadline: float) -> None:
+    """Step 1, before anything of the write is committed or aborted: the marker exists."""
+    admin.fence(closed_marker(options, batch_id), deadline)
+
+
+def fence_idle_attempts(admin: "TransactionAdmin", options: SinkOptions, batch_id: int | None,
+                        keep: Iterable[str], deadline: float) -> None:
+    """Step 3: fence the write's producers initialised but not in a transaction (those that
+    looked for the marker before it existed); their open transactions the caller aborts."""
+    admin.abort_lingering(attempts_prefix(options, batch_id), deadline, keep, states=("Empty",))
+
+
+# -- a task attempt -------------------------------------------------------------------------------
+def check_write_open(producer: "Producer", options: SinkOptions, batch_id: int | None, task: "TaskInfo") -> None:
+    """Step 2, after ``init_transactions`` and before ``begin_transaction``: refuse to write once
+    the driver closed the write.  Asked through the attempt's own producer (its connections)."""
+    if producer.transaction_state(closed_marker(options, batch_id), CHECK_TIMEOUT_S) is not None:
+        raise SinkWriteError(
+            f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt}): the driver "
+            "already ended this write (another attempt won, or the job failed): this attempt writes nothing")

@@ -521,7 +521,7 @@ def _count_committed(bootstrap: str, topic: str, partitions: int, timeout: float
         while True:
             marks = [raw.get_watermark_offsets(tp, timeout=timeout) for tp in tps]  # (log start, HWM)
             stable = [c.get_watermark_offsets(tp, timeout=timeout)[1] for tp in tps]  # LSO
-            open_parts = [p for p, ((_, hi), lso) in enumerate(zip(marks, stable)) if lso < hi]
+            open_parts = [p for p, ((_, hi), lso) in enumerate(zip(marks, stable, strict=True)) if lso < hi]
             if not open_parts or time.monotonic() >= settle_deadline:
                 break
             time.sleep(0.05)
@@ -566,13 +566,13 @@ class ApproxLanded:
         try:
             return sum(max(0, hi - max(lo, 0)) for lo, hi in
                        (self._c.get_watermark_offsets(tp, timeout=2) for tp in self._tps))
-        except Exception:
+        except Exception:  # noqa: BLE001 - None: not known
             return None
 
     def close(self) -> None:
         try:
             self._c.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - closing is best effort
             pass
 
 
@@ -638,7 +638,7 @@ def delete_topic(bootstrap: str, topic: str, log_dir: str = "", timeout: float =
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         for fut in admin.delete_topics([topic], operation_timeout=10, request_timeout=15).values():
             fut.result(timeout=20)
-    except Exception:
+    except Exception:  # noqa: BLE001 - cleanup is best effort
         return
     if not log_dir or not os.path.isdir(log_dir):
         return
@@ -667,6 +667,6 @@ def versions() -> dict:
         import confluent_kafka
 
         out["librdkafka"] = confluent_kafka.libversion()[0]
-    except Exception:
+    except Exception:  # noqa: BLE001 - optional information
         pass
     return out

@@ -28,8 +28,8 @@ import time
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-from benchmarks.common import create_topic, delete_topic, log, new_topic  # noqa: E402
-from benchmarks.run import start_bench_broker  # noqa: E402
+from benchmarks.common import create_topic, delete_topic, log, new_topic
+from benchmarks.run import start_bench_broker
 
 
 def run_case(spark, metrics, options: dict, topic: str, batches: int, pool: bool, timeout: float = 600.0):
@@ -110,8 +110,8 @@ def main(argv=None) -> int:
                     delete_topic(broker.bootstrap, topic)
         for listener in listeners:
             off, on = results[(listener, False)], results[(listener, True)]
-            add_diffs = [a0 - a1 for (_, a0), (_, a1) in zip(off, on)]
-            trig_diffs = [t0 - t1 for (t0, _), (t1, _) in zip(off, on)]
+            add_diffs = [a0 - a1 for (_, a0), (_, a1) in zip(off, on, strict=True)]
+            trig_diffs = [t0 - t1 for (t0, _), (t1, _) in zip(off, on, strict=True)]
             print(f"{listener:9} per-task overhead without the pool (2 tasks a micro-batch, side by side): "
                   f"median over {len(add_diffs)} rounds {statistics.median(add_diffs):+.0f} ms addBatch "
                   f"(rounds: {', '.join(f'{d:+.0f}' for d in add_diffs)}), "

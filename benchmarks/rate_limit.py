@@ -23,8 +23,8 @@ import time
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-from benchmarks.common import create_topic, delete_topic, log, new_topic  # noqa: E402
-from benchmarks.run import start_bench_broker  # noqa: E402
+from benchmarks.common import create_topic, delete_topic, log, new_topic
+from benchmarks.run import start_bench_broker
 
 KEY_SIZE, VALUE_SIZE = 10, 100
 

@@ -83,7 +83,7 @@ def default_broker() -> str:
         from sparkkafka_sink.testing.apache_kafka import java_and_maven_available
 
         return "apache" if java_and_maven_available() else "tansu"
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no choice possible: tansu
         return "tansu"
 
 
@@ -961,7 +961,7 @@ def chart(doc: dict, path: Path) -> str | None:
         return "no results to chart"
     fig, axes = plt.subplots(len(panels), 1, figsize=(12, 4.8 * len(panels)), squeeze=False)
     colors = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3"]
-    for ax, (title, groups) in zip(axes[:, 0], panels):
+    for ax, (title, groups) in zip(axes[:, 0], panels, strict=True):
         names = [n for n in CONTENDERS if any(r["contender"] == n and r.get("group") in groups for r in results)]
         width = 0.8 / max(1, len(comps))
         ymax = max([r.get("records_per_s") or 0 for r in results if r["contender"] in names] + [1])
@@ -1133,7 +1133,7 @@ def main(argv=None) -> int:
     try:
         meta["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=str(REPO),
                                             capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except Exception:
+    except Exception:  # noqa: BLE001 - git is optional
         meta["git_commit"] = None
 
     broker: BrokerHandle | None = None

@@ -160,7 +160,7 @@ def resolve_spark_kafka(spark_version: str | None = None, max_fallbacks: int = 3
         try:
             lib = _resolve_version(spark_version, scala)
             resolved = spark_version
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             tried.append(spark_version)
             if not _not_served(e):
                 raise SparkKafkaUnavailable(f"resolving {artifact}:{spark_version} failed: {e}") from e
@@ -169,13 +169,13 @@ def resolve_spark_kafka(spark_version: str | None = None, max_fallbacks: int = 3
                     lib = _resolve_version(cand, scala)
                     resolved = cand
                     break
-                except Exception as e2:  # noqa: BLE001
+                except Exception as e2:
                     tried.append(cand)
                     if not _not_served(e2):
                         raise SparkKafkaUnavailable(f"resolving {artifact}:{cand} failed: {e2}") from e2
             if lib is None:
                 raise SparkKafkaUnavailable(f"Maven serves no {artifact} near {spark_version} "
-                                            f"(tried {', '.join(tried)})")
+                                            f"(tried {', '.join(tried)})") from None
         choice_file.parent.mkdir(parents=True, exist_ok=True)
         choice_file.write_text(json.dumps({"requested": spark_version, "resolved": resolved, "lib": str(lib)}))
     shipped = {artifact_of(p.name) for p in jars_dir.glob("*.jar")}

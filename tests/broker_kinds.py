@@ -34,7 +34,7 @@ def _docker_answers() -> bool:
             return bool(client.ping())
         finally:
             client.close()
-    except Exception:
+    except Exception:  # noqa: BLE001 - no Docker engine answers
         return False
 
 

@@ -26,8 +26,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `import kafka_helpers` from anywhere
 
-from broker_kinds import APACHE_SOURCE, KAFKA_KINDS, running_apache_kafka  # noqa: E402
-from sparkkafka_sink.testing.brokers import EmbeddedBroker, create_topics, start_broker  # noqa: E402
+from broker_kinds import APACHE_SOURCE, KAFKA_KINDS, running_apache_kafka
+from sparkkafka_sink.testing.brokers import EmbeddedBroker, create_topics, start_broker
 
 log = logging.getLogger("sparkkafka_sink.tests")
 

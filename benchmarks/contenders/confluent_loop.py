@@ -47,7 +47,7 @@ def run(spec, client, data, progress) -> dict:
     topic = spec.topic
     done = 0
     for a, b in pool_chunks(spec.records, spec.pool_size, 10_000):
-        for k, v in zip(keys[a:b], values[a:b]):
+        for k, v in zip(keys[a:b], values[a:b], strict=True):
             try:
                 produce(topic, v, k)
             except BufferError:

@@ -40,7 +40,7 @@ def run(spec, p, data, progress) -> dict:
     done = 0
     last = None
     for a, b in pool_chunks(spec.records, spec.pool_size, 10_000):
-        for k, v in zip(keys[a:b], values[a:b]):
+        for k, v in zip(keys[a:b], values[a:b], strict=True):
             last = send(topic, value=v, key=k)
         done += b - a
         progress.tick(done)

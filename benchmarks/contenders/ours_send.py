@@ -31,7 +31,7 @@ def run(spec, p, data, progress) -> dict:
     topic = spec.topic
     done = 0
     for a, b in pool_chunks(spec.records, spec.pool_size, 10_000):
-        for k, v in zip(keys[a:b], values[a:b]):
+        for k, v in zip(keys[a:b], values[a:b], strict=True):
             send(topic, v, k)
         done += b - a
         progress.tick(done)

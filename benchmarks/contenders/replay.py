@@ -105,7 +105,7 @@ class _Encoder:
         produced = 0
         total_bytes = 0
         for a, b in pool_chunks(records, spec.pool_size, 10_000):
-            for k, v in zip(keys[a:b], values[a:b]):
+            for k, v in zip(keys[a:b], values[a:b], strict=True):
                 if not builder.try_append(self.ts, k, v):
                     counts += builder.record_count
                     batches.append((len(batches), builder.build()))

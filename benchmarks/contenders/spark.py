@@ -137,7 +137,7 @@ def make_mapinarrow_confluent(conf: dict, topic: str):
         for batch in iterator:
             keys = batch.column("key").to_pylist()
             values = batch.column("value").to_pylist()
-            for k, v in zip(keys, values):
+            for k, v in zip(keys, values, strict=True):
                 try:
                     produce(topic, v, k)
                 except BufferError:
@@ -261,13 +261,13 @@ class Sampler(threading.Thread):
                 n += 1
                 if n % 2 == 0:
                     self._stages()
-            except Exception:
+            except Exception:  # noqa: BLE001 - sampling is best effort
                 pass
             if self.progress is not None and time.monotonic() >= next_progress:
                 next_progress = time.monotonic() + self.progress_interval
                 try:
                     self.progress()
-                except Exception:
+                except Exception:  # noqa: BLE001 - progress is best effort
                     pass
 
     def stop(self) -> None:
@@ -275,7 +275,7 @@ class Sampler(threading.Thread):
         self.join(timeout=5)
         try:
             self.sample()  # the CPU the workers burnt up to the end
-        except Exception:
+        except Exception:  # noqa: BLE001 - sampling is best effort
             pass
 
 
@@ -453,7 +453,7 @@ def _available(name: str, cfg: dict | None = None) -> str | None:
     if name in PYPROD:
         try:
             import pyspark_pyprod_kafka  # noqa: F401
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the reason, reported
             return f"pyspark_pyprod_kafka does not import: {type(e).__name__}: {e}"
     return None
 
@@ -492,7 +492,7 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         elapsed = time.perf_counter() - t0
         res.update(cpu.stop())
         requests.stop()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - cleaned up, then reported
         sampler.stop()
         if landed:
             landed.close()
@@ -704,7 +704,7 @@ def main(argv=None) -> int:
                     if res["status"] == "error":
                         log(f"[{spec.label}] ERROR: {res['note'][:600]}")
         meta["ok"] = True
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001 - reported in the results
         traceback.print_exc()
         meta["error"] = _short_error(e)
     finally:
@@ -712,7 +712,7 @@ def main(argv=None) -> int:
         if spark is not None:
             try:
                 spark.stop()
-            except Exception:
+            except Exception:  # noqa: BLE001 - stopping is best effort
                 pass
     return 0
 

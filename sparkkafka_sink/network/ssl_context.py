@@ -95,7 +95,7 @@ def _set_ciphers(ctx: ssl.SSLContext, suites: Any) -> None:
         return  # only TLS 1.3 suites named: OpenSSL offers exactly those
     available = {c["name"] for c in ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).get_ciphers()} | {
         c["name"] for c in _all_ciphers()}
-    unknown = [n for n, o in zip([n for n in names if n not in _TLS13_SUITES], tls12) if o not in available]
+    unknown = [n for n, o in zip([n for n in names if n not in _TLS13_SUITES], tls12, strict=True) if o not in available]
     if unknown:
         raise ConfigError(f"Invalid value for configuration 'ssl.cipher.suites': unknown or unavailable cipher "
                           f"suite(s) {', '.join(unknown)} (Java/IANA names such as "

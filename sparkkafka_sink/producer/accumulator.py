@@ -369,14 +369,11 @@ class RecordAccumulator:
             if batch.base_sequence >= 0 and self.idempotence is not None:
                 # before every batch numbered after it, and every batch still to be numbered
                 # (none yet, or numbered under a producer id or epoch since replaced)
-                i = 0
-                for i, other in enumerate(q.batches):
-                    if (other.base_sequence < 0 or other.base_sequence > batch.base_sequence
-                            or (other.producer_id, other.producer_epoch) != (batch.producer_id, batch.producer_epoch)):
-                        break
-                else:
-                    i = len(q.batches)
-                q.batches.insert(i, batch)
+                at = next((i for i, other in enumerate(q.batches)
+                           if other.base_sequence < 0 or other.base_sequence > batch.base_sequence
+                           or (other.producer_id, other.producer_epoch) != (batch.producer_id, batch.producer_epoch)),
+                          len(q.batches))
+                q.batches.insert(at, batch)
             else:
                 q.batches.appendleft(batch)
 

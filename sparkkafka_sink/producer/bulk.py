@@ -24,7 +24,6 @@ import pyarrow.compute as pc
 from sparkkafka_sink.errors import (
     InvalidPartitionError, InvalidRecordError, KafkaError, KafkaTimeoutError, RecordTooLargeError)
 from sparkkafka_sink.producer.offset_ranges import merge_range
-from sparkkafka_sink.producer.partitioner import Partitioner
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.record.arrow import ArrowRecords, RecordColumns, Slice
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
@@ -261,7 +260,7 @@ def plan_pieces(rows: PartitionedRows, opens: dict[int, OpenBatch], batch_size: 
                                        extend_stops + 1), ends)
     pieces = []
     for partition, open_batch, start, end, extend_stop, stop in zip(
-            parts, open_batches, starts.tolist(), ends.tolist(), extend_stops.tolist(), first_cuts.tolist()):
+            parts, open_batches, starts.tolist(), ends.tolist(), extend_stops.tolist(), first_cuts.tolist(), strict=True):
         if open_batch is not None:
             kind = PieceKind.EXTEND if extend_stop > start else PieceKind.SEAL
             pieces.append(Piece(kind, partition, Slice(start, extend_stop, False, open_batch.record_count,
@@ -280,7 +279,7 @@ def encode_pieces(rows: PartitionedRows, pieces: list[Piece], compression_type: 
     piece's batch has no CRC yet: the Sender stamps it (``ProducerBatch.close``), CRC and all."""
     with_rows = [piece for piece in pieces if piece.slice.stop > piece.slice.start]
     for piece, (data, max_ts) in zip(with_rows, rows.records.encode_slices([p.slice for p in with_rows],
-                                                                          compression_type, stamped_later=True)):
+                                                                          compression_type, stamped_later=True), strict=True):
         piece.data, piece.max_timestamp = data, max_ts
 
 

@@ -463,5 +463,5 @@ class Producer:
         try:
             if not self._closed:
                 self._sender.force_close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a producer being collected must not raise
             pass

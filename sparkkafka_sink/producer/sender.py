@@ -157,7 +157,7 @@ class Sender(threading.Thread):
         if oldest is None or now - oldest < self.delivery_timeout_ms - _EXPIRY_SCAN_SLACK_MS:
             return  # no batch is near its delivery timeout: no scan of every queue and flight
         expired = self.accumulator.expired_batches(now)
-        for tp, flights in list(self._in_flight.items()):
+        for _tp, flights in list(self._in_flight.items()):
             for batch in list(flights):
                 if batch.has_reached_delivery_timeout(self.delivery_timeout_ms, now):
                     expired.append(batch)

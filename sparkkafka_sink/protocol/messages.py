@@ -92,4 +92,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["SPEC_NAMES", "schema_of", "encode_body", "decode_body", "metadata_request", "write_refused",
-           "ApiVersionsResponse", *(n for n in SPEC_NAMES if n != "ApiVersionsResponse"), "ApiKey"]
+           "ApiVersionsResponse", "ApiKey"]
+__all__ += [n for n in SPEC_NAMES if n != "ApiVersionsResponse"]  # the generated message classes

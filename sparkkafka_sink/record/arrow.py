@@ -508,7 +508,7 @@ class ArrowRecords:
             return []
         plan = [Slice(a, b) for a, b in plan_batches(self.sizes, write_limit, self.groups)]
         return [(sl.start, sl.stop, data) for sl, (data, _) in zip(plan, self.encode_slices(plan, compression_type,
-                                                                                             compression_level))]
+                                                                                             compression_level), strict=True)]
 
     def encode_slices(self, slices: list[Slice], compression_type: CompressionType | int = CompressionType.NONE,
                       compression_level: int | None = None, *, stamped_later: bool = False
@@ -525,9 +525,9 @@ def _group_bounds(group_starts, n: int) -> list[tuple[int, int]]:
     if group_starts is None:
         return [(0, n)]
     starts = [int(x) for x in group_starts]
-    if not starts or starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])) or starts[-1] >= n:
+    if not starts or starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:], strict=False)) or starts[-1] >= n:
         raise ValueError(f"group_starts must rise from 0 and stay below {n}: {starts[:8]}")
-    return list(zip(starts, starts[1:] + [n]))
+    return list(zip(starts, starts[1:] + [n], strict=False))
 
 
 def _encode(rows, slices: list[Slice], ctype, level, attributes, producer_state):

@@ -35,7 +35,7 @@ __all__ = [
     "varint_words",
 ]
 
-from sparkkafka_sink.varint import (  # noqa: F401  (the scalar codec, re-exported)
+from sparkkafka_sink.varint import (  # the scalar codec, re-exported
     SMALL_LIMIT,
     SMALL_VARINTS,
     decode_unsigned_varint,

@@ -148,7 +148,7 @@ class _Operation:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """urllib would follow a redirect with our Authorization header, to any host: refuse."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
 
 

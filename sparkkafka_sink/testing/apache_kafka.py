@@ -473,7 +473,7 @@ class ApacheKafka:
         for n in self.nodes:
             try:
                 n._terminate(kill_only=True)
-            except Exception:
+            except Exception:  # noqa: BLE001 - cleanup is best effort
                 pass
             n._forget()
         _clusters.discard(self)

@@ -159,7 +159,7 @@ class _Leftovers:
         for item in items:
             try:
                 self._cleanup(item)
-            except Exception:
+            except Exception:  # noqa: BLE001 - cleanup is best effort
                 pass
 
 
@@ -523,7 +523,7 @@ def start_broker(kind: str, **kwargs) -> EmbeddedBroker:
 
 def _confluent():
     try:
-        import confluent_kafka  # noqa: F401
+        import confluent_kafka
         from confluent_kafka import admin
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(

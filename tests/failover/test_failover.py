@@ -264,7 +264,7 @@ def test_rolling_restart_during_a_spark_write_of_600k_rows(spark, kafka_cluster,
             for node in kafka_cluster.nodes:
                 node.stop()  # clean: controlled shutdown moves its leaderships away
                 others = ",".join(o.bootstrap_servers for o in kafka_cluster.nodes if o is not node)
-                _wait(f"node {node.node_id} out of every ISR", lambda: all(
+                _wait(f"node {node.node_id} out of every ISR", lambda node=node, others=others: all(
                     node.node_id not in isr for _, _, isr in _partitions(kafka_cluster, topic, others).values()), 60)
                 node.start()
                 kafka_cluster.wait_for_brokers(3)
@@ -435,7 +435,8 @@ def test_producer_state_expired_on_the_broker_is_recovered_without_loss(kafka_cl
                 assert pid in {x[0] for x in describe_producers(leader, topic, 0)}
                 # silence until the broker forgot us (checked every second: see the cluster config)
                 _wait("the broker expired our producer state",
-                      lambda: pid not in {x[0] for x in describe_producers(leader, topic, 0)}, 60, interval=0.25)
+                      lambda pid=pid: pid not in {x[0] for x in describe_producers(leader, topic, 0)}, 60,
+                      interval=0.25)
             metrics = p.metrics()
     finally:
         set_expiration(None)

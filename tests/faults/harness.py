@@ -382,7 +382,7 @@ class FaultProxy:
             fn, done, box = self._commands.popleft()
             try:
                 box.append(fn())
-            except BaseException as e:  # handed back to the caller
+            except BaseException as e:  # noqa: BLE001 - handed back to the caller
                 box.append(e)
             done.set()
         now = time.monotonic()

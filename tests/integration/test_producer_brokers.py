@@ -41,7 +41,7 @@ def test_every_codec_with_keys_null_keys_null_values_and_headers(kafka, codec):
     got = consume_all(kafka.bootstrap_servers, topic, expected_count=600)
     assert len(got) == 600
     by_pos = {(r.partition, r.offset): r for r in got}
-    for (key, value, headers, ts), md in zip(sent, metas):
+    for (key, value, headers, ts), md in zip(sent, metas, strict=True):
         r = by_pos[(md.partition, md.offset)]  # RecordMetadata offsets match the log
         assert (r.key, r.value, r.timestamp_ms) == (key, value, ts)
         assert r.headers == [(k, v) for k, v in headers]

@@ -71,7 +71,7 @@ def test_bulk_path_split_keeps_order_and_offset_ranges(apache_kafka, small_topic
     assert metrics["batch_splits"] > 0 and result.record_count == n
     sent = {0: values[0::2], 1: values[1::2]}
     _check_in_order_once(apache_kafka, small_topic, sent)
-    for partition, (count, first, last) in result.partitions.items():
+    for _partition, (count, first, last) in result.partitions.items():
         assert count == n // 2 and (first, last) == (0, n // 2 - 1)  # the offset range spans the pieces
 
 

@@ -58,7 +58,7 @@ def test_java_consumer_reads_our_records_byte_for_byte(oracle_broker, java, tmp_
             futures = [producer.send(topic, value=r.value, key=r.key, headers=r.headers or None,
                                      partition=r.partition, timestamp_ms=r.timestamp) for r in single]
             producer.flush(30)
-            for r, fut in zip(single, futures):
+            for r, fut in zip(single, futures, strict=True):
                 md = fut.get(30)
                 if r.partition is not None:
                     assert md.partition == r.partition

@@ -86,7 +86,7 @@ def _difference(got, want, path="") -> str:
             if got.get(k, "<missing>") != want.get(k, "<missing>"):
                 return _difference(got.get(k, "<missing>"), want.get(k, "<missing>"), f"{path}.{k}")
     if isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
-        for i, (g, w) in enumerate(zip(got, want)):
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
             if g != w:
                 return _difference(g, w, f"{path}[{i}]")
     return f"{path}: {str(got)[:120]} (expected {str(want)[:120]})"
@@ -121,7 +121,7 @@ def test_every_declared_message_matches_kafkas_generated_classes(java, tmp_path)
     results = (tmp_path / "out.tsv").read_text(encoding="utf-8").splitlines()
     assert len(results) == len(expected)
     failures = []
-    for (name, version, message, value, ours, want_json), line in zip(expected, results):
+    for (name, version, message, value, ours, want_json), line in zip(expected, results, strict=True):
         java_hex, java_json = line.split("\t")
         java_bytes = bytes.fromhex(java_hex)
         if ours != java_bytes:

@@ -81,7 +81,7 @@ def test_we_decode_and_reencode_what_java_produced(oracle_broker, java, tmp_path
             codec = CompressionType[codec_name.upper()]
             assert len(landed[topic]) == len(spec)
             sent = {}  # (partition, offset) -> the record Java was asked to send
-            for r, (partition, offset) in zip(spec, landed[topic]):
+            for r, (partition, offset) in zip(spec, landed[topic], strict=True):
                 if r.partition is not None:
                     assert partition == r.partition
                 elif r.key is not None:  # Java's partitioner chose: ours must agree
@@ -97,7 +97,7 @@ def test_we_decode_and_reencode_what_java_produced(oracle_broker, java, tmp_path
                     offsets = [batch.base_offset + rec.offset_delta for rec in batch.records]
                     assert offsets == list(range(batch.base_offset, batch.base_offset + len(offsets))), where
                     records = [sent[(partition, o)] for o in offsets]
-                    for rec, want in zip(batch.records, records):
+                    for rec, want in zip(batch.records, records, strict=True):
                         assert (rec.timestamp, rec.key, rec.value, rec.headers) == \
                             (want.timestamp, want.key, want.value, want.headers), where
                     seen.update((partition, o) for o in offsets)

@@ -42,13 +42,13 @@ import time
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-from pyspark import TaskContext  # noqa: E402
+from pyspark import TaskContext
 
-from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource  # noqa: E402
-from sparkkafka_sink.spark.task.task_producer import default_producer_factory  # noqa: E402
-from sparkkafka_sink.spark.task.write_task import run_write_task  # noqa: E402
-from sparkkafka_sink.spark.writer import PyprodKafkaWriter  # noqa: E402
-from sparkkafka_sink.testing import waiting  # noqa: E402
+from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource
+from sparkkafka_sink.spark.task.task_producer import default_producer_factory
+from sparkkafka_sink.spark.task.write_task import run_write_task
+from sparkkafka_sink.spark.writer import PyprodKafkaWriter
+from sparkkafka_sink.testing import waiting
 
 HOSTS = ("127.0.0.1", "localhost")
 #: bound of every wait for an event (the cluster up, a marker, a transaction open)
@@ -138,7 +138,7 @@ def write(spark, bootstrap: str, rows: int, markers: str, topic: str, fault: str
          .option("deliveryGuarantee", "exactly-once").option("transactionalIdPrefix", prefix)
          .option("coalesceBytes", "0")
          .save())
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - reported on stdout
         print(f"JOB FAILED {topic}: {str(e)[-400:]}", flush=True)
         return
     print(f"JOB OK {topic} ({time.monotonic() - started:.1f} s)", flush=True)

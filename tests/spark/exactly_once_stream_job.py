@@ -12,7 +12,7 @@ import time
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
 
 def main(bootstrap: str, topic: str, checkpoint: str, min_batch: int) -> int:

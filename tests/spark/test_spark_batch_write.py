@@ -3,6 +3,7 @@ confluent-kafka and compared with chispa."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -10,7 +11,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from readback import as_written, read_records, records_df
 
-from sparkkafka_sink.testing.brokers import free_port
+from sparkkafka_sink.testing.brokers import create_topics, free_port
 
 # Recent, whole-millisecond timestamps: brokers enforce retention by timestamp (noida drops
 # records older than 7 days at once), and Kafka keeps milliseconds only.
@@ -132,6 +133,34 @@ def test_record_too_large_fails_the_task(spark, kafka):
     df = spark.createDataFrame([("small",), ("x" * 5000,)], "value string").coalesce(1)
     text = _fails(writer(df, kafka, topic=t, **{"kafka.max.request.size": "2000"}))
     assert f"row 1 of this task's input, topic '{t}', partition chosen by the partitioner: RecordTooLargeError" in text
+
+
+def test_buffer_memory_running_out_fails_the_task_with_the_producers_error(spark, apache_kafka):
+    """The task's first Produce request hangs in the network (a proxy holds its connection until
+    the producer's request.timeout.ms gives up on it): the producer's buffer.memory fills, a bulk
+    call waits max.block.ms for it, and the task fails with the producer's own error -- what ran
+    out, for how long -- counting what it delivered before: the rows queued before the error
+    still land (sent again on a new connection), and the topic holds exactly that many."""
+    from faults.harness import PRODUCE, proxy_existing_broker
+    from kafka_helpers import consume_all
+
+    t = f"slow-{time.monotonic_ns()}"
+    create_topics(apache_kafka.bootstrap_servers, {t: 3})
+    rows = 20_000
+    df = spark.range(rows).select(F.concat(F.lpad(F.col("id").cast("string"), 6, "0"),
+                                           F.repeat(F.lit("v"), 1018)).alias("value")).coalesce(1)
+    with proxy_existing_broker(apache_kafka.nodes[0]) as proxied:
+        held = proxied.proxy.blackhole_request(lambda frame: True, api_key=PRODUCE)
+        w = (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers",
+                                                                   proxied.bootstrap_servers)
+             .option("topic", t).option("kafka.buffer.memory", str(1 << 20)).option("kafka.max.block.ms", "1000")
+             .option("kafka.request.timeout.ms", "5000"))
+        text = _fails(w)
+        assert held.hits, "no Produce request was held"
+    assert "BufferExhaustedError" in text and "buffer.memory" in text and "max.block.ms" in text, text
+    failed, delivered = map(int, re.search(r"(\d+) record\(s\) failed, (\d+) delivered", text).groups())
+    assert failed + delivered == rows and 0 < delivered < rows, text
+    assert len(consume_all(apache_kafka.bootstrap_servers, t, delivered)) == delivered
 
 
 def test_unreachable_broker_fails_on_the_driver_in_seconds(spark):

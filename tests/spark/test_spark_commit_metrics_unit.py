@@ -2,7 +2,7 @@
 
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.driver.commit import abort_summary, commit_summary, merge_offsets
-from sparkkafka_sink.spark.sink_metrics import MetricsParam, SinkMetrics, snapshot_of, task_metrics  # noqa: F401
+from sparkkafka_sink.spark.sink_metrics import MetricsParam, SinkMetrics, snapshot_of, task_metrics
 
 
 def msg(pid, offsets):

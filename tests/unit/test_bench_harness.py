@@ -14,10 +14,10 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from benchmarks import run  # noqa: E402
-from benchmarks.common import BenchSpec  # noqa: E402
-from benchmarks.contenders import CONTENDERS, COST_PAIRS, GROUPS, resolve  # noqa: E402
-from benchmarks.contenders import spark as spark_contenders  # noqa: E402
+from benchmarks import run
+from benchmarks.common import BenchSpec
+from benchmarks.contenders import CONTENDERS, COST_PAIRS, GROUPS, resolve
+from benchmarks.contenders import spark as spark_contenders
 
 EOS, TLS, PLAIN = "spark-pyprod-eos", "spark-pyprod-sasl-ssl", "spark-pyprod"
 
@@ -188,7 +188,7 @@ def test_committed_count_on_apache_kafka(apache_kafka):
     with Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex}",
                    "linger.ms": 5, "max.block.ms": 30000}) as p:
         p.init_transactions()
-        for txn in range(2):
+        for _txn in range(2):
             p.begin_transaction()
             p.send_batch(topic, values=[b"v%d" % i for i in range(rows)], keys=[b"k%d" % i for i in range(rows)])
             p.commit_transaction()

@@ -9,9 +9,7 @@ import time
 
 import pytest
 
-from fake_broker import (  # noqa: F401  (fixtures)
-    API_VERSIONS, INIT_PRODUCER_ID, METADATA, PRODUCE, Behavior, broker, cluster, make_broker,
-    make_producer, refusing_port)
+from fake_broker import API_VERSIONS, INIT_PRODUCER_ID, METADATA, PRODUCE, Behavior, refusing_port
 from sparkkafka_sink.errors import KafkaTimeoutError, UnsupportedVersionError
 from sparkkafka_sink.network.client import NetworkClient, now_ms
 from sparkkafka_sink.network.connection import BrokerConnection
@@ -208,9 +206,9 @@ def test_reconnect_backoff_grows_exponentially_and_is_capped(make_producer, monk
     finally:
         sock.close()
     assert len(attempts) >= 9
-    gaps = [(b - a) * 1000 for a, b in zip(attempts, attempts[1:])][:8]
+    gaps = [(b - a) * 1000 for a, b in zip(attempts, attempts[1:], strict=False)][:8]
     expected = [20, 40, 80, 160, 160, 160, 160, 160]
-    for gap, exp in zip(gaps, expected):
+    for gap, exp in zip(gaps, expected, strict=True):
         assert gap >= 0.8 * exp - 2, (gaps, expected)      # never earlier than the backoff allows
         assert gap <= 1.2 * exp + 120, (gaps, expected)    # and not much later (scheduling slack)
     assert gaps[3] > 2.5 * gaps[0], gaps

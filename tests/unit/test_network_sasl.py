@@ -84,7 +84,7 @@ class ScramServer:
         assert without_proof == f"c=biws,r={self.nonce}"
         auth = f"{self.client_first_bare},{self.server_first},{without_proof}".encode()
         signature = hmac.new(self.stored_key, auth, self.hash).digest()
-        client_key = bytes(a ^ b for a, b in zip(base64.b64decode(proof_b64), signature))
+        client_key = bytes(a ^ b for a, b in zip(base64.b64decode(proof_b64), signature, strict=True))
         if hashlib.new(self.hash, client_key).digest() != self.stored_key:
             return b"e=invalid-proof"
         return b"v=" + base64.b64encode(hmac.new(self.server_key, auth, self.hash).digest())

@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from fake_broker import (  # noqa: F401  (fixtures)
-    API_VERSIONS, DEFAULT_API_VERSIONS, PRODUCE, Behavior, FakeBroker, FakeCluster, cluster, make_producer)
+from fake_broker import DEFAULT_API_VERSIONS, PRODUCE, Behavior, FakeBroker
 from sparkkafka_sink.errors import AuthenticationError, KafkaTimeoutError
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import ApiKey

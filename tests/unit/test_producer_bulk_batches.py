@@ -7,8 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from fake_broker import (  # noqa: F401  (fixtures)
-    INVALID_REQUIRED_ACKS, PRODUCE, broker, cluster, make_broker, make_producer)
+from fake_broker import INVALID_REQUIRED_ACKS
 
 PARTITIONS = 4
 

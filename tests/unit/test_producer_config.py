@@ -91,5 +91,5 @@ def test_transactional_id_needs_idempotence():
 
 
 def test_every_key_is_documented():
-    for key, default, doc in describe():
+    for key, _default, doc in describe():
         assert doc, key

@@ -97,7 +97,7 @@ def test_group_by_partition_is_a_stable_grouping(num_partitions):
     grouped = parts[idx]
     assert (np.diff(grouped) >= 0).all()  # ascending partitions
     assert starts.tolist() == [0] + (np.flatnonzero(np.diff(grouped)) + 1).tolist()
-    for a, b in zip(starts.tolist(), starts.tolist()[1:] + [len(parts)]):
+    for a, b in zip(starts.tolist(), starts.tolist()[1:] + [len(parts)], strict=False):
         assert (np.diff(idx[a:b]) > 0).all()  # stable: original order within a partition
     sorted_parts = np.sort(parts)
     assert group_by_partition(sorted_parts)[0] is None  # already grouped: no reordering

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from fake_broker import broker, cluster, make_broker, make_producer  # noqa: F401  (fixtures)
 from sparkkafka_sink.producer.partitioner import Murmur2Partitioner
 from sparkkafka_sink.record.arrow import HEADERS_TYPE, RecordColumns
 from sparkkafka_sink.record.batch import estimate_record_size

@@ -33,7 +33,7 @@ def test_answers_come_back_in_order_with_their_requests_whatever_the_chunking():
     got = []
     for i in range(0, len(stream), 7):  # 7-byte chunks: frames split anywhere
         got += proto.receive(stream[i:i + 7])
-    assert [(p is s, r.producer_id) for (p, r), s in zip(got, sent)] == [(True, 0), (True, 1), (True, 2)]
+    assert [(p is s, r.producer_id) for (p, r), s in zip(got, sent, strict=True)] == [(True, 0), (True, 1), (True, 2)]
     assert not proto.pending
 
 

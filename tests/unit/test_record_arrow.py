@@ -25,7 +25,7 @@ ALL = list(CompressionType)
 
 def row_path(keys, values, timestamps, headers=None, ctype=CompressionType.NONE, **state):
     b = RecordBatchBuilder(ctype, 1 << 40)
-    for i, (k, v, ts) in enumerate(zip(keys, values, timestamps)):
+    for i, (k, v, ts) in enumerate(zip(keys, values, timestamps, strict=True)):
         assert b.try_append(ts, k, v, headers[i] if headers else None)
     return b.build(**state)
 
@@ -80,7 +80,7 @@ def test_batches_identical_to_row_path_per_slice(table, limit, ctype):
     hrows = None if headers is None else [list(x or []) for x in headers]
     out = encode_batches_from_arrow(karr, varr, pa.array(ts), hdr_column(headers) if headers else None, ctype, limit)
     assert out[0][0] == 0 and out[-1][1] == len(keys)
-    for (a, b, batch), (a2, _, _) in zip(out, out[1:] + [(len(keys), 0, 0)]):
+    for (a, b, batch), (a2, _, _) in zip(out, out[1:] + [(len(keys), 0, 0)], strict=False):
         assert b == a2 and b > a
         kb = to_bytes(keys)[a:b]
         expected = row_path(kb, values[a:b], ts[a:b], hrows[a:b] if hrows else None, ctype)
@@ -219,7 +219,7 @@ def test_plan_batches():
     sizes = np.random.default_rng(1).integers(1, 300, 5000)
     plan = plan_batches(sizes, 4096)
     assert plan[0][0] == 0 and plan[-1][1] == 5000
-    for (a, b), (c, _) in zip(plan, plan[1:]):
+    for (a, b), (c, _) in zip(plan, plan[1:], strict=False):
         assert b == c and 61 + sizes[a:b].sum() <= 4096 < 61 + sizes[a : b + 1].sum()
 
 

@@ -211,7 +211,7 @@ def test_estimate_is_an_upper_bound(klen, vlen):
 
 def _random_records(rng, n):
     out = []
-    for i in range(n):
+    for _i in range(n):
         key = None if rng.random() < 0.2 else rng.randbytes(rng.randint(0, 40))
         value = None if rng.random() < 0.1 else rng.randbytes(rng.randint(0, 3000))
         headers = [

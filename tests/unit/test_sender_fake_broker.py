@@ -9,11 +9,10 @@ import time
 
 import pytest
 
-from fake_broker import (  # noqa: F401  (fixtures)
-    CORRUPT_MESSAGE, DUPLICATE_SEQUENCE_NUMBER, INIT_PRODUCER_ID, INVALID_REQUIRED_ACKS,
-    MESSAGE_TOO_LARGE, METADATA, NOT_LEADER_OR_FOLLOWER, OUT_OF_ORDER_SEQUENCE_NUMBER, PRODUCE,
-    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, Behavior, broker, cluster, make_broker,
-    make_producer)
+from fake_broker import (
+    CORRUPT_MESSAGE, DUPLICATE_SEQUENCE_NUMBER, INIT_PRODUCER_ID, INVALID_REQUIRED_ACKS, MESSAGE_TOO_LARGE,
+    METADATA, NOT_LEADER_OR_FOLLOWER, OUT_OF_ORDER_SEQUENCE_NUMBER, PRODUCE, TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION, Behavior)
 from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError
 from sparkkafka_sink.protocol import errors as perrors
 from sparkkafka_sink.testing.waiting import wait_until
@@ -418,7 +417,7 @@ def test_retriable_init_producer_id_error_is_retried(broker, make_producer):
     assert p.send("t", b"x", partition=0).get(5).offset == 0
     inits = broker.requests_of(INIT_PRODUCER_ID)
     assert len(inits) == 3
-    assert all(b.time - a.time >= 0.015 for a, b in zip(inits, inits[1:]))  # backed off
+    assert all(b.time - a.time >= 0.015 for a, b in zip(inits, inits[1:], strict=False))  # backed off
     (_, (batch,), _), = broker.produce_batches("t", 0)
     assert batch.producer_id == 1000 and batch.base_sequence == 0
 

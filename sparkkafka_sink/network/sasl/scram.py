@@ -126,7 +126,7 @@ class ScramClient(SaslClient):
         # RFC 5802 AuthMessage: the server-first message exactly as received
         auth_message = f"{self._client_first_bare},{text},{without_proof}".encode("utf-8")
         client_signature = self._hmac(stored_key, auth_message)
-        proof = bytes(a ^ b for a, b in zip(client_key, client_signature))
+        proof = bytes(a ^ b for a, b in zip(client_key, client_signature, strict=True))
         self._expected_server_signature = self._hmac(self._hmac(salted, b"Server Key"), auth_message)
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode("utf-8")
 

@@ -56,7 +56,7 @@ def load_token_provider(spec: Any) -> TokenProvider:
                           "'module:function' (e.g. 'my_package.tokens:get_token')")
     try:
         obj: Any = importlib.import_module(module_name)
-    except Exception as e:                                    # noqa: BLE001 - say why
+    except Exception as e:  # the ConfigError says why
         raise ConfigError(f"Invalid configuration '{PROVIDER_KEY}': cannot import module "
                           f"'{module_name}' ({type(e).__name__}: {e})") from e
     for part in attr_path.split("."):
@@ -75,7 +75,7 @@ def load_token_provider(spec: Any) -> TokenProvider:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """urllib would follow a redirect with our Authorization header, to any host: refuse."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
 
 
@@ -186,7 +186,7 @@ class ClientCredentialsTokenProvider:
             status = e.code
             try:
                 body = e.read(_MAX_BODY)
-            except Exception:                                  # noqa: BLE001 - body is optional
+            except Exception:  # noqa: BLE001 - body is optional
                 body = b""
             finally:
                 e.close()

@@ -154,7 +154,7 @@ class TokenSource:
         except AuthenticationError as e:
             self.last_error = e
             raise
-        except Exception as e:                                 # noqa: BLE001 - a user callable
+        except Exception as e:  # a user callable
             self.last_error = e
             raise TokenUnavailableError(f"the {self.description} failed: {type(e).__name__}: {e}") from e
         if token.expires_at_ms <= self._clock() * 1000:
@@ -192,7 +192,7 @@ class TokenSource:
             try:
                 with self._fetch_lock:
                     token = self._fetch()
-            except Exception as e:                             # noqa: BLE001 - retried below
+            except Exception as e:  # noqa: BLE001 - retried below
                 failures += 1
                 delay = self._retry_delay(failures)
                 retry_at = self._clock() + delay

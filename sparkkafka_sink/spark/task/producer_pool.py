@@ -96,7 +96,7 @@ class ProducerPool:
 def _close(producer) -> None:
     try:
         producer.close(5.0)
-    except Exception:  # noqa: BLE001 - a producer being thrown away
+    except Exception:  # a producer being thrown away
         log.debug("closing a pooled producer failed", exc_info=True)
 
 

@@ -97,7 +97,7 @@ class TaskProducer:
             return
         try:
             producer.close(None if ok else _CLOSE_AFTER_FAILURE_S)
-        except Exception:  # noqa: BLE001 - closing must not mask the task's own error
+        except Exception:  # closing must not mask the task's own error
             if ok:
                 raise
 

@@ -279,18 +279,18 @@ def _arrow_headers(headers: pa.Array, n: int):
         raise InvalidHeaderError(f"Row {row}: its headers hold a null element or a null key (each header needs "
                                  "a key)", row)
     each = pc.binary_join_element_wise(
-        _binary(*encode_varints(_lengths(hkeys))), hkeys,
-        _binary(*encode_varints(_lengths(hvals))), hvals, _scalar(b""), options=_JOIN,
+        binary_view_of(*encode_varints(_lengths(hkeys))), hkeys,
+        binary_view_of(*encode_varints(_lengths(hvals))), hvals, _scalar(b""), options=_JOIN,
     )
     grouped = pa.ListArray.from_arrays(pa.array(_offsets(counts), pa.int32()), each)
     col = pc.binary_join_element_wise(
-        _binary(*encode_varints(counts)), pc.binary_join(grouped, _scalar(b"")), _scalar(b""), options=_JOIN
+        binary_view_of(*encode_varints(counts)), pc.binary_join(grouped, _scalar(b"")), _scalar(b""), options=_JOIN
     )
     return col, _lengths(col)
 
 
-def _binary(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
-    """A binary array viewing concatenated bytes; row i is ``data[offsets[i]:offsets[i + 1]]``."""
+def binary_view_of(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """A binary array viewing concatenated bytes (no copy); row i is ``data[offsets[i]:offsets[i + 1]]``."""
     offsets = offsets.astype(np.int32)
     return pa.Array.from_buffers(
         pa.binary(), offsets.shape[0] - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
@@ -319,7 +319,7 @@ def _compact_words(word: np.ndarray, sizes: np.ndarray):
 
 
 def _binary_from_sizes(data: np.ndarray, sizes: np.ndarray) -> pa.Array:
-    return _binary(data, _offsets(sizes))
+    return binary_view_of(data, _offsets(sizes))
 
 
 def _offsets(sizes: np.ndarray) -> np.ndarray:
@@ -369,7 +369,7 @@ def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: 
     if gap_starts is not None and len(gap_starts):
         gap = np.zeros(n, dtype=np.int64)
         gap[gap_starts] = BATCH_OVERHEAD
-        parts.insert(0, _binary(np.zeros(BATCH_OVERHEAD * len(gap_starts), np.uint8), _offsets(gap)))
+        parts.insert(0, binary_view_of(np.zeros(BATCH_OVERHEAD * len(gap_starts), np.uint8), _offsets(gap)))
     joined = pc.binary_join_element_wise(*parts, _scalar(b""), options=_JOIN)
     offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
     return joined.buffers()[2], offsets.astype(np.int64)

@@ -1,0 +1,204 @@
+"""Arrow column plumbing both codecs share: reading a column's buffers as they are, building
+binary columns from numpy, joining parts row by row, and following a nested value back to its
+row.
+
+Codecs work on whole columns and never skip a null slot: a slot's bytes are computed from
+whatever its buffer holds and then masked, dropped with a bad row, or not written because its
+parent is null.  :class:`Rows` says which slots are written and which top-level row each one
+belongs to -- computed only when a bad value has to be named, so a clean column never pays.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkkafka_sink.record.arrow import binary_view_of
+from sparkkafka_sink.serialization.arrow_types import TIME_UNIT_MICROS
+
+__all__ = [
+    "EMPTY",
+    "Part",
+    "BadRows",
+    "Rows",
+    "as_binary",
+    "constant_column",
+    "join",
+    "lengths",
+    "list_offsets",
+    "raw_values",
+    "time_values",
+    "validity",
+    "with_validity",
+]
+
+#: nulls join as nothing: a slot masked out (or a null inside a value) adds no bytes
+_JOIN = pc.JoinOptions(null_handling="replace", null_replacement="")
+EMPTY = pa.scalar(b"", pa.binary())
+
+#: one piece of each row's bytes: a binary column (nulls count as empty) or the same bytes on
+#: every row
+Part = Union[pa.Array, bytes]
+
+
+def validity(arr: pa.Array) -> np.ndarray | None:
+    """Which slots hold a value, as bools; None when all do (the common case: no pass at all)."""
+    if arr.null_count == 0:
+        return None
+    if pa.types.is_null(arr.type):
+        return np.zeros(len(arr), dtype=bool)
+    bits = np.frombuffer(arr.buffers()[0], np.uint8)
+    return np.unpackbits(bits, bitorder="little", count=arr.offset + len(arr))[arr.offset:].view(bool)
+
+
+def with_validity(arr: pa.Array, valid: np.ndarray | None) -> pa.Array:
+    """A binary column with nulls where ``valid`` is False too (its buffers shared, not copied)."""
+    if valid is None:
+        return arr
+    own = validity(arr)
+    if own is not None:
+        valid = valid & own
+    bits = np.zeros(arr.offset + len(arr), dtype=bool)
+    bits[arr.offset:] = valid
+    bitmap = pa.py_buffer(np.packbits(bits, bitorder="little"))
+    return pa.Array.from_buffers(arr.type, len(arr), [bitmap, *arr.buffers()[1:]], offset=arr.offset)
+
+
+def raw_values(arr: pa.Array, dtype: np.dtype | type) -> np.ndarray:
+    """A fixed-width column's values as numpy, null slots included (whatever they hold)."""
+    dtype = np.dtype(dtype)
+    return np.frombuffer(arr.buffers()[1], dtype, len(arr), arr.offset * dtype.itemsize)
+
+
+def time_values(arr: pa.Array, unit: str) -> np.ndarray:
+    """A timestamp or duration column's int64 values (null slots too) in ``unit`` (``us`` or
+    ``ms``), rounded down as Spark's ``microsToMillis``."""
+    have, want = TIME_UNIT_MICROS[arr.type.unit], TIME_UNIT_MICROS[unit]
+    values = raw_values(arr, np.int64)
+    if have == want:
+        return values
+    return values * int(have // want) if have > want else values // round(want / have)
+
+
+def as_binary(arr: pa.Array) -> pa.Array:
+    """A string or binary column as ``pa.binary()``: UTF-8 strings are viewed, not copied."""
+    t = arr.type
+    if pa.types.is_binary(t):
+        return arr
+    if pa.types.is_string(t):
+        return arr.view(pa.binary())
+    return arr.cast(pa.binary())
+
+
+def list_offsets(arr: pa.Array) -> np.ndarray:
+    """A list or map column's offsets (n + 1 of them, into its unsliced child) as int64."""
+    width = np.int64 if pa.types.is_large_list(arr.type) else np.int32
+    return np.frombuffer(arr.buffers()[1], width, len(arr) + 1, arr.offset * np.dtype(width).itemsize) \
+        .astype(np.int64)
+
+
+def lengths(arr: pa.Array) -> np.ndarray:
+    """Byte lengths of a ``pa.binary()`` column as int64, read from its offsets (null slots too)."""
+    if len(arr) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.diff(np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, arr.offset * 4)).astype(np.int64)
+
+
+def constant_column(value: bytes, n: int) -> pa.Array:
+    """``value`` on each of ``n`` rows, as a binary column."""
+    data = np.frombuffer(value * n, np.uint8) if value else np.zeros(0, np.uint8)
+    return binary_view_of(data, np.arange(n + 1, dtype=np.int64) * len(value))
+
+
+def join(parts: Sequence[Part], n: int) -> pa.Array:
+    """Each row's parts concatenated, in one pass of Arrow's ``binary_join_element_wise``."""
+    columns = [p for p in parts if not isinstance(p, bytes)]
+    if not columns:
+        return constant_column(b"".join(p for p in parts if isinstance(p, bytes)), n)
+    if len(parts) == 1:
+        return columns[0] if columns[0].null_count == 0 else columns[0].fill_null(EMPTY)
+    args = [pa.scalar(p, pa.binary()) if isinstance(p, bytes) else p for p in parts]
+    return pc.binary_join_element_wise(*args, EMPTY, options=_JOIN)
+
+
+class Rows:
+    """The slots of a (possibly nested) column: which of them are written, and the top-level row
+    each belongs to.  Both are computed on first use, from the parent's."""
+
+    def __init__(self, n: int, top: Callable[[], np.ndarray] | None = None,
+                 written: Callable[[], np.ndarray | None] | None = None):
+        self.n = n
+        self._top = top
+        self._written = written
+        self._top_cache: np.ndarray | None = None
+        self._written_cache: tuple[np.ndarray | None] | None = None
+
+    def top(self) -> np.ndarray:
+        """Each slot's row in the column handed to the encoder."""
+        if self._top_cache is None:
+            self._top_cache = self._top() if self._top is not None else np.arange(self.n)
+        return self._top_cache
+
+    def written(self) -> np.ndarray | None:
+        """Which slots end up in the output (None: all); a null parent's children do not."""
+        if self._written_cache is None:
+            self._written_cache = (self._written() if self._written is not None else None,)
+        return self._written_cache[0]
+
+    def where(self, valid: np.ndarray | None) -> "Rows":
+        """The same slots, written only where ``valid`` too (the children of a struct)."""
+        if valid is None:
+            return self
+
+        def written() -> np.ndarray:
+            mine = self.written()
+            return valid if mine is None else mine & valid
+        return Rows(self.n, self.top, written)
+
+    def elements(self, offsets: np.ndarray, valid: np.ndarray | None) -> "Rows":
+        """The slots of a list column's elements (``offsets`` rebased to 0): an element is
+        written when its list is."""
+        counts = np.diff(offsets)
+
+        def parents() -> np.ndarray:
+            return np.repeat(np.arange(self.n), counts)
+
+        def top() -> np.ndarray:
+            found: np.ndarray = self.top()[parents()]
+            return found
+
+        def written() -> np.ndarray | None:
+            mine = self.written()
+            if valid is not None:
+                mine = valid if mine is None else mine & valid
+            return None if mine is None else mine[parents()]
+        return Rows(int(offsets[-1]) if offsets.shape[0] else 0, top, written)
+
+
+class BadRows:
+    """The rows that cannot be encoded, each with the first reason found for it."""
+
+    def __init__(self) -> None:
+        self.reasons: dict[int, tuple[str, str]] = {}
+
+    def add(self, rows: Rows, mask: np.ndarray, field: str, what: Callable[[int], str]) -> None:
+        """Slots where ``mask`` holds (those written) are bad: ``what(slot)`` says why."""
+        written = rows.written()
+        hits = np.flatnonzero(mask if written is None else mask & written)
+        if hits.shape[0] == 0:
+            return
+        top = rows.top()
+        for slot in hits.tolist():
+            row = int(top[slot])
+            if row not in self.reasons:
+                self.reasons[row] = (field, f"field {field}: {what(slot)}")
+
+    def mask(self, n: int) -> np.ndarray | None:
+        if not self.reasons:
+            return None
+        bad = np.zeros(n, dtype=bool)
+        bad[list(self.reasons)] = True
+        return bad

@@ -1,0 +1,60 @@
+"""Apache Avro's Java library reads what our Avro encoder writes: ``java/avro/AvroRoundTrip.java``
+decodes each value with ``GenericDatumReader`` (every byte used) and encodes it again with
+``GenericDatumWriter``; Java's bytes must be ours, value for value, for a schema with every type
+(derived as Spark derives it) and a user schema with enums, fixed, millis, bytes decimals,
+multi-branch unions and defaults.  One JVM for all of them (avro from Maven, javac in the run)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pyarrow as pa
+import pytest
+
+from sparkkafka_sink.serialization.avro_encoder import AvroEncoder
+from sparkkafka_sink.serialization.avro_schema import avro_schema_of
+from sparkkafka_sink.testing.apache_kafka import resolve_maven_artifacts
+
+from .support import JAVA_SOURCES, JVM_OPTS, needs_java_oracle
+from unit.arrow_samples import EVERY_TYPE, ORDER, ORDER_SCHEMA, every_type_rows, order_rows
+
+pytestmark = needs_java_oracle
+
+AVRO_VERSION = "1.12.2"
+AVRO_POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>sparkkafka-sink</groupId><artifactId>avro-oracle</artifactId><version>1</version>
+<dependencies><dependency><groupId>org.apache.avro</groupId><artifactId>avro</artifactId>
+<version>{AVRO_VERSION}</version></dependency></dependencies></project>
+"""
+
+
+@pytest.fixture(scope="module")
+def avro_round_trip(tmp_path_factory):
+    """Runs AvroRoundTrip on (schema, values): Java's re-encoding of each value (None for none)."""
+    lib = resolve_maven_artifacts(f"avro-{AVRO_VERSION}", AVRO_POM)
+    work = tmp_path_factory.mktemp("avro-oracle")
+    proc = subprocess.run(["javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-nowarn", "-encoding", "UTF-8",
+                           "-d", str(work), "-cp", f"{lib}/*", str(JAVA_SOURCES / "avro" / "AvroRoundTrip.java")],
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def run(schema, values: pa.Array) -> list[bytes | None]:
+        (work / "schema.json").write_text(json.dumps(schema))
+        (work / "in.txt").write_text("".join(("-" if v is None else v.hex()) + "\n" for v in values.to_pylist()))
+        proc = subprocess.run(["java", *JVM_OPTS, "-cp", f"{work}:{lib}/*", "AvroRoundTrip", work / "schema.json",
+                               work / "in.txt", work / "out.txt"],
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+        lines = (work / "out.txt").read_text().splitlines()
+        return [None if line == "-" else bytes.fromhex(line.split("\t")[0]) for line in lines]
+    return run
+
+
+def test_java_reads_every_type_and_a_user_schema_as_we_wrote_them(avro_round_trip):
+    cases = [(avro_schema_of(EVERY_TYPE, True), pa.array(every_type_rows(), EVERY_TYPE)),
+             (ORDER_SCHEMA, pa.array(order_rows(), ORDER))]
+    for schema, arr in cases:
+        ours = AvroEncoder(schema, arr.type).encode(arr)
+        assert ours.bad_rows.tolist() == []
+        assert avro_round_trip(schema, ours.values) == ours.values.to_pylist()

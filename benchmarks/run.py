@@ -670,7 +670,7 @@ def _broker_desc(meta: dict) -> str:
 def _spark_kafka_line(meta: dict) -> list[str]:
     sk = meta.get("spark_kafka") or {}
     if sk.get("resolved"):
-        from benchmarks.spark_kafka_jars import describe
+        from sparkkafka_sink.testing.spark_jars import describe
 
         return [f"Spark's Kafka sink (`spark-jvm-kafka`): {describe(sk)}.", ""]
     if sk.get("error"):
@@ -1142,7 +1142,7 @@ def main(argv=None) -> int:
     try:
         spark_jars, unavailable = [], {}
         if "spark-jvm-kafka" in spark_names:  # before the broker: the first resolve downloads
-            from benchmarks.spark_kafka_jars import describe, resolve_spark_kafka
+            from sparkkafka_sink.testing.spark_jars import describe, resolve_spark_kafka
 
             try:
                 info = resolve_spark_kafka()

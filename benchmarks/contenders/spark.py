@@ -9,7 +9,7 @@ runs the write on a fresh topic, checks the broker's count and deletes the topic
 DataFrame is rebuilt per value size.
 
 ``spark-jvm-kafka`` is Spark's own Kafka sink (``format("kafka")``): its jars (resolved with
-Maven by ``benchmarks.spark_kafka_jars`` in the parent) are on the session's classpath from the
+Maven by ``sparkkafka_sink.testing.spark_jars`` in the parent) are on the session's classpath from the
 start (``spark.jars``, config ``spark_jars``), as the session is built once for all contenders.
 
 ``spark-pyprod-sasl-ssl`` is ``spark-pyprod`` writing over the broker's SASL_SSL listener

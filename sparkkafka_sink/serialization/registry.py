@@ -191,9 +191,20 @@ class SchemaRegistryClient:
                 return self._ids[key]
         op = _Operation(f"register the {schema_type} schema under subject {subject!r}", "register",
                         subject=subject, schema_type=schema_type)
-        doc = self._send("POST", f"/subjects/{_quote(subject)}/versions", op,
-                         _schema_body(schema_text, schema_type, refs), {"normalize": "true"} if normalize else None)
-        schema_id = _field(doc, "id", int, op)
+        try:
+            doc = self._send("POST", f"/subjects/{_quote(subject)}/versions", op,
+                             _schema_body(schema_text, schema_type, refs), {"normalize": "true"} if normalize else None)
+            schema_id = _field(doc, "id", int, op)
+        except SchemaRegistryError as refused:
+            # Several writers registering one new subject at once (the tasks of a write, say): a
+            # registry may refuse all but the first with 409 (Apicurio: "artifact already
+            # exists").  If the schema is there now, that is the answer; else the 409 stands.
+            if refused.status != 409:
+                raise
+            try:
+                schema_id = self.lookup(subject, schema_text, schema_type, refs, normalize).schema_id
+            except SchemaRegistryError:
+                raise refused from None
         with self._lock:
             self._ids[key] = schema_id
         return schema_id

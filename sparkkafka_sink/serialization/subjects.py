@@ -42,6 +42,11 @@ class SubjectNameStrategy:
     name: StrategyName = DEFAULT_STRATEGY
 
     @property
+    def uses_topic(self) -> bool:
+        """Whether the subject depends on the topic (a write to many topics has many subjects)."""
+        return self.name != "RecordNameStrategy"
+
+    @property
     def needs_record_name(self) -> bool:
         """Whether the subject depends on the schema's record name (not only on the topic)."""
         return self.name != "TopicNameStrategy"

@@ -20,6 +20,7 @@ from typing import Iterable, Mapping
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig
 from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.formats import FORMAT_OPTIONS, REGISTRY_PREFIX, Formats, parse_formats
 
 KAFKA_PREFIX = "kafka."
 
@@ -112,6 +113,8 @@ class SinkOptions:
     log_bad_rows: bool = False
     #: raise glibc's malloc thresholds in the task's Python worker (``spark/task/worker_memory.py``)
     tune_allocator: bool = True
+    #: how the key and value columns become bytes (``spark/formats.py``)
+    formats: Formats = Formats()
 
     def __post_init__(self) -> None:
         if not isinstance(self.producer_config, ProducerConfig):
@@ -226,15 +229,16 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
                                                            DEFAULT_CACHE_TIMEOUT_MS, 86_400_000,
                                                            "0: one producer per task, no pool"),
                        tune_allocator=_flag(lowered, ALLOCATOR_OPTION, True, "tuneAllocator"),
+                       formats=parse_formats(lowered),
                        **_error_handling(lowered, topic))
 
 
 def _check_known(lowered: Mapping[str, str]) -> None:
     """An option that is neither ``kafka.*`` nor the sink's own is a typo: say what was meant."""
-    known = {**SINK_OPTIONS, **{KAFKA_PREFIX + k: KAFKA_PREFIX + k for k in KEYS}}
+    known = {**SINK_OPTIONS, **FORMAT_OPTIONS, **{KAFKA_PREFIX + k: KAFKA_PREFIX + k for k in KEYS}}
     for key in lowered:
-        if key in known or key.startswith(KAFKA_PREFIX) or key in _SPARK_OPTIONS:
-            continue  # (an unknown kafka.* key is the producer configuration's to report)
+        if key in known or key.startswith((KAFKA_PREFIX, REGISTRY_PREFIX)) or key in _SPARK_OPTIONS:
+            continue  # (an unknown kafka.* or schema.registry.* key is the producer's or registry's to report)
         close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
         if not close and KAFKA_PREFIX + key in known:
             close = [KAFKA_PREFIX + key]  # a producer setting without its prefix

@@ -85,6 +85,37 @@ def test_unknown_subject_version_and_id_say_what_to_do(client, registry_subject)
     assert e.value.error_code == 40403 and "not registered under subject" in str(e.value)
 
 
+def test_writers_registering_a_new_subject_at_once_all_get_its_id(schema_registry, registry_subject):
+    """The tasks of one write register the same new subject at the same moment; Apicurio refuses
+    all but the first with 409 ("artifact already exists"): the client then finds the schema
+    registered and answers with its id."""
+    import threading
+
+    ids, errors = [], []
+    for _ in range(10):
+        subject, schema = registry_subject(), record({"name": "id", "type": "long"})
+        start = threading.Barrier(4)
+
+        def register(subject: str, schema: str, start: threading.Barrier) -> None:
+            client = SchemaRegistryClient({"url": schema_registry.url})
+            start.wait()
+            try:
+                ids.append((subject, client.register(subject, schema)))
+            except SchemaRegistryError as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=register, args=(subject, schema, start)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors[0]
+    per_subject = {}
+    for subject, schema_id in ids:
+        per_subject.setdefault(subject, set()).add(schema_id)
+    assert len(per_subject) == 10 and all(len(v) == 1 for v in per_subject.values()), per_subject
+
+
 def test_an_incompatible_schema_under_backward_is_refused_with_how_to_evolve(client, registry_subject):
     subject = registry_subject()
     client.register(subject, V1)

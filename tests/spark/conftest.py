@@ -33,12 +33,24 @@ def spark_event_log(tmp_path_factory):
     return tmp_path_factory.mktemp("spark-events")
 
 
+def _spark_avro_jars() -> list[str]:
+    """spark-avro's jar (``from_avro`` reads back what the sink writes as Avro), resolved with
+    Maven once and cached; none without java and mvn (those tests then skip, saying why)."""
+    from sparkkafka_sink.testing.spark_jars import SparkModuleUnavailable, resolve_spark_avro
+
+    try:
+        return resolve_spark_avro()["jars"]
+    except SparkModuleUnavailable:
+        return []
+
+
 @pytest.fixture(scope="session")
 def spark(spark_event_log):
     from pyspark.sql import SparkSession
 
     session = (
         SparkSession.builder.master("local[2]")
+        .config("spark.jars", ",".join(_spark_avro_jars()))
         .config("spark.eventLog.enabled", "true")
         .config("spark.eventLog.dir", str(spark_event_log))
         .config("spark.eventLog.compress", "false")

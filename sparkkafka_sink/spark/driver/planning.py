@@ -30,7 +30,7 @@ def stream_writer(option_map: Mapping[str, str], schema: StructType, metrics_tot
 
 def plan_write(option_map: Mapping[str, str], schema: StructType, streaming: bool = False) -> WritePlan:
     options = parse_options(option_map, streaming=streaming)
-    layout = validate_schema(schema, options.topic)
+    layout = validate_schema(schema, options.topic, [c.column for c in options.formats.serialized])
     # The two checks ask the cluster, so they bring the network stack: imported only when they
     # run, which a streaming query's at-least-once micro-batches never do.
     if not streaming:  # Spark plans a stream's writer again each micro-batch: a broker
@@ -42,4 +42,9 @@ def plan_write(option_map: Mapping[str, str], schema: StructType, streaming: boo
         from sparkkafka_sink.spark.driver.transactions import check_transaction_timeout
 
         check_transaction_timeout(options)
-    return WritePlan(options=options, layout=layout)
+    key_encoding = value_encoding = None
+    if options.formats.serialized:  # the registry is asked here, once: the tasks need the ids
+        from sparkkafka_sink.spark.driver.serializers import plan_serialization
+
+        key_encoding, value_encoding = plan_serialization(options, schema, layout)
+    return WritePlan(options=options, layout=layout, key_encoding=key_encoding, value_encoding=value_encoding)

@@ -9,6 +9,8 @@ each column is (``ColumnLayout``).
 
 from __future__ import annotations
 
+from typing import Collection
+
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -68,11 +70,12 @@ def _is_headers_type(dt: DataType) -> bool:
     )
 
 
-def validate_schema(schema: StructType, topic_option: str | None) -> ColumnLayout:
+def validate_schema(schema: StructType, topic_option: str | None, serialized: Collection[str] = ()) -> ColumnLayout:
     """Check the Kafka columns; return where to find them in each Arrow batch.
 
     Columns other than value/key/topic/partition/headers/timestamp are ignored,
-    as Spark's Kafka sink does.
+    as Spark's Kafka sink does.  The ``serialized`` columns ("key", "value": valueFormat or
+    keyFormat avro or json) may be of any type: their schema is checked by ``driver.serializers``.
     """
     present = ", ".join(f"{f.name}:{f.dataType.simpleString()}" for f in schema.fields) or "none"
     found = {}
@@ -80,10 +83,12 @@ def validate_schema(schema: StructType, topic_option: str | None) -> ColumnLayou
         f = _find(schema, name)
         if f is None:
             continue
-        if not isinstance(f.dataType, types):
+        if name not in serialized and not isinstance(f.dataType, types):
             raise SinkValidationError(
                 f"column '{f.name}' has type {f.dataType.simpleString()}; "
                 f"accepted types for '{name}': {accepted}"
+                + (f" (or any type, written as Avro or JSON with .option(\"{name}Format\", \"avro\"))"
+                   if name in ("key", "value") else "")
             )
         found[name] = f.name
     h = _find(schema, "headers")
@@ -96,8 +101,8 @@ def validate_schema(schema: StructType, topic_option: str | None) -> ColumnLayou
         found["headers"] = h.name
     if "value" not in found:
         raise SinkValidationError(
-            "the DataFrame has no 'value' column (required; string or binary, null writes a "
-            f"tombstone). Columns present: {present}"
+            "the DataFrame has no 'value' column (required; string or binary, or any type with "
+            f"valueFormat avro or json; null writes a tombstone). Columns present: {present}"
         )
     if "topic" not in found and topic_option is None:
         raise SinkValidationError(

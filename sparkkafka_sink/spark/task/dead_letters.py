@@ -15,12 +15,15 @@ attempt and row.  A value too large to travel at all (the row was refused for it
 to fit ``max.request.size``, its original length in a header.  The DLQ writes are tracked like
 any other: one that fails fails the task.
 
-Bad rows are found at three stages -- the row checks, the producer's refusal before sending,
-the broker's refusal -- and each hands them over with ``reject_rows``.
+Bad rows are found at four stages -- the row checks, serialization (a key or value its Avro or
+JSON schema cannot hold: dead-lettered as JSON text of its data), the producer's refusal before
+sending, the broker's refusal -- and each hands them over with ``reject_rows``.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from dataclasses import dataclass
 
@@ -127,6 +130,14 @@ class DeadLetters:
         return len(records)
 
 
+def _json_default(value) -> object:
+    """What JSON cannot hold as it is: bytes as base64 (Spark's to_json writes them so), the rest
+    (decimals, dates, timestamps) as their text."""
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    return str(value)
+
+
 def _text(value) -> bytes | None:
     return None if value is None else str(value).encode("utf-8", "replace")
 
@@ -137,7 +148,13 @@ def _row_contents(batch, layout, index: int, with_headers: bool = True) -> tuple
         if not name:
             return None
         v = batch.column(name)[index].as_py()
-        return v.encode("utf-8") if isinstance(v, str) else v
+        if v is None or isinstance(v, bytes):
+            return v
+        if isinstance(v, str):
+            return v.encode("utf-8")
+        # a key or value the sink serializes (valueFormat avro or json) that its schema could not
+        # hold: dead-lettered as JSON text of the row's data, readable by anyone
+        return json.dumps(v, default=_json_default, ensure_ascii=False).encode("utf-8")
 
     headers = []
     if with_headers and layout.headers:

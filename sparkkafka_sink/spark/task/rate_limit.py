@@ -79,15 +79,21 @@ def rate_limiter(options: SinkOptions) -> Optional[RateLimiter]:
 
 
 def payload_bytes(layout) -> Callable[[object], int]:
-    """``batch -> bytes`` of key, value and headers (the columns of ``layout``) in a batch."""
+    """``batch -> bytes`` of key, value and headers (the columns of ``layout``) in a batch.  A key
+    or value serialized by the sink (Avro, JSON) counts its data before serialization: strings
+    and binaries by their length, other values by their Arrow width."""
 
     def lengths(col) -> int:
-        if pa.types.is_struct(col.type):
-            return sum(lengths(col.field(i)) for i in range(col.type.num_fields))
-        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+        t = col.type
+        if pa.types.is_struct(t):
+            return sum(lengths(col.field(i)) for i in range(t.num_fields))
+        if pa.types.is_map(t):
+            return lengths(col.keys) + lengths(col.items)
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
             return lengths(pc.list_flatten(col))
-        total = pc.sum(pc.binary_length(col)).as_py()
-        return int(total or 0)
+        if pa.types.is_binary(t) or pa.types.is_string(t) or pa.types.is_large_binary(t) or pa.types.is_large_string(t):
+            return int(pc.sum(pc.binary_length(col)).as_py() or 0)
+        return len(col) * (t.bit_width // 8 if hasattr(t, "bit_width") and t.bit_width >= 8 else 1)
 
     def count(batch) -> int:
         names = [n for n in (layout.key, layout.value, layout.headers) if n]

@@ -17,14 +17,17 @@ import pyarrow.compute as pc
 
 from sparkkafka_sink.errors import InvalidHeaderError, InvalidRecordError, KafkaError
 from sparkkafka_sink.producer.bulk import BulkSendError
+from sparkkafka_sink.serialization.encoded import RecordSchemaError
 from sparkkafka_sink.spark.plan import ColumnLayout
 from sparkkafka_sink.spark.task.dead_letters import DeadLetters, is_bad_row
 from sparkkafka_sink.spark.task.delivery import DeliveryTracker
 from sparkkafka_sink.spark.task.row_checks import NULL_TOPIC, RowError, first_null, task_row
+from sparkkafka_sink.spark.task.serialization import TaskSerializers
 
 
 def send_arrow_batch(producer, batch, layout: ColumnLayout, topic_option, row_offset: int,
-                     tracker: DeliveryTracker, dead_letters: Optional[DeadLetters] = None) -> None:
+                     tracker: DeliveryTracker, dead_letters: Optional[DeadLetters] = None,
+                     serializers: Optional[TaskSerializers] = None) -> None:
     """Hand every row of ``batch`` (rows ``row_offset``.. of the task) to the producer, one
     ``send_batch`` per topic; rejections and failures go to ``tracker`` with their rows.
 
@@ -42,16 +45,44 @@ def send_arrow_batch(producer, batch, layout: ColumnLayout, topic_option, row_of
             i = exc.index
             dead_letters.reject_rows(batch, layout, [i], row_offset, positions, None, None,
                                      InvalidRecordError(str(exc)), "row check")
-            keep = np.delete(np.arange(batch.num_rows), i)
-            batch = batch.take(pa.array(keep))
-            positions = keep if positions is None else positions[keep]
+            batch, positions = _without(batch, positions, [i])
             if batch.num_rows == 0:
                 return
     for topic, rows in groups:
         part = batch if rows is None else batch.take(pa.array(rows))
         if positions is not None:  # positions in the batch the task received
             rows = positions if rows is None else positions[rows]
+        if serializers:
+            part, rows = _serialized(part, rows, topic, layout, serializers, row_offset, tracker, dead_letters)
+            if part is None:
+                continue
         _send_part(producer, part, layout, topic, rows, row_offset, tracker, dead_letters)
+
+
+def _serialized(part, rows, topic: str, layout: ColumnLayout, serializers: TaskSerializers, row_offset: int,
+                tracker: DeliveryTracker, dead_letters: Optional[DeadLetters]):
+    """``(part, rows)`` with the key and value serialized; a row its schema cannot hold goes to
+    the dead letters (the rest is sent), or stops the task before any row of the part is sent
+    (``(None, None)``, the failure with the tracker)."""
+    encoded, bad = serializers.encode(part, topic)
+    if not bad:
+        return encoded, rows
+    errors = [(i, RecordSchemaError(reason, task_row(row_offset, rows, i), field)) for i, field, reason in bad]
+    if dead_letters is None:
+        error = errors[0][1]
+        tracker.fail_now(error.row, topic, None, error, count=part.num_rows)
+        return None, None
+    for i, error in errors:  # dead-lettered as the user gave them, before serialization
+        dead_letters.reject_rows(part, layout, [i], row_offset, rows, topic, None, error, "serialization")
+    encoded, rows = _without(encoded, rows, [i for i, _ in errors])
+    return (encoded, rows) if encoded.num_rows else (None, None)
+
+
+def _without(part, rows, positions):
+    """``part`` without the rows at ``positions``, and where its remaining rows come from
+    (``rows``: the part's rows' positions in the batch the task received, None for all in order)."""
+    keep = np.delete(np.arange(part.num_rows), positions)
+    return part.take(pa.array(keep)), (keep if rows is None else np.asarray(rows)[keep])
 
 
 def _topic_groups(batch, layout: ColumnLayout, topic_option):
@@ -91,11 +122,9 @@ def _send_part(producer, part, layout: ColumnLayout, topic: str, rows, row_offse
                 # a row the producer refused, before any row was queued: out, and the rest again
                 dead_letters.reject_rows(part, layout, [exc.row], row_offset, rows, topic, exc.partition, exc.error,
                                          "producer", with_headers=not isinstance(exc.error, InvalidHeaderError))
-                keep = np.delete(np.arange(part.num_rows), exc.row)
-                if len(keep) == 0:
+                part, rows = _without(part, rows, [exc.row])
+                if part.num_rows == 0:
                     return
-                part = part.take(pa.array(keep))
-                rows = keep if rows is None else np.asarray(rows)[keep]
                 continue
             first = exc.row if exc.row is not None else exc.first_row_not_sent  # the row at fault, or the first left
             tracker.fail_now(task_row(row_offset, rows, first), topic, exc.partition, exc.error,

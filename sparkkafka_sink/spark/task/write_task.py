@@ -29,6 +29,7 @@ from sparkkafka_sink.spark.task.delivery import DeliveryTracker
 from sparkkafka_sink.spark.task.rate_limit import rate_limiter
 from sparkkafka_sink.spark.task.routing import send_arrow_batch
 from sparkkafka_sink.spark.task.row_checks import RowError
+from sparkkafka_sink.spark.task.serialization import TaskSerializers
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.task_producer import TaskProducer, default_producer_factory
 from sparkkafka_sink.spark.task.worker_memory import raise_malloc_thresholds
@@ -55,13 +56,15 @@ def run_write_task(
     tracker = DeliveryTracker(dead_letters, plan.layout, transactional=options.exactly_once)
     dlq_tracker = DeliveryTracker()  # the dead-letter records: each must land, or the task fails
     producer = TaskProducer(options, task, producer_factory)
+    serializers = TaskSerializers(plan)  # valueFormat/keyFormat avro or json
     rows_seen = 0
     ok = False
     limiter = rate_limiter(options)
     try:
         for batch in paced(coalesced(batches, options.coalesce_bytes), limiter, plan.layout):
             try:
-                send_arrow_batch(producer.get(), batch, plan.layout, options.topic, rows_seen, tracker, dead_letters)
+                send_arrow_batch(producer.get(), batch, plan.layout, options.topic, rows_seen, tracker, dead_letters,
+                                 serializers)
             except RowError as exc:
                 tracker.fail_now(rows_seen + exc.index, None, None, InvalidRecordError(str(exc)))
                 break

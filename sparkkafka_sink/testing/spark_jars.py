@@ -1,19 +1,21 @@
-"""Jars of Spark's own Kafka sink (``df.write.format("kafka")``) for the ``spark-jvm-kafka``
-contender, resolved with Maven and handed to Spark as local paths (``spark.jars``).
+"""Jars of Spark's own modules that pyspark does not ship, resolved with Maven and handed to
+Spark as local paths (``spark.jars``): ``spark-sql-kafka-0-10`` (Spark's Kafka sink,
+``df.write.format("kafka")``, the benchmarks' ``spark-jvm-kafka``) and ``spark-avro``
+(``to_avro``/``from_avro``: the tests read back what the sink writes with it).
 
-``resolve_spark_kafka()`` asks Maven for ``org.apache.spark:spark-sql-kafka-0-10_<scala>`` at
-the installed pyspark's version (POM: ``benchmarks/maven/spark-sql-kafka.pom.xml``), through
+``resolve_spark_module(module)`` asks Maven for ``org.apache.spark:<module>_<scala>`` at the
+installed pyspark's version (POM: ``maven/spark-module.pom.xml``), through
 ``sparkkafka_sink.testing.apache_kafka.resolve_maven_artifacts`` (a cache outside the
 repository, resolved once).  If Maven does not serve that exact version, the nearest release it
 serves is used instead (the highest one below, else the lowest one above, same major version)
 and the answer says so (``exact: False``); the choice is cached beside the jars.
 
 Of the resolved jars only those pyspark does not ship already are kept (matched by artifact
-name, whatever the version): Spark's own jars, Scala's library, Hadoop's client, slf4j, lz4,
-snappy, zstd... stay pyspark's; kafka-clients, spark-sql-kafka, spark-token-provider-kafka,
-commons-pool2 and whatever else is missing go to ``spark.jars``.
+name, whatever the version): Spark's own jars, Scala's library, Hadoop's client, Avro, slf4j,
+lz4, snappy, zstd... stay pyspark's; kafka-clients, spark-sql-kafka, spark-avro,
+spark-token-provider-kafka, commons-pool2 and whatever else is missing go to ``spark.jars``.
 
-CLI: ``python -m benchmarks.spark_kafka_jars`` resolves and prints the answer as JSON.
+CLI: ``python -m sparkkafka_sink.testing.spark_jars [MODULE]`` resolves and prints the answer.
 """
 
 from __future__ import annotations
@@ -24,14 +26,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
-POM_TEMPLATE = Path(__file__).resolve().parent / "maven" / "spark-sql-kafka.pom.xml"
+POM_TEMPLATE = Path(__file__).resolve().parent / "maven" / "spark-module.pom.xml"
 GROUP = "org.apache.spark"
+SPARK_KAFKA = "spark-sql-kafka-0-10"
+SPARK_AVRO = "spark-avro"
 
 _ARTIFACT_RE = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d+(?:\.\d+)+.*)\.jar$")
 _RELEASE_RE = re.compile(r"^\d+\.\d+\.\d+$")
 
 
-class SparkKafkaUnavailable(RuntimeError):
+class SparkModuleUnavailable(RuntimeError):
     """The jars could not be resolved (no java/mvn, no network, no served version)."""
 
 
@@ -57,12 +61,13 @@ def scala_binary(jars_dir: Path | None = None) -> str:
     return "2.13"
 
 
-def _artifact_id(scala: str) -> str:
-    return f"spark-sql-kafka-0-10_{scala}"
+def _artifact_id(module: str, scala: str) -> str:
+    return f"{module}_{scala}"
 
 
-def _pom(version: str, scala: str) -> str:
-    return POM_TEMPLATE.read_text().replace("@SPARK_KAFKA_VERSION@", version).replace("@SCALA_BINARY@", scala)
+def _pom(module: str, version: str, scala: str) -> str:
+    return (POM_TEMPLATE.read_text().replace("@MODULE@", module).replace("@SPARK_VERSION@", version)
+            .replace("@SCALA_BINARY@", scala))
 
 
 def _vtuple(v: str) -> tuple[int, ...]:
@@ -74,13 +79,13 @@ def _mvn(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout, cwd=str(POM_TEMPLATE.parent))
 
 
-def served_versions(scala: str) -> list[str]:
-    """Release versions (no previews) Maven's repositories list for spark-sql-kafka.
+def served_versions(module: str, scala: str) -> list[str]:
+    """Release versions (no previews) Maven's repositories list for ``module``.
 
     Maven has no command that prints an artifact's versions, but resolving the ``RELEASE``
     meta-version makes it fetch the artifact's ``maven-metadata.xml`` into the local repository,
     where it is read (every repository's copy)."""
-    artifact = _artifact_id(scala)
+    artifact = _artifact_id(module, scala)
     _mvn(["dependency:get", f"-Dartifact={GROUP}:{artifact}:RELEASE:pom", "-Dtransitive=false"])
     repo = Path.home() / ".m2" / "repository"
     try:
@@ -120,12 +125,12 @@ def _not_served(err: Exception) -> bool:
     return "Could not find artifact" in text or "was not found in" in text
 
 
-def _resolve_version(version: str, scala: str) -> Path:
+def _resolve_version(module: str, version: str, scala: str) -> Path:
     from sparkkafka_sink.testing.apache_kafka import cache_dir, resolve_maven_artifacts
 
-    name = f"spark-sql-kafka_{scala}-{version}"
+    name = f"{module}_{scala}-{version}"
     try:
-        return resolve_maven_artifacts(name, _pom(version, scala))
+        return resolve_maven_artifacts(name, _pom(module, version, scala))
     except Exception:
         base = cache_dir() / name
         if not (base / "resolved").exists():  # a failed attempt: leave no half-made cache entry
@@ -134,9 +139,19 @@ def _resolve_version(version: str, scala: str) -> Path:
 
 
 def resolve_spark_kafka(spark_version: str | None = None, max_fallbacks: int = 3) -> dict:
-    """Resolve the sink's jars; returns ``{"requested", "resolved", "exact", "artifact",
+    """Spark's Kafka sink (``format("kafka")``): see :func:`resolve_spark_module`."""
+    return resolve_spark_module(SPARK_KAFKA, spark_version, max_fallbacks)
+
+
+def resolve_spark_avro(spark_version: str | None = None, max_fallbacks: int = 3) -> dict:
+    """Spark's Avro functions (``to_avro``, ``from_avro``): see :func:`resolve_spark_module`."""
+    return resolve_spark_module(SPARK_AVRO, spark_version, max_fallbacks)
+
+
+def resolve_spark_module(module: str, spark_version: str | None = None, max_fallbacks: int = 3) -> dict:
+    """Resolve a Spark module's jars; returns ``{"requested", "resolved", "exact", "artifact",
     "kafka_clients", "jars" (local paths for spark.jars), "dropped" (shipped by pyspark),
-    "lib"}`` or raises :class:`SparkKafkaUnavailable`."""
+    "lib"}`` or raises :class:`SparkModuleUnavailable`."""
     from sparkkafka_sink.testing.apache_kafka import cache_dir, java_and_maven_available
 
     if spark_version is None:
@@ -144,11 +159,11 @@ def resolve_spark_kafka(spark_version: str | None = None, max_fallbacks: int = 3
 
         spark_version = pyspark.__version__
     if not java_and_maven_available():
-        raise SparkKafkaUnavailable("java and mvn are needed to resolve spark-sql-kafka's jars")
+        raise SparkModuleUnavailable(f"java and mvn are needed to resolve {module}'s jars")
     jars_dir = pyspark_jars_dir()
     scala = scala_binary(jars_dir)
-    artifact = _artifact_id(scala)
-    choice_file = cache_dir() / f"spark-sql-kafka_{scala}-for-pyspark-{spark_version}.json"
+    artifact = _artifact_id(module, scala)
+    choice_file = cache_dir() / f"{module}_{scala}-for-pyspark-{spark_version}.json"
     resolved, lib, tried = None, None, []
     try:
         cached = json.loads(choice_file.read_text())
@@ -158,23 +173,23 @@ def resolve_spark_kafka(spark_version: str | None = None, max_fallbacks: int = 3
         pass
     if lib is None:
         try:
-            lib = _resolve_version(spark_version, scala)
+            lib = _resolve_version(module, spark_version, scala)
             resolved = spark_version
         except Exception as e:
             tried.append(spark_version)
             if not _not_served(e):
-                raise SparkKafkaUnavailable(f"resolving {artifact}:{spark_version} failed: {e}") from e
-            for cand in nearest(spark_version, served_versions(scala))[:max_fallbacks]:
+                raise SparkModuleUnavailable(f"resolving {artifact}:{spark_version} failed: {e}") from e
+            for cand in nearest(spark_version, served_versions(module, scala))[:max_fallbacks]:
                 try:
-                    lib = _resolve_version(cand, scala)
+                    lib = _resolve_version(module, cand, scala)
                     resolved = cand
                     break
                 except Exception as e2:
                     tried.append(cand)
                     if not _not_served(e2):
-                        raise SparkKafkaUnavailable(f"resolving {artifact}:{cand} failed: {e2}") from e2
+                        raise SparkModuleUnavailable(f"resolving {artifact}:{cand} failed: {e2}") from e2
             if lib is None:
-                raise SparkKafkaUnavailable(f"Maven serves no {artifact} near {spark_version} "
+                raise SparkModuleUnavailable(f"Maven serves no {artifact} near {spark_version} "
                                             f"(tried {', '.join(tried)})") from None
         choice_file.parent.mkdir(parents=True, exist_ok=True)
         choice_file.write_text(json.dumps({"requested": spark_version, "resolved": resolved, "lib": str(lib)}))
@@ -201,4 +216,6 @@ def describe(info: dict) -> str:
 
 
 if __name__ == "__main__":
-    print(json.dumps(resolve_spark_kafka(), indent=2))
+    import sys
+
+    print(json.dumps(resolve_spark_module(sys.argv[1] if len(sys.argv) > 1 else SPARK_KAFKA), indent=2))

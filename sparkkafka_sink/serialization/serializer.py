@@ -1,0 +1,188 @@
+"""A column's serializer: Confluent's serializer semantics over our codecs.
+
+A ``SerializerSpec`` says how one column (a record's key or value) becomes bytes: the format
+(Avro or JSON Schema), the schema the data is checked against (derived from the column's type,
+or the user's), and the serializer settings Confluent's clients have -- the subject name
+strategy, ``auto.register.schemas``, ``use.latest.version``, ``normalize.schemas``.
+``resolve`` asks the registry which schema and id the column is written with under a subject:
+
+* ``auto.register.schemas`` (the default): the schema is registered (an equal one already there
+  answers with its id);
+* ``use.latest.version``: the subject's latest schema, which must be able to hold the column;
+* neither: the schema must already be registered under the subject (a lookup).
+
+``ColumnSerializer`` then encodes whole Arrow columns with that schema and frames every value
+with the registry's header (magic byte, 4-byte schema id).  Rows the schema cannot hold come
+back as bad rows (``EncodedColumn.bad_rows``), never as an exception.
+
+The spec travels in a write's plan, which the Spark driver's planning and commit processes
+unpickle: this module imports the codecs (and pyarrow) only where it encodes or checks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, subject_name_strategy
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from sparkkafka_sink.serialization.encoded import EncodedColumn
+    from sparkkafka_sink.serialization.registry import SchemaRegistryClient
+
+__all__ = ["Format", "FORMATS", "SerializerSpec", "WriterSchema", "ColumnSerializer", "derived_schema",
+           "record_name_of"]
+
+Format = Literal["avro", "json"]
+#: the formats a column may be written in besides its own bytes (``binary``)
+FORMATS: tuple[Format, ...] = ("avro", "json")
+_SCHEMA_TYPES: dict[str, Literal["AVRO", "JSON"]] = {"avro": "AVRO", "json": "JSON"}
+
+
+@dataclass(frozen=True)
+class WriterSchema:
+    """The schema a column is written with and its id in the registry (the framing's id)."""
+
+    text: str
+    schema_id: int
+
+
+@dataclass(frozen=True)
+class SerializerSpec:
+    """How one column is serialized; small and picklable (it travels in the write's plan).
+
+    ``schema`` is the schema the data must fit: the user's text, or the one derived from the
+    column's type (Spark's ``to_avro`` mapping; a JSON Schema likewise); ``record_name`` its
+    record's full name (Avro: ``namespace.name``; JSON: its ``title``), which the record
+    strategies name subjects after."""
+
+    column: Literal["key", "value"]
+    format: Format
+    schema: str
+    record_name: str | None = None
+    subject_strategy: str = DEFAULT_STRATEGY
+    auto_register: bool = True
+    use_latest_version: bool = False
+    normalize: bool = False
+
+    @property
+    def schema_type(self) -> Literal["AVRO", "JSON"]:
+        return _SCHEMA_TYPES[self.format]
+
+    @property
+    def subject_uses_topic(self) -> bool:
+        """Whether the subject depends on the topic (then each topic has an id of its own)."""
+        return subject_name_strategy(self.subject_strategy).uses_topic
+
+    def subject(self, topic: str) -> str:
+        """The subject this column's schema lives under when written to ``topic``."""
+        strategy = subject_name_strategy(self.subject_strategy, f"{self.column}.subject.name.strategy")
+        return strategy.subject(topic, self.column == "key", self.record_name)
+
+    def check(self, arrow_type: pa.DataType, nullable: bool = True) -> None:
+        """``InvalidSchemaError`` naming the field and both types unless the schema is valid and
+        can hold a column of ``arrow_type``."""
+        _check(self.format, self.schema, arrow_type, nullable, self.column)
+
+    def resolve(self, client: SchemaRegistryClient, topic: str, arrow_type: pa.DataType,
+                nullable: bool = True) -> WriterSchema:
+        """The schema and id the column is written with to ``topic`` (see the module's doc)."""
+        from sparkkafka_sink.serialization.encoded import InvalidSchemaError
+
+        subject = self.subject(topic)
+        if self.use_latest_version:
+            latest = client.latest_version(subject)
+            try:
+                _check(self.format, latest.schema_text, arrow_type, nullable, self.column)
+            except InvalidSchemaError as e:
+                raise InvalidSchemaError(
+                    f"use.latest.version: the latest schema of subject {subject!r} (version {latest.version}, "
+                    f"id {latest.schema_id}) cannot hold the {self.column} column: {e}") from None
+            return WriterSchema(latest.schema_text, latest.schema_id)
+        if self.auto_register:
+            return WriterSchema(self.schema, client.register(subject, self.schema, self.schema_type,
+                                                             normalize=self.normalize))
+        found = client.lookup(subject, self.schema, self.schema_type, normalize=self.normalize)
+        return WriterSchema(self.schema, found.schema_id)
+
+
+def derived_schema(format: Format, arrow_type: pa.DataType, nullable: bool, column: str,
+                   record_name: str | None = None, namespace: str | None = None) -> str:
+    """The schema of a column of ``arrow_type``: Avro as Spark's ``to_avro`` derives it (its
+    record named ``record_name`` in ``namespace``; Spark's ``topLevelRecord`` by default), or a
+    JSON Schema (``record_name`` its ``title``)."""
+    if format == "avro":
+        from sparkkafka_sink.serialization.avro_schema import avro_schema_of
+
+        return json.dumps(avro_schema_of(arrow_type, nullable, record_name or "topLevelRecord", namespace or "",
+                                         column=column))
+    from sparkkafka_sink.serialization.json_schema import json_schema_of
+
+    schema = json_schema_of(arrow_type, nullable, column=column)
+    if record_name:
+        schema = {"title": ".".join(p for p in (namespace, record_name) if p), **schema}
+    return json.dumps(schema)
+
+
+def record_name_of(format: Format, schema: str) -> str | None:
+    """The record's full name in schema text: an Avro named type's ``namespace.name``, a JSON
+    Schema's ``title``; None when it has none (a primitive, an untitled JSON Schema)."""
+    try:
+        doc = json.loads(schema)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    if format == "json":
+        title = doc.get("title")
+        return title if isinstance(title, str) and title else None
+    name = doc.get("name")
+    if doc.get("type") not in ("record", "enum", "fixed") or not isinstance(name, str):
+        return None
+    namespace = doc.get("namespace")
+    return name if "." in name or not namespace else f"{namespace}.{name}"
+
+
+def _check(format: Format, schema: str, arrow_type: pa.DataType, nullable: bool, column: str) -> None:
+    if format == "avro":
+        from sparkkafka_sink.serialization.avro_schema import check_avro_schema, parse_avro_schema
+
+        check_avro_schema(parse_avro_schema(schema), arrow_type, nullable, column=column)
+    else:
+        from sparkkafka_sink.serialization.json_schema import check_json_schema, parse_json_schema
+
+        check_json_schema(parse_json_schema(schema), arrow_type, nullable, column=column)
+
+
+class ColumnSerializer:
+    """Encodes Arrow columns with one writer schema, each value framed with its id.  The
+    encoder is planned once per Arrow type (a task sees one: Spark's)."""
+
+    def __init__(self, format: Format, writer: WriterSchema, column: str):
+        self.format = format
+        self.writer = writer
+        self.column = column
+        self._encoders: dict[pa.DataType, Any] = {}
+
+    def encode(self, array: pa.Array | pa.ChunkedArray) -> EncodedColumn:
+        from sparkkafka_sink.serialization.encoded import EncodedColumn, frame
+
+        encoder = self._encoders.get(array.type)
+        if encoder is None:
+            encoder = self._encoders[array.type] = self._encoder(array.type)
+        encoded = encoder.encode(array)
+        return EncodedColumn(frame(encoded.values, self.writer.schema_id), encoded.bad_rows, encoded.fields,
+                             encoded.reasons)
+
+    def _encoder(self, arrow_type: pa.DataType) -> Any:
+        if self.format == "avro":
+            from sparkkafka_sink.serialization.avro_encoder import AvroEncoder
+            from sparkkafka_sink.serialization.avro_schema import parse_avro_schema
+
+            return AvroEncoder(parse_avro_schema(self.writer.text), arrow_type, column=self.column)
+        from sparkkafka_sink.serialization.json_encoder import JsonEncoder
+
+        return JsonEncoder(self.writer.text, arrow_type, column=self.column)

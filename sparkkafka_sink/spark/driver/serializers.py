@@ -1,0 +1,106 @@
+"""Plan the key's and value's serialization on the driver, before any task: schemas and ids.
+
+For each column written as Avro or JSON Schema (``valueFormat``/``keyFormat``), the schema is
+derived from the column's Spark type (Spark's ``to_avro`` mapping) or the user's is checked
+against it (an error names the field and both types), and the registry is asked once for the
+id the column is written with (``SerializerSpec.resolve``: registered, the latest version, or
+looked up).  The tasks then encode with that schema and id and never call the registry -- unless
+the subject depends on a ``topic`` column's values (TopicNameStrategy without the ``topic``
+option), which only the tasks see: they ask once per topic (``task/serialization.py``).
+
+Everything that can fail here fails the write before it starts, in a few seconds, with the
+registry's own message and what to change: an unreachable registry, refused credentials, an
+unknown subject or version, an incompatible (409) or invalid (422) schema.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from pyspark.sql.types import DataType, StructType
+
+from sparkkafka_sink.errors import ConfigError, KafkaError
+from sparkkafka_sink.serialization.serializer import SerializerSpec, derived_schema, record_name_of
+from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.formats import REGISTRY_PREFIX, ColumnFormat
+from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.plan import ColumnEncoding, ColumnLayout
+
+
+def plan_serialization(options: SinkOptions, schema: StructType, layout: ColumnLayout
+                       ) -> tuple[ColumnEncoding | None, ColumnEncoding | None]:
+    """``(key, value)``: how each is encoded (None: written as it is)."""
+    formats = options.formats
+    planned = {}
+    client = None
+    for column in formats.serialized:
+        name = getattr(layout, column.column)
+        if name is None:
+            raise SinkValidationError(f"{column.option}={column.format}, but the DataFrame has no '{column.column}' "
+                                      "column")
+        field = schema[name]
+        arrow_type = _arrow_type(field.dataType, name)
+        spec = _spec(column, options, arrow_type, field.nullable)
+        writer = None
+        if options.topic is not None or not spec.subject_uses_topic:
+            if client is None:
+                client = _client(options)
+            with _registry_errors(column, options):
+                writer = spec.resolve(client, options.topic or "", arrow_type, field.nullable)
+        planned[column.column] = ColumnEncoding(spec, writer)
+    return planned.get("key"), planned.get("value")
+
+
+def _spec(column: ColumnFormat, options: SinkOptions, arrow_type, nullable: bool) -> SerializerSpec:
+    """The column's serializer, its schema derived from the column's type or the user's checked
+    against it."""
+    formats = options.formats
+    try:
+        text = column.schema if column.schema is not None else derived_schema(
+            column.format, arrow_type, nullable, column.column, column.record_name, column.record_namespace)
+        spec = SerializerSpec(column.column, column.format, text, record_name_of(column.format, text),
+                              column.subject_strategy, formats.auto_register, formats.use_latest_version,
+                              formats.normalize)
+        if not formats.use_latest_version:
+            spec.check(arrow_type, nullable)
+        if options.topic is not None or not spec.subject_uses_topic:
+            spec.subject(options.topic or "")  # a record strategy without a record name says so now
+    except ConfigError as e:  # InvalidSchemaError: names the field and both types
+        where = f"option '{column.column}Schema'" if column.schema is not None else f"the {column.column} column"
+        raise SinkValidationError(f"{column.option}={column.format}: {where}: {e}") from None
+    return spec
+
+
+def _arrow_type(data_type: DataType, column: str):
+    """The Arrow type Spark hands the tasks a column of ``data_type`` in (timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    try:
+        return to_arrow_type(data_type, timezone="UTC")
+    except (TypeError, ValueError, NotImplementedError) as e:
+        raise SinkValidationError(f"column '{column}' of type {data_type.simpleString()} cannot be serialized: "
+                                  f"{e}") from None
+
+
+def _client(options: SinkOptions):
+    from sparkkafka_sink.serialization.registry import SchemaRegistryClient
+
+    return SchemaRegistryClient(options.formats.registry_config)
+
+
+@contextmanager
+def _registry_errors(column: ColumnFormat, options: SinkOptions) -> Iterator[None]:
+    """A registry's refusal fails the write here, with its message (the registry's words, what to
+    change) in the sink's option names."""
+    try:
+        yield
+    except (KafkaError, ConfigError) as e:  # SchemaRegistryError, InvalidSchemaError
+        text = str(e)
+        for key in ("url", "basic.auth.user.info", "basic.auth.credentials.source", "bearer.auth.credentials.source",
+                    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "timeout.ms"):
+            text = text.replace(f" {key}", f" {REGISTRY_PREFIX}{key}").replace(f"'{key}'", f"'{REGISTRY_PREFIX}{key}'")
+        subject_of = options.topic or "the records"
+        raise SinkValidationError(f"{column.option}={column.format}: the Schema Registry could not give the "
+                                  f"{column.column} schema's id for {subject_of}: {text}") from None
+

@@ -1,0 +1,162 @@
+"""The sink's serialization options: how the ``key`` and ``value`` columns become bytes.
+
+``valueFormat`` / ``keyFormat``: ``binary`` (the column's own bytes, a string as UTF-8: Spark's
+Kafka sink's contract, the default), ``avro`` or ``json`` (JSON Schema) -- then the column may be
+of any Spark type (a struct, usually) and is written in the Schema Registry's wire format.  The
+schema is derived from the column's type (Spark's ``to_avro`` mapping) or given
+(``valueSchema`` / ``keySchema``); the derived Avro record is named ``valueRecordName`` in
+``valueRecordNamespace`` (Spark's ``topLevelRecord`` by default; a JSON Schema's ``title``).
+
+The registry client's settings take the prefix ``schema.registry.`` with confluent-kafka's names
+(``schema.registry.url``, ``schema.registry.basic.auth.user.info``, ``schema.registry.ssl.*``,
+...); the serializer's settings keep Confluent's names (``auto.register.schemas``,
+``use.latest.version``, ``normalize.schemas``, ``key.subject.name.strategy``,
+``value.subject.name.strategy``).  Everything is checked on the driver, before any task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Mapping
+
+from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, subject_name_strategy
+from sparkkafka_sink.spark.errors import SinkValidationError
+
+REGISTRY_PREFIX = "schema.registry."
+#: the formats a column may be written in
+COLUMN_FORMATS = ("binary", "avro", "json")
+ColumnFormatName = Literal["binary", "avro", "json"]
+#: every serialization option (Spark hands them over lower-cased), as users write them
+FORMAT_OPTIONS = {
+    **{f"{c}{o.lower()}": f"{c}{o}" for c in ("value", "key")
+       for o in ("Format", "Schema", "RecordName", "RecordNamespace")},
+    "auto.register.schemas": "auto.register.schemas",
+    "use.latest.version": "use.latest.version",
+    "normalize.schemas": "normalize.schemas",
+    "key.subject.name.strategy": "key.subject.name.strategy",
+    "value.subject.name.strategy": "value.subject.name.strategy",
+}
+
+
+@dataclass(frozen=True)
+class ColumnFormat:
+    """What the options say of one column."""
+
+    column: Literal["key", "value"]
+    format: ColumnFormatName = "binary"
+    #: the user's schema (Avro JSON or JSON Schema text); None: derived from the column's type
+    schema: str | None = None
+    record_name: str | None = None
+    record_namespace: str | None = None
+    subject_strategy: str = DEFAULT_STRATEGY
+
+    @property
+    def serialized(self) -> bool:
+        return self.format != "binary"
+
+    @property
+    def option(self) -> str:
+        """The option that chose the format (for messages)."""
+        return f"{self.column}Format"
+
+
+@dataclass(frozen=True)
+class Formats:
+    """The key's and value's formats and, when either uses one, the registry's settings."""
+
+    key: ColumnFormat = ColumnFormat("key")
+    value: ColumnFormat = ColumnFormat("value")
+    #: ``schema.registry.*`` without the prefix (secrets in it: never shown, see ``__repr__``)
+    registry: tuple[tuple[str, str], ...] = ()
+    auto_register: bool = True
+    use_latest_version: bool = False
+    normalize: bool = False
+
+    @property
+    def serialized(self) -> tuple[ColumnFormat, ...]:
+        """The columns written in a registry format."""
+        return tuple(c for c in (self.key, self.value) if c.serialized)
+
+    @property
+    def registry_config(self) -> dict[str, str]:
+        return dict(self.registry)
+
+    def __repr__(self) -> str:
+        return (f"Formats(key={self.key.format}, value={self.value.format}, "
+                f"registry={'set' if self.registry else 'none'})")
+
+
+def parse_formats(lowered: Mapping[str, str]) -> Formats:
+    """The serialization options of a write (``lowered``: the options, keys lower-cased)."""
+    registry = tuple(sorted((k[len(REGISTRY_PREFIX):], str(v)) for k, v in lowered.items()
+                            if k.startswith(REGISTRY_PREFIX)))
+    key, value = (_column(lowered, c) for c in ("key", "value"))
+    auto_register = _flag(lowered, "auto.register.schemas", None)
+    use_latest = bool(_flag(lowered, "use.latest.version", False))
+    if use_latest and auto_register:
+        raise SinkValidationError("option 'use.latest.version' writes with the subject's latest schema, which "
+                                  "needs auto.register.schemas=false (Confluent's rule): drop one of them")
+    formats = Formats(key, value, registry, auto_register=not use_latest if auto_register is None else auto_register,
+                      use_latest_version=use_latest, normalize=bool(_flag(lowered, "normalize.schemas", False)))
+    if formats.serialized and not registry:
+        columns = " and ".join(f"{c.option}={c.format}" for c in formats.serialized)
+        raise SinkValidationError(
+            f"{columns} writes in the Schema Registry's format: set option '{REGISTRY_PREFIX}url' (e.g. "
+            f'.option("{REGISTRY_PREFIX}url", "http://registry:8081"); Apicurio: .../apis/ccompat/v7)')
+    if registry:
+        if not formats.serialized:
+            raise SinkValidationError(
+                f"options '{REGISTRY_PREFIX}*' are used only with valueFormat or keyFormat avro or json; "
+                "the key and value are written as they are (binary)")
+        _check_registry(formats.registry_config)
+    return formats
+
+
+def _column(lowered: Mapping[str, str], column: Literal["key", "value"]) -> ColumnFormat:
+    raw = str(lowered.get(f"{column}format", "binary")).strip().lower()
+    if raw not in COLUMN_FORMATS:
+        raise SinkValidationError(f"option '{column}Format' must be one of {', '.join(COLUMN_FORMATS)}, "
+                                  f"got {lowered.get(f'{column}format')!r}")
+    schema = lowered.get(f"{column}schema")
+    name, namespace = lowered.get(f"{column}recordname"), lowered.get(f"{column}recordnamespace")
+    given = [o for o, v in ((f"{column}Schema", schema), (f"{column}RecordName", name),
+                            (f"{column}RecordNamespace", namespace)) if v is not None]
+    if raw == "binary" and given:
+        raise SinkValidationError(f"option '{given[0]}' needs {column}Format=avro or json (the {column} column is "
+                                  "written as it is)")
+    if schema is not None and (name is not None or namespace is not None):
+        raise SinkValidationError(f"options '{column}RecordName' and '{column}RecordNamespace' name the derived "
+                                  f"schema's record: with '{column}Schema' the record is named in the schema")
+    strategy_option = f"{column}.subject.name.strategy"
+    try:
+        strategy = subject_name_strategy(lowered.get(strategy_option), f"option '{strategy_option}'").name
+    except ConfigError as e:
+        raise SinkValidationError(str(e)) from None
+    return ColumnFormat(column, raw, None if schema is None else str(schema),  # type: ignore[arg-type]
+                        None if name is None else str(name).strip(),
+                        None if namespace is None else str(namespace).strip(), strategy)
+
+
+def _flag(lowered: Mapping[str, str], key: str, default: bool | None) -> bool | None:
+    raw = lowered.get(key)
+    if raw is None:
+        return default
+    value = str(raw).strip().lower()
+    if value not in ("true", "false"):
+        raise SinkValidationError(f"option '{key}' must be true or false, got {raw!r}")
+    return value == "true"
+
+
+def _check_registry(config: Mapping[str, str]) -> None:
+    """The registry client's settings, checked as the client reads them; errors speak in the
+    sink's option names ('url' -> 'schema.registry.url')."""
+    from sparkkafka_sink.serialization.registry_settings import KNOWN_KEYS, RegistrySettings
+
+    try:
+        RegistrySettings(config)
+    except ConfigError as e:
+        text = str(e)
+        for key in sorted(set(config) | set(KNOWN_KEYS), key=len, reverse=True):
+            text = text.replace(f"'{key}'", f"'{REGISTRY_PREFIX}{key}'")
+        raise SinkValidationError(f"invalid Schema Registry option: {text}") from None

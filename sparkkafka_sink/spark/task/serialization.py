@@ -1,0 +1,84 @@
+"""A write task's keys and values serialized: Avro or JSON Schema in the registry's wire format.
+
+The driver planned each serialized column (``driver/serializers.py``): its schema, and the id
+it is written with.  The task encodes whole Arrow columns with them (``ColumnSerializer``:
+vectorised, each value framed with the id) before ``send_batch`` sees the rows.  When the
+subject depends on the values of a ``topic`` column, the driver could not know the ids: the
+task asks the registry once per topic, and its Python worker keeps the answer for later tasks
+of the same write settings.
+
+A row the schema cannot hold (a null in a non-null field of the user's schema, a decimal out of
+its precision...) is not sent: it is handed back with the field at fault and what is wrong, for
+the dead letters (``errors.tolerance=all``) or to fail the task.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from sparkkafka_sink.serialization.serializer import ColumnSerializer, WriterSchema
+from sparkkafka_sink.spark.plan import ColumnEncoding, WritePlan
+
+if TYPE_CHECKING:
+    from sparkkafka_sink.serialization.registry import SchemaRegistryClient
+
+#: (registry settings, the column's spec, topic) -> the schema and id, for this Python worker
+_WRITERS: dict[tuple, WriterSchema] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+class TaskSerializers:
+    """The serialized columns of one write task (none when key and value are written as they are)."""
+
+    def __init__(self, plan: WritePlan):
+        self._registry = plan.options.formats.registry
+        self._client: SchemaRegistryClient | None = None
+        self._columns = [(name, encoding) for name, encoding in ((plan.layout.key, plan.key_encoding),
+                                                                 (plan.layout.value, plan.value_encoding))
+                         if encoding is not None and name is not None]
+        self._serializers: dict[tuple[str, str], ColumnSerializer] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._columns)
+
+    def encode(self, part: pa.RecordBatch, topic: str) -> tuple[pa.RecordBatch, list[tuple[int, str, str]]]:
+        """``part`` with its serialized columns replaced by their encodings, and its bad rows:
+        ``(position in part, field, what is wrong)``, ascending (their encodings are null)."""
+        bad: dict[int, tuple[str, str]] = {}
+        for name, encoding in self._columns:
+            array = part.column(name)
+            encoded = self._serializer(name, encoding, topic, array.type).encode(array)
+            for i, row in enumerate(encoded.bad_rows.tolist()):
+                bad.setdefault(row, (encoded.fields[i], encoded.reasons[i]))
+            part = part.set_column(part.schema.get_field_index(name), name, encoded.values)
+        return part, [(row, field, reason) for row, (field, reason) in sorted(bad.items())]
+
+    def _serializer(self, name: str, encoding: ColumnEncoding, topic: str, arrow_type: pa.DataType
+                    ) -> ColumnSerializer:
+        writer_topic = topic if encoding.writer is None else ""
+        serializer = self._serializers.get((name, writer_topic))
+        if serializer is None:
+            writer = encoding.writer or self._writer(encoding, topic, arrow_type)
+            serializer = self._serializers[(name, writer_topic)] = ColumnSerializer(
+                encoding.spec.format, writer, encoding.spec.column)
+        return serializer
+
+    def _writer(self, encoding: ColumnEncoding, topic: str, arrow_type: pa.DataType) -> WriterSchema:
+        """The schema and id for ``topic``, from this worker's earlier answers or the registry."""
+        key = (self._registry, encoding.spec, topic)
+        with _WRITERS_LOCK:
+            known = _WRITERS.get(key)
+        if known is not None:
+            return known
+        if self._client is None:
+            from sparkkafka_sink.serialization.registry import SchemaRegistryClient
+
+            self._client = SchemaRegistryClient(dict(self._registry))
+        writer = encoding.spec.resolve(self._client, topic, arrow_type)
+        with _WRITERS_LOCK:
+            _WRITERS[key] = writer
+        return writer
+

@@ -35,7 +35,8 @@ def count_records(bootstrap: str, topic: str, partitions: int, expected: int, ti
                   "auto.offset.reset": "earliest", "receive.message.max.bytes": 256 * 1024 * 1024})
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        at_end, count = set(), 0
+        at_end: set[int | None] = set()  # partitions read to their end (as confluent-kafka types them)
+        count = 0
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not (count >= expected and len(at_end) == partitions):
             for msg in c.consume(num_messages=10_000, timeout=0.5):

@@ -8,6 +8,11 @@ subclass of :class:`BrokerResponseError` each, generated in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+_Error = TypeVar("_Error", bound=BaseException)
+
 
 class KafkaError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -28,6 +33,9 @@ class ProtocolError(KafkaError):
     """
 
     retriable = True
+    #: ``(request, response)`` pairs decoded from the same bytes before the malformed frame
+    #: (``BrokerProtocol.receive``): delivered before the connection closes, so none is lost
+    answers: Sequence[tuple[Any, Any]] = ()
 
 
 class UnsupportedVersionError(KafkaError):
@@ -149,7 +157,7 @@ class BrokerResponseError(KafkaError):
         super().__init__(text)
 
 
-def again(error: BaseException) -> BaseException:
+def again(error: _Error) -> _Error:
     """A copy of ``error`` to raise to another caller: an error kept (a producer's fatal error,
     a step's outcome) is raised afresh each time, with its own traceback."""
     cls = type(error)

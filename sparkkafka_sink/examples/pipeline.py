@@ -65,8 +65,8 @@ def main(argv=None) -> int:
     result = {"rows": args.rows, "topic": args.topic, "seconds": round(elapsed, 3),
               "metrics": metrics.snapshot() if metrics is not None else None,
               "package": os.path.dirname(sparkkafka_sink.__file__)}
+    spark.stop()  # before the result: nothing Spark prints on stopping comes after it
     print("PIPELINE_RESULT " + json.dumps(result), flush=True)
-    spark.stop()
     return 0
 
 

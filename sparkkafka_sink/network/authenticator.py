@@ -14,22 +14,25 @@ import random
 from typing import Any
 
 from sparkkafka_sink.errors import AuthenticationError, KafkaError
+from sparkkafka_sink.network.sasl.client import SaslClient
+from sparkkafka_sink.network.sasl.settings import SaslSettings
+# messages.X, not "from ...messages import X": mypy cannot see a module __getattr__'s names in an import cycle
+from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.errors import (
     ERROR_CLASSES, IllegalSaslStateError, SaslAuthenticationFailedError, UnsupportedSaslMechanismError)
-from sparkkafka_sink.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 
 #: Kafka's broker (KafkaChannel) accepts at most one re-authentication per second per connection
 _MIN_REAUTH_INTERVAL_MS = 1050.0
 
 
 class SaslAuthenticator:
-    def __init__(self, settings: Any, address: str, *, reauthentication: bool = False, now_ms: float = 0.0):
+    def __init__(self, settings: SaslSettings, address: str, *, reauthentication: bool = False, now_ms: float = 0.0):
         self.settings = settings
         self.started_ms = now_ms
         self.address = address
         self.reauthentication = reauthentication
         self.mechanism = settings.mechanism
-        self._client = None
+        self._client: SaslClient | None = None
         #: ms the broker lets this session live (0: for ever), from the last answer
         self.session_lifetime_ms = 0
         self.complete = False
@@ -41,7 +44,7 @@ class SaslAuthenticator:
                                    f"{self.address} failed: {reason}")
 
     def handshake_request(self) -> Any:
-        return SaslHandshakeRequest(mechanism=self.mechanism)
+        return messages.SaslHandshakeRequest(mechanism=self.mechanism)
 
     def on_handshake(self, response: Any) -> Any:
         """The first SaslAuthenticate request, after the broker accepted the mechanism."""
@@ -62,13 +65,13 @@ class SaslAuthenticator:
         if response.error_code:
             raise self._fail(f"SaslHandshake answered with error code {response.error_code}")
         try:
-            self._client = self.settings.new_client()
-            first = self._client.first_message()
+            self._client = client = self.settings.new_client()
+            first = client.first_message()
         except KafkaError as e:  # e.g. the token endpoint cannot be reached
             failure = self._fail(str(e))
             failure.retriable = e.retriable  # an identity provider that is down may come back
             raise failure from None
-        return SaslAuthenticateRequest(auth_bytes=first)
+        return messages.SaslAuthenticateRequest(auth_bytes=first)
 
     def on_authenticate(self, response: Any) -> Any | None:
         """The next SaslAuthenticate request, or None when the exchange is complete."""
@@ -81,13 +84,16 @@ class SaslAuthenticator:
                 detail += "; check the credentials" if self.mechanism != "OAUTHBEARER" else "; check the token"
             raise self._fail(detail)
         self.session_lifetime_ms = getattr(response, "session_lifetime_ms", 0) or 0
+        client = self._client
+        if client is None:
+            raise self._fail("SaslAuthenticate answered before SaslHandshake")
         try:
-            reply = self._client.evaluate(bytes(response.auth_bytes or b""))
+            reply = client.evaluate(bytes(response.auth_bytes or b""))
         except AuthenticationError as e:  # e.g. a SCRAM server signature that does not verify
             raise self._fail(str(e)) from None
         if reply is not None:
-            return SaslAuthenticateRequest(auth_bytes=reply)
-        if not self._client.complete:
+            return messages.SaslAuthenticateRequest(auth_bytes=reply)
+        if not client.complete:
             raise self._fail("the broker ended the exchange before the mechanism was complete")
         self.complete = True
         return None

@@ -22,6 +22,7 @@ import selectors
 import socket
 import ssl
 import time
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from sparkkafka_sink.errors import (
@@ -41,6 +42,7 @@ from sparkkafka_sink.network.in_flight import ClientResponse, InFlightRequest, I
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.network.metadata_updater import MetadataUpdater
 from sparkkafka_sink.protocol.api import ApiKey, negotiate
+from sparkkafka_sink.protocol.broker_protocol import PendingRequest
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +249,7 @@ class NetworkClient:
         else:
             # no answer will come: the request is complete once written (or failed, if its
             # connection closes before that: see _close)
-            conn.enqueue(frame, lambda error=None: self._completed.append(
+            conn.enqueue(frame, lambda error: self._completed.append(
                 ClientResponse(req, None, now_ms(), disconnected=error is not None, error=error)))
         try:
             conn.write(now)
@@ -323,7 +325,7 @@ class NetworkClient:
 
     def _receive(self, conn: BrokerConnection, data: bytes, now: float) -> None:
         self._hang_ups.check_plaintext_answer(conn, data)
-        answers: list = []
+        answers: Sequence[tuple[PendingRequest, Any]] = []
         try:
             answers = conn.protocol.receive(data)
         except ProtocolError as exc:  # deliver what came before the malformed frame, then close
@@ -356,7 +358,7 @@ class NetworkClient:
                 log.debug("closing idle connection to %s", conn.address)
                 self._close(conn, None, now)
 
-    def _close(self, conn: BrokerConnection, error: BaseException | None, now: float) -> None:
+    def _close(self, conn: BrokerConnection, error: KafkaError | None, now: float) -> None:
         """Close a connection; every request it carried completes as disconnected."""
         was_ready = conn.state in (ConnectionState.READY, ConnectionState.REAUTHENTICATING)
         error = self._hang_ups.tls_hang_up(conn.node_id, error)

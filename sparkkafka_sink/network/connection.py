@@ -19,11 +19,14 @@ import selectors
 import socket
 import ssl
 from collections import deque
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from sparkkafka_sink.errors import KafkaConnectionError
 from sparkkafka_sink.network.tls_channel import TlsChannel
 from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
+
+if TYPE_CHECKING:
+    from sparkkafka_sink.network.authenticator import SaslAuthenticator
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,10 @@ _RECV_CHUNK = 1 << 18
 _MAX_READ_PER_POLL = 1 << 24
 #: encrypted bytes kept ready for the socket; more plaintext is encrypted as it drains
 _TLS_WIRE_BUDGET = 1 << 20
+
+#: a frame's callback: called with None once the frame is on the wire; ``close`` returns those
+#: not called, for its caller to call with the error that kept their frames from leaving
+OnWritten = Callable[[KafkaConnectionError | None], None]
 
 
 class ConnectionState(enum.Enum):
@@ -63,13 +70,13 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.state_since_ms = 0.0
         self.last_activity_ms = 0.0
-        self._out: deque[tuple[memoryview, Callable[[], None] | None]] = deque()
+        self._out: deque[tuple[memoryview, OnWritten | None]] = deque()
         self._out_bytes = 0
         #: TLS only: frames waiting to be encrypted into ``_out``
-        self._plain: deque[tuple[list, Callable[[], None] | None]] = deque()
+        self._plain: deque[tuple[list, OnWritten | None]] = deque()
         self.protocol = BrokerProtocol(client_id, max_frame_bytes)
         #: SASL: the exchange under way, and when the session must be renewed (KIP-368)
-        self.authenticator = None
+        self.authenticator: SaslAuthenticator | None = None
         self.reauthenticate_at_ms: float | None = None
         self.setup_started_ms = 0.0
         #: answers received once READY (none before a close hints at a listener wanting SASL)
@@ -109,7 +116,7 @@ class BrokerConnection:
     def finish_connect(self, now_ms: float) -> bool:
         """Called when the socket turned writable while CONNECTING; True when the connection
         can carry Kafka requests (False: a TLS handshake comes first)."""
-        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        err = self._socket().getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
             raise KafkaConnectionError(f"Connection to {self.address} failed: {os.strerror(err)}")
         if self.ssl_context is None:
@@ -123,6 +130,7 @@ class BrokerConnection:
     def advance_tls_handshake(self, now_ms: float) -> bool:
         """Feed what arrived to the handshake and send what it answers; True once complete."""
         tls = self.tls
+        assert tls is not None  # TLS_HANDSHAKE begins with the channel (finish_connect)
         try:
             for raw in self._recv(now_ms):
                 tls.feed(raw)
@@ -149,10 +157,16 @@ class BrokerConnection:
     def mark_ready(self, now_ms: float) -> None:
         self._set_state(ConnectionState.READY, now_ms)
 
-    def mark_authenticating(self, authenticator, now_ms: float) -> None:
+    def mark_authenticating(self, authenticator: SaslAuthenticator, now_ms: float) -> None:
         self.authenticator = authenticator
         reauth = self.state is ConnectionState.READY
         self._set_state(ConnectionState.REAUTHENTICATING if reauth else ConnectionState.AUTHENTICATING, now_ms)
+
+    def _socket(self) -> socket.socket:
+        """The socket, for I/O that only a connection under way does."""
+        if self.sock is None:
+            raise KafkaConnectionError(f"Connection to {self.address} is closed")
+        return self.sock
 
     def _set_state(self, state: ConnectionState, now_ms: float) -> None:
         self.state = state
@@ -160,9 +174,9 @@ class BrokerConnection:
         self.last_activity_ms = now_ms
 
     # -- writing -----------------------------------------------------------------------
-    def enqueue(self, buffers, on_written: Callable[[], None] | None = None) -> None:
-        """Queue one frame (a list of bytes-like parts); ``on_written()`` fires once it is all on
-        the wire (``close`` returns it unfired when the connection closes first)."""
+    def enqueue(self, buffers, on_written: OnWritten | None = None) -> None:
+        """Queue one frame (a list of bytes-like parts); ``on_written(None)`` fires once it is all
+        on the wire (``close`` returns it unfired when the connection closes first)."""
         if self.tls is not None:
             self._plain.append((buffers, on_written))
             self._update_interest()
@@ -180,7 +194,7 @@ class BrokerConnection:
     def has_pending_writes(self) -> bool:
         return self._out_bytes > 0 or bool(self._plain)
 
-    def _queue_wire(self, data: bytes, on_written: Callable[[], None] | None) -> None:
+    def _queue_wire(self, data: bytes, on_written: OnWritten | None) -> None:
         self._out.append((memoryview(data), on_written))
         self._out_bytes += len(data)
 
@@ -204,7 +218,7 @@ class BrokerConnection:
         while out:
             bufs = [mv for mv, _ in (out[i] for i in range(min(len(out), _IOV_MAX)))]
             try:
-                sent = self.sock.sendmsg(bufs)
+                sent = self._socket().sendmsg(bufs)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as e:
@@ -217,7 +231,7 @@ class BrokerConnection:
                     sent -= len(mv)
                     out.popleft()
                     if cb is not None:
-                        cb()
+                        cb(None)
                 else:
                     out[0] = (mv[sent:], cb)
                     sent = 0
@@ -225,7 +239,7 @@ class BrokerConnection:
             while out and len(out[0][0]) == 0:
                 _, cb = out.popleft()
                 if cb is not None:
-                    cb()
+                    cb(None)
 
     def _update_interest(self) -> None:
         if self.sock is None:
@@ -268,7 +282,7 @@ class BrokerConnection:
         total = 0
         while total < _MAX_READ_PER_POLL:
             try:
-                data = self.sock.recv(_RECV_CHUNK)
+                data = self._socket().recv(_RECV_CHUNK)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as e:
@@ -283,7 +297,7 @@ class BrokerConnection:
         return chunks
 
     # -- closing -----------------------------------------------------------------------
-    def close(self) -> list[Callable[[], None]]:
+    def close(self) -> list[OnWritten]:
         """Close the socket; returns the write callbacks that will now never fire."""
         if self.sock is not None:
             try:

@@ -12,21 +12,22 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Iterable
 
-from sparkkafka_sink.errors import AuthenticationError, UnsupportedVersionError
+from sparkkafka_sink.errors import AuthenticationError, KafkaError, UnsupportedVersionError
 from sparkkafka_sink.network.authenticator import SaslAuthenticator
 from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
 from sparkkafka_sink.network.in_flight import ClientResponse
+# messages.X, not "from ...messages import X": mypy cannot see a module __getattr__'s names in an import cycle
+from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import SUPPORTED_VERSIONS, ApiKey
 from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
-from sparkkafka_sink.protocol.errors import error_for_code
-from sparkkafka_sink.protocol.messages import ApiVersionsRequest
+from sparkkafka_sink.protocol.errors import broker_error
 
 log = logging.getLogger(__name__)
 
 
 class ConnectionSetup:
     def __init__(self, sasl: Any, software_version: str, *, send: Callable[..., Any],
-                 close: Callable[[BrokerConnection, BaseException, float], None],
+                 close: Callable[[BrokerConnection, KafkaError, float], None],
                  ready: Callable[[BrokerConnection, float], None]):
         #: ``network.sasl.settings.SaslSettings`` when the listener wants SASL
         self.sasl = sasl
@@ -45,8 +46,8 @@ class ConnectionSetup:
     def send_api_versions(self, conn: BrokerConnection, now: float) -> None:
         """The first request of a connection, once TCP (and TLS) are up."""
         version = self._api_versions_version.get(conn.node_id, SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1])
-        request = ApiVersionsRequest(client_software_name="sparkkafka-sink",
-                                     client_software_version=self.software_version)
+        request = messages.ApiVersionsRequest(client_software_name="sparkkafka-sink",
+                                              client_software_version=self.software_version)
         self._send(conn.node_id, request, lambda resp: self._handle_api_versions(conn, resp), now,
                    version=version)
 
@@ -61,7 +62,7 @@ class ConnectionSetup:
             self.send_api_versions(conn, now)
             return
         if body.error_code:
-            self._close(conn, error_for_code(body.error_code, f"ApiVersions from {conn.address}"), now)
+            self._close(conn, broker_error(body.error_code, f"ApiVersions from {conn.address}"), now)
             return
         conn.set_api_versions({k.api_key: (k.min_version, k.max_version) for k in body.api_keys}, now)
         epoch = getattr(body, "finalized_features_epoch", -1)

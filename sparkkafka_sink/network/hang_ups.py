@@ -12,6 +12,7 @@ from __future__ import annotations
 from sparkkafka_sink.errors import (
     AuthenticationError,
     KafkaConnectionError,
+    KafkaError,
     KafkaTimeoutError,
     SslError,
 )
@@ -49,7 +50,7 @@ class HangUpDiagnosis:
         """A connection to ``node_id`` is READY: its TLS handshakes do get through."""
         self._tls.pop(node_id, None)
 
-    def tls_hang_up(self, node_id: int, error: BaseException | None) -> BaseException | None:
+    def tls_hang_up(self, node_id: int, error: KafkaError | None) -> KafkaError | None:
         """``error``, or a non-retriable ``SslError`` when it is the ``HANG_UPS_FATAL``-th hang-up
         in a row in the TLS handshake."""
         if isinstance(error, TlsHandshakeClosed):
@@ -58,8 +59,8 @@ class HangUpDiagnosis:
                 return SslError(f"{error} (it hung up {hang_ups} times in a row)")
         return error
 
-    def explain(self, conn: BrokerConnection, error: BaseException,
-                was_ready: bool) -> tuple[BaseException, bool]:
+    def explain(self, conn: BrokerConnection, error: KafkaError,
+                was_ready: bool) -> tuple[KafkaError, bool]:
         """``error`` with a hint at the security.protocol the listener may want, and whether it
         has become fatal (the ``HANG_UPS_FATAL``-th hang-up in a row right after set-up)."""
         if (was_ready and not self._sasl and conn.responses_after_ready == 0

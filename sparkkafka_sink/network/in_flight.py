@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from sparkkafka_sink.errors import KafkaError
+
 
 @dataclass(eq=False)
 class InFlightRequest:
@@ -34,7 +36,7 @@ class ClientResponse:
     response: Any = None
     received_ms: float = 0.0
     disconnected: bool = False
-    error: BaseException | None = None
+    error: KafkaError | None = None
     extra: dict = field(default_factory=dict)
 
     @property

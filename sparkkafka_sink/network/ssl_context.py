@@ -93,8 +93,7 @@ def _set_ciphers(ctx: ssl.SSLContext, suites: Any) -> None:
     tls12 = [_openssl_cipher_name(n) for n in names if n not in _TLS13_SUITES]
     if not tls12:
         return  # only TLS 1.3 suites named: OpenSSL offers exactly those
-    available = {c["name"] for c in ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).get_ciphers()} | {
-        c["name"] for c in _all_ciphers()}
+    available = {c["name"] for c in ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).get_ciphers()} | _all_cipher_names()
     unknown = [n for n, o in zip([n for n in names if n not in _TLS13_SUITES], tls12, strict=True) if o not in available]
     if unknown:
         raise ConfigError(f"Invalid value for configuration 'ssl.cipher.suites': unknown or unavailable cipher "
@@ -103,13 +102,13 @@ def _set_ciphers(ctx: ssl.SSLContext, suites: Any) -> None:
     ctx.set_ciphers(":".join(tls12))
 
 
-def _all_ciphers() -> list[dict]:
+def _all_cipher_names() -> set[str]:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     try:
         ctx.set_ciphers("ALL:@SECLEVEL=0")
     except ssl.SSLError:
-        return []
-    return ctx.get_ciphers()
+        return set()
+    return {c["name"] for c in ctx.get_ciphers()}
 
 
 # -- trust ----------------------------------------------------------------------------------
@@ -161,14 +160,14 @@ def _load_trust(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
     inline = config.get("ssl.truststore.certificates") or None
     if location and inline:
         raise ConfigError("Give either ssl.truststore.location or ssl.truststore.certificates, not both")
-    if not location and not inline:
-        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)  # system CAs, as Java and librdkafka do
-        return
     if inline:
         pem = str(inline)
         if "-----BEGIN CERTIFICATE-----" not in pem:
             raise ConfigError("ssl.truststore.certificates must hold PEM text (-----BEGIN CERTIFICATE----- blocks)")
         _load_cadata(ctx, "ssl.truststore.certificates", pem)
+        return
+    if not location:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)  # system CAs, as Java and librdkafka do
         return
     key = "ssl.truststore.location"
     data, kind = _read_store(config, "ssl.truststore", location)

@@ -138,7 +138,7 @@ def _is_name(host: str) -> bool:
 
 def _verify_reason(e: ssl.SSLCertVerificationError, host: str) -> str:
     message = getattr(e, "verify_message", None) or str(e)
-    kind = _VERIFY_KINDS.get(getattr(e, "verify_code", None))
+    kind = _VERIFY_KINDS.get(getattr(e, "verify_code", 0))  # 0: X509_V_OK, no kind
     if kind == "expired":
         return f"certificate has expired ({message})"
     if kind == "unknown CA":

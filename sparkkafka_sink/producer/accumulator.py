@@ -104,6 +104,7 @@ class RecordAccumulator:
                 builder = RecordBatchBuilder(self.compression_type, size)
                 batch = ProducerBatch(topic, partition, builder, size, now_ms, size)
                 fut = batch.try_append(timestamp, key, value, headers)
+                assert fut is not None  # a new batch always takes its first record
                 q.batches.append(batch)
                 with self._incomplete_lock:
                     self._incomplete[batch] = None
@@ -133,7 +134,8 @@ class RecordAccumulator:
         used, queued = 0, []
         claimed = self._claim_open(topic, rows.group_partitions)
         try:
-            opens = {p: OpenBatch(b.record_count, b.estimated_size, b.builder.base_timestamp) for p, b in claimed.items()}
+            opens = {p: OpenBatch(b.record_count, b.estimated_size, b.encoded_builder.base_timestamp)
+                     for p, b in claimed.items()}
             pieces = plan_pieces(rows, opens, self.batch_size)
             encode_pieces(rows, pieces, self.compression_type)
             now = now_ms()
@@ -175,7 +177,7 @@ class RecordAccumulator:
     def _claim_open(self, topic: str, partitions: Iterable[int]) -> dict[int, ProducerBatch]:
         """The open bulk batches of these partitions (the last of each queue, still filling),
         marked claimed for one bulk call to extend."""
-        claimed = {}
+        claimed: dict[int, ProducerBatch] = {}
         for partition in partitions:
             q = self._queues.get((topic, partition))
             if q is None:
@@ -327,7 +329,7 @@ class RecordAccumulator:
             else:
                 batch.close()
             batch.drained_ms = now_ms
-            sizes[leader] += len(batch.built)
+            sizes[leader] += len(batch.wire)
             result[leader].append(batch)
         if not short_of_memory:
             # the next drain starts where the first full request stopped (no partition waits

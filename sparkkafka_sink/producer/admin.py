@@ -91,8 +91,8 @@ class BlockingAdmin:
             if outcome is Outcome.DONE:
                 return handler.result
             if outcome is Outcome.FATAL:
-                raise handler.error
-            if outcome is Outcome.FIND_COORDINATOR:
+                raise handler.failure
+            if outcome is Outcome.FIND_COORDINATOR and key is not None:
                 self.coordinators.forget(key)
             self._backoff(handler.error, deadline)
 
@@ -111,7 +111,7 @@ class BlockingAdmin:
                 except KafkaConnectionError as e:
                     outcome = handler.no_answer(e)
                 if outcome is Outcome.FATAL:
-                    raise handler.error
+                    raise handler.failure
                 if outcome is not Outcome.DONE:
                     self._backoff(handler.error, deadline)
                     fresh = True

@@ -13,19 +13,22 @@ that still tells which original rows a failure concerns.
 from __future__ import annotations
 
 import enum
+import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkkafka_sink.errors import (
-    InvalidPartitionError, InvalidRecordError, KafkaError, KafkaTimeoutError, RecordTooLargeError)
+    InvalidPartitionError, InvalidRecordError, KafkaError, KafkaTimeoutError, RecordTooLargeError, again)
+from sparkkafka_sink.producer.future import ProduceRequestResult
 from sparkkafka_sink.producer.offset_ranges import merge_range
+from sparkkafka_sink.producer.partitioner import Partitioner
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
-from sparkkafka_sink.record.arrow import ArrowRecords, RecordColumns, Slice
+from sparkkafka_sink.record.arrow import ArrowRecords, IntColumnLike, RecordColumns, Slice
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
 
 
@@ -45,7 +48,7 @@ class BulkResult:
                 merge_range(per, batch.partition, count, first_offset, last_offset)
         self.record_count = sum(v[0] for v in per.values())
         #: partition -> (records, first offset, last offset); offsets -1 when unknown (acks=0)
-        self.partitions = {p: tuple(v) for p, v in sorted(per.items())}
+        self.partitions = {p: (n, first, last) for p, (n, first, last) in sorted(per.items())}
 
     def __repr__(self) -> str:
         return f"BulkResult(topic={self.topic!r}, records={self.record_count}, partitions={self.partitions})"
@@ -93,21 +96,19 @@ class BulkFuture:
                 f"{self.topic}: bulk send of {self.record_count} record(s) not acknowledged within {timeout} s")
         errors = self.errors()
         if errors:
-            err, partition, rows = errors[0]
-            failed = self.failed_count()
-            try:
-                err.add_note(f"{failed} of {self.record_count} record(s) of this bulk send failed; first failed "
-                             f"batch: {self.topic}-{partition}, rows {int(rows.min())}..{int(rows.max())}")
-            except AttributeError:
-                pass
+            shared, partition, rows = errors[0]
+            err = again(shared)  # the batch's error, shared by every call with rows in it: the note is this call's
+            if sys.version_info >= (3, 11):
+                err.add_note(f"{self.failed_count()} of {self.record_count} record(s) of this bulk send failed; "
+                             f"first failed batch: {self.topic}-{partition}, rows {int(rows.min())}..{int(rows.max())}")
             raise err
         return BulkResult(self.topic, self._batches)
 
-    def add_callback(self, fn: Callable[[BulkResult | None, BaseException | None], Any]) -> None:
+    def add_callback(self, fn: Callable[[BulkResult | None, BaseException | None], object]) -> None:
         """``fn(result, error)`` once every batch completed (on the Sender thread)."""
         remaining = [len(self._batches)]
 
-        def one_done(_):
+        def one_done(_: ProduceRequestResult) -> None:
             remaining[0] -= 1
             if remaining[0] == 0:
                 errs = self.errors()
@@ -173,7 +174,7 @@ class Piece:
     partition: int
     slice: Slice
     rows: np.ndarray  # the call's row indices it holds, in order
-    data: Any = None  # a framed batch (FULL) or bare records (EXTEND, OPEN)
+    data: memoryview | bytes = b""  # a framed batch (FULL) or bare records (EXTEND, OPEN); none to SEAL
     max_timestamp: int = -1
 
 
@@ -309,7 +310,8 @@ def group_by_partition(parts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray
     return order, starts
 
 
-def resolve_partitions(topic, partitions, keys, sizes, num_partitions, available, partitioner) -> np.ndarray:
+def resolve_partitions(topic: str, partitions: IntColumnLike | int | None, keys: pa.Array, sizes: np.ndarray,
+                       num_partitions: int, available: list[int], partitioner: Partitioner) -> np.ndarray:
     """Each row's partition: the given one (checked), else the partitioner's choice."""
     n = len(sizes)
     if partitions is None:

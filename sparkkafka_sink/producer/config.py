@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
@@ -83,7 +83,7 @@ def _str(key: str, value: Any) -> str:
     return value
 
 
-def _callable_or_str(key: str, value: Any):
+def _callable_or_str(key: str, value: Any) -> Callable[..., Any] | str:
     if callable(value) or isinstance(value, str):
         return value
     raise _fail(key, value, "a callable or an importable 'module:function' string")
@@ -138,13 +138,13 @@ def parse_bootstrap(key: str, value: Any) -> list[tuple[str, int]]:
     return out
 
 
-def _partitioner(key: str, value: Any):
+def _partitioner(key: str, value: Any) -> Callable[..., Any] | str:
     if callable(value):
         return value
     return _choice(PARTITIONERS)(key, value)
 
 
-def _transactional_id(key: str, value: Any):
+def _transactional_id(key: str, value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
@@ -227,7 +227,7 @@ class ProducerConfig(Mapping[str, Any]):
         given = dict(config._given if isinstance(config, ProducerConfig) else config or {})
         given.update({k.replace("_", "."): v for k, v in kwargs.items()})
         #: the settings as given (before parsing): what ``updated`` starts from
-        self._given = given
+        self._given: dict[str, Any] = given
         values: dict[str, Any] = {}
         for key, raw in given.items():
             spec = KEYS.get(key)
@@ -294,7 +294,7 @@ class ProducerConfig(Mapping[str, Any]):
         except KeyError:
             raise KeyError(_unknown_key_message(key)) from None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
     def __len__(self) -> int:

@@ -23,7 +23,7 @@ from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
 from sparkkafka_sink.protocol.errors import (
     InvalidTopicExceptionError, InvalidTransactionTimeoutError, LeaderNotAvailableError, TopicAuthorizationFailedError,
-    TransactionalIdNotFoundError, UnknownTopicOrPartitionError, error_for_code)
+    TransactionalIdNotFoundError, UnknownTopicOrPartitionError, broker_error, error_for_code)
 
 #: FindCoordinator's key type of a transactional id
 COORDINATOR_TRANSACTION = 1
@@ -83,6 +83,11 @@ class ControlRequest:
         if getattr(error, "producer_fenced", False) and self.coordinator_key is not None:
             return fenced_error(self.coordinator_key, error)
         return error
+
+    @property
+    def failure(self) -> BaseException:
+        """What a FATAL outcome fails with: ``error`` (every way to FATAL sets it)."""
+        return self.error if self.error is not None else KafkaError(f"{self.describe()} failed")
 
     # -- driven by the Sender or the blocking admin -------------------------------------------
     def handle(self, response: Any) -> Outcome:
@@ -150,7 +155,7 @@ class FindCoordinator(ControlRequest):
     def read(self, response: Any) -> Outcome:
         answer = response.coordinators[0] if getattr(response, "coordinators", None) else response
         if answer.error_code:
-            return self.refused(error_for_code(answer.error_code, self.describe()))
+            return self.refused(broker_error(answer.error_code, self.describe()))
         self.result = answer.node_id
         return Outcome.DONE
 
@@ -172,7 +177,7 @@ class Coordinators:
         self._nodes.pop(key, None)
 
     def _found(self, handler: ControlRequest, outcome: Outcome) -> None:
-        if outcome is Outcome.DONE:
+        if outcome is Outcome.DONE and isinstance(handler, FindCoordinator):
             self._nodes[handler.key] = handler.result
 
 
@@ -201,7 +206,7 @@ class InitProducerId(ControlRequest):
 
     def read(self, response: Any) -> Outcome:
         if response.error_code:
-            return self.refused(error_for_code(response.error_code, self.describe()))
+            return self.refused(broker_error(response.error_code, self.describe()))
         if response.producer_id < 0:
             self.error = KafkaError(f"{self.describe()} returned producer id {response.producer_id}")
             return Outcome.FATAL
@@ -253,7 +258,7 @@ class AddPartitionsToTxn(TransactionalRequest):
         if not refusals:
             return Outcome.DONE
         (topic, partition), code = refusals[0]
-        return self.refused(error_for_code(code, f"{self.describe()}: {topic}-{partition}"))
+        return self.refused(broker_error(code, f"{self.describe()}: {topic}-{partition}"))
 
 
 class EndTxn(TransactionalRequest):
@@ -282,7 +287,7 @@ class EndTxn(TransactionalRequest):
 
     def read(self, response: Any) -> Outcome:
         if response.error_code:
-            return self.refused(error_for_code(response.error_code, self.describe()))
+            return self.refused(broker_error(response.error_code, self.describe()))
         pid, epoch = getattr(response, "producer_id", -1), getattr(response, "producer_epoch", -1)
         self.result = (pid, epoch) if pid is not None and pid >= 0 and epoch is not None and epoch >= 0 else None
         return Outcome.DONE
@@ -326,7 +331,7 @@ class ListTransactions(ControlRequest):
 
     def read(self, response: Any) -> Outcome:
         if response.error_code:
-            return self.refused(error_for_code(response.error_code, self.describe()))
+            return self.refused(broker_error(response.error_code, self.describe()))
         self.result = [(t.transactional_id, t.producer_id, t.transaction_state)
                        for t in response.transaction_states if t.transactional_id.startswith(self.prefix)]
         return Outcome.DONE

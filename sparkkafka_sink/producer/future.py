@@ -78,7 +78,7 @@ class ProduceRequestResult:
         remaining = [len(pieces)]
         lock = threading.Lock()
 
-        def piece_done(_):
+        def piece_done(_: ProduceRequestResult) -> None:
             with lock:
                 remaining[0] -= 1
                 if remaining[0]:
@@ -199,17 +199,22 @@ class FutureRecordMetadata:
     def failed(self) -> bool:
         return self.done() and self._error() is not None
 
-    def add_callback(self, fn: Callable[[RecordMetadata], Any]) -> "FutureRecordMetadata":
+    def add_callback(self, fn: Callable[[RecordMetadata], object]) -> "FutureRecordMetadata":
         """``fn(metadata)`` runs (on the Sender thread) when the record succeeds."""
         self._result.add_callback(lambda r: fn(self._metadata()) if self._error() is None else None)
         return self
 
-    def add_errback(self, fn: Callable[[BaseException], Any]) -> "FutureRecordMetadata":
+    def add_errback(self, fn: Callable[[BaseException], object]) -> "FutureRecordMetadata":
         """``fn(exception)`` runs (on the Sender thread) when the record fails."""
-        self._result.add_callback(lambda r: fn(self._error()) if self._error() is not None else None)
+        def failed(_: ProduceRequestResult) -> None:
+            error = self._error()
+            if error is not None:
+                fn(error)
+
+        self._result.add_callback(failed)
         return self
 
-    def add_both(self, fn: Callable[[RecordMetadata | None, BaseException | None], Any]) -> "FutureRecordMetadata":
+    def add_both(self, fn: Callable[[RecordMetadata | None, BaseException | None], object]) -> "FutureRecordMetadata":
         self._result.add_callback(
             lambda r: fn(None, self._error()) if self._error() is not None else fn(self._metadata(), None))
         return self

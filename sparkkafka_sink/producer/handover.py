@@ -20,11 +20,11 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.admin import BlockingAdmin
-from sparkkafka_sink.producer.control_requests import EndTxn, InitProducerId, ListTransactions
+from sparkkafka_sink.producer.control_requests import EndTxn, InitProducerId, ListTransactions, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,8 @@ class PreparedTransaction:
         return cls(d["transactional_id"], int(d["producer_id"]), int(d["producer_epoch"]),
                    tuple((t, int(p)) for t, p in d["partitions"]), bool(d.get("transaction_v2", False)))
 
-    def end_request(self, commit: bool, on_outcome=None) -> EndTxn:
+    def end_request(self, commit: bool,
+                    on_outcome: Callable[[EndTxn, Outcome], None] | None = None) -> EndTxn:
         """The EndTxn that commits or aborts this transaction (from any process)."""
         return EndTxn(self.transactional_id, self.producer_id, self.producer_epoch, commit, self.transaction_v2,
                       on_outcome)

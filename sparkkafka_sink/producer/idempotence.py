@@ -140,7 +140,9 @@ class IdempotenceManager:
     def is_first_in_flight(self, batch: ProducerBatch) -> bool:
         with self._lock:
             flights = self._in_flight.get(batch.tp)
-            return bool(flights) and flights[0] is batch
+            if not flights:
+                return False
+            return flights[0] is batch
 
     def split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
         """``batch`` was split into ``pieces`` that keep its sequence range: they take its place."""

@@ -10,7 +10,7 @@ class ProducerMetrics:
     __slots__ = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "retries",
                  "requests", "_latency_sum", "request_latency_max_ms", "batch_splits")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.records_sent = 0
         self.bytes_sent = 0
         self.batches_sent = 0
@@ -33,7 +33,7 @@ class ProducerMetrics:
         self.bytes_sent += nbytes
         self.batches_sent += 1
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, float]:
         return {
             "records_sent": self.records_sent,
             "bytes_sent": self.bytes_sent,

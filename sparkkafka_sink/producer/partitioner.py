@@ -19,7 +19,7 @@ import numpy as np
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
-_WORDS: dict[int, object] = {}
+_WORDS: dict[int, Callable[[bytes], tuple[int, ...]]] = {}
 
 
 def murmur2(data: bytes) -> int:

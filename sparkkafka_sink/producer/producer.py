@@ -13,7 +13,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeAlias, Union
 
 import numpy as np
 
@@ -49,11 +49,19 @@ from sparkkafka_sink.producer.sender import Sender
 from sparkkafka_sink.producer.handover import PreparedTransaction
 from sparkkafka_sink.producer.transactions import TransactionManager
 from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError, error_for_code
-from sparkkafka_sink.record.arrow import RecordColumns
+from sparkkafka_sink.record.arrow import ColumnLike, HeadersColumnLike, IntColumnLike, RecordColumns
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, estimate_record_size
 from sparkkafka_sink.record.compression import from_name
 
+__all__ = ["Producer", "RecordValue", "RecordHeaders", "ColumnLike", "IntColumnLike", "HeadersColumnLike"]
+
 log = logging.getLogger(__name__)
+
+#: a record's key or value for ``send()``, or a header's value: bytes-like, or str (sent as UTF-8)
+RecordValue: TypeAlias = Union[bytes, bytearray, memoryview, str]
+#: a record's headers for ``send()``: ``{key: value}``, or ``(key, value)`` pairs (a key may
+#: repeat); a null value is None
+RecordHeaders: TypeAlias = Union[Mapping[str, Union[RecordValue, None]], Iterable[tuple[str, Union[RecordValue, None]]]]
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _MAX_TIMESTAMP = 2**63 - 1
@@ -65,7 +73,7 @@ _wall_time = time.time
 _SMALL_RECORD_BOUND = BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + 1 + 1 + 1
 
 
-def validate_topic(topic: Any) -> str:
+def validate_topic(topic: object) -> str:
     if not isinstance(topic, str):
         raise InvalidTopicError(f"Topic must be a str, got {type(topic).__name__}: {topic!r}")
     if topic in (".", "..") or not _LEGAL_TOPIC.match(topic):
@@ -75,7 +83,7 @@ def validate_topic(topic: Any) -> str:
     return topic
 
 
-def _as_bytes(what: str, data: Any) -> bytes | None:
+def _as_bytes(what: str, data: object) -> bytes | None:
     if data is None or isinstance(data, bytes):
         return data
     if isinstance(data, str):
@@ -86,7 +94,7 @@ def _as_bytes(what: str, data: Any) -> bytes | None:
         f"Record {what} must be bytes, bytearray, memoryview, str or None, got {type(data).__name__}")
 
 
-def _headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
+def _headers(headers: RecordHeaders | None) -> list[tuple[str, bytes | None]] | None:
     if headers is None:
         return None
     items: Iterable = headers.items() if isinstance(headers, Mapping) else headers
@@ -119,6 +127,8 @@ class Producer:
         self._closed = False
         self._metrics = ProducerMetrics()
         self._pool = BufferPool(c["buffer.memory"])
+        self._transactions: TransactionManager | None
+        self._idempotence: IdempotenceManager | None
         if c["transactional.id"] is not None:
             self._transactions = TransactionManager(c["transactional.id"], c["transaction.timeout.ms"])
             self._idempotence = self._transactions
@@ -152,17 +162,18 @@ class Producer:
     def __enter__(self) -> "Producer":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- sending -----------------------------------------------------------------------
-    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
-             partition: int | None = None, timestamp_ms: int | None = None) -> FutureRecordMetadata:
+    def send(self, topic: str, value: RecordValue | None = None, key: RecordValue | None = None,
+             headers: RecordHeaders | None = None, partition: int | None = None,
+             timestamp_ms: int | None = None) -> FutureRecordMetadata:
         """Queue one record; the returned future resolves to its RecordMetadata."""
         if self._closed:
             raise ProducerClosedError("Cannot send: the producer is closed")
         if self._client.fatal_error is not None:
-            raise self._fatal()
+            raise again(self._client.fatal_error)  # authentication, certificate: afresh for this caller
         start = _monotonic_ms()
         if topic not in self._valid_topics:
             self._valid_topics.add(validate_topic(topic))
@@ -218,8 +229,9 @@ class Producer:
             self._sender.wakeup()
         return fut
 
-    def send_batch(self, topic: str, values: Any = None, keys: Any = None, headers: Any = None,
-                   partitions: Any = None, timestamps: Any = None) -> BulkFuture:
+    def send_batch(self, topic: str, values: ColumnLike | None = None, keys: ColumnLike | None = None,
+                   headers: HeadersColumnLike | None = None, partitions: IntColumnLike | int | None = None,
+                   timestamps: IntColumnLike | int | None = None) -> BulkFuture:
         """Queue many records at once from Arrow columns (or sequences); one future for all.
 
         ``values``/``keys``: binary or string columns (nulls allowed: tombstones, null keys);
@@ -239,16 +251,17 @@ class Producer:
         if self._closed:
             raise ProducerClosedError("Cannot send: the producer is closed")
         if self._client.fatal_error is not None:
-            raise self._fatal()
+            raise again(self._client.fatal_error)  # authentication, certificate: afresh for this caller
         start = now_ms()
         validate_topic(topic)
         cluster = self._wait_on_metadata(topic, None, self._max_block_ms)
         try:
             columns = RecordColumns(keys, values, timestamps, headers)  # checked and measured once, for every step
         except InvalidRecordError as exc:
-            if exc.row is None:
+            column = values if values is not None else keys
+            if exc.row is None or column is None:
                 raise  # the columns as a whole (types, lengths)
-            raise refused_before_queueing(exc, len(values if values is not None else keys)) from exc
+            raise refused_before_queueing(exc, len(column)) from exc
         if columns.n == 0:
             return BulkFuture(topic, [])
         # every row is checked before any is queued: a rejection names its row and sends none
@@ -273,10 +286,6 @@ class Producer:
                 self._sender.wakeup()  # the next range may wait for the memory these batches free
         return BulkFuture(topic, queued)
 
-    def _fatal(self) -> KafkaError:
-        """The client's fatal error (authentication, certificate), raised afresh for this caller."""
-        return again(self._client.fatal_error)
-
     def _ensure_valid_size(self, topic: str, size: int) -> None:
         c = self.config
         if size > c["max.request.size"]:
@@ -300,7 +309,7 @@ class Producer:
         refreshed = False
         while True:
             if self._client.fatal_error is not None:
-                raise self._fatal()
+                raise again(self._client.fatal_error)
             code = cluster.topic_errors.get(topic)
             topic_error = error_for_code(code, f"topic {topic!r}") if code else None
             if topic_error is None and topic in cluster.write_refused:
@@ -330,7 +339,8 @@ class Producer:
             if self._closed:
                 raise ProducerClosedError("Producer closed while waiting for metadata")
 
-    def _metadata_timeout(self, topic: str, partition: int | None, max_block_ms: float, code: int | None):
+    def _metadata_timeout(self, topic: str, partition: int | None, max_block_ms: float,
+                          code: int | None) -> KafkaError:
         what = f"Topic {topic!r}" if partition is None else f"Partition {partition} of topic {topic!r}"
         msg = f"{what} not present in metadata after {max_block_ms:.0f} ms (max.block.ms)"
         if isinstance(error_for_code(code) if code else None, UnknownTopicOrPartitionError):
@@ -446,7 +456,7 @@ class Producer:
     def partitions_for(self, topic: str) -> list[int]:
         validate_topic(topic)
         cluster = self._wait_on_metadata(topic, None, self.config["max.block.ms"])
-        return cluster.partitions_for(topic)
+        return sorted(cluster.partitions[topic])
 
     def __repr__(self) -> str:
         protocol = self.config["security.protocol"]
@@ -454,12 +464,12 @@ class Producer:
         state = "closed" if self._closed else "open"
         return f"<Producer {self.client_id} {protocol}{principal} {state}>"
 
-    def metrics(self) -> dict:
+    def metrics(self) -> dict[str, float]:
         snap = self._metrics.snapshot()
         snap["buffer_available_bytes"] = self._pool.available_memory
         return snap
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             if not self._closed:
                 self._sender.force_close()

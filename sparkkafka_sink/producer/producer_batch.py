@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from sparkkafka_sink.producer.future import FutureRecordMetadata, ProduceRequestResult
-from sparkkafka_sink.record.batch import BatchBuffers, RecordBatchBuilder, set_producer_state, split_batch
+from sparkkafka_sink.record.batch import (
+    BuiltBatch, EncodedRecordsBuilder, RecordBatchBuilder, set_producer_state, split_batch)
 
 
 class ProducerBatch:
@@ -21,7 +22,8 @@ class ProducerBatch:
         "base_sequence", "_full", "last_error", "claimed", "stamped",
     )
 
-    def __init__(self, topic: str, partition: int, builder: RecordBatchBuilder | None, write_limit: int,
+    def __init__(self, topic: str, partition: int, builder: RecordBatchBuilder | EncodedRecordsBuilder | None,
+                 write_limit: int,
                  created_ms: float, reserved: int):
         self.topic = topic
         self.partition = partition
@@ -35,7 +37,7 @@ class ProducerBatch:
         self.record_count = 0
         self.result = ProduceRequestResult(topic, partition)
         self.reserved = reserved
-        self.built: bytes | memoryview | BatchBuffers | None = None
+        self.built: BuiltBatch | None = None
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = -1
@@ -47,7 +49,7 @@ class ProducerBatch:
         self.stamped = True
 
     @classmethod
-    def prebuilt(cls, topic: str, partition: int, data: bytes, record_count: int,
+    def prebuilt(cls, topic: str, partition: int, data: BuiltBatch, record_count: int,
                  created_ms: float, reserved: int, stamped: bool = True) -> "ProducerBatch":
         """A batch encoded elsewhere (the Arrow bulk path): sealed, ready to drain;
         ``stamped=False``: its producer state and CRC are still to be written (``close``)."""
@@ -78,10 +80,18 @@ class ProducerBatch:
     def append_records(self, records, count: int, max_timestamp: int, reserved: int) -> int:
         """Add ``count`` encoded records (the bulk path's open batch, an
         ``EncodedRecordsBuilder``) holding ``reserved`` more bytes; returns the first's index."""
-        first = self.builder.append(records, count, max_timestamp)
+        first = self.encoded_builder.append(records, count, max_timestamp)
         self.record_count += count
         self.reserved += reserved
         return first
+
+    @property
+    def encoded_builder(self) -> EncodedRecordsBuilder:
+        """The builder of an open bulk batch (the only kind ``send_batch`` extends)."""
+        builder = self.builder
+        if not isinstance(builder, EncodedRecordsBuilder):
+            raise TypeError(f"the batch of {self.tp} is not an open bulk batch")
+        return builder
 
     @property
     def is_full(self) -> bool:
@@ -91,16 +101,25 @@ class ProducerBatch:
     def estimated_size(self) -> int:
         if self.built is not None:
             return len(self.built)
+        assert self.builder is not None  # a batch is built when its builder goes (close)
         return self.builder.estimated_size
+
+    @property
+    def wire(self) -> BuiltBatch:
+        """The built batch the Sender sends (``close`` builds it)."""
+        if self.built is None:
+            raise RuntimeError(f"the batch of {self.tp} is not closed yet")
+        return self.built
 
     def seal(self) -> None:
         """Stop further appends (the batch is about to be drained)."""
         self._full = True
 
     def close(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-              is_transactional: bool = False) -> bytes:
+              is_transactional: bool = False) -> BuiltBatch:
         """Build (or re-stamp) the wire bytes with the producer state for this attempt."""
         if self.built is None:
+            assert self.builder is not None  # only a prebuilt batch comes without one, built
             self.built = self.builder.build(producer_id, producer_epoch, base_sequence, is_transactional)
             self.builder = None
         elif is_transactional:
@@ -121,7 +140,7 @@ class ProducerBatch:
         time and attempts; its memory goes with the first.  Its result completes when theirs
         have, each record's future answering from its own piece."""
         pieces, start = [], 0
-        for data, count in split_batch(self.built, 2):
+        for data, count in split_batch(self.wire, 2):
             child = ProducerBatch.prebuilt(self.topic, self.partition, data, count, self.created_ms, 0)
             child.attempts = self.attempts
             child.last_attempt_ms = self.last_attempt_ms

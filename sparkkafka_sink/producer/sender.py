@@ -29,6 +29,7 @@ from sparkkafka_sink.producer.transactions import TransactionManager, Transactio
 from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
 from sparkkafka_sink.protocol.errors import OutOfOrderSequenceNumberError, error_for_code
 from sparkkafka_sink.protocol.produce import ProduceRequest
+from sparkkafka_sink.record.batch import BuiltBatch
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,8 @@ class Sender(threading.Thread):
             self._fail_everything(fatal)
             self.client.poll(self.request_timeout_ms, now)
             return
-        control_timeout = self._maybe_send_control_request(now) if self.idempotence is not None else float("inf")
+        control = self.idempotence
+        control_timeout = self._maybe_send_control_request(control, now) if control is not None else float("inf")
         self.client.poll(min(self._send_producer_data(now), control_timeout), now)
 
     def _send_producer_data(self, now: float) -> float:
@@ -173,11 +175,10 @@ class Sender(threading.Thread):
                 f"{self.delivery_timeout_ms}){cause}"), now)
 
     # -- control requests: producer id and transactions, one at a time -------------------
-    def _maybe_send_control_request(self, now: float) -> float:
+    def _maybe_send_control_request(self, control: IdempotenceManager, now: float) -> float:
         """Send the next control request the idempotence (or transaction) manager hands out,
         to its coordinator -- looked up first when unknown -- or to any broker; returns how long
         the loop may sleep before this needs another look (an answer ends the sleep anyway)."""
-        control = self.idempotence
         tm = self.transactions
         if tm is not None and tm.state is TransactionState.ABORTABLE_ERROR and self.accumulator.has_undrained():
             # as the Java client: what the transaction has not sent yet can only be aborted, so
@@ -197,7 +198,7 @@ class Sender(threading.Thread):
             return float("inf")
         key = handler.coordinator_key
         node = None if key is None else control.coordinators.node(key)
-        if node is not None and not self.client.ready(node, now):
+        if key is not None and node is not None and not self.client.ready(node, now):
             if not self.client.connection_failures(node):
                 return self.client.connection_delay(node, now)
             control.coordinators.forget(key)  # its broker is gone: look the coordinator up again
@@ -228,17 +229,20 @@ class Sender(threading.Thread):
         self._control_done(handler, outcome, resp.received_ms)
 
     def _control_done(self, handler: ControlRequest, outcome: Outcome, now: float) -> None:
+        control = self.idempotence
+        if control is None:  # went on without idempotence before this answer came
+            return
         waiting = self._control_next
-        if handler is not waiting and outcome is Outcome.FATAL:
+        if waiting is not None and handler is not waiting and outcome is Outcome.FATAL:
             # the coordinator of the waiting request cannot be found: it fails with that error
-            handler, outcome = waiting, waiting.give_up(handler.error)
-        if outcome is Outcome.FIND_COORDINATOR:
-            self.idempotence.coordinators.forget(handler.coordinator_key)
+            handler, outcome = waiting, waiting.give_up(handler.failure)
+        if outcome is Outcome.FIND_COORDINATOR and handler.coordinator_key is not None:
+            control.coordinators.forget(handler.coordinator_key)
         if outcome in (Outcome.RETRY, Outcome.FIND_COORDINATOR):
             self._control_retry_at = now + self.retry_backoff_ms
         elif handler is waiting:  # done with it (or given up): the next one may go
             self._control_next = None
-        if self.idempotence.unavailable:
+        if control.unavailable:
             self._continue_without_idempotence()
 
     def _continue_without_idempotence(self) -> None:
@@ -251,10 +255,10 @@ class Sender(threading.Thread):
 
     # -- produce -----------------------------------------------------------------------
     def _send_produce_request(self, node: int, batches: list[ProducerBatch], now: float) -> None:
-        by_topic: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
+        by_topic: dict[str, list[tuple[int, BuiltBatch]]] = defaultdict(list)
         by_tp: dict[tuple[str, int], ProducerBatch] = {}
         for b in batches:
-            by_topic[b.topic].append((b.partition, b.built))
+            by_topic[b.topic].append((b.partition, b.wire))
             by_tp[b.tp] = b
             self._in_flight[b.tp].append(b)
         tm = self.transactions
@@ -288,12 +292,12 @@ class Sender(threading.Thread):
                 batch = by_tp.pop((topic.name, p.index), None)
                 if batch is None:
                     continue
-                error = error_for_code(p.error_code, _describe(batch, p)) if p.error_code else None
-                if error is None or error.already_written:  # a resend of a batch already stored
-                    offset = p.base_offset if error is None else -1
+                refusal = error_for_code(p.error_code, _describe(batch, p))
+                if refusal is None or refusal.already_written:  # a resend of a batch already stored
+                    offset = p.base_offset if refusal is None else -1
                     self._complete_batch(batch, None, offset, p.log_append_time_ms, now)
                 else:
-                    self._complete_batch(batch, error, -1, -1, now)
+                    self._complete_batch(batch, refusal, -1, -1, now)
         for batch in by_tp.values():
             self._complete_batch(batch, ProtocolError(
                 f"Produce response from node {resp.request.node_id} has no answer for "
@@ -310,7 +314,7 @@ class Sender(threading.Thread):
             if self.idempotence is not None:
                 self.idempotence.complete(batch, acknowledged_ms=now)
             if batch.done(base_offset, log_append_time, None):
-                self.metrics.record_batch_sent(batch.record_count, len(batch.built))
+                self.metrics.record_batch_sent(batch.record_count, len(batch.wire))
             self.accumulator.deallocate(batch)
             return
         if batch.result.is_done():  # expired while in flight: already failed
@@ -342,9 +346,9 @@ class Sender(threading.Thread):
                 self.metadata.request_update()
             self.accumulator.reenqueue(batch, now)
             return
-        renumber = idem is not None and batch.base_sequence >= 0
+        renumber = batch.base_sequence >= 0
         self._fail_batch(batch, error, now)  # first: a transaction then names this error as its cause
-        if renumber:
+        if idem is not None and renumber:
             # Later batches were numbered after this one, which never landed: renumber them.
             idem.request_reset()
 

@@ -79,6 +79,7 @@ class TransactionalResult:
 
 class TransactionManager(IdempotenceManager):
     is_transactional = True
+    transactional_id: str
 
     def __init__(self, transactional_id: str, transaction_timeout_ms: int):
         super().__init__(transaction_timeout_ms, required=True)
@@ -187,7 +188,7 @@ class TransactionManager(IdempotenceManager):
                 if outcome is Outcome.DONE:
                     result.set(value=handler.result)
                 elif outcome is Outcome.FATAL:
-                    result.set(handler.error)
+                    result.set(handler.failure)
 
             self._questions.append(DescribeTransactions(transactional_id, answered))
             return result
@@ -239,9 +240,11 @@ class TransactionManager(IdempotenceManager):
     def fenced_by(self, error: BaseException) -> BaseException:
         """A Produce answer says a newer producer owns the id: the producer becomes unusable;
         returns the error its sends fail with."""
-        if self.fatal_error is None:
-            self.fail_fatally(fenced_error(self.transactional_id, error))
-        return self.fatal_error
+        fatal = self.fatal_error
+        if fatal is None:
+            fatal = fenced_error(self.transactional_id, error)
+            self.fail_fatally(fatal)
+        return fatal
 
     def fail_fatally(self, error: BaseException) -> None:
         with self._cond:
@@ -289,7 +292,7 @@ class TransactionManager(IdempotenceManager):
                 self.state = TransactionState.READY
             self._finish_step()
         elif outcome is Outcome.FATAL:
-            self.fail_fatally(handler.error)
+            self.fail_fatally(handler.failure)
 
     def _partitions_added(self, handler: AddPartitionsToTxn, outcome: Outcome) -> None:
         with self._cond:
@@ -297,11 +300,11 @@ class TransactionManager(IdempotenceManager):
             self._added |= handler.result
             self._pending |= handler.failed  # asked again (unless fatal)
         if outcome is Outcome.FATAL:
-            self.fail_fatally(handler.error)
+            self.fail_fatally(handler.failure)
 
     def _ended(self, handler: EndTxn, outcome: Outcome) -> None:
         if outcome is Outcome.FATAL:
-            self.fail_fatally(handler.error)
+            self.fail_fatally(handler.failure)
         if outcome is not Outcome.DONE:
             return
         if handler.result is not None:

@@ -60,7 +60,8 @@ class ApiDeclaration(NamedTuple):
 #: capped at v4 otherwise: ``TRANSACTIONS_V1_MAX``); InitProducerId starts at 3
 #: because v0-2 are broken on tansu; Metadata stops at 12 (v13 adds a top-level error code).
 #: The security and transaction APIs are declared for the code that will use them.
-DECLARED: dict[ApiKey, ApiDeclaration] = {
+#: Keyed by ``ApiKey``, typed by ``int``: the wire's api keys (plain ints) look it up.
+DECLARED: dict[int, ApiDeclaration] = {
     ApiKey.PRODUCE: ApiDeclaration("Produce", 3, 12),
     ApiKey.METADATA: ApiDeclaration("Metadata", 1, 12),
     ApiKey.API_VERSIONS: ApiDeclaration("ApiVersions", 0, 3),
@@ -77,7 +78,7 @@ DECLARED: dict[ApiKey, ApiDeclaration] = {
 
 #: the highest version of an API a transaction of transactions v1 may use (KIP-890 part 2:
 #: above these the broker adds partitions on Produce and bumps the epoch at EndTxn)
-TRANSACTIONS_V1_MAX: dict[ApiKey, int] = {ApiKey.PRODUCE: 11, ApiKey.END_TXN: 4}
+TRANSACTIONS_V1_MAX: dict[int, int] = {ApiKey.PRODUCE: 11, ApiKey.END_TXN: 4}
 
 
 def transactions_max_version(api_key: int, transaction_v2: bool) -> int | None:
@@ -90,7 +91,7 @@ def transactions_max_version(api_key: int, transaction_v2: bool) -> int | None:
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 
 #: ``(min, max)`` we speak of each declared API
-SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {k: (d.min_version, d.max_version) for k, d in DECLARED.items()}
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {k: (d.min_version, d.max_version) for k, d in DECLARED.items()}
 
 
 def request_schema(api_key: int):

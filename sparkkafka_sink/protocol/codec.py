@@ -8,6 +8,7 @@ section.  A plan per (struct, version) is built once and cached.  Malformed inpu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sparkkafka_sink.errors import ProtocolError, UnsupportedVersionError
@@ -15,12 +16,14 @@ from sparkkafka_sink.protocol.api import DECLARED, check_version
 from sparkkafka_sink.protocol.primitives import ZERO_UUID, Reader, Writer
 from sparkkafka_sink.protocol.schema import Field, MessageSchema, StructSchema
 
-_FIXED_WRITE = {"bool": Writer.boolean, "int8": Writer.int8, "int16": Writer.int16,
-                "uint16": Writer.uint16, "int32": Writer.int32, "uint32": Writer.uint32,
-                "int64": Writer.int64, "float64": Writer.float64, "uuid": Writer.uuid}
-_FIXED_READ = {"bool": Reader.boolean, "int8": Reader.int8, "int16": Reader.int16,
-               "uint16": Reader.uint16, "int32": Reader.int32, "uint32": Reader.uint32,
-               "int64": Reader.int64, "float64": Reader.float64, "uuid": Reader.uuid}
+_FIXED_WRITE: dict[str, Callable[[Writer, Any], None]] = {
+    "bool": Writer.boolean, "int8": Writer.int8, "int16": Writer.int16, "uint16": Writer.uint16,
+    "int32": Writer.int32, "uint32": Writer.uint32, "int64": Writer.int64, "float64": Writer.float64,
+    "uuid": Writer.uuid}
+_FIXED_READ: dict[str, Callable[[Reader], Any]] = {
+    "bool": Reader.boolean, "int8": Reader.int8, "int16": Reader.int16, "uint16": Reader.uint16,
+    "int32": Reader.int32, "uint32": Reader.uint32, "int64": Reader.int64, "float64": Reader.float64,
+    "uuid": Reader.uuid}
 #: smallest encoding of one array element, to bound counts read from untrusted input
 _MIN_SIZE = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
              "float64": 8, "uuid": 16}
@@ -39,6 +42,8 @@ class _Plan:
             if not f.present_in(version):
                 continue
             if flexible and f.tagged_in(version):
+                if f.tag is None:
+                    raise ValueError(f"{schema.name}.{f.spec_name} has taggedVersions but no tag")
                 self.tagged[f.tag] = f
             else:
                 self.regular.append(f)
@@ -139,6 +144,7 @@ def _write_value(w: Writer, f: Field, type_: str, value: Any, version: int, flex
     else:
         if value is None:
             raise ValueError(f"{f.spec_name} may not be null at version {version}")
+        assert f.struct is not None  # neither primitive nor array: a struct
         _write_struct(w, f.struct, value, version, flexible)
 
 
@@ -167,15 +173,15 @@ def _read_struct(r: Reader, schema: StructSchema, version: int, flexible: bool) 
         for _ in range(r.uvarint()):
             tag, size = r.uvarint(), r.uvarint()
             data = r.raw(size)
-            f = plan.tagged.get(tag)
-            if f is None:
+            tagged = plan.tagged.get(tag)
+            if tagged is None:
                 unknown = unknown or {}
                 unknown[tag] = bytes(data)
                 continue
             sub = Reader(data)
-            setattr(obj, f.name, _read_field(sub, f, version, True))
+            setattr(obj, tagged.name, _read_field(sub, tagged, version, True))
             if sub.remaining:
-                raise ProtocolError(f"{schema.name}: tagged field {f.spec_name} has trailing bytes")
+                raise ProtocolError(f"{schema.name}: tagged field {tagged.spec_name} has trailing bytes")
             tags = tags or set()
             tags.add(tag)
         obj._tags = tags
@@ -212,11 +218,13 @@ def _read_value(r: Reader, f: Field, type_: str, version: int, flexible: bool) -
     fixed = _FIXED_READ.get(type_)
     if fixed is not None:
         return fixed(r)
+    value: str | memoryview | None
     if type_ == "string":
         value = r.compact_nullable_string() if flexible else r.nullable_string()
     elif type_ in ("bytes", "records"):
         value = r.compact_nullable_bytes() if flexible else r.nullable_bytes()
     else:
+        assert f.struct is not None  # neither primitive nor array: a struct
         return _read_struct(r, f.struct, version, flexible)
     if value is None and not f.nullable_in(version):
         raise ProtocolError(f"{f.spec_name} is null at version {version}, which forbids it")

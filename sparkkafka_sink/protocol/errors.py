@@ -210,7 +210,7 @@ ERROR_NAMES: dict[str, type[BrokerResponseError]] = {}
 def _build() -> None:
     module = globals()
     for code, name, retriable, description in _TABLE:
-        bases = (BrokerResponseError,)
+        bases: tuple[type[BaseException], ...] = (BrokerResponseError,)
         if name in _ALSO_INHERIT:
             bases += (_ALSO_INHERIT[name],)
         cls = type(_class_name(name), bases, {
@@ -247,8 +247,12 @@ class UnknownBrokerCodeError(BrokerResponseError):
 
 def error_for_code(code: int, message: str | None = None) -> BrokerResponseError | None:
     """An exception instance for ``code`` (``None`` for 0 = NONE)."""
-    if code == 0:
-        return None
+    return None if code == 0 else broker_error(code, message)
+
+
+def broker_error(code: int, message: str | None = None) -> BrokerResponseError:
+    """The exception instance for a non-zero ``code`` (one we do not know included), for a
+    caller that has already seen the code is not NONE."""
     cls = ERROR_CLASSES.get(code)
     if cls is None:
         return UnknownBrokerCodeError(code, message)

@@ -26,7 +26,7 @@ def schema_of(name: str) -> MessageSchema:
     """The loaded schema of a declared message, with request classes marked by ``API_KEY``."""
     message = load(name)
     if getattr(message.cls, "API_KEY", None) is None:
-        message.cls.API_KEY = _API_OF[name]
+        setattr(message.cls, "API_KEY", _API_OF[name])  # noqa: B010 (a class made at run time)
     return message
 
 
@@ -49,8 +49,11 @@ def _extend(name: str):
     return install
 
 
+_ApiVersionsResponseData: Any = load("ApiVersionsResponse").cls  # generated: its fields are known at run time
+
+
 @_extend("ApiVersionsResponse")
-class ApiVersionsResponse(load("ApiVersionsResponse").cls):
+class ApiVersionsResponse(_ApiVersionsResponseData):
     __slots__ = ()
 
     def version_range(self, api_key: int) -> tuple[int, int] | None:

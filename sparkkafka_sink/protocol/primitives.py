@@ -8,6 +8,7 @@ so a request can go out through ``socket.sendmsg`` as a list of buffers.
 
 from __future__ import annotations
 
+import builtins
 import struct
 import uuid as _uuid
 
@@ -168,7 +169,7 @@ class Writer:
             return [*self._parts, bytes(self._buf)]
         return list(self._parts)
 
-    def getvalue(self) -> bytes:
+    def getvalue(self) -> builtins.bytes:  # builtins': ``bytes`` here is the method above
         return b"".join(self.parts())
 
     def __len__(self) -> int:

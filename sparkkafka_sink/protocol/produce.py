@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from sparkkafka_sink.protocol.api import ApiKey, check_version, first_flexible_version
@@ -24,7 +25,10 @@ _ACKS_TIMEOUT = struct.Struct(">hi")
 
 
 def _flexible_from() -> int:
-    return first_flexible_version(_API)
+    version = first_flexible_version(_API)
+    if version is None:
+        raise AssertionError("ProduceRequest.json declares no flexible versions")  # v9+ since Kafka 2.4
+    return version
 
 
 @dataclass
@@ -37,7 +41,7 @@ class ProduceRequest:
     transactional_id: str | None
     acks: int
     timeout_ms: int
-    topic_data: list[tuple[str, list[tuple[int, object]]]]
+    topic_data: Sequence[tuple[str, Sequence[tuple[int, object]]]]
 
     @property
     def expects_response(self) -> bool:

@@ -97,7 +97,7 @@ class Field:
 class StructSchema:
     name: str
     fields: list[Field]
-    cls: type = None  # the generated class
+    cls: type = object  # the generated class, set once the fields are read (they may refer back)
 
     def field(self, name: str) -> Field:
         for f in self.fields:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, TypeAlias, Union
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +47,10 @@ from sparkkafka_sink.record.varint import (
 )
 
 __all__ = [
+    "ColumnLike",
+    "HeaderPairs",
+    "HeadersColumnLike",
+    "IntColumnLike",
     "HEADERS_TYPE",
     "ArrowRecords",
     "RecordColumns",
@@ -59,6 +64,21 @@ __all__ = [
 
 #: Spark's Kafka ``headers`` column: ``array<struct<key: string, value: binary>>``.
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+# What a column of records may be (``RecordColumns``, ``Producer.send_batch``).  Arrow columns are
+# read in place; anything else is converted to one first.
+#: keys or values: an Arrow binary, large_binary, string or view array (chunked or not), or a
+#: sequence (a numpy object array included) of bytes-like or str items, None for a null
+ColumnLike: TypeAlias = Union[pa.Array, pa.ChunkedArray, np.ndarray,
+                              Sequence[Union[bytes, bytearray, memoryview, str, None]]]
+#: partitions or timestamps (int64 milliseconds): an Arrow integer array (timestamps: a timestamp
+#: array too), a numpy integer array, or a sequence of ints, None for a null (the default)
+IntColumnLike: TypeAlias = Union[pa.Array, pa.ChunkedArray, np.ndarray, Sequence[Union[int, None]]]
+#: one record's headers, in order: ``(key, value)`` pairs (a key may repeat; a value may be null)
+HeaderPairs: TypeAlias = Sequence[tuple[str, Union[bytes, bytearray, memoryview, None]]]
+#: headers of many records: a ``HEADERS_TYPE`` Arrow column (``list<struct<key, value>>``, Spark's
+#: layout), or one ``HeaderPairs`` per record (None or empty: no headers)
+HeadersColumnLike: TypeAlias = Union[pa.Array, pa.ChunkedArray, Sequence[Union[HeaderPairs, None]]]
 
 @functools.cache
 def _scalar(data: bytes) -> pa.Scalar:
@@ -103,7 +123,9 @@ class RecordColumns:
     __slots__ = ("n", "keys", "values", "key_len", "value_len", "ts", "ts_spread", "ts_mixed_default", "headers",
                  "tail_size")
 
-    def __init__(self, keys, values, timestamps_ms=None, headers=None, default_timestamp_ms=None):
+    def __init__(self, keys: ColumnLike | None, values: ColumnLike | None,
+                 timestamps_ms: IntColumnLike | int | None = None, headers: HeadersColumnLike | None = None,
+                 default_timestamp_ms: int | None = None):
         n = next((len(c) for c in (keys, values) if c is not None), None)
         if n is None:
             raise InvalidRecordError("at least one of keys and values must be a column")
@@ -165,31 +187,34 @@ def _varint_sizes(signed: np.ndarray) -> np.ndarray:
     return unsigned_varint_sizes_np(zigzag_np(signed))
 
 
-def binary_column(col, n: int, what: str) -> pa.Array:
+def binary_column(col: ColumnLike | None, n: int, what: str) -> pa.Array:
     """Key/value column as ``pa.binary()``; strings are reinterpreted, not copied."""
     if col is None:
         return pa.nulls(n, pa.binary())
+    arr: pa.Array
     if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    elif not isinstance(col, pa.Array):
+        arr = col.combine_chunks()
+    elif isinstance(col, pa.Array):
+        arr = col
+    else:
         try:
-            col = pa.array(col, pa.binary())
+            arr = pa.array(col, pa.binary())
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
             raise InvalidRecordError(f"{what} must be binary or string: {exc}") from exc
-    t = col.type
+    t = arr.type
     if pa.types.is_binary(t):
-        return col
+        return arr
     if pa.types.is_string(t):
-        return col.view(pa.binary())
+        return arr.view(pa.binary())
     if pa.types.is_null(t):
-        return pa.nulls(len(col), pa.binary())
+        return pa.nulls(len(arr), pa.binary())
     if (
         pa.types.is_large_binary(t)
         or pa.types.is_large_string(t)
         or getattr(pa.types, "is_binary_view", bool)(t)
         or getattr(pa.types, "is_string_view", bool)(t)
     ):
-        return col.cast(pa.binary())
+        return arr.cast(pa.binary())
     raise InvalidRecordError(f"{what} column must be binary or string, not {t}")
 
 
@@ -206,7 +231,7 @@ def _lengths(col: pa.Array) -> np.ndarray:
     return lengths
 
 
-def _timestamps(timestamps_ms, n: int, default_ms: int | None) -> tuple[np.ndarray, bool]:
+def _timestamps(timestamps_ms: IntColumnLike | int | None, n: int, default_ms: int | None) -> tuple[np.ndarray, bool]:
     """int64 milliseconds per row; nulls (and ``None``) become ``default_ms``, else now.
 
     Also says whether some but not all rows took the default (see ``_size_bounds``).
@@ -237,7 +262,7 @@ def _timestamps(timestamps_ms, n: int, default_ms: int | None) -> tuple[np.ndarr
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64), mixed
 
 
-def _header_column(headers, n: int):
+def _header_column(headers: HeadersColumnLike | None, n: int) -> tuple[pa.Array | pa.Scalar, np.ndarray]:
     """Encoded headers per row (``P3``: count + headers) and their sizes."""
     if headers is None:
         return _scalar(b"\x00"), np.ones(n, dtype=np.int64)
@@ -351,6 +376,7 @@ def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: 
         ts_delta = rows.ts - base_ts
     ts_words = varint_words(ts_delta)
     if ts_words[0] is None:  # a delta beyond 8 bytes: the general path below
+        assert isinstance(ts_delta, np.ndarray)  # the scalar 0 fits in one byte
         body = 1 + _nbytes(od_words) + _varint_sizes(ts_delta) + rows.tail_size
         packed = None
     else:
@@ -375,7 +401,9 @@ def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: 
     return joined.buffers()[2], offsets.astype(np.int64)
 
 
-def _finish_batches(rows, data, offsets, slices, ctype, level, attributes, producer_state):
+def _finish_batches(rows: RecordColumns, data: pa.Buffer, offsets: np.ndarray, slices: list[Slice], ctype: int,
+                    level: int | None, attributes: int,
+                    producer_state: tuple[int, int, int] | None) -> list[tuple[memoryview | bytes, int]]:
     """Frame each framed slice (compressed, or in place over its header gap); a bare slice
     is its records' bytes, for an open batch to append (``EncodedRecordsBuilder``).
     ``producer_state`` None: framed without producer state and CRC, which the caller stamps
@@ -387,7 +415,7 @@ def _finish_batches(rows, data, offsets, slices, ctype, level, attributes, produ
     max_ts = np.maximum(np.maximum.reduceat(rows.ts, starts), NO_TIMESTAMP).tolist()
     bounds = offsets[np.append(starts, slices[-1].stop)].tolist()  # byte range of each slice
     view = memoryview(data).cast("B")  # pa.Buffer exports signed chars
-    out = []
+    out: list[tuple[memoryview | bytes, int]] = []
     for i, sl in enumerate(slices):
         part = view[bounds[i] : bounds[i + 1]]
         if not sl.framed:
@@ -554,7 +582,7 @@ def _encode(rows, slices: list[Slice], ctype, level, attributes, producer_state)
 _NOW_SLACK_MS = 3_600_000
 
 
-def _size_bounds(rows: RecordColumns, groups: list[tuple[int, int]] | None = None, group_first_offsets=None,
+def _size_bounds(rows: RecordColumns, groups: list[tuple[int, int]], group_first_offsets=None,
                  base_timestamps=()) -> np.ndarray:
     """Per-row encoded size bound; the offset delta is bounded by the row's index in its group
     plus the records of the open batch it may extend, the timestamp delta by the spread of the

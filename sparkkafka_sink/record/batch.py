@@ -423,8 +423,13 @@ class EncodedRecordsBuilder:
                                          base_sequence), records)
 
 
-def set_producer_state(batch_bytes, producer_id: int, producer_epoch: int, base_sequence: int,
-                       is_transactional: bool | None = None):
+#: a built batch as it goes to the broker: one buffer (``bytes`` from ``build``, a ``bytearray`` or
+#: writable ``memoryview`` once stamped in place) or a header over its chunks (``BatchBuffers``)
+BuiltBatch = bytes | bytearray | memoryview | BatchBuffers
+
+
+def set_producer_state(batch_bytes: BuiltBatch, producer_id: int, producer_epoch: int, base_sequence: int,
+                       is_transactional: bool | None = None) -> bytearray | memoryview | BatchBuffers:
     """Stamp producer id, epoch and base sequence into one built batch and fix its CRC.
 
     A writable buffer (``bytearray`` or writable ``memoryview``: the bulk path's uncompressed
@@ -454,7 +459,7 @@ def _stamp_header(out, producer_id: int, producer_epoch: int, base_sequence: int
         out[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
 
 
-def split_batch(data, parts: int = 2) -> list[tuple[bytearray | bytes, int]]:
+def split_batch(data, parts: int = 2) -> list[tuple[bytes, int]]:
     """One built batch re-encoded as up to ``parts`` batches of consecutive records, each
     ``(bytes, record count)``: what a batch a broker refused as too large becomes.  Same
     compression, timestamps, keys, values and headers; producer state unset."""

@@ -17,7 +17,9 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
+from collections.abc import Callable
 from enum import IntEnum
+from typing import Any
 
 import cramjam
 import lz4.frame
@@ -157,13 +159,14 @@ def _zstd_decompress(data):
 
 # ------------------------------------------------------------------------------------ dispatch
 
-_COMPRESS = {
+#: by ``CompressionType``; typed by ``int``, as a batch's attributes carry it
+_COMPRESS: dict[int, Callable[[Any, int | None], bytes]] = {
     CompressionType.GZIP: _gzip_compress,
     CompressionType.SNAPPY: _snappy_compress,
     CompressionType.LZ4: _lz4_compress,
     CompressionType.ZSTD: _zstd_compress,
 }
-_DECOMPRESS = {
+_DECOMPRESS: dict[int, Callable[[Any], bytes]] = {
     CompressionType.GZIP: _gzip_decompress,
     CompressionType.SNAPPY: _snappy_decompress,
     CompressionType.LZ4: _lz4_decompress,

@@ -7,6 +7,10 @@ it in the session by a subclass carrying the metrics accumulator; see
 every data-source lookup, in a Python process of its own, and plans a write in
 another: the planning (options, the producer's configuration, the schema
 checks, the writers) is imported when a write is planned, not here.
+
+Spark shows a Python exception of the planning with its whole traceback: a refusal
+(``SinkValidationError``, which says what to fix) is raised from here without the sink's
+inner frames, so the user reads a few lines.
 """
 
 from __future__ import annotations
@@ -28,11 +32,18 @@ class PyprodKafkaDataSource(DataSource):
 
     def writer(self, schema, overwrite: bool):
         from sparkkafka_sink.spark.driver import planning
+        from sparkkafka_sink.spark.errors import SinkValidationError
 
-        return planning.batch_writer(self.options, schema, overwrite, type(self).metrics_total)
+        try:
+            return planning.batch_writer(self.options, schema, overwrite, type(self).metrics_total)
+        except SinkValidationError as refused:
+            raise refused.with_traceback(None) from None  # what to fix, not the sink's inner frames
 
     def streamWriter(self, schema, overwrite: bool):
         from sparkkafka_sink.spark.driver import planning
+        from sparkkafka_sink.spark.errors import SinkValidationError
 
-        # overwrite is True for output mode "complete": Kafka just receives the rows again.
-        return planning.stream_writer(self.options, schema, type(self).metrics_total)
+        try:  # overwrite is True for output mode "complete": Kafka just receives the rows again
+            return planning.stream_writer(self.options, schema, type(self).metrics_total)
+        except SinkValidationError as refused:
+            raise refused.with_traceback(None) from None  # what to fix, not the sink's inner frames

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter
 
+from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.spark.driver.commit import abort_write, commit_write
 from sparkkafka_sink.spark.writer import SinkWriter
 
 
 class PyprodKafkaStreamWriter(SinkWriter, DataSourceStreamArrowWriter):
     def commit(self, messages, batchId):
-        commit_write(messages, self.plan, batchId)
+        try:
+            commit_write(messages, self.plan, batchId)
+        except KafkaError as failed:
+            raise failed.with_traceback(None) from None  # it says what is visible and what is not
 
     def abort(self, messages, batchId):
         abort_write(messages, self.plan, batchId)

@@ -5,13 +5,18 @@ the tasks (``task/``), ``commit()``/``abort()`` back on the driver (``driver/com
 process that unpickles the writer and so imports this module -- which therefore imports the
 task package only inside ``write()``: the driver's processes never load pyarrow, numpy or the
 producer.
+
+Spark shows an exception raised here with its whole Python traceback: the sink's errors say what
+happened and what to do, so they are raised from these entry points without the inner frames.
 """
 
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSourceArrowWriter
 
+from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.spark.driver.commit import abort_write, commit_write
+from sparkkafka_sink.spark.errors import SinkWriteError
 from sparkkafka_sink.spark.plan import WritePlan
 
 
@@ -29,12 +34,18 @@ class SinkWriter:
     def write(self, iterator):
         from sparkkafka_sink.spark.task.write_task import run_write_task  # in a task: the heavy half
 
-        return run_write_task(iterator, self.plan, self.metrics_total)
+        try:
+            return run_write_task(iterator, self.plan, self.metrics_total)
+        except SinkWriteError as failed:
+            raise failed.with_traceback(None) from None  # it names the rows and the cause
 
 
 class PyprodKafkaWriter(SinkWriter, DataSourceArrowWriter):
     def commit(self, messages):
-        commit_write(messages, self.plan)
+        try:
+            commit_write(messages, self.plan)
+        except KafkaError as failed:
+            raise failed.with_traceback(None) from None  # it says what is visible and what is not
 
     def abort(self, messages):
         abort_write(messages, self.plan)

@@ -6,24 +6,55 @@ Exports resolve on first use (PEP 562), so ``python -m sparkkafka_sink.testing.b
 the module once, as ``__main__``, without a second copy imported by this package.
 """
 
-_EXPORTS = ("BROKER_KINDS", "BrokerStartError", "EmbeddedBroker", "NoidaBroker", "TansuBroker",
-            "create_topics", "start_broker")
-_APACHE_EXPORTS = ("ApacheKafka", "KafkaNode", "KAFKA_VERSION", "KAFKA_3_VERSION", "resolve_kafka")
-_REGISTRY_EXPORTS = ("SchemaRegistry", "APICURIO_VERSION", "resolve_registry")
-__all__ = list(_EXPORTS + _APACHE_EXPORTS + _REGISTRY_EXPORTS)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers and IDEs
+    from sparkkafka_sink.testing.apache_kafka import (
+        KAFKA_3_VERSION, KAFKA_VERSION, ApacheKafka, KafkaNode, resolve_kafka)
+    from sparkkafka_sink.testing.brokers import (
+        BROKER_KINDS, BrokerStartError, EmbeddedBroker, NoidaBroker, TansuBroker, create_topics, start_broker)
+    from sparkkafka_sink.testing.schema_registry import APICURIO_VERSION, SchemaRegistry, resolve_registry
+    from sparkkafka_sink.testing.waiting import wait_until
+
+__all__ = [
+    "APICURIO_VERSION",
+    "ApacheKafka",
+    "BROKER_KINDS",
+    "BrokerStartError",
+    "EmbeddedBroker",
+    "KAFKA_3_VERSION",
+    "KAFKA_VERSION",
+    "KafkaNode",
+    "NoidaBroker",
+    "SchemaRegistry",
+    "TansuBroker",
+    "create_topics",
+    "resolve_kafka",
+    "resolve_registry",
+    "start_broker",
+    "wait_until",
+]
+
+_LAZY = {
+    **dict.fromkeys(("BROKER_KINDS", "BrokerStartError", "EmbeddedBroker", "NoidaBroker", "TansuBroker",
+                     "create_topics", "start_broker"), "sparkkafka_sink.testing.brokers"),
+    **dict.fromkeys(("ApacheKafka", "KafkaNode", "KAFKA_VERSION", "KAFKA_3_VERSION", "resolve_kafka"),
+                    "sparkkafka_sink.testing.apache_kafka"),
+    **dict.fromkeys(("SchemaRegistry", "APICURIO_VERSION", "resolve_registry"),
+                    "sparkkafka_sink.testing.schema_registry"),
+    "wait_until": "sparkkafka_sink.testing.waiting",
+}
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        from . import brokers
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
-        return getattr(brokers, name)
-    if name in _APACHE_EXPORTS:
-        from . import apache_kafka
 
-        return getattr(apache_kafka, name)
-    if name in _REGISTRY_EXPORTS:
-        from . import schema_registry
-
-        return getattr(schema_registry, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -29,10 +29,13 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Type
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Type, Union
 
 from sparkkafka_sink.testing.brokers import (
     HOST, BrokerStartError, EmbeddedBroker, _Leftovers, free_port, wait_for_kafka)
+
+if TYPE_CHECKING:
+    from sparkkafka_sink.testing.security.broker_security import BrokerSecurity
 
 __all__ = ["ApacheKafka", "KafkaNode", "KAFKA_VERSION", "KAFKA_3_VERSION", "resolve_kafka",
            "java_and_maven_available", "cache_dir", "KafkaResolveError"]
@@ -163,6 +166,7 @@ class KafkaNode(EmbeddedBroker):
 
     kind = "apache"
     term_grace = 60.0
+    port: int  # chosen by the cluster before the node exists
 
     def __init__(self, cluster: "ApacheKafka", node_id: int, port: int, controller_port: int,
                  extra_ports: Optional[Dict[str, int]] = None):
@@ -279,7 +283,7 @@ class KafkaNode(EmbeddedBroker):
         pass
 
 
-_clusters = _Leftovers(lambda cluster: cluster.close())
+_clusters: _Leftovers[ApacheKafka] = _Leftovers(lambda cluster: cluster.close())
 
 
 class ApacheKafka:
@@ -302,7 +306,7 @@ class ApacheKafka:
     def __init__(self, nodes: int = 1, *, version: str = KAFKA_VERSION,
                  broker_config: Optional[Dict[str, object]] = None, startup_timeout: float = 120.0,
                  base_dir: Optional[str] = None, keep_files: Optional[bool] = None,
-                 security=None, features: Optional[Dict[str, int]] = None):
+                 security: Optional[BrokerSecurity] = None, features: Optional[Dict[str, int]] = None):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         self.version = version
@@ -364,10 +368,10 @@ class ApacheKafka:
         _clusters.add(self)
         try:
             if not self.nodes:
-                ports = set()
-                while len(ports) < 2 * self._requested_nodes:
-                    ports.add(free_port(HOST))
-                ports = sorted(ports)
+                free: set[int] = set()
+                while len(free) < 2 * self._requested_nodes:
+                    free.add(free_port(HOST))
+                ports = sorted(free)
                 self.nodes = [KafkaNode(self, i + 1, ports[2 * i], ports[2 * i + 1])
                               for i in range(self._requested_nodes)]
                 if self.security is not None:
@@ -436,7 +440,7 @@ class ApacheKafka:
         running = [n for n in self.nodes if n.running and not n.paused]
         client = admin.AdminClient({"bootstrap.servers": ",".join(n.bootstrap_servers for n in running)})
         deadline = time.monotonic() + timeout
-        seen = -1
+        seen: Union[int, str] = -1  # brokers listed, or why none could be
         while True:
             try:
                 seen = len(client.list_topics(timeout=5).brokers)
@@ -484,7 +488,7 @@ class ApacheKafka:
     def __enter__(self) -> "ApacheKafka":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

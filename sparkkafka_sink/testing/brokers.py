@@ -25,7 +25,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional
+from types import ModuleType
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Set, Tuple, TypeVar
 
 from sparkkafka_sink.testing.waiting import wait_until
 
@@ -104,8 +105,8 @@ def probe_api_versions(host: str, port: int, timeout: float = 1.0) -> int:
         return error_code
 
 
-def wait_for_kafka(host: str, port: int, timeout: float = 30.0, proc: Optional[subprocess.Popen] = None,
-                   log_tail=lambda: "") -> float:
+def wait_for_kafka(host: str, port: int, timeout: float = 30.0, proc: Optional[subprocess.Popen[bytes]] = None,
+                   log_tail: Callable[[], str] = lambda: "") -> float:
     """Poll until ``host:port`` answers ApiVersions; returns seconds waited.
 
     A process that exits early fails fast instead of waiting out the timeout.
@@ -134,22 +135,27 @@ def wait_for_kafka(host: str, port: int, timeout: float = 30.0, proc: Optional[s
 # Process management
 # ---------------------------------------------------------------------------------------------
 
-class _Leftovers:
+_Item = TypeVar("_Item")
+#: the class ``start()`` and ``restart()`` return (a node of a cluster returns itself as one)
+_Broker = TypeVar("_Broker", bound="EmbeddedBroker")
+
+
+class _Leftovers(Generic[_Item]):
     """The atexit safety net: a crashed test run must not leave brokers holding ports (nor a
     cluster its JVMs and files).  Things are ``add``-ed when they start and ``discard``-ed when
     they stop; at exit ``cleanup`` runs on those still here, errors ignored."""
 
-    def __init__(self, cleanup: Callable[[object], None]):
-        self._items: set = set()
+    def __init__(self, cleanup: Callable[[_Item], object]):
+        self._items: Set[_Item] = set()
         self._lock = threading.Lock()
         self._cleanup = cleanup
         atexit.register(self._clean_up_all)
 
-    def add(self, item) -> None:
+    def add(self, item: _Item) -> None:
         with self._lock:
             self._items.add(item)
 
-    def discard(self, item) -> None:
+    def discard(self, item: _Item) -> None:
         with self._lock:
             self._items.discard(item)
 
@@ -163,10 +169,10 @@ class _Leftovers:
                 pass
 
 
-_live = _Leftovers(lambda broker: broker._hard_cleanup())
+_live: _Leftovers[EmbeddedBroker] = _Leftovers(lambda broker: broker._hard_cleanup())
 
 
-def _die_with_parent_fn():
+def _die_with_parent_fn() -> Optional[Callable[[], None]]:
     """Linux: SIGKILL the broker when we die without running atexit (e.g. killed by SIGTERM).
 
     PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it is only used when
@@ -183,7 +189,7 @@ def _die_with_parent_fn():
         return None
     parent = os.getpid()
 
-    def fn():
+    def fn() -> None:
         prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # parent already gone between fork and prctl
             os._exit(1)
@@ -237,7 +243,7 @@ class EmbeddedBroker:
     #: seconds between SIGTERM and SIGKILL in stop()/restart()
     term_grace = 10.0
     #: env vars the binary reads that must not leak in from the user's shell
-    _scrub_env: tuple = ()
+    _scrub_env: Tuple[str, ...] = ()
 
     def __init__(self, port: Optional[int] = None, *, startup_timeout: float = 30.0,
                  log_path: Optional[str] = None, keep_log: Optional[bool] = None):
@@ -245,7 +251,7 @@ class EmbeddedBroker:
         self.port = port
         self._fixed_port = port is not None
         self.startup_timeout = startup_timeout
-        self._proc: Optional[subprocess.Popen] = None
+        self._proc: Optional[subprocess.Popen[bytes]] = None
         self._paused = False
         self._own_log = log_path is None
         if log_path is None:
@@ -299,7 +305,7 @@ class EmbeddedBroker:
         pass
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> "EmbeddedBroker":
+    def start(self: _Broker) -> _Broker:
         """Spawn the binary and block until it answers ApiVersions.
 
         With an auto-picked port a lost port race (another process grabbed it) is retried.
@@ -357,9 +363,8 @@ class EmbeddedBroker:
         once every thread of it is stopped: ``kill()`` returns before a thread running on
         another core has taken the signal, and on busy cores a request sent right after could
         still be answered (a clean-clone run saw it)."""
-        self._signal(signal.SIGSTOP)
+        pid = self._signal(signal.SIGSTOP)
         self._paused = True
-        pid = self._proc.pid
         wait_until(f"{self.name}: every thread stopped after SIGSTOP", lambda: _all_threads_stopped(pid),
                    timeout, interval=0.001)
 
@@ -368,15 +373,15 @@ class EmbeddedBroker:
         self._signal(signal.SIGCONT)
         self._paused = False
 
-    def restart(self, timeout: Optional[float] = None) -> "EmbeddedBroker":
+    def restart(self: _Broker, timeout: Optional[float] = None) -> _Broker:
         """Stop gracefully (if still running) and start again on the same port (and data dir)."""
         self._terminate(timeout=self.term_grace if timeout is None else timeout)
         return self.start()
 
-    def __enter__(self) -> "EmbeddedBroker":
+    def __enter__(self: _Broker) -> _Broker:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- logs -----------------------------------------------------------------------------------
@@ -393,10 +398,13 @@ class EmbeddedBroker:
         return "\n".join(data.splitlines()[-lines:])
 
     # -- internals ------------------------------------------------------------------------------
-    def _signal(self, sig: int) -> None:
-        if not self.running:
+    def _signal(self, sig: int) -> int:
+        """Signal the running process; returns its pid."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
             raise RuntimeError(f"{self.name} is not running")
-        os.kill(self._proc.pid, sig)
+        os.kill(proc.pid, sig)
+        return proc.pid
 
     def _terminate(self, timeout: float = 10.0, kill_only: bool = False) -> None:
         proc = self._proc
@@ -451,8 +459,9 @@ class TansuBroker(EmbeddedBroker):
                   "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
     def __init__(self, port: Optional[int] = None, *, advertised_host: str = HOST,
-                 advertised_port: Optional[int] = None, **kwargs):
-        super().__init__(port, **kwargs)
+                 advertised_port: Optional[int] = None, startup_timeout: float = 30.0,
+                 log_path: Optional[str] = None, keep_log: Optional[bool] = None):
+        super().__init__(port, startup_timeout=startup_timeout, log_path=log_path, keep_log=keep_log)
         self.advertised_host = advertised_host
         self.advertised_port = advertised_port
 
@@ -480,8 +489,9 @@ class NoidaBroker(EmbeddedBroker):
 
     kind = "noida"
 
-    def __init__(self, port: Optional[int] = None, *, data_dir: Optional[str] = None, **kwargs):
-        super().__init__(port, **kwargs)
+    def __init__(self, port: Optional[int] = None, *, data_dir: Optional[str] = None,
+                 startup_timeout: float = 30.0, log_path: Optional[str] = None, keep_log: Optional[bool] = None):
+        super().__init__(port, startup_timeout=startup_timeout, log_path=log_path, keep_log=keep_log)
         self._own_data = data_dir is None
         self.data_dir = data_dir
 
@@ -507,21 +517,22 @@ class NoidaBroker(EmbeddedBroker):
             self.data_dir = None
 
 
-def start_broker(kind: str, **kwargs) -> EmbeddedBroker:
-    """Start an embedded broker by kind ("tansu" | "noida") and return it running."""
-    classes = {"tansu": TansuBroker, "noida": NoidaBroker}
+def start_broker(kind: str, **options: Any) -> EmbeddedBroker:
+    """Start an embedded broker by kind ("tansu" | "noida") and return it running; ``options``
+    are its class's keyword arguments (``port``, ``startup_timeout``, ``data_dir`` for noida...)."""
+    classes: Dict[str, Callable[..., EmbeddedBroker]] = {"tansu": TansuBroker, "noida": NoidaBroker}
     try:
         cls = classes[kind]
     except KeyError:
         raise ValueError(f"unknown broker kind {kind!r}; expected one of {sorted(classes)}") from None
-    return cls(**kwargs).start()
+    return cls(**options).start()
 
 
 # ---------------------------------------------------------------------------------------------
 # Topics
 # ---------------------------------------------------------------------------------------------
 
-def _confluent():
+def _confluent() -> Tuple[ModuleType, ModuleType]:
     try:
         import confluent_kafka
         from confluent_kafka import admin
@@ -590,7 +601,7 @@ def create_topics(bootstrap: str, topics: Dict[str, int], timeout: float = 30.0,
                            + ", ".join(f"{t}-{p}" for t, p in sorted(not_writable)[:10]))
 
 
-def wait_writable(bootstrap: str, topics: Dict[str, int], timeout: float = 60.0) -> set:
+def wait_writable(bootstrap: str, topics: Dict[str, int], timeout: float = 60.0) -> Set[Tuple[str, int]]:
     """Wait until ListOffsets answers for every partition of ``{name: partitions}`` -- its
     leader has created the log; returns the partitions still not answering at ``timeout``.
 
@@ -646,7 +657,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
                    help="create a topic once the broker is up (repeatable; needs confluent-kafka)")
     args = p.parse_args(list(argv) if argv is not None else None)
 
-    kwargs = {"port": args.port}
+    kwargs: Dict[str, Any] = {"port": args.port}
     if args.kind == "noida" and args.data_dir:
         kwargs["data_dir"] = args.data_dir
     broker = start_broker(args.kind, **kwargs)

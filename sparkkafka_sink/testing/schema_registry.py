@@ -108,7 +108,7 @@ def _runner_jar(dist: Path, version: str) -> Path:
     return jar
 
 
-_running = _Leftovers(lambda registry: registry.stop())
+_running: _Leftovers[SchemaRegistry] = _Leftovers(lambda registry: registry.stop())
 
 
 class SchemaRegistry:
@@ -281,7 +281,7 @@ class SchemaRegistry:
     def __enter__(self) -> "SchemaRegistry":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

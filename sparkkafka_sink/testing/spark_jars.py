@@ -108,8 +108,8 @@ def nearest(requested: str, served: list[str]) -> list[str]:
     """Served releases of ``requested``'s major version, nearest first: below (highest first),
     then above (lowest first)."""
     if not _RELEASE_RE.match(requested):
-        requested = re.match(r"\d+\.\d+\.\d+", requested).group(0) if re.match(r"\d+\.\d+\.\d+", requested) \
-            else requested
+        release = re.match(r"\d+\.\d+\.\d+", requested)
+        requested = release.group(0) if release else requested
     try:
         want = _vtuple(requested)
     except ValueError:
@@ -194,11 +194,12 @@ def resolve_spark_module(module: str, spark_version: str | None = None, max_fall
         choice_file.parent.mkdir(parents=True, exist_ok=True)
         choice_file.write_text(json.dumps({"requested": spark_version, "resolved": resolved, "lib": str(lib)}))
     shipped = {artifact_of(p.name) for p in jars_dir.glob("*.jar")}
-    keep, dropped = [], []
+    keep: list[Path] = []
+    dropped: list[Path] = []
     for p in sorted(lib.glob("*.jar")):
         (dropped if artifact_of(p.name) in shipped else keep).append(p)
-    kafka_clients = next((_ARTIFACT_RE.match(p.name).group("version") for p in keep
-                          if artifact_of(p.name) == "kafka-clients"), None)
+    kafka_clients = next((m.group("version") for p in keep
+                          if (m := _ARTIFACT_RE.match(p.name)) and m.group("artifact") == "kafka-clients"), None)
     return {"artifact": f"{GROUP}:{artifact}", "requested": spark_version, "resolved": resolved,
             "exact": resolved == spark_version, "kafka_clients": kafka_clients,
             "jars": [str(p) for p in keep], "dropped": [p.name for p in dropped], "lib": str(lib)}

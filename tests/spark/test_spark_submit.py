@@ -92,7 +92,8 @@ def test_spark_submit_pipeline(installed_package, kafka, tmp_path):
     out = subprocess.run(cmd, cwd=tmp_path, env=_env(installed_package), capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-5000:]
-    line = [ln for ln in out.stdout.splitlines() if ln.startswith("PIPELINE_RESULT ")][-1]
+    line = [ln for ln in out.stdout.splitlines() if ln.strip()][-1]  # the last line, as documented
+    assert line.startswith("PIPELINE_RESULT "), out.stdout[-2000:]
     result = json.loads(line.split(" ", 1)[1])
     assert result["package"].startswith(str(installed_package))
     assert result["metrics"]["records_sent"] == rows and result["metrics"]["records_failed"] == 0

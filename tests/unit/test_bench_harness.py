@@ -35,8 +35,10 @@ def test_opt_in_contenders_are_in_no_group_but_resolve_by_name():
 
 
 def test_cost_pairs_share_the_baseline():
+    """spark-pyprod's variants share it; Avro's cost is over the same bytes pre-encoded."""
     assert {k: (p.contender, p.baseline) for k, p in COST_PAIRS.items()} == {
-        "tls": (TLS, PLAIN), "exactly-once": (EOS, PLAIN)}
+        "tls": (TLS, PLAIN), "exactly-once": (EOS, PLAIN),
+        "avro": ("spark-pyprod-avro", "spark-pyprod-avro-bytes")}
 
 
 def test_schedule_alternates_each_pair_and_keeps_others_back_to_back():
@@ -435,3 +437,144 @@ def test_alternating_rounds_reverse_the_order_every_other_round():
     names = ["spark-pyprod", "spark-jvm-kafka", "spark-mapinarrow-confluent", "spark-noop"]
     order = spark_contenders.schedule(names, 3, alternate=True)
     assert order == [(n, 1) for n in names] + [(n, 2) for n in reversed(names)] + [(n, 3) for n in names]
+
+
+# ------------------------------------------------------------------------------------- Avro
+
+AVRO_OURS, AVRO_BYTES = "spark-pyprod-avro", "spark-pyprod-avro-bytes"
+
+
+def test_the_avro_contenders_are_a_group_of_their_own_with_the_cost_of_avro_as_a_pair():
+    from benchmarks.contenders import AVRO
+
+    assert resolve("avro") == AVRO == [AVRO_OURS, "spark-jvm-avro", "spark-confluent-avro", AVRO_BYTES]
+    for group in ("all", "spark"):
+        assert not set(AVRO) & set(GROUPS[group])
+    assert {CONTENDERS[n].rows for n in AVRO} == {"avro", "avro-bytes"} and all(CONTENDERS[n].registry for n in AVRO)
+    assert CONTENDERS["spark-jvm-avro"].jars == ("kafka", "avro") and CONTENDERS["spark-jvm-kafka"].jars == ("kafka",)
+    assert (COST_PAIRS["avro"].contender, COST_PAIRS["avro"].baseline) == (AVRO_OURS, AVRO_BYTES)
+    assert spark_contenders.frame_kinds(AVRO) == {"avro"}
+    assert spark_contenders.frame_kinds([PLAIN, AVRO_OURS]) == {"binary", "avro"}
+
+
+def test_the_avro_matrix_runs_the_four_over_its_cells_with_room_for_both_cached_values():
+    args = run.parse_args(["--avro-matrix"])
+    assert args.names == resolve("avro") and args.matrix and args.alternate
+    assert (args.value_sizes, args.partitions_list, args.configs, args.compressions) == (
+        [100, 1024], [4, 64], ["defaults", "tuned"], ["none"])
+    # 2M rows of a 1 KiB struct and its 1 KiB bytes
+    assert args.spark_driver_memory == run.auto_driver_memory(2_000_000, 10, 1024, 2) == "11g"
+    assert run.parse_args(["--avro-matrix", "--partitions", "4"]).partitions_list == [4]
+
+
+@pytest.mark.parametrize("value_size", [100, 1024, 333])
+def test_an_avro_record_is_exactly_the_value_size_framed(value_size):
+    import pyarrow.compute as pc
+
+    from benchmarks.avro import encode_values, make_avro_pool, value_schema
+
+    pool = make_avro_pool(5_000, 10, value_size)
+    assert pool.schema.field("value").nullable is False
+    values = encode_values(pool.column("value"), value_schema(pool.schema.field("value").type), 3)
+    assert pc.min_max(pc.binary_length(values)).as_py() == {"min": value_size, "max": value_size}
+    assert pool.column("key").to_pylist()[:2] == [b"0000000000", b"0000000001"]
+
+
+def test_no_record_of_an_impossible_size():
+    from benchmarks.avro import FIXED_BYTES, text_length
+
+    assert text_length(FIXED_BYTES + 1) == 0
+    with pytest.raises(ValueError, match="try 93"):
+        text_length(92)  # 63 characters make 91 bytes, 64 make 93: the length prefix grows
+    with pytest.raises(ValueError):
+        text_length(FIXED_BYTES)
+
+
+def test_the_jvm_paths_header_is_the_sinks_framing():
+    import pyarrow as pa
+
+    from benchmarks.avro import registry_header
+    from sparkkafka_sink.serialization.encoded import frame
+
+    for schema_id in (1, 258, (1 << 31) - 1):
+        assert frame(pa.array([b"body"]), schema_id)[0].as_py() == registry_header(schema_id) + b"body"
+    assert registry_header(258) == b"\x00\x00\x00\x01\x02"
+
+
+def test_the_derived_schema_is_the_one_spark_to_avro_writes():
+    """Spark 4's ``to_avro`` schema of ``struct<id long, at timestamp, score double, text string>``
+    (all non-null), as ``SchemaConverters.toAvroType(...).toString`` prints it."""
+    from benchmarks.avro import make_avro_pool, value_schema
+
+    assert value_schema(make_avro_pool(10, 10, 100).schema.field("value").type) == (
+        '{"type": "record", "name": "topLevelRecord", "fields": [{"name": "id", "type": "long"}, '
+        '{"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}}, '
+        '{"name": "score", "type": "double"}, {"name": "text", "type": "string"}]}')
+
+
+def test_compare_bytes_counts_identical_values_and_shows_the_first_difference():
+    from benchmarks.avro import compare_bytes
+
+    pool = {b"a": b"\x00\x00\x00\x00\x01xy", b"b": b"\x00\x00\x00\x00\x01zz"}
+    same = compare_bytes(list(pool.items()), pool.get)
+    assert same == {"records": 2, "identical": 2, "schema_ids": [1]}
+    other = compare_bytes([(b"a", pool[b"a"]), (b"b", b"\x00\x00\x00\x00\x02zz")], pool.get)
+    assert other["identical"] == 1 and other["schema_ids"] == [1, 2]
+    assert other["first_difference"] == {"key": "b'b'", "got": "00000000027a7a", "expected": "00000000017a7a"}
+
+
+def test_the_avro_options_of_our_sink():
+    spec = _spec(schema_registry="http://127.0.0.1:1/apis/ccompat/v7")
+    plain = spark_contenders._pyprod_options(PLAIN, spec)
+    assert spark_contenders._pyprod_options(AVRO_OURS, spec) == dict(
+        plain, valueFormat="avro", **{"schema.registry.url": spec.schema_registry})
+    assert spark_contenders._pyprod_options(AVRO_BYTES, spec) == plain  # binary values: the same bytes
+    assert "no Schema Registry" in spark_contenders._available(AVRO_OURS, {"spec": {"schema_registry": ""}})
+    assert "jars" in spark_contenders._available("spark-jvm-avro", {"spec": {"schema_registry": "x"}})
+
+
+def test_avro_ratios_are_taken_against_ours_with_avro_and_the_cost_of_avro_is_a_pair():
+    runs = [_run(AVRO_OURS, 1, 400_000), _run("spark-jvm-avro", 1, 225_000), _run(AVRO_BYTES, 1, 500_000),
+            _run(AVRO_OURS, 2, 450_000), _run(AVRO_BYTES, 2, 450_000)]
+    results = _finished(runs)
+    ratio = {r["contender"]: (r["reference"], r["ratio_to_ours"]) for r in results}
+    assert ratio["spark-jvm-avro"] == (AVRO_OURS, pytest.approx(0.5))
+    assert ratio[AVRO_BYTES] == (AVRO_OURS, pytest.approx(500 / 450))
+    (cost,) = run.costs(results)
+    assert (cost["pair"], cost["ratio"], cost["round_ratios"]) == ("avro", pytest.approx(0.9), pytest.approx([0.8, 1.0]))
+    line = run._cost_lines({"costs": [cost]})[0]
+    assert line.startswith(f"**Cost of Avro serialization** (none; valueFormat=avro against the same bytes pre-encoded, "
+                           f"same broker, same run): `{AVRO_OURS}` / `{AVRO_BYTES}` = **0.90**")
+
+
+def test_the_results_say_whether_the_avro_contenders_wrote_the_same_bytes():
+    meta = {"schema_registry": {"kind": "Apicurio Registry", "version": "2.6.13.Final"},
+            "spark": {"avro_identity": [
+                {"value_size": 100, "rows": 2000, "pool_schema_id": 1, "identical": True,
+                 "contenders": {AVRO_OURS: {}, "spark-jvm-avro": {}}},
+                {"value_size": 1024, "rows": 2000, "pool_schema_id": 1, "identical": True,
+                 "contenders": {AVRO_OURS: {}, "spark-jvm-avro": {}}}]}}
+    (line, _) = run._avro_lines(meta)
+    assert (f"each of `{AVRO_OURS}`, `spark-jvm-avro` (100 B, 1 KiB values; 2 checks, schema id 1)" in line)
+    meta["spark"]["avro_identity"][1]["identical"] = False
+    assert "1 KiB values: **the contenders' bytes differ**" in run._avro_lines(meta)[0]
+    assert run._avro_lines({}) == []
+
+
+def test_a_sample_read_back_must_deserialize_into_the_pools_rows(schema_registry):
+    """confluent-kafka's AvroDeserializer reads the pool's bytes (the schema by the id in their
+    header, from a real registry) back into the pool's rows; a value changed in one byte, or one
+    framed with an id the registry does not know, fails the check and says which key."""
+    from benchmarks.avro import AvroPool, check_sample
+
+    pool = AvroPool(100, 10, 100, 42, schema_registry.url)
+    keys = pool.table.column("key").to_pylist()[:20]
+    records = [(k, pool.expected_bytes(k)) for k in keys]
+    assert check_sample(records, "t", schema_registry.url, pool.expected_value) == {
+        "sampled": 20, "matched": 20, "ok": True}
+    changed = records[:5] + [(keys[5], records[5][1][:-1] + b"!")] + records[6:]
+    got = check_sample(changed, "t", schema_registry.url, pool.expected_value)
+    assert (got["matched"], got["ok"]) == (19, False) and got["first_failure"].startswith(f"key {keys[5]!r}: read ")
+    unknown = [(keys[0], b"\x00\x7f\xff\xff\xff" + records[0][1][5:])]
+    assert check_sample(unknown, "t", schema_registry.url, pool.expected_value)["ok"] is False
+    assert check_sample([], "t", schema_registry.url, pool.expected_value)["first_failure"] == "nothing read"

@@ -15,7 +15,7 @@ import types
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeGuard
 
 from sparkkafka_sink import security_protocol as protocols
 from sparkkafka_sink.errors import ConfigError
@@ -132,7 +132,7 @@ class SaslSettings:
 
 
 # -- reading the config ------------------------------------------------------------------------
-def _given(value: Any) -> bool:
+def _given(value: Any) -> TypeGuard[Any]:  # narrows away None
     return value is not None and not (isinstance(value, str) and value.strip() == "")
 
 
@@ -342,11 +342,16 @@ def _endpoint_provider(endpoint: str, oauth: Mapping[str, str | None], credentia
     if scheme not in ("http", "https"):
         raise ConfigError(f"Invalid configuration '{TOKEN_ENDPOINT}': expected an https://, http:// "
                           "or file: URL")
-    for key, option in ((CLIENT_ID, "clientId"), (CLIENT_SECRET, "clientSecret")):
-        if not oauth[key] or not oauth[key].strip():
-            raise ConfigError(f"Missing configuration '{key}' (or option '{option}' in '{JAAS}'): "
-                              f"'{TOKEN_ENDPOINT}' needs a client id and secret")
-    return ClientCredentialsTokenProvider(endpoint, oauth[CLIENT_ID], oauth[CLIENT_SECRET], oauth[SCOPE])
+    return ClientCredentialsTokenProvider(endpoint, _client_credential(oauth, CLIENT_ID, "clientId"),
+                                          _client_credential(oauth, CLIENT_SECRET, "clientSecret"), oauth[SCOPE])
+
+
+def _client_credential(oauth: Mapping[str, str | None], key: str, option: str) -> str:
+    value = oauth[key]
+    if not value or not value.strip():
+        raise ConfigError(f"Missing configuration '{key}' (or option '{option}' in '{JAAS}'): "
+                          f"'{TOKEN_ENDPOINT}' needs a client id and secret")
+    return value
 
 
 def _extensions(config: Mapping[str, Any], options: Mapping[str, str]) -> dict[str, str]:

@@ -249,6 +249,7 @@ class ClientCredentialsTokenProvider:
                 expires_in = float(expires_in)
             except ValueError:
                 expires_in = None
+        expires_at_ms: int | None
         try:
             issued_at_ms = claim_ms(claims, "iat")
             if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0:

@@ -11,9 +11,16 @@ import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, List, Optional, Union
 
 from sparkkafka_sink.testing.brokers import HOST
+
+if TYPE_CHECKING:  # cryptography is imported when a PKI is made, not with this module
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    #: the keys ``key_type`` makes
+    PrivateKey = Union[rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey]
 
 
 @dataclass
@@ -26,9 +33,9 @@ class CertKey:
     """
 
     name: str
-    cert: object  # cryptography.x509.Certificate
-    key: object   # a cryptography private key
-    chain: list   # [leaf, issuer, ...] cryptography.x509.Certificate
+    cert: x509.Certificate
+    key: PrivateKey
+    chain: List[x509.Certificate]  # [leaf, issuer, ...]
     cert_path: Path    # the leaf alone
     chain_path: Path   # leaf + issuer
     key_path: Path     # PKCS#8, unencrypted
@@ -47,13 +54,13 @@ class CertKey:
         return _key_pem(self.key)
 
 
-def _cert_pem(cert) -> str:
+def _cert_pem(cert: x509.Certificate) -> str:
     from cryptography.hazmat.primitives import serialization
 
     return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
-def _key_pem(key, password: Optional[str] = None) -> str:
+def _key_pem(key: PrivateKey, password: Optional[str] = None) -> str:
     from cryptography.hazmat.primitives import serialization
 
     enc = (serialization.BestAvailableEncryption(password.encode()) if password
@@ -152,7 +159,7 @@ class TestPki:
             self._keytool_import(self.truststore_jks_path, "JKS")
 
     # -- internals ------------------------------------------------------------------------------
-    def _new_key(self):
+    def _new_key(self) -> PrivateKey:
         from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
         if self.key_type == "ec":
@@ -160,7 +167,7 @@ class TestPki:
         return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
     def _make(self, name: str, cn: str, issuer: Optional[CertKey], *, is_ca: bool = False,
-              san: Optional[list] = None, eku: Optional[list] = None,
+              san: Optional[List[x509.GeneralName]] = None, eku: Optional[List[x509.ObjectIdentifier]] = None,
               not_before: Optional[_dt.datetime] = None,
               not_after: Optional[_dt.datetime] = None) -> CertKey:
         x509, hashes, NameOID = self._x509, self._hashes, self._NameOID
@@ -184,6 +191,8 @@ class TestPki:
                 data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
                 encipher_only=False, decipher_only=False), critical=True)
         else:
+            if issuer is None:
+                raise ValueError(f"{name}: only a CA signs its own certificate")
             b = b.add_extension(x509.KeyUsage(
                 digital_signature=True, content_commitment=False,
                 key_encipherment=self.key_type == "rsa", data_encipherment=False,

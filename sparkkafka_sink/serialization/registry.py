@@ -564,7 +564,7 @@ def _schema_type(value: Any, op: _Operation, default: SchemaType = "AVRO") -> Sc
 
 def _registered(doc: Any, op: _Operation, subject: str, asked_type: SchemaType = "AVRO") -> RegisteredSchema:
     refs = doc.get("references") if isinstance(doc, dict) else None
-    references = tuple(SchemaReference(str(r.get("name")), str(r.get("subject")), int(r.get("version")))
+    references = tuple(SchemaReference(str(r.get("name")), str(r.get("subject")), int(r.get("version") or 0))
                        for r in (refs or ()) if isinstance(r, dict))
     return RegisteredSchema(
         schema_id=_field(doc, "id", int, op),

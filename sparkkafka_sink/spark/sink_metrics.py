@@ -11,6 +11,8 @@ when batches overlap.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.accumulators import AccumulatorParam
 
 COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "records_skipped",
@@ -62,7 +64,7 @@ def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batc
     else:  # only a mean: weight it by batches (each request carries at least one)
         lat_n = int(num("batches_sent")) or (1 if num("request_latency_avg_ms") else 0)
         lat_sum = float(num("request_latency_avg_ms")) * lat_n
-    out = {
+    out: dict[str, Any] = {
         "records_sent": delivered,
         "records_failed": failed,
         "records_skipped": skipped,
@@ -84,7 +86,7 @@ def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batc
 
 def snapshot_of(raw: dict) -> dict:
     """The public view of a raw accumulator dict."""
-    out = {k: int(raw.get(k, 0)) for k in COUNTERS}
+    out: dict[str, float] = {k: int(raw.get(k, 0)) for k in COUNTERS}
     weight = raw.get("produce_latency_weight", 0)
     out["produce_latency_max_ms"] = float(raw.get("produce_latency_max_ms", 0.0))
     out["produce_latency_avg_ms"] = float(raw.get("produce_latency_sum_ms", 0.0)) / weight if weight else 0.0

@@ -42,6 +42,7 @@ def register(spark) -> SinkMetrics:
         if known is not None and known[0] is spark:
             return known[1]
         sc = _spark_context(spark)
+        source_cls: type[PyprodKafkaDataSource]
         if sc is None:
             source_cls = PyprodKafkaDataSource
             spark.dataSource.register(source_cls)

@@ -56,10 +56,12 @@ def _spec(column: ColumnFormat, options: SinkOptions, arrow_type, nullable: bool
     """The column's serializer, its schema derived from the column's type or the user's checked
     against it."""
     formats = options.formats
+    format = column.format
+    assert format != "binary", "only serialized columns are planned"
     try:
         text = column.schema if column.schema is not None else derived_schema(
-            column.format, arrow_type, nullable, column.column, column.record_name, column.record_namespace)
-        spec = SerializerSpec(column.column, column.format, text, record_name_of(column.format, text),
+            format, arrow_type, nullable, column.column, column.record_name, column.record_namespace)
+        spec = SerializerSpec(column.column, format, text, record_name_of(format, text),
                               column.subject_strategy, formats.auto_register, formats.use_latest_version,
                               formats.normalize)
         if not formats.use_latest_version:

@@ -42,6 +42,7 @@ class _DriverTransactions:
 
     def __init__(self, options: SinkOptions, batch_id: int | None = None):
         self.options, self.batch_id = options, batch_id
+        assert options.transactional_id_prefix is not None, "exactly-once writes have a prefix"
         self.prefix = options.transactional_id_prefix
         self.admin = TransactionAdmin(options.producer_config)
         try:
@@ -132,6 +133,11 @@ def _partitions(prepared: PreparedTransaction) -> str:
     return ", ".join(f"{t}-{p}" for t, p in prepared.partitions) or "no partitions"
 
 
+def _commit_log_dir(options: SinkOptions) -> str:
+    assert options.commit_log_dir is not None, "exactly-once streaming writes record their commits"
+    return options.commit_log_dir
+
+
 # -- streaming: one commit per micro-batch, recorded so a replay is not written twice -------------
 class MicroBatchLog:
     """``<checkpoint>/pyprod-kafka/<batch>.intent`` (the transactions about to be committed) and
@@ -173,7 +179,7 @@ class MicroBatchLog:
 def commit_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
     """Commit micro-batch ``batch_id`` exactly once, even when Spark calls this again for it or
     replays the batch after a driver restart."""
-    log = MicroBatchLog(options.commit_log_dir)
+    log = MicroBatchLog(_commit_log_dir(options))
     new = [p for _, p in _prepared(messages)]
     with _DriverTransactions(options, batch_id) as txns:
         if log.done(batch_id):
@@ -208,7 +214,7 @@ def commit_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
 
 
 def abort_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
-    log = MicroBatchLog(options.commit_log_dir)
+    log = MicroBatchLog(_commit_log_dir(options))
     if log.done(batch_id) or log.intent(batch_id) is not None:
         # decided before: only this attempt's new transactions go
         with _DriverTransactions(options, batch_id) as txns:

@@ -22,25 +22,28 @@ import atexit
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Mapping
+
+from sparkkafka_sink.producer.producer import Producer
 
 log = logging.getLogger(__name__)
 
 
-def _key(config: dict) -> tuple:
+def _key(config: Mapping[str, Any]) -> tuple:
     return tuple(sorted((str(k), str(v)) for k, v in config.items()))
 
 
 class ProducerPool:
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
-        self._idle: dict[tuple, list[tuple[object, float]]] = {}
+        self._idle: dict[tuple, list[tuple[Producer, float]]] = {}
         self._lock = threading.Lock()
         #: producers made / handed out again (for tests and metrics)
         self.created = 0
         self.reused = 0
 
-    def acquire(self, config: dict, factory: Callable[[dict], object], idle_timeout_s: float):
+    def acquire(self, config: Mapping[str, Any], factory: Callable[[Any], Producer],
+                idle_timeout_s: float) -> tuple[Producer, bool]:
         """``(producer, reused)``: an idle healthy producer of this configuration, or a new one."""
         self.expire(idle_timeout_s)
         key = _key(config)
@@ -50,16 +53,16 @@ class ProducerPool:
                 producer = idle.pop()[0] if idle else None
             if producer is None:
                 break
-            if getattr(producer, "healthy", False):
+            if producer.healthy:
                 self.reused += 1
                 return producer, True
             _close(producer)
         self.created += 1
         return factory(config), False
 
-    def release(self, producer, config: dict, idle_timeout_s: float) -> None:
+    def release(self, producer: Producer, config: Mapping[str, Any], idle_timeout_s: float) -> None:
         """A task succeeded with ``producer``: keep it for the next task, if it is healthy."""
-        if not getattr(producer, "healthy", False):
+        if not producer.healthy:
             _close(producer)
             return
         with self._lock:
@@ -93,7 +96,7 @@ class ProducerPool:
             return sum(len(v) for v in self._idle.values())
 
 
-def _close(producer) -> None:
+def _close(producer: Producer) -> None:
     try:
         producer.close(5.0)
     except Exception:  # a producer being thrown away

@@ -69,8 +69,8 @@ def _serialized(part, rows, topic: str, layout: ColumnLayout, serializers: TaskS
         return encoded, rows
     errors = [(i, RecordSchemaError(reason, task_row(row_offset, rows, i), field)) for i, field, reason in bad]
     if dead_letters is None:
-        error = errors[0][1]
-        tracker.fail_now(error.row, topic, None, error, count=part.num_rows)
+        first, error = errors[0]
+        tracker.fail_now(task_row(row_offset, rows, first), topic, None, error, count=part.num_rows)
         return None, None
     for i, error in errors:  # dead-lettered as the user gave them, before serialization
         dead_letters.reject_rows(part, layout, [i], row_offset, rows, topic, None, error, "serialization")

@@ -30,7 +30,7 @@ _PRODUCER_COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_fai
                       "requests", "request_latency_sum_ms")
 
 
-def default_producer_factory(config: ProducerConfig):
+def default_producer_factory(config: ProducerConfig) -> Producer:
     return Producer(config)
 
 
@@ -38,7 +38,7 @@ class TaskProducer:
     """The task's producer, opened at the task's first rows (an empty partition opens none)."""
 
     def __init__(self, options: SinkOptions, task: TaskInfo,
-                 factory: Callable[[ProducerConfig], object] = default_producer_factory):
+                 factory: Callable[[ProducerConfig], Producer] = default_producer_factory):
         self.options = options
         self.task = task
         self.factory = factory
@@ -47,24 +47,25 @@ class TaskProducer:
                        and factory is default_producer_factory)
         self.config = task_config(options, task, self.pooled)
         #: the open producer (None until the first rows)
-        self.current = None
+        self.current: Producer | None = None
         #: 1 when this task made its producer (0: taken from the pool, or none needed)
         self.created = 0
         self._baseline: dict = {}
 
-    def get(self):
+    def get(self) -> Producer:
         """The producer, opened on first use; exactly-once, in a transaction of its own."""
         if self.current is None:
             if self.pooled:
-                self.current, reused = POOL.acquire(self.config, self.factory, self._idle_timeout_s)
-                self._baseline = _producer_metrics(self.current) if reused else {}
+                producer, reused = POOL.acquire(self.config, self.factory, self._idle_timeout_s)
+                self._baseline = _producer_metrics(producer) if reused else {}
             else:
-                self.current, reused = self.factory(self.config), False
+                producer, reused = self.factory(self.config), False
+            self.current = producer
             self.created = 0 if reused else 1
             if self.options.exactly_once:
-                self.current.init_transactions()
-                check_write_open(self.current, self.options, _micro_batch_id(self.options, self.task), self.task)
-                self.current.begin_transaction()
+                producer.init_transactions()
+                check_write_open(producer, self.options, _micro_batch_id(self.options, self.task), self.task)
+                producer.begin_transaction()
         return self.current
 
     def metrics(self) -> dict:

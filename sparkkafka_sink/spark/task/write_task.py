@@ -18,6 +18,7 @@ from typing import Callable, Iterator, Optional
 
 from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaTimeoutError
 from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.options import SinkOptions
@@ -43,7 +44,7 @@ def run_write_task(
     batches: Iterator,
     plan: WritePlan,
     metrics_total=None,
-    producer_factory: Callable[[ProducerConfig], object] = default_producer_factory,
+    producer_factory: Callable[[ProducerConfig], Producer] = default_producer_factory,
     task: Optional[TaskInfo] = None,
 ) -> TaskCommitMessage:
     task = task or TaskInfo.current()
@@ -125,6 +126,7 @@ def _flush(producer, tracker: DeliveryTracker, options: SinkOptions) -> None:
 
 def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions, what: str | None = None) -> SinkWriteError:
     first = tracker.first_failure
+    assert first is not None, "a failed task has a first failure"
     err = first.error
     hint = ""
     if isinstance(err, (KafkaTimeoutError, KafkaConnectionError)):

@@ -104,3 +104,21 @@ def test_micro_batches_close_their_own_write(calls, tmp_path):
     T.abort_micro_batch([message(0, "q-rrun1-b7-p0-t3")], 7, options(tmp_path))
     assert calls["fenced"] == ["q-rrun1-b7-closed"]
     assert calls["lingering"][-1] == ("q-rrun1-b7-p", [], ("Empty",))
+
+
+def test_a_replayed_micro_batch_is_not_summarised_as_committed(calls, tmp_path, capfd):
+    """Spark replays a committed micro-batch: its new transactions are aborted, so the driver's
+    log must not say its records were committed."""
+    from sparkkafka_sink.spark.driver.commit import commit_write
+    from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+
+    plan = WritePlan(options(tmp_path), ColumnLayout("value"))
+    first = TaskCommitMessage(0, 0, 40, {("t", 0): (40, 0, 39)}, {}, PreparedTransaction("q-b6-p0-t1", 7, 1,
+                                                                                        (("t", 0),)).to_json())
+    commit_write([first], plan, 6)
+    assert "micro-batch 6 committed: 40 records" in capfd.readouterr().err
+    replay = TaskCommitMessage(0, 0, 40, {("t", 0): (40, 40, 79)}, {}, PreparedTransaction("q-b6-p0-t2", 7, 1,
+                                                                                         (("t", 0),)).to_json())
+    commit_write([replay], plan, 6)
+    err = capfd.readouterr().err
+    assert "was committed before (a replay)" in err and "committed: 40 records" not in err

@@ -25,7 +25,10 @@ _MAX_LISTED = 8
 def commit_write(messages, plan: Optional[WritePlan], batch_id: Optional[int] = None) -> None:
     """Spark's ``commit()`` of a write (``batch_id``: of a streaming micro-batch)."""
     if plan is not None and plan.options.exactly_once:
+        replay = _replay_of_a_committed_batch(plan.options, batch_id)
         log_line(logging.INFO, _end_transactions(messages, plan.options, batch_id, commit=True))
+        if replay:  # its rows were aborted: the summary would name records nobody sees
+            return
     log_line(logging.INFO, commit_summary(messages, what=_what(batch_id)))
 
 
@@ -48,6 +51,13 @@ def _end_transactions(messages, options, batch_id: Optional[int], commit: bool) 
         end = transactions.commit_micro_batch if commit else transactions.abort_micro_batch
         text = end(messages, micro_batch, options)
     return "pyprod-kafka: exactly-once: " + text
+
+
+def _replay_of_a_committed_batch(options, batch_id: Optional[int]) -> bool:
+    from sparkkafka_sink.spark.driver import transactions
+
+    micro_batch = batch_id if batch_id is not None else options.batch_id
+    return micro_batch is not None and transactions.committed_before(options, micro_batch)
 
 
 def _what(batch_id: Optional[int]) -> str:

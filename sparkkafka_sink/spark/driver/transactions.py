@@ -133,6 +133,11 @@ def _partitions(prepared: PreparedTransaction) -> str:
     return ", ".join(f"{t}-{p}" for t, p in prepared.partitions) or "no partitions"
 
 
+def committed_before(options: SinkOptions, batch_id: int) -> bool:
+    """Micro-batch ``batch_id`` was committed by an earlier run (Spark replays it)."""
+    return MicroBatchLog(_commit_log_dir(options)).done(batch_id)
+
+
 def _commit_log_dir(options: SinkOptions) -> str:
     assert options.commit_log_dir is not None, "exactly-once streaming writes record their commits"
     return options.commit_log_dir

@@ -43,9 +43,14 @@ class UnsupportedVersionError(KafkaError):
 
 
 class KafkaConnectionError(KafkaError):
-    """A connection to a broker failed or was closed."""
+    """A connection to a broker failed or was closed.  ``refused``: the address answered that
+    nothing listens there (ECONNREFUSED), an answer rather than silence."""
 
     retriable = True
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class AuthenticationError(KafkaError):

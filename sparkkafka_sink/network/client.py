@@ -173,7 +173,7 @@ class NetworkClient:
             conn.connect(now)
         except (OSError, KafkaError) as e:
             err = e if isinstance(e, KafkaError) else KafkaConnectionError(
-                f"Connection to {conn.address} failed: {e}")
+                f"Connection to {conn.address} failed: {e}", refused=isinstance(e, ConnectionRefusedError))
             self._close(conn, err, now)
 
     def _backoff(self, node_id: int) -> float:

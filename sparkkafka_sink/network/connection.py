@@ -105,7 +105,7 @@ class BrokerConnection:
         if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
             sock.close()
             raise KafkaConnectionError(f"Connection to {self.address} failed: {errno.errorcode.get(rc, rc)} "
-                                       f"({os.strerror(rc)})")
+                                       f"({os.strerror(rc)})", refused=rc == errno.ECONNREFUSED)
         self.sock = sock
         self._set_state(ConnectionState.CONNECTING, now_ms)
         self.setup_started_ms = now_ms
@@ -118,7 +118,8 @@ class BrokerConnection:
         can carry Kafka requests (False: a TLS handshake comes first)."""
         err = self._socket().getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
-            raise KafkaConnectionError(f"Connection to {self.address} failed: {os.strerror(err)}")
+            raise KafkaConnectionError(f"Connection to {self.address} failed: {os.strerror(err)}",
+                                       refused=err == errno.ECONNREFUSED)
         if self.ssl_context is None:
             self._set_state(ConnectionState.CHECKING_API_VERSIONS, now_ms)
             self._update_interest()

@@ -124,11 +124,23 @@ class BlockingAdmin:
         version = self.metadata.request_update()
         while self.metadata.cluster.is_bootstrap or (fresh and self.metadata.version <= version):
             self._raise_fatal()
+            self._raise_if_nothing_listens()
             if time.monotonic() > deadline:
                 servers = ",".join(f"{h}:{p}" for h, p in self.config["bootstrap.servers"])
                 raise KafkaTimeoutError(f"no metadata from {servers}: {self._why_not()}")
             self.client.poll(50, now_ms())
         return sorted(self.metadata.cluster.brokers)
+
+    def _raise_if_nothing_listens(self) -> None:
+        """Every bootstrap address refused the connection: an answer, not silence -- nothing
+        listens there, so waiting out the deadline would only delay the same verdict."""
+        if not self.metadata.cluster.is_bootstrap:
+            return
+        addresses = [f"{h}:{p}" for h, p in self.config["bootstrap.servers"]]
+        errors = [self.client.connect_errors.get(a) for a in addresses]
+        if all(isinstance(e, KafkaConnectionError) and e.refused for e in errors):
+            raise KafkaConnectionError(f"nothing listens at {','.join(addresses)}: every address refused the "
+                                       f"connection ({'; '.join(str(e) for e in errors)})", refused=True)
 
     def _raise_fatal(self) -> None:
         if self.client.fatal_error is not None:  # authentication, certificate

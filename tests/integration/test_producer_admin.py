@@ -82,3 +82,18 @@ def test_open_transactions_are_listed_by_prefix_and_state(apache_kafka):
     finally:
         for p in producers:
             p.close(5)
+
+
+def test_every_bootstrap_address_refusing_is_an_answer_not_a_timeout():
+    """Nothing listens at the bootstrap addresses: the admin says so at once rather than waiting
+    out its deadline (the driver's cluster check then fails in a moment, naming the address)."""
+    from sparkkafka_sink.errors import KafkaConnectionError
+    from sparkkafka_sink.testing.brokers import free_port
+
+    addresses = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
+    with BlockingAdmin({"bootstrap.servers": addresses}) as admin:
+        start = time.monotonic()
+        with pytest.raises(KafkaConnectionError, match="every address refused the connection") as refused:
+            admin.brokers(time.monotonic() + 30)
+        assert time.monotonic() - start < 5 and refused.value.refused
+        assert all(a in str(refused.value) for a in addresses.split(","))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from sparkkafka_sink.errors import AuthenticationError, KafkaError, KafkaTimeoutError, SslError
+from sparkkafka_sink.errors import AuthenticationError, KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
 from sparkkafka_sink.producer.admin import BlockingAdmin
 from sparkkafka_sink.producer.control_requests import TopicCheckError
 from sparkkafka_sink.spark.errors import SinkValidationError
@@ -45,6 +45,12 @@ def check_cluster(options: SinkOptions) -> None:
     except (AuthenticationError, SslError) as e:
         raise SinkValidationError(f"the cluster at {where} refused this client: {e} "
                                   "(check the kafka.security.protocol, kafka.sasl.* and kafka.ssl.* options)") from None
+    except KafkaConnectionError as e:
+        if not e.refused:
+            raise SinkValidationError(f"the cluster check at {where} failed: {e}") from None
+        raise SinkValidationError(
+            f"nothing listens at {where}: every address refused the connection; is the host and port "
+            "right (a Kafka listener, reachable from the driver)?") from None
     except KafkaTimeoutError as e:
         writing = f" (writing to topic {options.topic!r})" if options.topic else ""
         raise SinkValidationError(

@@ -27,7 +27,8 @@ def pytest_configure(config):
     os.environ["TMPDIR"] = root
     os.environ["SPARK_LOCAL_DIRS"] = root
     java_options = os.environ.get("JAVA_TOOL_OPTIONS", "")
-    os.environ["JAVA_TOOL_OPTIONS"] = f"{java_options} -Djava.io.tmpdir={root}".strip()
+    # -XX:-UsePerfData: a JVM the tests kill (a Spark driver, a broker) leaves no hsperfdata file
+    os.environ["JAVA_TOOL_OPTIONS"] = f"{java_options} -Djava.io.tmpdir={root} -XX:-UsePerfData".strip()
     tempfile.tempdir = root  # pytest's tmp_path root too (it asks tempfile on first use)
 
 

@@ -49,7 +49,9 @@ KAFKA_3_VERSION = "3.9.2"
 LOG4J_VERSION = "2.24.3"
 
 _POM_TEMPLATE = Path(__file__).with_name("maven") / "kafka-broker.pom.xml"
-_JVM_OPTS = ("-Xmx512m", "-Xms256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+#: -XX:-UsePerfData: a killed JVM leaves no /tmp/hsperfdata_<user>/<pid> file behind (the
+#: failover tests kill nodes on purpose)
+_JVM_OPTS = ("-Xmx512m", "-Xms256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:-UsePerfData",
              "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
 
 

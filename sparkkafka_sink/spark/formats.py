@@ -22,21 +22,13 @@ from typing import Literal, Mapping
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, subject_name_strategy
 from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.option_catalog import COLUMN_FORMATS, OPTIONS, SERIALIZATION_OPTIONS
 
 REGISTRY_PREFIX = "schema.registry."
-#: the formats a column may be written in
-COLUMN_FORMATS = ("binary", "avro", "json")
 ColumnFormatName = Literal["binary", "avro", "json"]
-#: every serialization option (Spark hands them over lower-cased), as users write them
-FORMAT_OPTIONS = {
-    **{f"{c}{o.lower()}": f"{c}{o}" for c in ("value", "key")
-       for o in ("Format", "Schema", "RecordName", "RecordNamespace")},
-    "auto.register.schemas": "auto.register.schemas",
-    "use.latest.version": "use.latest.version",
-    "normalize.schemas": "normalize.schemas",
-    "key.subject.name.strategy": "key.subject.name.strategy",
-    "value.subject.name.strategy": "value.subject.name.strategy",
-}
+#: every serialization option (declared in ``option_catalog``) by the lower-cased name Spark hands
+#: over, as users write it
+FORMAT_OPTIONS = {o.key: o.name for o in SERIALIZATION_OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -93,12 +85,13 @@ def parse_formats(lowered: Mapping[str, str]) -> Formats:
                             if k.startswith(REGISTRY_PREFIX)))
     key, value = (_column(lowered, c) for c in ("key", "value"))
     auto_register = _flag(lowered, "auto.register.schemas", None)
-    use_latest = bool(_flag(lowered, "use.latest.version", False))
+    use_latest = bool(_flag(lowered, "use.latest.version", OPTIONS["use.latest.version"].default))
     if use_latest and auto_register:
         raise SinkValidationError("option 'use.latest.version' writes with the subject's latest schema, which "
                                   "needs auto.register.schemas=false (Confluent's rule): drop one of them")
     formats = Formats(key, value, registry, auto_register=not use_latest if auto_register is None else auto_register,
-                      use_latest_version=use_latest, normalize=bool(_flag(lowered, "normalize.schemas", False)))
+                      use_latest_version=use_latest,
+                      normalize=bool(_flag(lowered, "normalize.schemas", OPTIONS["normalize.schemas"].default)))
     if formats.serialized and not registry:
         columns = " and ".join(f"{c.option}={c.format}" for c in formats.serialized)
         raise SinkValidationError(
@@ -114,7 +107,7 @@ def parse_formats(lowered: Mapping[str, str]) -> Formats:
 
 
 def _column(lowered: Mapping[str, str], column: Literal["key", "value"]) -> ColumnFormat:
-    raw = str(lowered.get(f"{column}format", "binary")).strip().lower()
+    raw = str(lowered.get(f"{column}format", OPTIONS[f"{column}format"].default)).strip().lower()
     if raw not in COLUMN_FORMATS:
         raise SinkValidationError(f"option '{column}Format' must be one of {', '.join(COLUMN_FORMATS)}, "
                                   f"got {lowered.get(f'{column}format')!r}")

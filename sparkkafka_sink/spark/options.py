@@ -19,67 +19,47 @@ from typing import Iterable, Mapping
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig
+from sparkkafka_sink.spark import option_catalog as catalog
 from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.formats import FORMAT_OPTIONS, REGISTRY_PREFIX, Formats, parse_formats
+from sparkkafka_sink.spark.option_catalog import (
+    DEFAULT_CACHE_TIMEOUT_MS,
+    DEFAULT_CLUSTER_CHECK_TIMEOUT_MS,
+    DEFAULT_COALESCE_BYTES,  # noqa: F401  (the benchmarks read it here)
+    EXACTLY_ONCE_TIMEOUT_MS,
+    GUARANTEES,
+    REJECTED_KAFKA_KEYS,
+    SINK_BATCH_SIZE,
+    SINK_LINGER_MS,
+)
 
 KAFKA_PREFIX = "kafka."
 
-# Keys the sink owns or cannot honour; the message says why.
-_REJECTED_KAFKA_KEYS = {
-    "key.serializer": "keys are written as the bytes of the 'key' column (strings as UTF-8)",
-    "value.serializer": "values are written as the bytes of the 'value' column (strings as UTF-8)",
-    "transactional.id": (
-        "each write task runs its own producer, so one transactional id would fence the "
-        "other tasks; use .option(\"deliveryGuarantee\", \"exactly-once\") (and optionally "
-        "transactionalIdPrefix): every task then gets its own transactional id"
-    ),
-}
-
-#: ``coalesceBytes``: a task gathers Spark's Arrow batches (10,000 rows each by default) until
-#: they hold this many bytes and hands them to the producer in one bulk call.  Every call has a
-#: fixed cost (partitioning, grouping, one encoding pass, a batch tail per partition), so
-#: bigger calls cost less per row (measured 0.72 -> 0.52 CPU s per million 110-byte rows), and
-#: a call's rows per partition are what an open batch gets before ``linger.ms`` sends it: at 64
-#: partitions a 4 MiB call gives each ~600 110-byte rows, 16 MiB a full 256 KiB batch
-#: (benchmarks/README, "coalesceBytes": +9-22 % rows/s at 100 B, 64 and 256 partitions; the
-#: same at 1 KiB, where one Arrow batch already holds 10 MB; ~+80 MB peak RSS per worker).
-DEFAULT_COALESCE_BYTES = 16 << 20
-COALESCE_OPTION = "coalescebytes"
-GUARANTEE_OPTION = "deliveryguarantee"
-BATCH_ID_OPTION = "batchid"
-PREFIX_OPTION = "transactionalidprefix"
-#: ``clusterCheckTimeoutMs``: the driver's check that the cluster answers and the topic may be
-#: written, before any task (``spark/driver/cluster_check.py``); 0 turns it off
-CLUSTER_CHECK_OPTION = "clusterchecktimeoutms"
+# The options themselves -- names, defaults, bounds, choices, meanings -- are declared once, in
+# ``option_catalog``; what follows are the names the parser looks them up by (lower-cased, as
+# Spark hands them over).
+COALESCE_OPTION = catalog.option("coalesceBytes").key
+GUARANTEE_OPTION = catalog.option("deliveryGuarantee").key
+BATCH_ID_OPTION = catalog.option("batchId").key
+PREFIX_OPTION = catalog.option("transactionalIdPrefix").key
+#: the driver's check that the cluster answers and the topic may be written, before any task
+#: (``spark/driver/cluster_check.py``)
+CLUSTER_CHECK_OPTION = catalog.option("clusterCheckTimeoutMs").key
 #: bad rows (Kafka Connect's names): fail at the first (none) or skip, count and dead-letter (all)
-TOLERANCE_OPTION = "errors.tolerance"
-DLQ_TOPIC_OPTION = "errors.deadletterqueue.topic.name"
-DLQ_HEADERS_OPTION = "errors.deadletterqueue.context.headers.enable"
-ERRORS_LOG_OPTION = "errors.log.enable"
+TOLERANCE_OPTION = catalog.option("errors.tolerance").key
+DLQ_TOPIC_OPTION = catalog.option("errors.deadletterqueue.topic.name").key
+DLQ_HEADERS_OPTION = catalog.option("errors.deadletterqueue.context.headers.enable").key
+ERRORS_LOG_OPTION = catalog.option("errors.log.enable").key
 #: producers kept by each Python worker across at-least-once tasks (``spark/task/producer_pool.py``)
-CACHE_TIMEOUT_OPTION = "producercachetimeoutms"
-DEFAULT_CACHE_TIMEOUT_MS = 600_000  # Spark's spark.kafka.producer.cache.timeout
-#: ``tuneAllocator``: the write task raises glibc's malloc thresholds in its Python worker
-#: (``spark/task/worker_memory.py`` says why and what it costs); false leaves them as they are
-ALLOCATOR_OPTION = "tuneallocator"
-#: per write task: records and bytes (key + value + headers) per second (``spark/task/rate_limit.py``)
-RATE_OPTIONS = {"maxrecordspersecond": "maxRecordsPerSecond", "maxbytespersecond": "maxBytesPerSecond"}
-DEFAULT_CLUSTER_CHECK_TIMEOUT_MS = 10_000
-GUARANTEES = ("at-least-once", "exactly-once")
-#: every option of the sink besides ``kafka.*`` (Spark hands them over lower-cased), as users
-#: write them; anything else is a typo, reported with "Did you mean ...?"
-SINK_OPTIONS = {
-    "topic": "topic", "checkpointlocation": "checkpointLocation", COALESCE_OPTION: "coalesceBytes",
-    GUARANTEE_OPTION: "deliveryGuarantee", BATCH_ID_OPTION: "batchId", PREFIX_OPTION: "transactionalIdPrefix",
-    CLUSTER_CHECK_OPTION: "clusterCheckTimeoutMs", CACHE_TIMEOUT_OPTION: "producerCacheTimeoutMs",
-    TOLERANCE_OPTION: TOLERANCE_OPTION, DLQ_TOPIC_OPTION: DLQ_TOPIC_OPTION, DLQ_HEADERS_OPTION: DLQ_HEADERS_OPTION,
-    ERRORS_LOG_OPTION: ERRORS_LOG_OPTION, ALLOCATOR_OPTION: "tuneAllocator", **RATE_OPTIONS,
-}
+CACHE_TIMEOUT_OPTION = catalog.option("producerCacheTimeoutMs").key
+#: glibc's malloc thresholds in the task's Python worker (``spark/task/worker_memory.py``)
+ALLOCATOR_OPTION = catalog.option("tuneAllocator").key
+#: every option of the sink besides ``kafka.*`` and the serialization options, as users write
+#: them (by the lower-cased name Spark hands over); anything else is a typo, reported with
+#: "Did you mean ...?"
+SINK_OPTIONS = {o.key: o.name for o in catalog.SINK_OPTIONS}
 #: options Spark itself may add (``save(path)``, ``start(path)``): not ours, not a typo
 _SPARK_OPTIONS = ("path",)
-#: exactly-once: a task's transaction stays open until the driver commits the whole job, so the
-#: default is Kafka's default cap (transaction.max.timeout.ms, 15 minutes)
-EXACTLY_ONCE_TIMEOUT_MS = 900_000
 
 
 @dataclass(frozen=True)
@@ -139,17 +119,6 @@ class SinkOptions:
                 f"coalesce_bytes={self.coalesce_bytes}, transactional_id_prefix={self.transactional_id_prefix!r})")
 
 
-#: The sink's producer defaults of its own (an explicit ``kafka.*`` option wins).  batch.size:
-#: the sink hands the producer whole Arrow batches, and a Produce request carries one batch per
-#: partition, so the Java default of 16 KiB would cap each round trip at 16 KiB per partition.
-SINK_BATCH_SIZE = 262_144
-#: linger.ms: a bulk call leaves each partition a last, partial batch, and the task's next Arrow
-#: batch comes tens of ms later; 5 ms sent those partials alone (at 64 partitions and 1 KiB rows
-#: ~25 % more batches than Spark's JVM sink, and the broker's CPU with them).  It costs a task
-#: no time: its flush at the end sends what lingers (benchmarks/README, "linger.ms").
-SINK_LINGER_MS = 100
-
-
 def producer_config_from_options(options: Mapping[str, str]) -> dict:
     """The ``kafka.*`` options with the prefix stripped, plus the sink's batch.size and
     linger.ms defaults.
@@ -202,7 +171,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
         )
     _check_known(lowered)
     raw = producer_config_from_options(lowered)
-    for key, why in _REJECTED_KAFKA_KEYS.items():
+    for key, why in REJECTED_KAFKA_KEYS.items():
         if key in raw:
             raise SinkValidationError(f"option 'kafka.{key}' is not supported: {why}")
     guarantee = _guarantee(lowered)
@@ -220,15 +189,13 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
                        **(_streaming_commit_log(lowered, prefix) if prefix and (streaming or _batch_id(lowered) is not None)
                           else {"run_id": _run_id()} if prefix else {}),
                        batch_id=_batch_id(lowered) if prefix else None,
-                       cluster_check_timeout_ms=_whole_ms(lowered, CLUSTER_CHECK_OPTION, "clusterCheckTimeoutMs",
-                                                          DEFAULT_CLUSTER_CHECK_TIMEOUT_MS, 600_000,
+                       cluster_check_timeout_ms=_whole_ms(lowered, CLUSTER_CHECK_OPTION,
                                                           "0: no check of the cluster before the tasks start"),
                        max_records_per_s=_rate(lowered, "maxrecordspersecond"),
                        max_bytes_per_s=_rate(lowered, "maxbytespersecond"),
-                       producer_cache_timeout_ms=_whole_ms(lowered, CACHE_TIMEOUT_OPTION, "producerCacheTimeoutMs",
-                                                           DEFAULT_CACHE_TIMEOUT_MS, 86_400_000,
+                       producer_cache_timeout_ms=_whole_ms(lowered, CACHE_TIMEOUT_OPTION,
                                                            "0: one producer per task, no pool"),
-                       tune_allocator=_flag(lowered, ALLOCATOR_OPTION, True, "tuneAllocator"),
+                       tune_allocator=_flag(lowered, ALLOCATOR_OPTION),
                        formats=parse_formats(lowered),
                        **_error_handling(lowered, topic))
 
@@ -249,8 +216,8 @@ def _check_known(lowered: Mapping[str, str]) -> None:
 
 
 def _error_handling(lowered: Mapping[str, str], topic) -> dict:
-    tolerance = str(lowered.get(TOLERANCE_OPTION, "none")).strip().lower()
-    if tolerance not in ("none", "all"):
+    tolerance = str(lowered.get(TOLERANCE_OPTION, catalog.OPTIONS[TOLERANCE_OPTION].default)).strip().lower()
+    if tolerance not in catalog.TOLERANCES:
         raise SinkValidationError(f"option '{TOLERANCE_OPTION}' must be none (the first bad row fails the task) "
                                   f"or all (bad rows are skipped and counted), got {lowered.get(TOLERANCE_OPTION)!r}")
     dlq = lowered.get(DLQ_TOPIC_OPTION)
@@ -265,17 +232,18 @@ def _error_handling(lowered: Mapping[str, str], topic) -> dict:
             raise SinkValidationError(f"option '{DLQ_TOPIC_OPTION}' names the topic the rows are written to, "
                                       f"{dlq!r}: bad rows need a topic of their own")
     return {"tolerate_bad_rows": tolerance == "all", "dead_letter_topic": dlq,
-            "dead_letter_context_headers": _flag(lowered, DLQ_HEADERS_OPTION, True),
-            "log_bad_rows": _flag(lowered, ERRORS_LOG_OPTION, False)}
+            "dead_letter_context_headers": _flag(lowered, DLQ_HEADERS_OPTION),
+            "log_bad_rows": _flag(lowered, ERRORS_LOG_OPTION)}
 
 
-def _flag(lowered: Mapping[str, str], key: str, default: bool, name: str | None = None) -> bool:
+def _flag(lowered: Mapping[str, str], key: str) -> bool:
+    declared = catalog.OPTIONS[key]
     raw = lowered.get(key)
     if raw is None:
-        return default
+        return bool(declared.default)
     value = str(raw).strip().lower()
     if value not in ("true", "false"):
-        raise SinkValidationError(f"option '{name or key}' must be true or false, got {raw!r}")
+        raise SinkValidationError(f"option '{declared.name}' must be true or false, got {raw!r}")
     return value == "true"
 
 
@@ -322,7 +290,7 @@ def _run_id() -> str:
 
 
 def _guarantee(lowered: Mapping[str, str]) -> str:
-    guarantee = str(lowered.get(GUARANTEE_OPTION, "at-least-once")).strip().lower()
+    guarantee = str(lowered.get(GUARANTEE_OPTION, catalog.OPTIONS[GUARANTEE_OPTION].default)).strip().lower()
     if guarantee not in GUARANTEES:
         raise SinkValidationError(f"option 'deliveryGuarantee' must be one of {', '.join(GUARANTEES)}, "
                                   f"got {lowered.get(GUARANTEE_OPTION)!r}")
@@ -356,23 +324,29 @@ def _exactly_once(lowered: Mapping[str, str], config: ProducerConfig, guarantee:
 
 
 def _rate(lowered: Mapping[str, str], key: str) -> float | None:
+    declared = catalog.OPTIONS[key]
+    floor = declared.above if declared.above is not None else 0
     raw = lowered.get(key)
     return None if raw is None else _number(
-        raw, float, lambda v: 0 < v < float("inf"),
-        f"option '{RATE_OPTIONS[key]}' must be a positive number per second (of each write task)")
+        raw, float, lambda v: floor < v < float("inf"),
+        f"option '{declared.name}' must be a positive number per second (of each write task)")
 
 
-def _whole_ms(lowered: Mapping[str, str], key: str, name: str, default: int, most: int, zero: str) -> int:
+def _whole_ms(lowered: Mapping[str, str], key: str, zero: str) -> int:
+    declared = catalog.OPTIONS[key]
+    least, most = int(declared.minimum or 0), int(declared.maximum or 0)
     raw = lowered.get(key)
-    return default if raw is None else _number(
-        raw, int, lambda v: 0 <= v <= most,
-        f"option '{name}' must be a whole number of milliseconds from 0 to {most} ({zero})")
+    return declared.default if raw is None else _number(
+        raw, int, lambda v: least <= v <= most,
+        f"option '{declared.name}' must be a whole number of milliseconds from {least} to {most} ({zero})")
 
 
 def _coalesce_bytes(raw) -> int:
-    return DEFAULT_COALESCE_BYTES if raw is None else _number(
-        raw, int, lambda v: 0 <= v <= 1 << 30,
-        "option 'coalesceBytes' must be a whole number of bytes from 0 to 1073741824 (0: hand "
+    declared = catalog.OPTIONS[COALESCE_OPTION]
+    least, most = int(declared.minimum or 0), int(declared.maximum or 0)
+    return declared.default if raw is None else _number(
+        raw, int, lambda v: least <= v <= most,
+        f"option 'coalesceBytes' must be a whole number of bytes from {least} to {most} (0: hand "
         "each Spark Arrow batch to the producer alone)")
 
 

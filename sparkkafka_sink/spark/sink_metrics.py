@@ -122,10 +122,9 @@ class SinkMetrics:
 
     def snapshot(self) -> dict:
         """records_sent, bytes_sent, batches_sent, records_failed, records_skipped (bad rows
-        tolerated), records_dead_lettered, retries, throttle_time_ms, producers_created (fewer than
-        write_tasks when the pool served tasks)
-        (time the rate limits held tasks back), produce_latency_max_ms, produce_latency_avg_ms,
-        write_tasks."""
+        tolerated), records_dead_lettered, retries, throttle_time_ms (time the rate limits held
+        tasks back), producers_created (fewer than write_tasks when the pool served tasks),
+        produce_latency_max_ms, produce_latency_avg_ms, write_tasks."""
         return snapshot_of(self._raw())
 
     def micro_batches(self, query_id=None) -> list:

@@ -1,0 +1,297 @@
+"""Every option of the sink, declared once: its name as users write it, what it accepts, its
+default and what it means.
+
+The parser (``options.py``, ``formats.py``) reads its defaults, bounds and choices from here and
+knows an option by being here (anything else that is not ``kafka.*`` or ``schema.registry.*`` is
+a typo, answered with "Did you mean ...?"); the documentation's configuration reference is
+generated from here too (``docs/hooks/config_reference.py``), together with the producer's own
+keys (``producer.config``) and the Schema Registry client's (``serialization.registry_settings``),
+which :func:`producer_options` and :func:`registry_options` present in the same shape.
+
+A new sink option is one :class:`SinkOption` in ``SINK_OPTIONS`` or ``SERIALIZATION_OPTIONS``,
+then its parsing in ``options.py`` (or ``formats.py``) and its use in the tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, STRATEGY_NAMES
+
+__all__ = ["SinkOption", "OptionDoc", "SINK_OPTIONS", "SERIALIZATION_OPTIONS", "OPTIONS", "option",
+           "REJECTED_KAFKA_KEYS", "SINK_BATCH_SIZE", "SINK_LINGER_MS", "EXACTLY_ONCE_TIMEOUT_MS",
+           "producer_options", "registry_options"]
+
+Kind = Literal["string", "boolean", "integer", "number", "choice"]
+
+
+@dataclass(frozen=True)
+class SinkOption:
+    """One ``.option(name, value)`` of the sink (not ``kafka.*`` nor ``schema.registry.*``)."""
+
+    #: as users write it; Spark hands options over lower-cased, so ``key`` is what the parser sees
+    name: str
+    kind: Kind
+    #: the value when the option is not given; None: unset, and ``unset`` says what that means
+    default: Any
+    #: what it does, in a sentence or two (Markdown)
+    doc: str
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    #: a number strictly above this (and finite)
+    above: float | None = None
+    #: what the number counts: "ms", "bytes", "per second"...
+    unit: str = ""
+    #: what happens when the option is not given, where there is no default value
+    unset: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.name.lower()
+
+    @property
+    def type(self) -> str:
+        """What the option accepts, for people."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind in ("integer", "number"):
+            word = self.kind
+            unit = f" ({self.unit})" if self.unit else ""
+            if self.minimum is not None and self.maximum is not None:
+                return f"{word}{unit}, {_num(self.minimum)} to {_num(self.maximum)}"
+            if self.minimum is not None:
+                return f"{word}{unit}, at least {_num(self.minimum)}"
+            if self.above is not None:
+                return f"{word}{unit}, above {_num(self.above)}"
+            return f"{word}{unit}"
+        return self.kind
+
+    @property
+    def default_text(self) -> str:
+        """The default as users would write it, or what an unset option means."""
+        if self.default is None:
+            return self.unset
+        if isinstance(self.default, bool):
+            return str(self.default).lower()
+        return str(self.default)
+
+    def doc_entry(self) -> "OptionDoc":
+        return OptionDoc(self.name, self.type, self.default_text, self.doc)
+
+
+@dataclass(frozen=True)
+class OptionDoc:
+    """An option as the reference shows it: every field is text for people."""
+
+    name: str
+    type: str
+    default: str
+    doc: str
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+#: ``coalesceBytes``: a task gathers Spark's Arrow batches (10,000 rows each by default) until
+#: they hold this many bytes and hands them to the producer in one bulk call.  Every call has a
+#: fixed cost (partitioning, grouping, one encoding pass, a batch tail per partition), so bigger
+#: calls cost less per row, and a call's rows per partition are what an open batch gets before
+#: ``linger.ms`` sends it: at 64 partitions a 4 MiB call gives each ~600 110-byte rows, 16 MiB a
+#: full 256 KiB batch (benchmarks/README, "coalesceBytes").
+DEFAULT_COALESCE_BYTES = 16 << 20
+DEFAULT_CLUSTER_CHECK_TIMEOUT_MS = 10_000
+DEFAULT_CACHE_TIMEOUT_MS = 600_000  # Spark's spark.kafka.producer.cache.timeout
+GUARANTEES = ("at-least-once", "exactly-once")
+TOLERANCES = ("none", "all")
+COLUMN_FORMATS = ("binary", "avro", "json")
+
+#: The sink's producer defaults of its own (an explicit ``kafka.*`` option wins).  batch.size:
+#: the sink hands the producer whole Arrow batches, and a Produce request carries one batch per
+#: partition, so the Java default of 16 KiB would cap each round trip at 16 KiB per partition
+#: (never above buffer.memory).
+SINK_BATCH_SIZE = 262_144
+#: linger.ms: a bulk call leaves each partition a last, partial batch, and the task's next Arrow
+#: batch comes tens of ms later; 5 ms sent those partials alone (at 64 partitions and 1 KiB rows
+#: ~25 % more batches than Spark's JVM sink, and the broker's CPU with them).  It costs a task
+#: no time: its flush at the end sends what lingers (benchmarks/README, "linger.ms").  Less
+#: where an explicit delivery.timeout.ms leaves less room beside request.timeout.ms.
+SINK_LINGER_MS = 100
+#: exactly-once: a task's transaction stays open until the driver commits the whole job, so the
+#: default transaction.timeout.ms is Kafka's default cap (transaction.max.timeout.ms, 15 minutes)
+EXACTLY_ONCE_TIMEOUT_MS = 900_000
+
+#: producer keys the sink owns or cannot honour; the message says why
+REJECTED_KAFKA_KEYS = {
+    "key.serializer": "keys are written as the bytes of the 'key' column (strings as UTF-8)",
+    "value.serializer": "values are written as the bytes of the 'value' column (strings as UTF-8)",
+    "transactional.id": (
+        "each write task runs its own producer, so one transactional id would fence the "
+        "other tasks; use .option(\"deliveryGuarantee\", \"exactly-once\") (and optionally "
+        "transactionalIdPrefix): every task then gets its own transactional id"
+    ),
+}
+
+SINK_OPTIONS: tuple[SinkOption, ...] = (
+    SinkOption("topic", "string", None,
+               "The topic every row is written to. When set, it wins over a `topic` column.",
+               unset="each row's `topic` column (then required)"),
+    SinkOption("checkpointLocation", "string", None,
+               "Spark's own streaming option: where the query keeps its progress. Under exactly-once "
+               "the sink records each committed micro-batch beside it (`<checkpointLocation>/pyprod-kafka/`), "
+               "so it must be on a local or mounted file system; in `foreachBatch` give the query's own.",
+               unset="none (Spark asks for one to start a streaming query)"),
+    SinkOption("deliveryGuarantee", "choice", "at-least-once",
+               "`exactly-once`: every task attempt writes in a Kafka transaction that the driver commits "
+               "with the job; readers with `isolation.level=read_committed` see each row once.",
+               choices=GUARANTEES),
+    SinkOption("transactionalIdPrefix", "string", None,
+               "Exactly-once: the start of the tasks' transactional ids (1 to 200 characters). Ids under "
+               "it are the sink's: the driver aborts open transactions under it that it did not commit.",
+               unset="unique per batch write; per query (from its checkpoint location) when streaming"),
+    SinkOption("batchId", "integer", None,
+               "Exactly-once inside `foreachBatch`: the micro-batch id Spark passes, so that a replayed "
+               "micro-batch is recognised (needs `checkpointLocation`).",
+               minimum=0, unset="none: the batch write is a write of its own"),
+    SinkOption("coalesceBytes", "integer", DEFAULT_COALESCE_BYTES,
+               "A task joins Spark's Arrow batches until they hold this many bytes, then hands them to the "
+               "producer in one bulk call. `0` sends each Arrow batch alone; lower it where the Python "
+               "workers' memory is tight.",
+               minimum=0, maximum=1 << 30, unit="bytes"),
+    SinkOption("tuneAllocator", "boolean", True,
+               "Each write task raises glibc's malloc thresholds in its Python worker (mmap 16 MiB, trim "
+               "32 MiB), so the large temporaries of a bulk call reuse the heap instead of fresh pages. "
+               "Process-wide; does nothing on another C library. `false` leaves them alone."),
+    SinkOption("clusterCheckTimeoutMs", "integer", DEFAULT_CLUSTER_CHECK_TIMEOUT_MS,
+               "Batch writes: before any task starts, the driver checks within this bound that a broker "
+               "answers, that the topics exist (or may be created) and that the principal may write them. "
+               "`0` skips the check. Not run for `writeStream`.",
+               minimum=0, maximum=600_000, unit="ms"),
+    SinkOption("maxRecordsPerSecond", "number", None,
+               "Rate limit of each write task: records per second, paced smoothly (slices of a tenth of a "
+               "second's allowance). The job's rate is at most this times the tasks running at once.",
+               above=0, unit="records per second", unset="no limit"),
+    SinkOption("maxBytesPerSecond", "number", None,
+               "Rate limit of each write task: key + value + header bytes (before compression) per second.",
+               above=0, unit="bytes per second", unset="no limit"),
+    SinkOption("producerCacheTimeoutMs", "integer", DEFAULT_CACHE_TIMEOUT_MS,
+               "At-least-once tasks of one Python worker share a producer per configuration; an idle one "
+               "is closed after this long. `0`: one producer per task. Exactly-once tasks always have "
+               "their own.",
+               minimum=0, maximum=86_400_000, unit="ms"),
+    SinkOption("errors.tolerance", "choice", "none",
+               "`none`: the first bad row fails its task, naming it. `all`: bad rows are skipped and "
+               "counted (`records_skipped`), and the job goes on.",
+               choices=TOLERANCES),
+    SinkOption("errors.deadletterqueue.topic.name", "string", None,
+               "With `errors.tolerance=all`: each bad row is written to this topic with its key, value "
+               "and headers, plus context headers. Must differ from the target topic.",
+               unset="none: bad rows are only counted"),
+    SinkOption("errors.deadletterqueue.context.headers.enable", "boolean", True,
+               "Dead-letter records carry headers naming the error, its stage, the intended topic and "
+               "partition, and the Spark partition, attempt and row."),
+    SinkOption("errors.log.enable", "boolean", False,
+               "Log each bad row as a warning of its task (never its key or value)."),
+)
+
+#: how the ``key`` and ``value`` columns become bytes (``formats.py`` parses them); the
+#: serializer settings keep Confluent's names
+SERIALIZATION_OPTIONS: tuple[SinkOption, ...] = tuple(
+    option
+    for column in ("value", "key")
+    for option in (
+        SinkOption(f"{column}Format", "choice", "binary",
+                   f"How the `{column}` column is written: `binary` (its bytes; a string as UTF-8), `avro` or "
+                   "`json` (JSON Schema) in the Schema Registry's wire format (then the column may be of any "
+                   "Spark type, a struct usually, and `schema.registry.url` is required).",
+                   choices=COLUMN_FORMATS),
+        SinkOption(f"{column}Schema", "string", None,
+                   f"The schema of the `{column}` column, as Avro JSON or JSON Schema text; checked against the "
+                   "column's type on the driver.",
+                   unset="derived from the column's Spark type"),
+        SinkOption(f"{column}RecordName", "string", None,
+                   "The name of the derived schema's record (Avro), or its `title` (JSON Schema).",
+                   unset="Avro: `topLevelRecord` (as Spark's `to_avro`); JSON Schema: no title"),
+        SinkOption(f"{column}RecordNamespace", "string", None,
+                   "The namespace of the derived schema's record.",
+                   unset="none"),
+    )
+) + (
+    SinkOption("auto.register.schemas", "boolean", None,
+               "Register the schema under its subject (an equal schema already there answers with its id). "
+               "`false`: the schema must already be registered.",
+               unset="`true`, or `false` with `use.latest.version=true`"),
+    SinkOption("use.latest.version", "boolean", False,
+               "Write with the subject's latest schema (which must be able to hold the column); needs "
+               "`auto.register.schemas=false`, which it implies."),
+    SinkOption("normalize.schemas", "boolean", False,
+               "Ask the registry to normalize the schema before registering or looking it up."),
+    SinkOption("key.subject.name.strategy", "choice", DEFAULT_STRATEGY,
+               "The subject the key schema lives under. Confluent's Java class names and "
+               "confluent-kafka's function names are accepted too.",
+               choices=STRATEGY_NAMES),
+    SinkOption("value.subject.name.strategy", "choice", DEFAULT_STRATEGY,
+               "The subject the value schema lives under (as `key.subject.name.strategy`).",
+               choices=STRATEGY_NAMES),
+)
+
+#: every option by the name the parser sees (lower-cased)
+OPTIONS: dict[str, SinkOption] = {o.key: o for o in SINK_OPTIONS + SERIALIZATION_OPTIONS}
+
+
+def option(name: str) -> SinkOption:
+    """The declaration of ``name`` (any case)."""
+    return OPTIONS[name.lower()]
+
+
+# -- the other options, in the same shape, for the reference -------------------------------------
+def producer_options() -> list[OptionDoc]:
+    """Every producer key as a ``kafka.*`` option: the type its validator accepts (as its own
+    error message says), the default the sink uses (where the sink sets its own, the producer's
+    follows) and the key's meaning; keys the sink refuses say so."""
+    from sparkkafka_sink.errors import ConfigError
+    from sparkkafka_sink.producer.config import KEYS, describe
+
+    sink_defaults = {"batch.size": f"{SINK_BATCH_SIZE} (the producer's: {KEYS['batch.size'].default})",
+                     "linger.ms": f"{SINK_LINGER_MS} (the producer's: {KEYS['linger.ms'].default})",
+                     "transaction.timeout.ms": (f"{KEYS['transaction.timeout.ms'].default}; under exactly-once "
+                                                f"{EXACTLY_ONCE_TIMEOUT_MS}")}
+    out = []
+    for key, default, doc in describe():
+        try:
+            KEYS[key].parse(key, _Unacceptable())
+            accepted = "any value"
+        except ConfigError as e:  # "Invalid value ... for configuration 'k': expected <what it accepts>"
+            accepted = str(e).partition(": expected ")[2]
+        if key in REJECTED_KAFKA_KEYS:
+            doc = f"{doc}. Not accepted by the sink: {REJECTED_KAFKA_KEYS[key]}"
+        shown = sink_defaults.get(key) or ("required" if key == "bootstrap.servers" else
+                                           "unset" if default is None else _value_text(default))
+        out.append(OptionDoc(f"kafka.{key}", _readable(accepted), shown, doc))
+    return out
+
+
+def registry_options() -> list[OptionDoc]:
+    """Every Schema Registry client setting as a ``schema.registry.*`` option."""
+    from sparkkafka_sink.serialization.registry_settings import REGISTRY_KEYS
+
+    return [OptionDoc(f"schema.registry.{k.name}", k.type, k.default, k.doc) for k in REGISTRY_KEYS]
+
+
+class _Unacceptable:
+    """A value no validator accepts: its refusal says what it would accept."""
+
+
+def _value_text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+_BIG = {str(2**31 - 1): "2³¹−1", str(2**63 - 1): "2⁶³−1"}
+
+
+def _readable(accepted: str) -> str:
+    for number, shown in _BIG.items():
+        accepted = accepted.replace(number, shown)
+    return accepted.removeprefix("an ").removeprefix("a ")

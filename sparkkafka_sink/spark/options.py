@@ -210,9 +210,12 @@ def _check_known(lowered: Mapping[str, str]) -> None:
         if not close and KAFKA_PREFIX + key in known:
             close = [KAFKA_PREFIX + key]  # a producer setting without its prefix
         hint = f" Did you mean '{known[close[0]]}'?" if close else ""
+        # a few near it, not all ~90: a message read in a Spark error must fit in a few lines
+        near = [known[k] for k in difflib.get_close_matches(key, list(known), n=5, cutoff=0.3) if k not in close][:4]
+        others = f" Near it: {', '.join(repr(n) for n in near)}." if near else ""
         raise SinkValidationError(
-            f"unknown option '{key}'.{hint} The sink's options: {', '.join(sorted(SINK_OPTIONS.values()))}; "
-            f"producer settings take the prefix '{KAFKA_PREFIX}' (e.g. kafka.linger.ms)")
+            f"unknown option '{key}'.{hint}{others} Producer settings take the prefix '{KAFKA_PREFIX}', "
+            f"the registry's '{REGISTRY_PREFIX}'; every option: the configuration reference.")
 
 
 def _error_handling(lowered: Mapping[str, str], topic) -> dict:

@@ -15,12 +15,17 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark in processes of their own
 
 
-def test_quickstart_notebook_executes(kafka, tmp_path, monkeypatch):
+def test_quickstart_notebook_executes(kafka, tmp_path, monkeypatch, request):
     if kafka.kind != KAFKA_KINDS[0]:
         pytest.skip(f"the notebook does not depend on the broker: run once, on {KAFKA_KINDS[0]}")
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka.bootstrap_servers)
+    from sparkkafka_sink.testing.schema_registry import registry_unavailable_reason
+
+    avro = registry_unavailable_reason() is None  # the session's registry for the Avro section
+    if avro:
+        monkeypatch.setenv("SCHEMA_REGISTRY_URL", request.getfixturevalue("schema_registry").url)
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -28,3 +33,5 @@ def test_quickstart_notebook_executes(kafka, tmp_path, monkeypatch):
     assert not [o for o in outputs if o.get("output_type") == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs), "the plot cell rendered no image"
     assert any("records_sent" in str(o.get("data", {})) for o in outputs), "no metrics table"
+    if avro:  # the Avro section's table of orders read back through the registry
+        assert any("customer-" in str(o.get("data", {})) for o in outputs), "no orders read back"

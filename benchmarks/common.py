@@ -61,6 +61,7 @@ class BenchSpec:
     broker_pid: int = 0  # the broker's pid (tansu/noida binary, Kafka's JVM), for its CPU time (0: not ours)
     broker_log_dir: str = ""  # Apache Kafka's log.dirs when the harness started it (topic deletion waits on it)
     broker_jmx: str = ""  # host:port of the broker's JMX connector (its request metrics: broker_requests.py)
+    schema_registry: str = ""  # URL of the Schema Registry the harness started (the Avro contenders)
     #: pyprod-kafka's own options beyond the producer settings above (e.g. coalesceBytes), for
     #: studies of the sink's settings; empty in the matrix
     sink_options: dict = dataclasses.field(default_factory=dict)
@@ -547,6 +548,32 @@ def _count_committed(bootstrap: str, topic: str, partitions: int, timeout: float
         return n, how
     finally:
         raw.close()
+        c.close()
+
+
+def read_records(bootstrap: str, topic: str, partitions: int, limit: int,
+                 timeout: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
+    """Up to ``limit`` ``(key, value)`` records of ``topic``, from the start of its partitions
+    (fewer if every partition ended first): what the checks of a run's contents read."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+    c = _consumer(bootstrap, **{"enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out: list[tuple[bytes | None, bytes | None]] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(out) < limit and len(at_end) < partitions and time.monotonic() < deadline:
+            for msg in c.consume(num_messages=min(10_000, limit - len(out)), timeout=0.2):
+                err = msg.error()
+                if err is None:
+                    out.append((msg.key(), msg.value()))
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+                else:
+                    raise RuntimeError(f"reading {topic}: {err}")
+        return out[:limit]
+    finally:
         c.close()
 
 

@@ -12,7 +12,9 @@ SASL_SSL listener (``BrokerSecurity``, a throw-away ``TestPki``) beside PLAINTEX
 creates, counts and deletes the topics.  ``spark-pyprod-eos`` writes with
 ``deliveryGuarantee=exactly-once`` (its count is read with read_committed).  Each variant of
 ``spark-pyprod`` that runs beside it (``COST_PAIRS``) gets a cost line in the summary: its rows/s
-over ``spark-pyprod``'s in the same run, round by round (``costs`` in the JSON).  Writes ``results.json``,
+over ``spark-pyprod``'s in the same run, round by round (``costs`` in the JSON).  The Avro
+contenders (``--avro-matrix``) make the harness start a Schema Registry (Apicurio) beside the
+broker; their runs' contents are checked against the data (``benchmarks/avro.py``).  Writes ``results.json``,
 ``results.md`` and (not for a matrix) ``results.png`` to ``--out``; progress goes to stderr, the
 summary to stdout.
 """
@@ -51,7 +53,7 @@ from benchmarks.common import (
     new_topic,
     versions,
 )
-from benchmarks.contenders import CONTENDERS, COST_PAIRS, REFERENCE, resolve
+from benchmarks.contenders import AVRO, CONTENDERS, COST_PAIRS, REFERENCE, resolve
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = {"records": 50_000, "spark_rows": 100_000}
@@ -60,10 +62,15 @@ DEFAULT_RSS_SLACK_MB = 64
 #: --matrix defaults (each overridden by its explicit flag)
 MATRIX = {"value_sizes": "100,1024", "partitions": "4,64,256", "compression": "none",
           "contenders": "spark-pyprod,spark-jvm-kafka,spark-mapinarrow-confluent,spark-noop"}
+#: --avro-matrix defaults: the Avro contenders over the same kind of cells
+AVRO_MATRIX = dict(MATRIX, partitions="4,64", contenders=",".join(AVRO))
 #: column titles of the matrix table
 MATRIX_LABELS = {"spark-pyprod": "pyprod-kafka (ours)", "spark-jvm-kafka": "Spark kafka (JVM)",
                  "spark-mapinarrow-confluent": "mapInArrow+confluent", "spark-noop": "no-op floor",
-                 "spark-pyprod-sasl-ssl": "pyprod-kafka SASL_SSL", "spark-pyprod-eos": "pyprod-kafka exactly-once"}
+                 "spark-pyprod-sasl-ssl": "pyprod-kafka SASL_SSL", "spark-pyprod-eos": "pyprod-kafka exactly-once",
+                 "spark-pyprod-avro": "pyprod-kafka Avro (ours)", "spark-jvm-avro": "to_avro + Spark kafka (JVM)",
+                 "spark-confluent-avro": "mapInArrow+AvroSerializer", "spark-pyprod-avro-bytes": "pyprod-kafka, "
+                 "pre-encoded Avro"}
 #: server.properties of the benchmark's Apache Kafka on top of the test fixture's: files of a
 #: deleted topic go after 1 s, not 60 (a 1 KiB run writes ~2 GB; runs follow each other fast)
 APACHE_BENCH_CONFIG = {"log.segment.delete.delay.ms": 1000}
@@ -97,10 +104,11 @@ def _int_list(text: str, what: str) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def auto_driver_memory(rows: int, key_size: int, value_size: int) -> str:
-    """Room for the cached DataFrame (~2.5x its bytes with the broadcast pool and overhead) plus
-    1 GiB; 2g (the old fixed default) for the default 110-byte records."""
-    need = rows * (key_size + value_size) * 2.5 / (1 << 30)
+def auto_driver_memory(rows: int, key_size: int, value_size: int, values: int = 1) -> str:
+    """Room for the cached DataFrames (~2.5x their bytes with the broadcast pool and overhead) plus
+    1 GiB; 2g (the old fixed default) for the default 110-byte records.  ``values``: value
+    columns cached per row (the Avro rows hold the struct and its bytes: 2)."""
+    need = rows * (key_size + values * value_size) * 2.5 / (1 << 30)
     return f"{max(2, math.ceil(need) + 1)}g"
 
 
@@ -121,6 +129,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                          f"{MATRIX['partitions']} --compression {MATRIX['compression']} --contenders "
                          f"{MATRIX['contenders']} (explicit flags still win); one table of rows/s and broker "
                          "CPU s per million rows")
+    ap.add_argument("--avro-matrix", action="store_true",
+                    help=f"the Avro matrix: as --matrix with --partitions {AVRO_MATRIX['partitions']} --contenders "
+                         f"{AVRO_MATRIX['contenders']} (a Schema Registry is started for them)")
     ap.add_argument("--records", type=int, default=argparse.SUPPRESS,
                     help="records per standalone run (default: 1000000; 50000 with --quick)")
     ap.add_argument("--spark-rows", type=int, default=argparse.SUPPRESS,
@@ -196,14 +207,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.records = QUICK["records"] if args.quick else 1_000_000
     if getattr(args, "spark_rows", None) is None:
         args.spark_rows = QUICK["spark_rows"] if args.quick else 2_000_000
-    m = args.matrix
+    preset = AVRO_MATRIX if args.avro_matrix else MATRIX
+    m = args.matrix or args.avro_matrix
     if getattr(args, "compression", None) is None:
-        args.compression = MATRIX["compression"] if m else "none,lz4"
+        args.compression = preset["compression"] if m else "none,lz4"
     if getattr(args, "contenders", None) is None:
-        args.contenders = MATRIX["contenders"] if m else "all"
+        args.contenders = preset["contenders"] if m else "all"
     try:
-        args.value_sizes = _int_list(getattr(args, "value_size", MATRIX["value_sizes"] if m else "100"), "--value-size")
-        args.partitions_list = _int_list(getattr(args, "partitions", MATRIX["partitions"] if m else "4"), "--partitions")
+        args.value_sizes = _int_list(getattr(args, "value_size", preset["value_sizes"] if m else "100"), "--value-size")
+        args.partitions_list = _int_list(getattr(args, "partitions", preset["partitions"] if m else "4"), "--partitions")
     except argparse.ArgumentTypeError as e:
         ap.error(str(e))
     args.sink_options = {}
@@ -221,13 +233,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error(f"--configs takes {', '.join(CONFIGS)}, got {','.join(args.configs)}")
     args.cells = [(v, p, c) for c in args.configs for v in args.value_sizes for p in args.partitions_list]
     args.matrix = m or len(args.cells) > 1
-    if getattr(args, "spark_driver_memory", None) is None:
-        args.spark_driver_memory = auto_driver_memory(args.spark_rows, args.key_size, max(args.value_sizes))
     args.compressions = [c.strip().lower() for c in args.compression.split(",") if c.strip()]
     try:
         args.names = resolve(args.contenders)
     except ValueError as e:
         ap.error(str(e))
+    if getattr(args, "spark_driver_memory", None) is None:
+        rows = {CONTENDERS[n].rows for n in args.names if CONTENDERS[n].group == "spark"}
+        values = ("binary" in rows or not rows) + 2 * any(r != "binary" for r in rows)
+        args.spark_driver_memory = auto_driver_memory(args.spark_rows, args.key_size, max(args.value_sizes), values)
     if args.security and (args.bootstrap or args.broker != "apache"):
         ap.error("--security needs the harness's own Apache Kafka (--broker apache, no --bootstrap)")
     # a secured broker when asked for, or when a selected contender needs one and it can be had
@@ -455,7 +469,7 @@ def aggregate(runs: list[dict], args) -> list[dict]:
 
     for r in out:
         group = r.get("group") or CONTENDERS[r["contender"]].group
-        ref, cell = REFERENCE[group], _cell(r)
+        ref, cell = CONTENDERS[r["contender"]].reference or REFERENCE[group], _cell(r)
         if group == "limit" and rate(ref, r["compression"], cell) is None:
             ref = "ours-send"
         ref_rate, mine = rate(ref, r["compression"], cell), r.get("records_per_s")
@@ -546,6 +560,8 @@ def _pair_detail(pair: str, r: dict) -> str | None:
         return r.get("listener")
     if pair == "exactly-once":
         return f"deliveryGuarantee={r.get('delivery') or 'exactly-once'}"
+    if pair == "avro":
+        return "valueFormat=avro against the same bytes pre-encoded"
     return None
 
 
@@ -667,15 +683,41 @@ def _broker_desc(meta: dict) -> str:
     return b
 
 
-def _spark_kafka_line(meta: dict) -> list[str]:
-    sk = meta.get("spark_kafka") or {}
-    if sk.get("resolved"):
-        from sparkkafka_sink.testing.spark_jars import describe
+def _setup_lines(meta: dict) -> list[str]:
+    """Which Spark modules' jars the JVM contenders ran with, and the Avro contenders' checks."""
+    lines = []
+    for key, what in (("spark_kafka", "Spark's Kafka sink (`spark-jvm-kafka`, `spark-jvm-avro`)"),
+                      ("spark_avro", "Spark's Avro functions (`spark-jvm-avro`)")):
+        sk = meta.get(key) or {}
+        if sk.get("resolved"):
+            from sparkkafka_sink.testing.spark_jars import describe
 
-        return [f"Spark's Kafka sink (`spark-jvm-kafka`): {describe(sk)}.", ""]
-    if sk.get("error"):
-        return [f"Spark's Kafka sink (`spark-jvm-kafka`) not available: {sk['error'][:300]}", ""]
-    return []
+            lines += [f"{what}: {describe(sk)}.", ""]
+        elif sk.get("error"):
+            lines += [f"{what} not available: {sk['error'][:300]}", ""]
+    return lines + _avro_lines(meta)
+
+
+def _avro_lines(meta: dict) -> list[str]:
+    """The Schema Registry and the check that every Avro contender wrote the same bytes."""
+    reg = meta.get("schema_registry") or {}
+    if not reg:
+        return []
+    if reg.get("error"):
+        return [f"Schema Registry not available: {reg['error'][:300]}", ""]
+    line = f"Avro: {reg['kind']} {reg['version']} (Confluent's API) as the Schema Registry."
+    checks = (meta.get("spark") or {}).get("avro_identity", [])
+    if checks and all(c.get("identical") for c in checks):
+        names = ", ".join(f"`{n}`" for n in dict.fromkeys(n for c in checks for n in c["contenders"]))
+        sizes = ", ".join(_size_label(v) for v in dict.fromkeys(c["value_size"] for c in checks))
+        line += (f" Byte for byte what the sink's encoder makes of the first {checks[0]['rows']:,} rows, written by "
+                 f"each of {names} ({sizes} values; {len(checks)} check{'s' if len(checks) > 1 else ''}, schema id "
+                 f"{', '.join(str(i) for i in dict.fromkeys(c['pool_schema_id'] for c in checks))}).")
+    for c in checks:
+        if not c.get("identical"):
+            line += (f" {_size_label(c['value_size'])} values: **the contenders' bytes differ** "
+                     f"({json.dumps(c['contenders'])[:400]}).")
+    return [line, ""]
 
 
 def _run_table(results: list[dict], cells: bool = False) -> list[str]:
@@ -760,7 +802,7 @@ def matrix_table(doc: dict) -> list[str]:
     each of the others, and the broker's CPU seconds per million rows of each."""
     meta, results = doc["meta"], doc["results"]
     names = [n for n in CONTENDERS if any(r["contender"] == n for r in results)]
-    ours = next((n for n in ("spark-pyprod", "ours-batch", "ours-send") if n in names), None)
+    ours = next((n for n in ("spark-pyprod", "spark-pyprod-avro", "ours-batch", "ours-send") if n in names), None)
     others = [n for n in names if n != ours] if ours else []
     label = lambda n: MATRIX_LABELS.get(n, n)  # noqa: E731
     by = _by_cell(results)
@@ -895,7 +937,7 @@ def markdown(doc: dict) -> str:
         lines += [f"Spark: session {sp.get('session_s')} s, DataFrame cached in {sp.get('cache_s')} s, "
                   f"a fresh Python worker's RSS {sp.get('worker_floor_mb')} MB (the floor for the Spark "
                   f"peak RSS column){'; error: ' + sp['error'] if sp.get('error') else ''}.", ""]
-    lines += _spark_kafka_line(meta)
+    lines += _setup_lines(meta)
     lines += _run_table(doc["results"])
     if doc_costs(doc):
         lines += [""] + _cost_lines(doc)[:-1]
@@ -925,7 +967,7 @@ def markdown_matrix(doc: dict) -> str:
              f"round(s); load average {meta.get('loadavg_start')} -> {meta.get('loadavg_end')} on "
              f"{meta.get('cpus')} CPUs; {meta.get('duration_s')} s in all"
              f"{' (--quick)' if meta.get('quick') else ''}.", ""]
-    lines += _spark_kafka_line(meta)
+    lines += _setup_lines(meta)
     sp = meta.get("spark") or {}
     if sp.get("error"):
         lines += [f"Spark process error: {sp['error'][:500]}", ""]
@@ -1062,6 +1104,62 @@ def _broker_jmx(broker: BrokerHandle, meta: dict) -> str:
     return address
 
 
+#: Spark modules a contender may need (``Contender.jars``): results.json's meta key, the resolver
+#: (``sparkkafka_sink.testing.spark_jars``) and the module's name
+SPARK_MODULES = {"kafka": ("spark_kafka", "resolve_spark_kafka", "spark-sql-kafka"),
+                 "avro": ("spark_avro", "resolve_spark_avro", "spark-avro")}
+
+
+def resolve_jars(names: list[str], meta: dict, unavailable: dict) -> list[str]:
+    """The jars (``spark.jars``) of the Spark modules ``names`` need, resolved with Maven; a module
+    that does not resolve makes its contenders unavailable (skipped with the reason), the rest runs."""
+    from sparkkafka_sink.testing import spark_jars
+
+    jars: list[str] = []
+    for module, (key, resolver, label) in SPARK_MODULES.items():
+        needing = [n for n in names if module in CONTENDERS[n].jars]
+        if not needing:
+            continue
+        try:
+            info = getattr(spark_jars, resolver)()
+        except Exception as e:  # noqa: BLE001 - those contenders are skipped, the rest runs
+            why = f"{label} jars not resolved: {type(e).__name__}: {e}"[:1500]
+            meta[key] = {"error": why}
+            for n in needing:
+                unavailable.setdefault(n, why)
+            log(f"== {why[:600]}")
+            continue
+        meta[key] = info
+        jars += [j for j in info["jars"] if j not in jars]
+        log(f"== {', '.join(needing)}: {spark_jars.describe(info)}; spark.jars: "
+            + ", ".join(os.path.basename(j) for j in info["jars"]))
+    return jars
+
+
+def start_schema_registry(names: list[str], meta: dict, unavailable: dict):
+    """A Schema Registry for the Avro contenders ``names`` (Apicurio, Confluent's API, in-memory,
+    stopped by its PID at the end), or None: they are then skipped with the reason."""
+    from sparkkafka_sink.testing.schema_registry import SchemaRegistry, registry_unavailable_reason
+
+    why = registry_unavailable_reason()
+    if why is None:
+        try:
+            registry = SchemaRegistry().start()
+        except Exception as e:  # noqa: BLE001 - those contenders are skipped, the rest runs
+            why = f"the Schema Registry did not start: {type(e).__name__}: {e}"[:1500]
+        else:
+            meta["schema_registry"] = {"kind": "Apicurio Registry", "version": registry.version, "url": registry.url,
+                                       "pid": registry.pid, "startup_s": round(registry.startup_seconds or 0, 1)}
+            log(f"== Apicurio Registry {registry.version} at {registry.url} (pid {registry.pid}) for "
+                + ", ".join(names))
+            return registry
+    meta["schema_registry"] = {"error": why}
+    for n in names:
+        unavailable.setdefault(n, why)
+    log(f"== {', '.join(names)}: skipped, {why[:600]}")
+    return None
+
+
 def start_bench_broker(kind: str, secured: bool = False) -> BrokerHandle:
     """``secured``: Apache Kafka with a SASL_SSL listener too (its PKI in a temporary directory,
     removed when the broker is stopped)."""
@@ -1137,24 +1235,15 @@ def main(argv=None) -> int:
         meta["git_commit"] = None
 
     broker: BrokerHandle | None = None
+    registry = None
     runs: list[dict] = []
     t_start = time.perf_counter()
     try:
-        spark_jars, unavailable = [], {}
-        if "spark-jvm-kafka" in spark_names:  # before the broker: the first resolve downloads
-            from sparkkafka_sink.testing.spark_jars import describe, resolve_spark_kafka
-
-            try:
-                info = resolve_spark_kafka()
-                spark_jars = info["jars"]
-                meta["spark_kafka"] = info
-                log(f"== spark-jvm-kafka: {describe(info)}; spark.jars: "
-                    + ", ".join(os.path.basename(j) for j in spark_jars))
-            except Exception as e:  # noqa: BLE001 - the contender is skipped, the rest runs
-                why = f"spark-sql-kafka jars not resolved: {type(e).__name__}: {e}"
-                unavailable["spark-jvm-kafka"] = why[:1500]
-                meta["spark_kafka"] = {"error": why[:1500]}
-                log(f"== {why[:600]}")
+        unavailable: dict[str, str] = {}
+        spark_jars = resolve_jars(spark_names, meta, unavailable)  # before the broker: the first resolve downloads
+        avro_names = [n for n in spark_names if CONTENDERS[n].registry]
+        if avro_names:
+            registry = start_schema_registry(avro_names, meta, unavailable)
         secured_names = [n for n in args.names if CONTENDERS[n].security]
         if secured_names and not args.secured:
             why = (f"needs the harness's own Apache Kafka (--broker apache, no --bootstrap), which it starts "
@@ -1182,6 +1271,8 @@ def main(argv=None) -> int:
                     f"deleted over PLAINTEXT")
         meta["bootstrap"] = bootstrap
         template = template_spec(args, bootstrap)
+        if registry is not None:
+            template = dataclasses.replace(template, schema_registry=registry.url)
         if broker is not None:
             template = dataclasses.replace(template, broker_pid=broker.pid,
                                            broker_log_dir=(broker.config or {}).get("log.dirs", ""),
@@ -1215,6 +1306,9 @@ def main(argv=None) -> int:
         if broker is not None:
             broker.stop()
             log(f"== stopped {args.broker} (pid {broker.pid})")
+        if registry is not None:
+            registry.stop()
+            log(f"== stopped the Schema Registry (pid {meta['schema_registry']['pid']})")
     meta["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     meta["duration_s"] = round(time.perf_counter() - t_start, 1)
     meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -1237,7 +1331,8 @@ def main(argv=None) -> int:
     log(f"== wrote {out_dir / 'results.json'}, results.md" + (", results.png" if charted else "")
         + f" in {meta['duration_s']:.0f}s")
     bad = [r for r in results if r.get("status") not in ("ok", "skipped")]
-    return 1 if bad or meta.get("interrupted") else 0
+    differ = [c for c in (meta.get("spark") or {}).get("avro_identity", []) if not c.get("identical")]
+    return 1 if bad or differ or meta.get("interrupted") else 0
 
 if __name__ == "__main__":
     sys.exit(main())

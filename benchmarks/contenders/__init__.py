@@ -16,10 +16,15 @@ groups (they change the broker a run starts): name them.  ``opt_in`` contenders 
 the groups too (``spark-pyprod-eos``: a variant of ``spark-pyprod`` measured as its cost, not a
 different way of writing).
 
-``COST_PAIRS``: a contender that is ``spark-pyprod`` with one thing changed, and the label of
-that thing.  When both of a pair run, the Spark process measures them together (warm-up
-writes, alternating rounds) and the summary reports the cost: the variant's rows/s over the
-baseline's, per round and as the median of those ratios.
+``COST_PAIRS``: a contender that is another (its baseline: ``spark-pyprod``, or the same bytes
+pre-encoded for Avro) with one thing changed, and the label of that thing.  When both of a pair
+run, the Spark process measures them together (warm-up writes, alternating rounds) and the
+summary reports the cost: the variant's rows/s over the baseline's, per round and as the median
+of those ratios.
+
+The Avro contenders (``rows`` other than ``binary``) write a struct column through a Schema
+Registry (``benchmarks/avro.py``), which the harness starts for them; they are opt-in too, and
+``--avro-matrix`` runs the four.
 """
 
 from __future__ import annotations
@@ -46,10 +51,22 @@ class Contender:
     transactional: bool = False
     #: in no group (``all``, ``spark``...): selected by name only
     opt_in: bool = False
+    #: the rows it writes: ``binary`` (the pool's key/value bytes), ``avro`` (the value a struct,
+    #: serialized as Avro on the way) or ``avro-bytes`` (that struct's framed Avro, encoded before)
+    rows: str = "binary"
+    #: Spark modules whose jars the session needs (``kafka``: spark-sql-kafka, ``avro``: spark-avro)
+    jars: tuple[str, ...] = ()
+    #: the contender its "ratio to ours" is taken against (None: its group's, ``REFERENCE``)
+    reference: str | None = None
 
     @property
     def grouped(self) -> bool:
         return not (self.security or self.opt_in)
+
+    @property
+    def registry(self) -> bool:
+        """It writes through a Schema Registry (the harness starts one)."""
+        return self.rows != "binary"
 
 
 @dataclass(frozen=True)
@@ -82,7 +99,8 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in [
               'spark-pyprod with deliveryGuarantee=exactly-once: a Kafka transaction per task, committed by '
               'the driver (the cost of exactly-once)', ours=True, transactional=True, opt_in=True),
     Contender("spark-jvm-kafka", "spark", "benchmarks.contenders.spark",
-              'df.write.format("kafka").save(): Spark\'s own Kafka sink (spark-sql-kafka, Java kafka-clients)'),
+              'df.write.format("kafka").save(): Spark\'s own Kafka sink (spark-sql-kafka, Java kafka-clients)',
+              jars=("kafka",)),
     Contender("spark-mapinarrow-confluent", "spark", "benchmarks.contenders.spark",
               "df.mapInArrow(fn) where fn produces each row with confluent-kafka"),
     Contender("spark-foreach-confluent", "spark", "benchmarks.contenders.spark",
@@ -91,18 +109,39 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in [
               "df.foreachPartition(fn) where fn sends each Row with kafka-python"),
     Contender("spark-noop", "spark", "benchmarks.contenders.spark",
               "df.mapInArrow(fn) where fn only counts rows: what Spark alone costs (the floor)"),
+    Contender("spark-pyprod-avro", "spark", "benchmarks.contenders.spark",
+              'df.write.format("pyprod-kafka") with valueFormat=avro: the struct value serialized by the sink, '
+              'its schema registered by the driver', ours=True, opt_in=True, rows="avro",
+              reference="spark-pyprod-avro"),
+    Contender("spark-jvm-avro", "spark", "benchmarks.contenders.spark",
+              'concat(header, to_avro(value)) written by df.write.format("kafka"): Spark\'s JVM path to the same '
+              'bytes (spark-avro, spark-sql-kafka)', opt_in=True, rows="avro", jars=("kafka", "avro"),
+              reference="spark-pyprod-avro"),
+    Contender("spark-confluent-avro", "spark", "benchmarks.contenders.spark",
+              "df.mapInArrow(fn) where fn serializes each row with confluent-kafka's AvroSerializer and produces "
+              "it with confluent-kafka", opt_in=True, rows="avro", reference="spark-pyprod-avro"),
+    Contender("spark-pyprod-avro-bytes", "spark", "benchmarks.contenders.spark",
+              'df.write.format("pyprod-kafka") of the same Avro values encoded beforehand (binary): the cost of '
+              'Avro is spark-pyprod-avro over this', ours=True, opt_in=True, rows="avro-bytes",
+              reference="spark-pyprod-avro"),
 ]}
+
+#: the Avro comparison (``--avro-matrix``, group ``avro``): ours, Spark's JVM path, confluent-kafka's,
+#: and ours writing the same bytes pre-encoded
+AVRO = ["spark-pyprod-avro", "spark-jvm-avro", "spark-confluent-avro", "spark-pyprod-avro-bytes"]
 
 #: contenders needing a secured broker, and opt-in ones, are left out of the groups: selected by
 #: name only
 GROUPS = {g: [n for n, c in CONTENDERS.items() if c.group == g and c.grouped]
           for g in ("standalone", "limit", "spark")}
 GROUPS["all"] = [n for n, c in CONTENDERS.items() if c.grouped]
+GROUPS["avro"] = AVRO
 
 #: the costs measured as pairs (key: the ``pair`` field of each entry of results.json's ``costs``)
 COST_PAIRS: dict[str, CostPair] = {
     "tls": CostPair("spark-pyprod-sasl-ssl", "spark-pyprod", "TLS+SASL"),
     "exactly-once": CostPair("spark-pyprod-eos", "spark-pyprod", "exactly-once"),
+    "avro": CostPair("spark-pyprod-avro", "spark-pyprod-avro-bytes", "Avro serialization"),
 }
 
 #: other names accepted by --contenders

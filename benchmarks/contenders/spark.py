@@ -30,6 +30,23 @@ waits for the broker to create ``__transaction_state``), then their rounds inter
 variant r1 [, other variant r1], plain r2, ...) so that drift on the machine hits all alike.
 Every other run keeps each contender's rounds back to back.
 
+The Avro contenders (``benchmarks/avro.py``; config ``spec.schema_registry``: the registry the
+parent started) write a second cached DataFrame, built per value size beside (or instead of)
+the binary one: ``row`` (its number), ``key``, ``value`` (the struct) and ``value_avro`` (the
+struct's framed Avro, encoded once on the driver by the sink's encoder from the pool); each
+contender reads the columns it writes (``contender_frame``).  ``spark-pyprod-avro``: the sink
+with ``valueFormat=avro`` (the driver registers the schema under ``<topic>-value``);
+``spark-jvm-avro``: the schema registered under that subject with confluent-kafka's client, then
+``concat(header, to_avro(value))`` through Spark's Kafka sink; ``spark-confluent-avro``: the
+binary mapInArrow+confluent contender with every value serialized first by confluent-kafka's
+``AvroSerializer`` (defaults: it registers the schema once per task, after the driver did, as
+Apicurio refuses concurrent first registrations); ``spark-pyprod-avro-bytes``:
+the sink writing ``value_avro``.  Before the rounds of a value size, each writes the first
+``AVRO_IDENTITY_ROWS`` rows to a topic of its own, and every value read back must equal the
+pool's bytes (``meta.avro_identity``); after every run a sample read back must deserialize, with
+confluent-kafka's ``AvroDeserializer``, into the pool's rows (``avro_sample``; else the run's
+status is ``avro-mismatch``).
+
 Timing is the wall time of the Spark action (job start to last task done, i.e. every record
 acknowledged: each contender flushes its producer before its task ends).  Memory is sampled
 from /proc every 100 ms: ``peak_rss_mb`` is the largest Python worker process that worked
@@ -73,16 +90,18 @@ from benchmarks.common import (
     make_pool,
     new_topic,
     proc_rss_bytes,
+    read_records,
 )
+from benchmarks.avro import AvroPool, avro_value, check_sample, compare_bytes, register, value_schema
 from benchmarks.broker_requests import RequestMeter, probe_for
 from benchmarks.contenders import CONTENDERS, COST_PAIRS, CostPair
 
-#: the pyprod-kafka sink: plain, over SASL_SSL, exactly-once
-PYPROD = ("spark-pyprod", "spark-pyprod-sasl-ssl", "spark-pyprod-eos")
+#: the pyprod-kafka sink: plain, over SASL_SSL, exactly-once, Avro, pre-encoded Avro bytes
+PYPROD = ("spark-pyprod", "spark-pyprod-sasl-ssl", "spark-pyprod-eos", "spark-pyprod-avro", "spark-pyprod-avro-bytes")
 WRITES = {*PYPROD, "spark-jvm-kafka", "spark-mapinarrow-confluent", "spark-foreach-confluent",
-          "spark-foreach-kafka-python"}
+          "spark-foreach-kafka-python", "spark-jvm-avro", "spark-confluent-avro"}
 #: contenders that run no Python worker of their own (their peak RSS is the JVM's)
-JVM_ONLY = {"spark-jvm-kafka"}
+JVM_ONLY = {"spark-jvm-kafka", "spark-jvm-avro"}
 #: the sink options that make spark-pyprod-eos of spark-pyprod
 EOS_OPTIONS = {"deliveryGuarantee": "exactly-once"}
 #: rows of each untimed warm-up write of a cost pair (both DataFrame partitions get some)
@@ -91,6 +110,10 @@ PAIR_WARMUP_ROWS = 20_000
 #: broker's JIT to compile the Produce path, which otherwise makes the first cell's first
 #: rounds cost it 2-4x the CPU of later ones
 ALTERNATE_WARMUP_ROWS = 300_000
+#: rows each Avro contender writes for the check that all write the pool's bytes
+AVRO_IDENTITY_ROWS = 2_000
+#: records of every Avro run read back and deserialized
+AVRO_SAMPLE = 200
 
 
 # ------------------------------------------------------------------ functions run in the tasks
@@ -125,18 +148,35 @@ def _confluent_finish(p, errors, what: str) -> None:
                            f"{left} record(s) still queued after flush")
 
 
-def make_mapinarrow_confluent(conf: dict, topic: str):
-    """mapInArrow: per batch, the key/value columns to Python lists, produce() per row."""
+def _avro_serializer(registry_url: str, schema: str, topic: str):
+    """confluent-kafka's ``AvroSerializer`` with its defaults (it registers ``schema`` under
+    ``<topic>-value`` on its first call), as a function of one value."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), schema)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    return lambda value: serializer(value, ctx)
+
+
+def make_mapinarrow_confluent(conf: dict, topic: str, avro: tuple[str, str] | None = None):
+    """mapInArrow: per batch, the key/value columns to Python lists, produce() per row.
+    ``avro``: ``(registry url, schema)``: the values are structs (dicts), each serialized by
+    confluent-kafka's ``AvroSerializer`` before it is produced."""
 
     def fn(iterator):
         import pyarrow as pa
 
         p, errors = _confluent_producer(conf)
+        serialize = _avro_serializer(*avro, topic) if avro else None
         produce, poll = p.produce, p.poll
         n = 0
         for batch in iterator:
             keys = batch.column("key").to_pylist()
             values = batch.column("value").to_pylist()
+            if serialize is not None:
+                values = [serialize(v) for v in values]
             for k, v in zip(keys, values, strict=True):
                 try:
                     produce(topic, v, k)
@@ -144,7 +184,7 @@ def make_mapinarrow_confluent(conf: dict, topic: str):
                     produce_when_room(produce, poll, topic, v, k)
             poll(0)
             n += batch.num_rows
-        _confluent_finish(p, errors, "mapInArrow+confluent")
+        _confluent_finish(p, errors, "mapInArrow+confluent" + (" (Avro)" if avro else ""))
         yield pa.RecordBatch.from_pydict({"n": [n]}, schema=pa.schema([("n", pa.int64())]))
 
     return fn
@@ -327,19 +367,37 @@ def build_session(cfg: dict):
     return spark
 
 
+def pool_rows(spec: BenchSpec, rows: int) -> int:
+    """The distinct records ``rows`` rows cycle through."""
+    return min(spec.pool_size, rows) or 1
+
+
 def build_dataframe(spark, spec: BenchSpec, rows: int, partitions: int):
     """``rows`` rows of the record pool (row i is pool record i % pool_size), cached."""
     import pyarrow as pa
+
+    keys, values = make_pool(pool_rows(spec, rows), spec.key_size, spec.value_size, spec.seed)
+    return cache_rows(spark, pa.table({"key": keys, "value": values}), rows, partitions, ["key", "value"])
+
+
+def build_avro_dataframe(spark, pool: AvroPool, rows: int, partitions: int):
+    """The Avro contenders' rows (``row``, ``key``, ``value`` the struct, ``value_avro``), cached."""
+    return cache_rows(spark, pool.table, rows, partitions, ["row", *pool.table.column_names])
+
+
+def cache_rows(spark, table, rows: int, partitions: int, columns: list[str]):
+    """``rows`` rows of ``table`` (row i is its row i % its length; ``row``: i), ``columns`` of
+    them, cached and counted: ``table`` is broadcast and joined to ``spark.range``."""
+    import pyarrow as pa
     from pyspark.sql import functions as F
 
-    pool = min(spec.pool_size, rows) or 1
-    keys, values = make_pool(pool, spec.key_size, spec.value_size, spec.seed)
-    table = pa.table({"pid": pa.array(range(pool), pa.int64()), "key": keys, "value": values})
-    pool_df = spark.createDataFrame(table)
+    pool = table.num_rows
+    pool_df = spark.createDataFrame(table.add_column(0, "pid", pa.array(range(pool), pa.int64())))
     df = (spark.range(0, rows, 1, partitions)
           .withColumn("pid", F.col("id") % F.lit(pool))
           .join(F.broadcast(pool_df), "pid")
-          .select("key", "value"))
+          .withColumnRenamed("id", "row")
+          .select(*columns))
     df = df.cache()
     n = df.count()
     if n != rows:
@@ -376,13 +434,16 @@ def _secured_sink_options(spec: BenchSpec, security: dict) -> dict:
 
 def _pyprod_options(name: str, spec: BenchSpec, security: dict | None = None) -> dict:
     """The ``pyprod-kafka`` options of ``name`` (one of ``PYPROD``): ``spark-pyprod``'s, over the
-    secured listener, or with ``EOS_OPTIONS``; then the run's own ``sink_options``."""
+    secured listener, with ``EOS_OPTIONS``, or writing Avro through the run's registry; then the
+    run's own ``sink_options``."""
     if name == "spark-pyprod-sasl-ssl":
         if not security:
             raise RuntimeError(f"{name} needs the secured listener's settings (config 'security')")
         options = _secured_sink_options(spec, security)
     elif name == "spark-pyprod-eos":
         options = dict(_sink_options(spec), **EOS_OPTIONS)
+    elif name == "spark-pyprod-avro":
+        options = dict(_sink_options(spec), valueFormat="avro", **{"schema.registry.url": spec.schema_registry})
     else:
         options = _sink_options(spec)
     return dict(options, **spec.sink_options)
@@ -400,7 +461,10 @@ def _action(name: str, df, spec: BenchSpec, security: dict | None = None):
             w = w.option(k, v)
         w.save()
         return None
-    if name == "spark-jvm-kafka":
+    if name in ("spark-jvm-kafka", "spark-jvm-avro"):
+        if name == "spark-jvm-avro":
+            schema_id = register(spec.schema_registry, f"{spec.topic}-value", _value_schema(df))
+            df = df.select("key", avro_value(F.col("value"), schema_id).alias("value"))
         w = df.write.format("kafka").mode("append")
         for k, v in _sink_options(spec).items():
             w = w.option(k, v)
@@ -408,8 +472,15 @@ def _action(name: str, df, spec: BenchSpec, security: dict | None = None):
         return None
     if name == "spark-noop":
         return df.mapInArrow(_count_only, "n long").agg(F.sum("n")).collect()[0][0]
-    if name == "spark-mapinarrow-confluent":
-        fn = make_mapinarrow_confluent(confluent_config(spec), spec.topic)
+    if name in ("spark-mapinarrow-confluent", "spark-confluent-avro"):
+        avro = None
+        if name == "spark-confluent-avro":
+            avro = (spec.schema_registry, _value_schema(df))
+            # Apicurio answers 409 to concurrent first registrations of a subject (Confluent's
+            # registry does not): registered here first, each task's AvroSerializer (its default
+            # auto.register.schemas) gets the id back
+            register(spec.schema_registry, f"{spec.topic}-value", avro[1])
+        fn = make_mapinarrow_confluent(confluent_config(spec), spec.topic, avro)
         return df.mapInArrow(fn, "n long").agg(F.sum("n")).collect()[0][0]
     if name == "spark-foreach-confluent":
         df.foreachPartition(make_foreach_confluent(confluent_config(spec), spec.topic))
@@ -420,27 +491,39 @@ def _action(name: str, df, spec: BenchSpec, security: dict | None = None):
     raise ValueError(f"unknown spark contender {name!r}")
 
 
+def _value_schema(df) -> str:
+    """The Avro schema of ``df``'s struct ``value`` as the sink derives it from Spark's type (the
+    Arrow type Spark hands the tasks, timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return value_schema(to_arrow_type(df.schema["value"].dataType, timezone="UTC"))
+
+
 def _available(name: str, cfg: dict | None = None) -> str | None:
-    if name == "spark-jvm-kafka":
-        why = (cfg or {}).get("unavailable", {}).get(name)
-        if why:
-            return why
-        if not (cfg or {}).get("spark_jars"):
-            return "no spark-sql-kafka jars (spark_jars) in the config"
+    contender = CONTENDERS[name]
+    why = (cfg or {}).get("unavailable", {}).get(name)
+    if why:
+        return why
+    if contender.jars and not (cfg or {}).get("spark_jars"):
+        return f"no {' and '.join(contender.jars)} jars (spark_jars) in the config"
+    if contender.registry and not ((cfg or {}).get("spec") or {}).get("schema_registry"):
+        return "no Schema Registry (spec.schema_registry): the harness starts one for the Avro contenders"
     if name in ("spark-mapinarrow-confluent", "spark-foreach-confluent"):
         try:
             import confluent_kafka  # noqa: F401
         except ImportError as e:
             return f"confluent-kafka not installed: {e}"
+    if contender.registry:
+        try:  # the checks read with its AvroDeserializer; spark-confluent-avro writes with it
+            from confluent_kafka.schema_registry import avro  # noqa: F401
+        except ImportError as e:
+            return f"confluent-kafka's Avro serializers do not import (confluent-kafka[avro,schemaregistry]): {e}"
     if name == "spark-foreach-kafka-python":
         try:
             import kafka  # noqa: F401
         except ImportError as e:
             return f"kafka-python not installed: {e}"
     if name == "spark-pyprod-sasl-ssl":
-        why = (cfg or {}).get("unavailable", {}).get(name)
-        if why:
-            return why
         if not (cfg or {}).get("security"):
             return "no secured listener (config 'security'): the harness starts one with its own Apache Kafka"
     if name == "spark-pyprod-eos":
@@ -468,7 +551,9 @@ def _short_error(e: BaseException) -> str:
 
 
 def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, keep_topic: bool = False,
-             security: dict | None = None) -> dict:
+             security: dict | None = None, avro: AvroPool | None = None) -> dict:
+    """``avro``: the pool an Avro contender's rows come from (a sample of what it wrote is read
+    back and compared)."""
     writes = name in WRITES
     res = {"contender": name, "group": "spark", "compression": spec.compression, "records": spec.records,
            "value_size": spec.value_size, "partitions": spec.partitions, "config": spec.config,
@@ -522,6 +607,13 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         n, how = count_landed(spec.bootstrap, spec.topic, spec.partitions, spec.broker,
                               committed=CONTENDERS[name].transactional)
         res.update(landed=n, verified_by=how)
+        if avro is not None:
+            sample = read_records(spec.bootstrap, spec.topic, spec.partitions, AVRO_SAMPLE)
+            res["avro_sample"] = check_sample(sample, spec.topic, spec.schema_registry, avro.expected_value)
+            if not res["avro_sample"]["ok"]:
+                res.update(status="avro-mismatch", note=f"Avro sample: {res['avro_sample']['matched']} of "
+                                                        f"{res['avro_sample']['sampled']} read back as written; "
+                                                        f"{res['avro_sample'].get('first_failure')}")
         census = batch_census(spec.broker_log_dir, spec.topic)
         if census:
             res["stored_batches"] = census
@@ -583,15 +675,37 @@ def schedule(names: list[str], rounds: int, pairs: list[CostPair] = (), alternat
     return out
 
 
-def warmup_writes(spark, df, cell_spec: dict, rows: int, security: dict | None, names: list[str],
+def frame_kinds(names: list[str]) -> set[str]:
+    """The cached DataFrames ``names`` write: ``binary`` and/or ``avro`` (the struct rows and
+    their pre-encoded bytes)."""
+    return {"binary" if CONTENDERS[n].rows == "binary" else "avro" for n in names} or {"binary"}
+
+
+def contender_frame(name: str, frames: dict, first_rows: int | None = None):
+    """The DataFrame ``name`` writes (``key``, ``value``): its columns of the cached ``frames``;
+    ``first_rows``: only rows numbered below it."""
+    from pyspark.sql import functions as F
+
+    rows = CONTENDERS[name].rows
+    df = frames["binary" if rows == "binary" else "avro"]
+    if first_rows is not None:
+        df = df.where(F.col("row") < first_rows)
+    if rows == "avro":
+        return df.select("key", "value")
+    if rows == "avro-bytes":
+        return df.select("key", F.col("value_avro").alias("value"))
+    return df
+
+
+def warmup_writes(spark, frames: dict, cell_spec: dict, rows: int, security: dict | None, names: list[str],
                   sample_rows: int) -> float:
     """One untimed write of about ``sample_rows`` rows by each of ``names`` (fresh topics,
     deleted after): starts the data source's Python workers, the secured path's imports, the
     transactional path's (and the broker's ``__transaction_state``), the JVM producer's classes
     and the broker's JIT for the request paths, before any clock runs."""
     t = time.perf_counter()
-    small = df.sample(fraction=min(1.0, sample_rows / max(rows, 1)), seed=7)
     for name in names:
+        small = contender_frame(name, frames).sample(fraction=min(1.0, sample_rows / max(rows, 1)), seed=7)
         spec = BenchSpec(**dict(cell_spec, contender=name, topic=new_topic(f"warmup-{name}"), label=f"{name} warm-up"))
         create_topic(spec.bootstrap, spec.topic, spec.partitions)
         try:
@@ -601,6 +715,29 @@ def warmup_writes(spark, df, cell_spec: dict, rows: int, security: dict | None, 
         finally:
             delete_topic(spec.bootstrap, spec.topic, spec.broker_log_dir)
     return round(time.perf_counter() - t, 2)
+
+
+def avro_identity_check(frames: dict, pool: AvroPool, cell_spec: dict, rows: int, names: list[str]) -> dict:
+    """Each Avro contender of ``names`` writes the first ``AVRO_IDENTITY_ROWS`` rows to a topic of
+    its own (untimed); every value read back must be the pool's framed bytes of its key (ours,
+    Spark's ``to_avro`` and confluent-kafka's serializer the same bytes, the same schema id)."""
+    n = min(AVRO_IDENTITY_ROWS, rows)
+    out = {"value_size": cell_spec["value_size"], "rows": n, "pool_schema_id": pool.schema_id, "contenders": {}}
+    for name in names:
+        spec = BenchSpec(**dict(cell_spec, contender=name, topic=new_topic(f"avro-identity-{name}"),
+                                label=f"{name} Avro identity"))
+        create_topic(spec.bootstrap, spec.topic, spec.partitions)
+        try:
+            _action(name, contender_frame(name, frames, first_rows=n), spec)
+            # one more than written: a duplicate shows
+            found = read_records(spec.bootstrap, spec.topic, spec.partitions, n + 1)
+            out["contenders"][name] = compare_bytes(found, pool.expected_bytes)
+        except Exception as e:  # noqa: BLE001 - the check's verdict, reported
+            out["contenders"][name] = {"error": _short_error(e)}
+        finally:
+            delete_topic(spec.bootstrap, spec.topic, spec.broker_log_dir)
+    out["identical"] = all(c.get("records") == n and c.get("identical") == n for c in out["contenders"].values())
+    return out
 
 
 def main(argv=None) -> int:
@@ -625,26 +762,38 @@ def main(argv=None) -> int:
         spark = build_session(cfg)
         meta["session_s"] = round(time.perf_counter() - t, 2)
         log(f"[spark] session up in {meta['session_s']}s ({cfg['spark_master']})"
-            + (f", {len(cfg['spark_jars'])} spark-sql-kafka jar(s) on the classpath" if cfg.get("spark_jars") else ""))
+            + (f", {len(cfg['spark_jars'])} jar(s) of Spark modules on the classpath" if cfg.get("spark_jars") else ""))
         skipped = {}
         for name in cfg["contenders"]:
             why = _available(name, cfg)
             if why:
                 skipped[name] = why
-        df, df_value_size = None, None
+        running = [n for n in cfg["contenders"] if n not in skipped]
+        kinds = frame_kinds(running)
+        frames: dict = {}
+        pool: AvroPool | None = None
+        frames_value_size = None
         for cell in cells:
             config = cell.get("config", template.config)
             cell_spec = dict(cfg["spec"], value_size=cell["value_size"], partitions=cell["partitions"], config=config,
                              buffer_memory=fair_buffer_memory(cell["partitions"], template.batch_size,
                                                               template.buffer_memory))
-            if df is None or df_value_size != cell["value_size"]:
-                if df is not None:
+            if not frames or frames_value_size != cell["value_size"]:
+                for df in frames.values():
                     df.unpersist(blocking=True)
-                log(f"[spark] building {fmt_int(cfg['rows'])} rows of {template.key_size}+{cell['value_size']} "
+                frames = {}
+                what = " and ".join({"binary": "binary", "avro": "Avro (struct + pre-encoded)"}[k] for k in sorted(kinds))
+                log(f"[spark] building {fmt_int(cfg['rows'])} {what} rows of {template.key_size}+{cell['value_size']} "
                     f"bytes in {cfg['spark_partitions']} partitions, caching...")
                 t = time.perf_counter()
-                df = build_dataframe(spark, BenchSpec(**cell_spec), cfg["rows"], cfg["spark_partitions"])
-                df_value_size = cell["value_size"]
+                spec = BenchSpec(**cell_spec)
+                if "binary" in kinds:
+                    frames["binary"] = build_dataframe(spark, spec, cfg["rows"], cfg["spark_partitions"])
+                if "avro" in kinds:
+                    pool = AvroPool(pool_rows(spec, cfg["rows"]), spec.key_size, spec.value_size, spec.seed,
+                                    spec.schema_registry)
+                    frames["avro"] = build_avro_dataframe(spark, pool, cfg["rows"], cfg["spark_partitions"])
+                frames_value_size = cell["value_size"]
                 cache_s = round(time.perf_counter() - t, 2)
                 meta.setdefault("cache_s", cache_s)  # the first DataFrame's, as before
                 meta.setdefault("cache_s_by_value_size", {})[str(cell["value_size"])] = cache_s
@@ -654,7 +803,7 @@ def main(argv=None) -> int:
                     t = time.perf_counter()
                     sampler = Sampler()
                     sampler.start()
-                    _action("spark-noop", df, template)
+                    _action("spark-noop", next(iter(frames.values())), template)
                     sampler.stop()
                     meta["warmup_s"] = round(time.perf_counter() - t, 2)
                     # fresh workers that only counted rows: the floor of a worker's RSS.  Later
@@ -663,23 +812,31 @@ def main(argv=None) -> int:
                     meta["worker_floor_mb"] = round(sampler.worker_peak / MiB, 1)
                     log(f"[spark] warm-up (untimed no-op pass) {meta['warmup_s']}s, fresh worker RSS "
                         f"{meta['worker_floor_mb']} MB")
+                if pool is not None:
+                    avro_names = [n for n in running if CONTENDERS[n].registry]
+                    check = avro_identity_check(frames, pool, cell_spec, cfg["rows"], avro_names)
+                    meta.setdefault("avro_identity", []).append(check)
+                    log(f"[spark] Avro identity ({cell['value_size']} B, first {fmt_int(check['rows'])} rows, schema id "
+                        f"{pool.schema_id}): " + ("every contender wrote the pool's bytes" if check["identical"] else
+                                                  f"**DIFFERENT** {json.dumps(check['contenders'])[:1500]}"))
             pairs = active_pairs(cfg["contenders"], skipped)
-            if pairs and "pair_warmup_s" not in meta:
-                names = [n for group in paired(list(CONTENDERS), pairs) for n in group]
-                meta["pair_warmup_s"] = warmup_writes(spark, df, cell_spec, cfg["rows"], cfg.get("security"), names,
-                                                      PAIR_WARMUP_ROWS)
-                together = "; ".join(" and ".join(g) for g in paired(cfg["contenders"], pairs))
-                log(f"[spark] warm-up writes of {together} (untimed, ~{fmt_int(PAIR_WARMUP_ROWS)} "
-                    f"rows each) {meta['pair_warmup_s']}s; their rounds alternate")
-            elif cfg.get("alternate") and "alternate_warmup_s" not in meta:
-                names = [n for n in cfg["contenders"] if n in WRITES and n not in skipped]
+            # alternating rounds warm every writer up (pairs included); else only the pairs
+            if cfg.get("alternate") and "alternate_warmup_s" not in meta:
+                names = [n for n in running if n in WRITES]
                 most = max(c["partitions"] for c in cells)  # the widest requests: every request path
                 widest = dict(cell_spec, partitions=most,
                               buffer_memory=fair_buffer_memory(most, template.batch_size, template.buffer_memory))
-                meta["alternate_warmup_s"] = warmup_writes(spark, df, widest, cfg["rows"], cfg.get("security"),
+                meta["alternate_warmup_s"] = warmup_writes(spark, frames, widest, cfg["rows"], cfg.get("security"),
                                                            names, ALTERNATE_WARMUP_ROWS)
                 log(f"[spark] warm-up writes of {', '.join(names)} (untimed, ~{fmt_int(ALTERNATE_WARMUP_ROWS)} "
                     f"rows each) {meta['alternate_warmup_s']}s; their rounds alternate")
+            elif pairs and not cfg.get("alternate") and "pair_warmup_s" not in meta:
+                names = [n for group in paired(list(CONTENDERS), pairs) for n in group]
+                meta["pair_warmup_s"] = warmup_writes(spark, frames, cell_spec, cfg["rows"], cfg.get("security"),
+                                                      names, PAIR_WARMUP_ROWS)
+                together = "; ".join(" and ".join(g) for g in paired(cfg["contenders"], pairs))
+                log(f"[spark] warm-up writes of {together} (untimed, ~{fmt_int(PAIR_WARMUP_ROWS)} "
+                    f"rows each) {meta['pair_warmup_s']}s; their rounds alternate")
             where = (f" {config} v{cell['value_size']} p{cell['partitions']}" if len(cells) > 1 else "")
             # A contender's rounds run back to back: Spark stops Python workers that have been
             # idle for about a minute, so rounds spread across the whole run would each start
@@ -696,8 +853,9 @@ def main(argv=None) -> int:
                     spec = BenchSpec(**dict(cell_spec, contender=name, compression=comp,
                                             topic=new_topic(f"{name}-{comp}"), records=cfg["rows"],
                                             label=f"{name} {comp}{where} r{rnd}/{cfg['rounds']}"))
-                    res = run_once(spark, df, name, spec, cfg.get("progress_interval", 2.0),
-                                   keep_topic=cfg.get("keep_topics", False), security=cfg.get("security"))
+                    res = run_once(spark, contender_frame(name, frames), name, spec, cfg.get("progress_interval", 2.0),
+                                   keep_topic=cfg.get("keep_topics", False), security=cfg.get("security"),
+                                   avro=pool if CONTENDERS[name].registry else None)
                     res["round"] = rnd
                     runs.append(res)
                     dump()

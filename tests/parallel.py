@@ -14,7 +14,8 @@ pytest 9: it renames test ids through an attribute pytest no longer reads.)  Any
 The shares are sized from ``--durations=0`` of a full run (README, "Where the full run's time
 goes"): ``tests/spark`` and ``tests/security`` (490 s of test time) on one side; the broker
 faults, failover, compatibility, oracle, producer integration and unit modules (546 s) on the
-other.
+other, with the deployment test (``tests/deploy``, 30-55 s: its own standalone cluster and
+spark-submit, no SparkContext in this process).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pytest
 #: directories and modules of tests/ in the second share, the one that runs the
 #: ``retrying_spark`` modules; everything else (``tests/spark``, ``tests/security``) is the first
 BROKERS_SHARE = (
-    "compat", "failover", "faults", "integration", "oracle", "transactions", "unit",
+    "compat", "deploy", "failover", "faults", "integration", "oracle", "transactions", "unit",
     "test_infra_brokers.py",
 )
 

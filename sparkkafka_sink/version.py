@@ -2,4 +2,4 @@
 request, packaging reads it (pyproject.toml), and nothing below the package's ``__init__`` has
 to import that ``__init__`` to know it."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

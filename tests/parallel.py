@@ -25,7 +25,7 @@ from typing import Optional
 import pytest
 
 #: directories and modules of tests/ in the second share, the one that runs the
-#: ``retrying_spark`` modules; everything else (``tests/spark``, ``tests/security``) is the first
+#: ``retrying_spark`` modules; everything else (``tests/spark``, ``tests/security``, ``tests/docs``) is the first
 BROKERS_SHARE = (
     "compat", "deploy", "failover", "faults", "integration", "oracle", "transactions", "unit",
     "test_infra_brokers.py",

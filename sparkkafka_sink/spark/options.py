@@ -227,7 +227,7 @@ def _error_handling(lowered: Mapping[str, str], topic) -> dict:
     if dlq is not None:
         dlq = str(dlq).strip()
         if not dlq:
-            raise SinkValidationError(f"option '{DLQ_TOPIC_OPTION}' is empty; give a topic name or drop it")
+            raise SinkValidationError(f"option '{DLQ_TOPIC_OPTION}' is empty; give a topic name or drop the option")
         if tolerance != "all":
             raise SinkValidationError(f"option '{DLQ_TOPIC_OPTION}' needs {TOLERANCE_OPTION}=all (with none the "
                                       "first bad row fails the task, so nothing is dead-lettered)")

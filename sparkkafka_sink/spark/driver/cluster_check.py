@@ -43,11 +43,11 @@ def check_cluster(options: SinkOptions) -> None:
                   in str(e) else "topic")
         raise SinkValidationError(f"{in_option_names(str(e))} (option '{option}'; at {where})") from None
     except (AuthenticationError, SslError) as e:
-        raise SinkValidationError(f"the cluster at {where} refused this client: {e} "
+        raise SinkValidationError(f"the cluster at {where} refused this client: {in_option_names(str(e))} "
                                   "(check the kafka.security.protocol, kafka.sasl.* and kafka.ssl.* options)") from None
     except KafkaConnectionError as e:
         if not e.refused:
-            raise SinkValidationError(f"the cluster check at {where} failed: {e}") from None
+            raise SinkValidationError(f"the cluster check at {where} failed: {in_option_names(str(e))}") from None
         raise SinkValidationError(
             f"nothing listens at {where}: every address refused the connection; is the host and port "
             "right (a Kafka listener, reachable from the driver)?") from None

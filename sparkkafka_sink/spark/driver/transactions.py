@@ -164,6 +164,10 @@ class MicroBatchLog:
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
+    def intent_path(self, batch_id: int) -> str:
+        """Where the transactions about to be committed for ``batch_id`` are recorded."""
+        return self._path(batch_id, "intent")
+
     def done(self, batch_id: int) -> bool:
         return os.path.exists(self._path(batch_id, "done"))
 
@@ -207,8 +211,8 @@ def commit_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
         if failed:
             raise TransactionCommitError(
                 f"pyprod-kafka: exactly-once commit of micro-batch {batch_id} failed for {len(failed)} of "
-                f"{len(to_commit)} transactions ({'; '.join(failed)}); the query stops, and its restart "
-                "commits them again from the record beside the checkpoint")
+                f"{len(to_commit)} transactions ({'; '.join(failed)}); the query stops, and its restart tries these "
+                f"commits again (recorded in {log.intent_path(batch_id)})")
         for p in extra:
             txns.end(p, False)
         aborted = txns.abort_others(keep=[p.transactional_id for p in to_commit])

@@ -126,7 +126,8 @@ class DeadLetters:
         records = [self.record_of(b) for b in queued]
         future = producer.send_batch(self.topic, values=[v for _, v, _ in records],
                                      keys=[k for k, _, _ in records], headers=[h for _, _, h in records])
-        tracker.track_bulk(future, self.topic, 0)
+        # a failure names the bad row by its place in the task's input, as every task failure does
+        tracker.track_bulk(future, self.topic, 0, row_map=[b.row for b in queued])
         return len(records)
 
 

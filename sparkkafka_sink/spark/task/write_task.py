@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Optional
 
-from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaTimeoutError
+from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaTimeoutError, SslError
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
-from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.options import SinkOptions, in_option_names
 from sparkkafka_sink.spark.plan import WritePlan
 from sparkkafka_sink.spark.sink_metrics import task_metrics
 from sparkkafka_sink.spark.task.batches import coalesced, paced
@@ -77,11 +77,11 @@ def run_write_task(
                 dead_letters.send(producer.get(), dlq_tracker)
         opened = producer.current  # None: no rows, no producer
         if opened is not None:
-            _flush(opened, tracker, options)
+            _flush(opened, tracker, options, task)
             while dead_letters is not None and dead_letters.send(opened, dlq_tracker):  # bad rows refused late
-                _flush(opened, tracker, options)
+                _flush(opened, tracker, options, task)
             if dead_letters is not None:
-                _flush(opened, dlq_tracker, options)
+                _flush(opened, dlq_tracker, options, task)
         metrics = task_metrics(producer.metrics(), tracker.delivered, tracker.failed,
                                task.micro_batch, limiter.throttled_s if limiter is not None else 0.0,
                                skipped=dead_letters.skipped if dead_letters is not None else 0,
@@ -107,21 +107,26 @@ def run_write_task(
         producer.finish(ok)
 
 
-def _flush(producer, tracker: DeliveryTracker, options: SinkOptions) -> None:
+def _flush(producer, tracker: DeliveryTracker, options: SinkOptions, task: TaskInfo) -> None:
     """Flush, then wait for every callback; a timeout becomes a clear task error."""
     bound = options.producer_config["delivery.timeout.ms"] / 1000 + _FLUSH_MARGIN_S
     try:
         producer.flush(bound)
     except KafkaTimeoutError as exc:
         raise SinkWriteError(
-            f"{PREFIX}flush did not finish within {bound:.0f}s (delivery.timeout.ms + "
-            f"{_FLUSH_MARGIN_S:.0f}s); {tracker.pending} records unresolved; brokers "
-            f"{options.bootstrap_servers}"
+            f"{_task(task)}: flush did not finish within {bound:g} s (kafka.delivery.timeout.ms + "
+            f"{_FLUSH_MARGIN_S:g} s): {tracker.pending} record(s) unresolved; brokers {options.bootstrap_servers}"
         ) from exc
     if not tracker.wait_all(_FLUSH_MARGIN_S):
         raise SinkWriteError(
-            f"{PREFIX}{tracker.pending} record futures still unresolved after flush() returned"
+            f"{_task(task)}: flush did not finish: {tracker.pending} record(s) unresolved "
+            f"{_FLUSH_MARGIN_S:g} s after flush() returned"
         )
+
+
+def _task(task: TaskInfo) -> str:
+    """How every message of a write task starts."""
+    return f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt})"
 
 
 def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions, what: str | None = None) -> SinkWriteError:
@@ -129,13 +134,15 @@ def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions, wha
     assert first is not None, "a failed task has a first failure"
     err = first.error
     hint = ""
-    if isinstance(err, (KafkaTimeoutError, KafkaConnectionError)):
+    if isinstance(err, (KafkaTimeoutError, KafkaConnectionError)) and not isinstance(err, SslError):
         hint = f" (is kafka.bootstrap.servers={options.bootstrap_servers} reachable?)"
+    delivered = f"{tracker.delivered} delivered"
+    if options.exactly_once:  # nothing of it is visible: the failed task aborts its transaction
+        delivered += " in this attempt's transaction, which is aborted"
     exc = SinkWriteError(
-        f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt}) "
-        f"failed{': ' + what if what else ''}: {tracker.failed} record(s) failed, {tracker.delivered} delivered (the task stops "
-        f"sending at the first failure). First failure at {first.where()}: "
-        f"{type(err).__name__}: {err}{hint}"
+        f"{_task(task)} failed{': ' + what if what else ''}: {tracker.failed} record(s) failed, {delivered} (the "
+        f"task stops sending at the first failure). First failure at {first.where()}: "
+        f"{type(err).__name__}: {in_option_names(str(err))}{hint}"
     )
     exc.__cause__ = err
     return exc

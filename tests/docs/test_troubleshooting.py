@@ -1,0 +1,900 @@
+"""docs/troubleshooting.md held to the code (issue 29): every entry is a message the sink really
+raises, and every message the sink raises has an entry.
+
+* Each ``###`` heading of the page is the stable start of a message in a code span, ``…``
+  standing for what varies.  A function below (``@entry(heading)``) produces that message for
+  real -- the driver's refusals by planning the write (``plan_write``: options, the schema, the
+  Schema Registry, the cluster check against Apache Kafka or a refused port), a task's failures
+  by running the write task (``run_write_task``) with the real producer against Apache Kafka
+  (the secured node for ACLs, SASL and TLS; a paused node where a broker must not answer), the
+  commit's by committing prepared transactions that a fencing made stale -- and the message must
+  start with its heading (a task's failure: its cause, after "First failure at row …: ").  A
+  heading without a function fails, and so does a function whose heading left the page.
+* The page must carry the literal text of every message built in ``sparkkafka_sink/spark`` (read
+  with ``ast``): a new error without an entry fails the suite.
+
+``TROUBLESHOOTING_PRINT=1`` prints each message produced (what the page's examples are pasted from).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Union
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import (
+    IntegerType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    YearMonthIntervalType,
+)
+
+from sparkkafka_sink.producer.handover import TransactionAdmin
+from sparkkafka_sink.producer.producer import Producer
+from sparkkafka_sink.spark.driver import transactions
+from sparkkafka_sink.spark.driver.planning import batch_writer, plan_write
+from sparkkafka_sink.spark.driver.transactions import TransactionCommitError
+from sparkkafka_sink.spark.errors import SinkValidationError, SinkWriteError
+from sparkkafka_sink.spark.options import parse_options
+from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+from sparkkafka_sink.spark.task import write_task
+from sparkkafka_sink.spark.task.task_info import TaskInfo
+from sparkkafka_sink.spark.task.task_producer import default_producer_factory, transactional_id
+from sparkkafka_sink.testing.brokers import create_topics
+from sparkkafka_sink.testing.waiting import wait_until
+
+pytestmark = [pytest.mark.broker]
+
+REPO = Path(__file__).resolve().parents[2]
+PAGE = REPO / "docs" / "troubleshooting.md"
+SPARK_PACKAGE = REPO / "sparkkafka_sink" / "spark"
+PREFIX = "pyprod-kafka: "
+
+#: the page's sections, by how their title starts, and the kind of message their entries are
+SECTIONS = {"Before any task": "driver", "In a task": "task", "At the commit": "commit"}
+#: what precedes a task failure's cause: the task, its counts, the first failed row and where
+TASK_FAILURE = (r"write task for Spark partition \d+ \(attempt \d+\) failed: .*?First failure at row \d+ of this "
+                r"task's input, topic [^:]*: ")
+
+
+# -- the page --------------------------------------------------------------------------------------
+def page_entries() -> list[tuple[str, str]]:
+    """``(section kind, heading)`` of every ``###`` entry, in page order."""
+    entries, kind, fenced = [], None, False
+    for line in PAGE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            continue
+        elif line.startswith("## "):
+            kind = next((k for title, k in SECTIONS.items() if line[3:].startswith(title)), None)
+        elif line.startswith("### "):
+            m = re.fullmatch(r"### `([^`]+)`", line.strip())
+            entries.append((kind, m.group(1) if m else line[4:]))
+    return entries
+
+
+def pattern(kind: Optional[str], heading: str) -> str:
+    """The regular expression a message of the entry ``heading`` matches from its start."""
+    text = ".*?".join(re.escape(part) for part in heading.split("…"))
+    if kind == "task" and not heading.startswith("write task"):
+        return re.escape(PREFIX) + TASK_FAILURE + text  # an entry of a cause
+    return re.escape(PREFIX) + text
+
+
+def _slug(heading: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", heading).strip("-")[:60]
+
+
+ENTRIES = page_entries()
+
+
+# -- the functions that produce each entry's message -------------------------------------------------
+Messages = Union[str, list[str]]
+PRODUCERS: dict[str, Callable[["World"], Messages]] = {}
+#: the session resources each entry's function uses (declared, so that pytest starts them for its
+#: test and ``session_resources`` stops them after their last user)
+NEEDS: dict[str, tuple[str, ...]] = {}
+KAFKA, SECURED, REGISTRY = ("apache_kafka",), ("secured_kafka",), ("schema_registry",)
+KAFKA_AND_REGISTRY = KAFKA + REGISTRY
+#: fixtures a function may ask for without declaring them: per test, and the resource under them
+CHEAP = {"monkeypatch": None, "tmp_path": None, "acl_topics": "secured_kafka"}
+
+
+def entry(heading: str, needs: tuple[str, ...] = ()):
+    """Register the function producing the message of the page's entry ``heading``; ``needs``:
+    the session resources it uses."""
+    def register(produce):
+        assert heading not in PRODUCERS, f"two functions produce {heading!r}"
+        PRODUCERS[heading], NEEDS[heading] = produce, needs
+        return produce
+    return register
+
+
+class World:
+    """What a producing function may use: the session resources its entry declares (``needs``),
+    pytest's monkeypatch, a temporary directory, carol's ACL topics."""
+
+    def __init__(self, request):
+        self.request = request
+
+    def fixture(self, name: str):
+        resource = CHEAP.get(name, name)
+        assert resource is None or resource in self.request.fixturenames, (
+            f"{resource} is not among the resources this entry declares: add it to its @entry(needs=...)")
+        return self.request.getfixturevalue(name)
+
+    @property
+    def kafka(self):
+        return self.fixture("apache_kafka")
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap_servers
+
+    def topic(self, partitions: int = 1, config: Optional[dict] = None, bootstrap: Optional[str] = None) -> str:
+        name = f"troubleshooting-{uuid.uuid4().hex[:10]}"
+        create_topics(bootstrap or self.bootstrap, {name: partitions}, config=config)
+        return name
+
+    def options(self, **options) -> dict:
+        """Options of a write to the session's Apache Kafka (names with dots as keyword arguments:
+        ``**{"kafka.linger.ms": "0"}``)."""
+        return {"kafka.bootstrap.servers": self.bootstrap, **options}
+
+
+VALUE = StructType([StructField("value", StringType())])
+NOWHERE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "clusterCheckTimeoutMs": "0"}  # no cluster asked
+TASK = TaskInfo(stage=3, partition=5, attempt=0)
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def refused(options: dict, schema: StructType = VALUE) -> str:
+    """The driver's refusal of a write planned with ``options`` (a batch write of ``schema``)."""
+    with pytest.raises(SinkValidationError) as info:
+        plan_write(options, schema)
+    return str(info.value)
+
+
+def values(*texts: str) -> pa.RecordBatch:
+    return pa.record_batch({"value": pa.array(list(texts))})
+
+
+def failed_task(plan: WritePlan, batches: Iterable, factory=default_producer_factory,
+                task: TaskInfo = TASK) -> str:
+    """The failure of a write task of ``plan`` over ``batches`` (the real producer, ``factory``)."""
+    with pytest.raises(SinkWriteError) as info:
+        write_task.run_write_task(iter(batches), plan, None, factory, task)
+    return str(info.value)
+
+
+VALUE_ONLY = ColumnLayout("value")
+
+
+def task_plan(options: dict, layout: ColumnLayout = VALUE_ONLY) -> WritePlan:
+    """A task's plan from ``options``, as the driver makes it (without asking the cluster)."""
+    return WritePlan(parse_options(options), layout)
+
+
+class Producers:
+    """A producer factory (the task's own ``Producer(config)``, ``changes`` applied) that
+    remembers what it made."""
+
+    def __init__(self, **changes):
+        self.made: list[Producer] = []
+        self.changes = changes
+
+    def __call__(self, config) -> Producer:
+        self.made.append(Producer(config.updated(self.changes) if self.changes else config))
+        return self.made[-1]
+
+    def sent(self) -> float:
+        return self.made[-1].metrics()["records_sent"] if self.made else 0
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then let go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# Before any task: options ---------------------------------------------------------------------------
+@entry("option 'kafka.bootstrap.servers' is required")
+def _(w: World) -> str:
+    return refused({"topic": "t"})
+
+
+@entry("unknown option '…'")
+def _(w: World) -> Messages:
+    return [refused({**NOWHERE, "topc": "t"}), refused({**NOWHERE, "lingerMs": "5"})]
+
+
+@entry("invalid producer option: …")
+def _(w: World) -> Messages:
+    return [refused({**NOWHERE, "kafka.lingerms": "5"}), refused({**NOWHERE, "kafka.linger.ms": "-1"}),
+            refused({**NOWHERE, "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"})]
+
+
+@entry("option 'kafka.…' is not supported: …")
+def _(w: World) -> Messages:
+    return [refused({**NOWHERE, f"kafka.{key}": "x"})
+            for key in ("key.serializer", "value.serializer", "transactional.id")]
+
+
+@entry("option '…' is empty")
+def _(w: World) -> Messages:
+    return [refused({**NOWHERE, "topic": " "}),
+            refused({**NOWHERE, "topic": "t", "errors.tolerance": "all", "errors.deadletterqueue.topic.name": ""})]
+
+
+@entry("option '…' must be …")
+def _(w: World) -> Messages:
+    """Every option with a value out of what it accepts (the page lists each message)."""
+    bad = [{"errors.tolerance": "some"}, {"errors.log.enable": "yes"}, {"normalize.schemas": "maybe"},
+           {"deliveryGuarantee": "twice"},
+           {"valueFormat": "protobuf"}, {"coalesceBytes": "big"}, {"clusterCheckTimeoutMs": "-5"},
+           {"producerCacheTimeoutMs": "1h"}, {"maxRecordsPerSecond": "0"},
+           {"deliveryGuarantee": "exactly-once", "batchId": "-1"},
+           {"deliveryGuarantee": "exactly-once", "transactionalIdPrefix": " "}]
+    return [refused({**NOWHERE, "topic": "t", **options}) for options in bad]
+
+
+@entry("option 'errors.deadletterqueue.topic.name' needs errors.tolerance=all")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "errors.deadletterqueue.topic.name": "t-dlq"})
+
+
+@entry("option 'errors.deadletterqueue.topic.name' names the topic the rows are written to")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "t"})
+
+
+# Before any task: the DataFrame's schema --------------------------------------------------------------
+@entry("save mode 'overwrite' is not supported")
+def _(w: World) -> str:
+    with pytest.raises(SinkValidationError) as info:
+        batch_writer({**NOWHERE, "topic": "t"}, VALUE, overwrite=True)
+    return str(info.value)
+
+
+@entry("the DataFrame has no 'value' column")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t"}, StructType([StructField("payload", StringType())]))
+
+
+@entry("no topic: the DataFrame has no 'topic' column")
+def _(w: World) -> str:
+    return refused(NOWHERE)
+
+
+@entry("column '…' has type …; accepted …")
+def _(w: World) -> Messages:
+    return [refused({**NOWHERE, "topic": "t"}, StructType([StructField("value", IntegerType())])),
+            refused({**NOWHERE, "topic": "t"}, StructType([StructField("value", StringType()),
+                                                            StructField("headers", StringType())]))]
+
+
+# Before any task: serialization and the Schema Registry ----------------------------------------------
+AVRO = {**NOWHERE, "topic": "t", "valueFormat": "avro", "schema.registry.url": "http://127.0.0.1:8081"}
+
+
+@entry("…Format=… writes in the Schema Registry's format: set option 'schema.registry.url'")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "valueFormat": "avro"})
+
+
+@entry("options 'schema.registry.*' are used only with valueFormat or keyFormat avro or json")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "schema.registry.url": "http://127.0.0.1:8081"})
+
+
+@entry("invalid Schema Registry option: …")
+def _(w: World) -> Messages:
+    return [refused({**AVRO, "schema.registry.url": "registry:8081"}),
+            refused({**AVRO, "schema.registry.user.info": "me:secret"})]
+
+
+@entry("option 'use.latest.version' writes with the subject's latest schema, which needs "
+       "auto.register.schemas=false")
+def _(w: World) -> str:
+    return refused({**AVRO, "use.latest.version": "true", "auto.register.schemas": "true"})
+
+
+@entry("option '…' needs …Format=avro or json")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "valueSchema": '"string"'})
+
+
+@entry("options '…RecordName' and '…RecordNamespace' name the derived schema's record")
+def _(w: World) -> str:
+    return refused({**AVRO, "valueSchema": '"string"', "valueRecordName": "Order"})
+
+
+@entry("Invalid value '…' for option '….subject.name.strategy'")
+def _(w: World) -> str:
+    return refused({**AVRO, "value.subject.name.strategy": "TopicStrategy"})
+
+
+@entry("…Format=…, but the DataFrame has no '…' column")
+def _(w: World) -> str:
+    return refused({**AVRO, "keyFormat": "avro"})
+
+
+@entry("…Format=…: option '…Schema': …")
+def _(w: World) -> str:
+    return refused({**AVRO, "valueSchema": '"int"'})
+
+
+@entry("…Format=…: the … column: …")
+def _(w: World) -> str:
+    return refused(AVRO, StructType([StructField("value", MapType(IntegerType(), StringType()))]))
+
+
+@entry("column '…' of type … cannot be serialized")
+def _(w: World) -> str:
+    return refused(AVRO, StructType([StructField("value", YearMonthIntervalType())]))
+
+
+@entry("…Format=…: the Schema Registry could not give the … schema's id for …", needs=REGISTRY)
+def _(w: World) -> Messages:
+    registry = w.fixture("schema_registry")
+    missing = f"troubleshooting-{uuid.uuid4().hex[:8]}"  # its subject, <topic>-value, does not exist
+    return [refused({**AVRO, "topic": missing, "schema.registry.url": registry.url, "auto.register.schemas": "false"}),
+            refused({**AVRO, "schema.registry.url": f"http://127.0.0.1:{free_port()}",
+                     "schema.registry.max.retries": "0"})]
+
+
+# Before any task: the cluster check -----------------------------------------------------------------
+@entry("nothing listens at kafka.bootstrap.servers=…")
+def _(w: World) -> str:
+    return refused({"kafka.bootstrap.servers": f"127.0.0.1:{free_port()}", "topic": "t"})
+
+
+@entry("no Kafka broker answered at kafka.bootstrap.servers=… within … s", needs=KAFKA)
+def _(w: World) -> str:
+    node = w.kafka.nodes[0]
+    node.pause()  # the port takes connections, nothing answers: a hung broker
+    try:
+        return refused(w.options(topic="t", clusterCheckTimeoutMs="1000"))
+    finally:
+        node.resume()
+
+
+@entry("the cluster at kafka.bootstrap.servers=… refused this client: …", needs=SECURED)
+def _(w: World) -> Messages:
+    secured = w.fixture("secured_kafka")
+    return [refused({**carol(secured, password="wrong"), "topic": "t"}),
+            refused({"kafka.bootstrap.servers": secured.bootstrap("SSL"), "topic": "t"}),
+            refused({"kafka.bootstrap.servers": secured.bootstrap("SSL"), "kafka.security.protocol": "SSL",
+                     "topic": "t"})]
+
+
+@entry("topic '…' does not exist", needs=KAFKA)
+def _(w: World) -> str:
+    return refused(w.options(topic=f"missing-{uuid.uuid4().hex[:8]}", **{"kafka.allow.auto.create.topics": "false"}))
+
+
+@entry("'…' is not a valid topic name", needs=KAFKA)
+def _(w: World) -> str:
+    return refused(w.options(topic="orders by day"))
+
+
+@entry("not authorized to access topic '…'", needs=SECURED)
+def _(w: World) -> str:
+    secured, topics = acl_topics(w)
+    return refused({**carol(secured), "topic": topics["hidden"]})
+
+
+@entry("not authorized to write to topic '…'", needs=SECURED)
+def _(w: World) -> str:
+    secured, topics = acl_topics(w)
+    return refused({**carol(secured), "topic": topics["describe_only"]})
+
+
+@entry("the cluster check at kafka.bootstrap.servers=… failed: …", needs=KAFKA)
+def _(w: World) -> str:
+    """A broker answering the check's Metadata request with an error the check does not expect
+    (UNKNOWN_SERVER_ERROR for the topic), through a fault proxy in front of the session's node."""
+    from faults.harness import METADATA, FaultProxy
+
+    with FaultProxy(0, "127.0.0.1", w.kafka.nodes[0].port, rewrite_metadata=True) as proxy:
+        proxy.mutate_next_response(_metadata_topic_error(-1, proxy.port), api_key=METADATA, times=10)
+        return refused({"kafka.bootstrap.servers": proxy.address, "topic": "t"})
+
+
+def _metadata_topic_error(code: int, proxy_port: int):
+    """A ``FaultProxy.mutate_next_response`` function: a Metadata answer whose topics all carry
+    the error ``code`` (its brokers still advertised at the proxy)."""
+    from sparkkafka_sink.protocol import messages
+    from sparkkafka_sink.protocol.header import decode_response_header
+
+    def mutate(frame: bytes, api_key: int, version: int) -> bytes:
+        _, offset = decode_response_header(memoryview(frame), api_key, version)
+        answer = messages.decode_body("MetadataResponse", memoryview(frame)[offset:], version)
+        for broker in answer.brokers:
+            broker.host, broker.port = "127.0.0.1", proxy_port
+        for topic in answer.topics:
+            topic.error_code, topic.partitions = code, []
+        return frame[:offset] + b"".join(bytes(b) for b in messages.encode_body(answer, version))
+    return mutate
+
+
+_PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+def carol(secured, password: str = "carol-secret") -> dict:
+    """Options writing as ``carol`` (SASL/PLAIN) to the secured node."""
+    return {"kafka.bootstrap.servers": secured.bootstrap("SASL_PLAINTEXT"),
+            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.jaas.config": f'{_PLAIN} required username="carol" password="{password}";',
+            "kafka.max.block.ms": "5000"}
+
+
+def acl_topics(w: World):
+    """The secured node and the topics of carol's ACL tests (``describe_only``, ``hidden``)."""
+    return w.fixture("secured_kafka"), w.fixture("acl_topics")
+
+
+# Before any task: exactly-once ----------------------------------------------------------------------
+@entry("option '…' needs deliveryGuarantee=exactly-once")
+def _(w: World) -> Messages:
+    return [refused({**NOWHERE, "topic": "t", "transactionalIdPrefix": "orders"}),
+            refused({**NOWHERE, "topic": "t", "batchId": "7"})]
+
+
+@entry("deliveryGuarantee=exactly-once needs kafka.acks=all")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "deliveryGuarantee": "exactly-once", "kafka.acks": "1"})
+
+
+@entry("deliveryGuarantee=exactly-once needs idempotence")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "deliveryGuarantee": "exactly-once", "kafka.enable.idempotence": "false"})
+
+
+@entry('deliveryGuarantee=exactly-once on writeStream (or with batchId in foreachBatch) needs '
+       '.option("checkpointLocation", path)')
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "deliveryGuarantee": "exactly-once", "batchId": "7"})
+
+
+@entry("deliveryGuarantee=exactly-once on writeStream needs a checkpointLocation on a local or mounted file system")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "deliveryGuarantee": "exactly-once", "batchId": "7",
+                    "checkpointLocation": "s3a://bucket/checkpoints/orders"})
+
+
+@entry("kafka.transaction.timeout.ms=… is more than the brokers allow", needs=KAFKA)
+def _(w: World) -> str:
+    return refused(w.options(topic=w.topic(), deliveryGuarantee="exactly-once",
+                             **{"kafka.transaction.timeout.ms": "3600000"}))
+
+
+# In a task: rows the producer refuses ----------------------------------------------------------------
+@entry("RecordTooLargeError: Row … larger than …, the value of kafka.max.request.size", needs=KAFKA)
+def _(w: World) -> str:
+    plan = task_plan(w.options(topic=w.topic(), **{"kafka.max.request.size": "2000"}))
+    return failed_task(plan, [values("small", "x" * 3000)])
+
+
+@entry("RecordTooLargeError: Attempt to allocate … bytes, but kafka.buffer.memory is only … bytes", needs=KAFKA)
+def _(w: World) -> str:
+    plan = task_plan(w.options(topic=w.topic(), **{"kafka.buffer.memory": "32768"}))
+    return failed_task(plan, [values("small", "x" * 40_000)])
+
+
+@entry("InvalidPartitionError: Row …: partition … of topic '…' does not exist", needs=KAFKA)
+def _(w: World) -> str:
+    plan = task_plan(w.options(topic=w.topic(partitions=2)), ColumnLayout("value", partition="partition"))
+    return failed_task(plan, [pa.record_batch({"value": pa.array(["a", "b"]),
+                                               "partition": pa.array([0, 7], pa.int32())})])
+
+
+@entry("InvalidHeaderError: Row …: its headers hold a null element or a null key", needs=KAFKA)
+def _(w: World) -> str:
+    plan = task_plan(w.options(topic=w.topic()), ColumnLayout("value", headers="headers"))
+    headers = pa.array([[{"key": "source", "value": b"web"}], [{"key": None, "value": b"web"}]], HEADERS)
+    return failed_task(plan, [pa.record_batch({"value": pa.array(["a", "b"]), "headers": headers})])
+
+
+@entry("InvalidRecordError: topic is null and no 'topic' option is set", needs=KAFKA)
+def _(w: World) -> str:
+    plan = task_plan(w.options(), ColumnLayout("value", topic="topic"))
+    return failed_task(plan, [pa.record_batch({"value": pa.array(["a", "b"]), "topic": pa.array([w.topic(), None])})])
+
+
+@entry("RecordSchemaError: Row …: field …", needs=KAFKA_AND_REGISTRY)
+def _(w: World) -> str:
+    registry = w.fixture("schema_registry")
+    schema = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "qty", "type": "int"}]})
+    plan = plan_write(w.options(topic=w.topic(), valueFormat="avro", valueSchema=schema,
+                                **{"schema.registry.url": registry.url}),
+                      StructType([StructField("value", StructType([StructField("qty", IntegerType())]))]))
+    orders = pa.array([{"qty": 1}, {"qty": None}], pa.struct([("qty", pa.int32())]))
+    return failed_task(plan, [pa.record_batch({"value": orders})])
+
+
+@entry("TopicAuthorizationFailedError: [Error 29] TOPIC_AUTHORIZATION_FAILED", needs=SECURED)
+def _(w: World) -> str:
+    secured, topics = acl_topics(w)
+    plan = task_plan(carol(secured), ColumnLayout("value", topic="topic"))
+    return failed_task(plan, [pa.record_batch({"value": pa.array(["a"]), "topic": pa.array([topics["describe_only"]])})])
+
+
+# In a task: waiting for the cluster ------------------------------------------------------------------
+@entry("BufferExhaustedError: Failed to allocate … bytes within the configured max blocking time … ms "
+       "(kafka.max.block.ms)", needs=KAFKA)
+def _(w: World) -> str:
+    """More rows than buffer.memory holds in front of a paused broker; resumed once the task
+    stopped sending and waits in its flush, so the rows queued before are delivered."""
+    node, producers = w.kafka.nodes[0], Producers()
+    plan = task_plan(w.options(topic=w.topic(partitions=3), coalesceBytes="0",
+                               **{"kafka.buffer.memory": str(1 << 20), "kafka.max.block.ms": "1000"}))
+
+    def rows():
+        yield values("warm-up")
+        wait_until("the first row delivered", lambda: producers.sent() == 1)
+        node.pause()
+        yield values(*(f"{i:06d}" + "v" * 1018 for i in range(4000)))
+
+    def resume_once_flushing():
+        wait_until("the task to flush after the memory ran out",
+                   lambda: producers.made and producers.made[0]._accumulator._flushes_in_progress > 0, timeout=60)
+        node.resume()
+
+    resumer = threading.Thread(target=resume_once_flushing, daemon=True)
+    resumer.start()
+    try:
+        return failed_task(plan, rows(), producers)
+    finally:
+        resumer.join(60)
+        if node.paused:
+            node.resume()
+
+
+@entry("KafkaTimeoutError: Topic '…' not present in metadata after … ms (kafka.max.block.ms)")
+def _(w: World) -> str:
+    plan = task_plan({"kafka.bootstrap.servers": f"127.0.0.1:{free_port()}", "topic": "orders",
+                      "kafka.max.block.ms": "1000"})
+    return failed_task(plan, [values("a")])
+
+
+@entry("UnknownTopicError: Topic '…' not present in metadata after … ms (kafka.max.block.ms): the broker says "
+       "UNKNOWN_TOPIC_OR_PARTITION", needs=KAFKA)
+def _(w: World) -> str:
+    plan = task_plan(w.options(topic=f"missing-{uuid.uuid4().hex[:8]}",
+                               **{"kafka.allow.auto.create.topics": "false", "kafka.max.block.ms": "1000"}))
+    return failed_task(plan, [values("a")])
+
+
+@entry("KafkaTimeoutError: Expiring … record(s) for …: … ms has passed since batch creation "
+       "(kafka.delivery.timeout.ms=…)", needs=KAFKA)
+def _(w: World) -> str:
+    node, producers = w.kafka.nodes[0], Producers()
+    plan = task_plan(w.options(topic=w.topic(), coalesceBytes="0", **{
+        "kafka.linger.ms": "0", "kafka.request.timeout.ms": "1000", "kafka.delivery.timeout.ms": "1500"}))
+
+    def rows():
+        yield values("first")
+        wait_until("the first row delivered", lambda: producers.sent() == 1)
+        node.pause()  # the second row waits for an answer until delivery.timeout.ms
+        yield values("second")
+
+    try:
+        return failed_task(plan, rows(), producers)
+    finally:
+        node.resume()
+
+
+# In a task: the broker refuses ----------------------------------------------------------------------
+@entry("MessageTooLargeError: [Error 10] MESSAGE_TOO_LARGE", needs=KAFKA)
+def _(w: World) -> str:
+    plan = task_plan(w.options(topic=w.topic(config={"max.message.bytes": "2000"})))
+    return failed_task(plan, [values("small", "x" * 3000, "small")])
+
+
+@entry("AuthenticationError: …", needs=SECURED)
+def _(w: World) -> str:
+    secured = w.fixture("secured_kafka")
+    return failed_task(task_plan({**carol(secured, password="wrong"), "topic": "t"}), [values("a")])
+
+
+@entry("SslError: …", needs=SECURED)
+def _(w: World) -> str:
+    secured = w.fixture("secured_kafka")
+    plan = task_plan({"kafka.bootstrap.servers": secured.bootstrap("SSL"), "kafka.security.protocol": "SSL",
+                      "topic": "t"})
+    return failed_task(plan, [values("a")])
+
+
+# In a task: exactly-once ----------------------------------------------------------------------------
+@entry("… under exactly-once a record the broker refuses after it was sent cannot be dead-lettered", needs=KAFKA)
+def _(w: World) -> str:
+    plan = task_plan(w.options(topic=w.topic(config={"max.message.bytes": "2000"}), deliveryGuarantee="exactly-once",
+                               **{"errors.tolerance": "all"}))
+    return failed_task(plan, [values("small", "x" * 3000, "small")])
+
+
+@entry("write task for Spark partition … (attempt …): the driver already ended this write", needs=KAFKA)
+def _(w: World) -> str:
+    plan = task_plan(w.options(topic=w.topic(), deliveryGuarantee="exactly-once"))
+    winner = write_task.run_write_task(iter([values("a")]), plan, None, task=TaskInfo(0, 1, 0, attempt_id=1))
+    transactions.commit_all([winner], plan.options)
+    return failed_task(plan, [values("late")], task=TaskInfo(0, 1, 1, attempt_id=2))
+
+
+@entry("ProducerFencedError: Producer with transactional id '…' was fenced", needs=KAFKA)
+def _(w: World) -> str:
+    """A late attempt that began its transaction before the driver ended the write: the driver's
+    sweep fences it, and its next send fails."""
+    plan = task_plan(w.options(topic=w.topic(), deliveryGuarantee="exactly-once", coalesceBytes="0"))
+    winner = write_task.run_write_task(iter([values("a")]), plan, None, task=TaskInfo(0, 1, 0, attempt_id=1))
+    producers = Producers()
+
+    def rows():
+        yield values("late-1")
+        wait_until("the late attempt's first row delivered", lambda: producers.sent() == 1)
+        transactions.commit_all([winner], plan.options)  # the driver ends the write now
+        yield values("late-2")
+
+    return failed_task(plan, rows(), producers, TaskInfo(0, 1, 1, attempt_id=2))
+
+
+# In a task: the flush, the dead letters --------------------------------------------------------------
+@entry("write task for Spark partition … (attempt …): flush did not finish …", needs=KAFKA)
+def _(w: World) -> str:
+    """A producer that holds its records past the plan's bound (its own delivery.timeout.ms is
+    longer) in front of a paused broker; the margin after the bound shortened to half a second."""
+    w.fixture("monkeypatch").setattr(write_task, "_FLUSH_MARGIN_S", 0.5)
+    node, producers = w.kafka.nodes[0], Producers(**{"delivery.timeout.ms": 120_000})
+    plan = task_plan(w.options(topic=w.topic(), coalesceBytes="0", **{
+        "kafka.linger.ms": "0", "kafka.request.timeout.ms": "1000", "kafka.delivery.timeout.ms": "1500"}))
+
+    def rows():
+        yield values("first")
+        wait_until("the first row delivered", lambda: producers.sent() == 1)
+        node.pause()
+        yield values("second")
+
+    try:
+        return failed_task(plan, rows(), producers)
+    finally:
+        node.resume()
+
+
+@entry("write task for Spark partition … (attempt …) failed: writing bad rows to the dead-letter topic '…' failed", needs=KAFKA)
+def _(w: World) -> str:
+    """A bad row (a partition that does not exist) too large for the dead-letter topic."""
+    dead_letters = w.topic(config={"max.message.bytes": "2000"})
+    plan = task_plan(w.options(topic=w.topic(), **{"errors.tolerance": "all",
+                                                   "errors.deadletterqueue.topic.name": dead_letters}),
+                     ColumnLayout("value", partition="partition"))
+    return failed_task(plan, [pa.record_batch({"value": pa.array(["a", "x" * 3000]),
+                                               "partition": pa.array([0, 9], pa.int32())})])
+
+
+# At the commit --------------------------------------------------------------------------------------
+def stale_transaction(w: World, **options):
+    """An exactly-once task's commit message whose transaction a newer producer with its id
+    fenced (the coordinator aborted it): ``(plan, message)``."""
+    plan = task_plan(w.options(topic=w.topic(), deliveryGuarantee="exactly-once", **options))
+    task = TaskInfo(0, 0, 0, attempt_id=7)
+    message = write_task.run_write_task(iter([values("a")]), plan, None, task=task)
+    with TransactionAdmin(plan.options.producer_config) as admin:
+        admin.fence(transactional_id(plan.options, task), time.monotonic() + 30)
+    return plan, message
+
+
+@entry("exactly-once commit failed for … of … tasks; their rows are NOT visible", needs=KAFKA)
+def _(w: World) -> str:
+    plan, message = stale_transaction(w)
+    with pytest.raises(TransactionCommitError) as info:
+        transactions.commit_all([message], plan.options)
+    return str(info.value)
+
+
+@entry("exactly-once commit of micro-batch … failed for … of … transactions", needs=KAFKA)
+def _(w: World) -> str:
+    plan, message = stale_transaction(w, batchId="4", checkpointLocation=str(w.fixture("tmp_path")))
+    with pytest.raises(TransactionCommitError) as info:
+        transactions.commit_micro_batch([message], 4, plan.options)
+    return str(info.value)
+
+
+# -- the tests ------------------------------------------------------------------------------------------
+def test_the_page_has_entries_in_its_three_sections():
+    assert [k for k in SECTIONS.values() if any(kind == k for kind, _ in ENTRIES)] == list(SECTIONS.values())
+    assert all(kind is not None for kind, _ in ENTRIES), "an entry outside the three sections"
+    headings = [h for _, h in ENTRIES]
+    assert len(set(headings)) == len(headings), "two entries with one heading"
+    for heading in headings:
+        assert re.fullmatch(r"[^`]+", heading) and not heading.startswith(PREFIX), (
+            f"### {heading}: an entry's heading is one code span, the message after {PREFIX!r}")
+
+
+def _entries(needs: tuple[str, ...]) -> list:
+    """The page's entries whose functions use ``needs`` (an entry without a function: with none)."""
+    return [pytest.param(kind, heading, id=f"{i:02d}-{_slug(heading)}") for i, (kind, heading) in enumerate(ENTRIES)
+            if NEEDS.get(heading, ()) == needs]
+
+
+def check_entry(request, kind: str, heading: str) -> None:
+    """Produce the entry's message for real; it must start as its heading says."""
+    produce = PRODUCERS.get(heading)
+    assert produce is not None, f"no function here produces the entry {heading!r}: add one (@entry)"
+    produced = produce(World(request))
+    messages = [produced] if isinstance(produced, str) else produced
+    assert messages
+    for message in messages:
+        if os.environ.get("TROUBLESHOOTING_PRINT"):
+            print(f"\n[{heading}]\n{message}", file=sys.stderr)
+        assert re.match(pattern(kind, heading), message, re.S), f"{heading!r} is not how this starts:\n{message}"
+
+
+# one test per set of session resources, each declaring its own (the entries run in that order)
+@pytest.mark.parametrize("kind, heading", _entries(()))
+def test_each_entry_is_a_message_the_sink_raises(request, kind, heading):
+    check_entry(request, kind, heading)
+
+
+@pytest.mark.usefixtures(*KAFKA)
+@pytest.mark.parametrize("kind, heading", _entries(KAFKA))
+def test_each_entry_is_a_message_the_sink_raises_with_apache_kafka(request, kind, heading):
+    check_entry(request, kind, heading)
+
+
+@pytest.mark.usefixtures(*SECURED)
+@pytest.mark.parametrize("kind, heading", _entries(SECURED))
+def test_each_entry_is_a_message_the_sink_raises_with_the_secured_node(request, kind, heading):
+    check_entry(request, kind, heading)
+
+
+@pytest.mark.usefixtures(*REGISTRY)
+@pytest.mark.parametrize("kind, heading", _entries(REGISTRY))
+def test_each_entry_is_a_message_the_sink_raises_with_the_registry(request, kind, heading):
+    check_entry(request, kind, heading)
+
+
+@pytest.mark.usefixtures(*KAFKA_AND_REGISTRY)
+@pytest.mark.parametrize("kind, heading", _entries(KAFKA_AND_REGISTRY))
+def test_each_entry_is_a_message_the_sink_raises_with_apache_kafka_and_the_registry(request, kind, heading):
+    check_entry(request, kind, heading)
+
+
+def test_each_set_of_resources_has_its_test():
+    assert set(NEEDS.values()) <= {(), KAFKA, SECURED, REGISTRY, KAFKA_AND_REGISTRY}, "entries no test runs"
+
+
+def test_each_producing_function_has_its_entry():
+    headings = {h for _, h in ENTRIES}
+    assert sorted(set(PRODUCERS) - headings) == [], "entries gone from the page (or renamed)"
+
+
+# -- completeness: every message built in sparkkafka_sink/spark is on the page ----------------------------
+ERRORS = {"SinkValidationError", "SinkWriteError", "TransactionCommitError"}
+#: a constant piece of a message shorter than this says nothing on its own ("': '", "', got '")
+LEAST = 16
+#: messages made of another error's text, by (module, source of the message): the entries that
+#: document them
+PASSED_ON = {
+    ("driver/cluster_check.py", "f\"{in_option_names(str(e))} (option '{option}'; at {where})\""): [
+        "topic '…' does not exist", "'…' is not a valid topic name", "not authorized to access topic '…'",
+        "not authorized to write to topic '…'"],
+    ("driver/serializers.py", "f'{column.option}={column.format}: {where}: {e}'"): [
+        "…Format=…: option '…Schema': …", "…Format=…: the … column: …"],
+    ("formats.py", "str(e)"): ["Invalid value '…' for option '….subject.name.strategy'"],
+}
+
+
+def _pieces(node: ast.AST) -> list[str]:
+    """The constant text of a message expression, cut where a value is formatted in."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        out = [""]
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                out[-1] += part.value
+            else:
+                out.append("")
+        return out
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _pieces(node.left), _pieces(node.right)
+        return left[:-1] + [left[-1] + right[0]] + right[1:]
+    return ["", ""]
+
+
+class _Module:
+    """A module of the sink: its calls and the function around each."""
+
+    def __init__(self, path: Path):
+        self.path = path.relative_to(SPARK_PACKAGE).as_posix()
+        self.tree = ast.parse(path.read_text(encoding="utf-8"))
+        self.enclosing: dict[ast.AST, Optional[ast.FunctionDef]] = {}
+        self._walk(self.tree, None)
+
+    def _walk(self, node: ast.AST, function) -> None:
+        for child in ast.iter_child_nodes(node):
+            self.enclosing[child] = function
+            self._walk(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function)
+
+    def calls(self, name: str) -> list[ast.Call]:
+        return [n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and _called(n) == name]
+
+    def texts(self, message: ast.AST, depth: int = 0) -> list[str]:
+        """The constant texts of ``message`` long enough to find on the page -- and of what the
+        callers pass for a parameter of the enclosing function formatted into it."""
+        longest = max(_pieces(message), key=len)
+        found = [longest] if len(longest) >= LEAST else []
+        function = self.enclosing.get(message)
+        if function is None or depth >= 2:
+            return found
+        params = [a.arg for a in function.args.args]
+        for name in sorted({n.id for n in ast.walk(message) if isinstance(n, ast.Name)} & set(params)):
+            for call in self.calls(function.name):
+                argument = _argument(call, name, params)
+                if argument is not None:
+                    found += self.texts(argument, depth + 1)
+        return found
+
+
+def _called(call: ast.Call) -> Optional[str]:
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+
+
+def _argument(call: ast.Call, name: str, params: list[str]) -> Optional[ast.AST]:
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    index = params.index(name)
+    return call.args[index] if index < len(call.args) else None
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def sink_messages() -> list[tuple[str, int, str, list[str]]]:
+    """``(module, line, message source, constant texts)`` of every message the sink builds."""
+    out = []
+    for path in sorted(SPARK_PACKAGE.rglob("*.py")):
+        module = _Module(path)
+        for call in ast.walk(module.tree):
+            if isinstance(call, ast.Call) and _called(call) in ERRORS and call.args:
+                out.append((module.path, call.lineno, ast.unparse(call.args[0]), module.texts(call.args[0])))
+    return out
+
+
+def test_the_page_carries_every_message_the_sink_raises():
+    page = _normal(PAGE.read_text(encoding="utf-8"))
+    headings = {h for _, h in ENTRIES}
+    messages = sink_messages()
+    assert len(messages) >= 45, f"the scan of {SPARK_PACKAGE} found only {len(messages)} messages"
+    missing, unexplained = [], []
+    for module, line, source, texts in messages:
+        if not texts:
+            documented = PASSED_ON.get((module, source))
+            if documented is None:
+                unexplained.append(f"{module}:{line}: {source}")
+            else:
+                missing += [f"{module}:{line}: entry {h!r}" for h in documented if h not in headings]
+            continue
+        missing += [f"{module}:{line}: {text!r}" for text in texts if _normal(text) not in page]
+    assert not unexplained, ("messages without text of their own (another error's): list each in PASSED_ON with the "
+                             "entries documenting it:\n" + "\n".join(unexplained))
+    assert not missing, f"messages the sink raises that {PAGE.name} does not carry:\n" + "\n".join(missing)
+    assert {k for k in PASSED_ON} <= {(m, s) for m, _, s, _ in messages}, "PASSED_ON names a message gone from the code"

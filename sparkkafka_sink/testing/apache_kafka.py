@@ -249,8 +249,12 @@ class KafkaNode(EmbeddedBroker):
                 f"-Dkafka.logs.dir={self.dir}"]
 
     def _command(self) -> List[str]:
-        return [self.cluster.java, *_JVM_OPTS, *self._log_opts(), "-cp", f"{self.cluster.lib}/*",
-                "kafka.Kafka", str(self.properties_file)]
+        # the JVM's temporary files (lz4's and snappy's native libraries it unpacks) in the node's
+        # own directory, removed with the cluster: none left in the system's temp directory
+        tmp = self.dir / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        return [self.cluster.java, *_JVM_OPTS, f"-Djava.io.tmpdir={tmp}", *self._log_opts(), "-cp",
+                f"{self.cluster.lib}/*", "kafka.Kafka", str(self.properties_file)]
 
     def _cwd(self) -> str:
         return str(self.dir)

@@ -483,6 +483,33 @@ def _(w: World) -> str:
                              **{"kafka.transaction.timeout.ms": "3600000"}))
 
 
+@entry("deliveryGuarantee=exactly-once: the transaction coordinator refused the driver's probe under transactional id "
+       "'…'-probe: …", needs=KAFKA)
+def _(w: World) -> str:
+    """The coordinator refusing the probe's InitProducerId with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    through a fault proxy in front of the session's node (it rewrites the coordinator's address too)."""
+    from faults.harness import INIT_PRODUCER_ID, FaultProxy
+
+    with FaultProxy(0, "127.0.0.1", w.kafka.nodes[0].port, rewrite_metadata=True) as proxy:
+        proxy.mutate_next_response(_error_code("InitProducerIdResponse", 53), api_key=INIT_PRODUCER_ID)
+        return refused({"kafka.bootstrap.servers": proxy.address, "topic": w.topic(),
+                        "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": "orders-eos",
+                        "clusterCheckTimeoutMs": "0"})
+
+
+def _error_code(response: str, code: int):
+    """A ``FaultProxy.mutate_next_response`` function: the ``response`` answered with ``code``."""
+    from sparkkafka_sink.protocol import messages
+    from sparkkafka_sink.protocol.header import decode_response_header
+
+    def mutate(frame: bytes, api_key: int, version: int) -> bytes:
+        _, offset = decode_response_header(memoryview(frame), api_key, version)
+        answer = messages.decode_body(response, memoryview(frame)[offset:], version)
+        answer.error_code = code
+        return frame[:offset] + b"".join(bytes(b) for b in messages.encode_body(answer, version))
+    return mutate
+
+
 # In a task: rows the producer refuses ----------------------------------------------------------------
 @entry("RecordTooLargeError: Row … larger than …, the value of kafka.max.request.size", needs=KAFKA)
 def _(w: World) -> str:
@@ -651,6 +678,43 @@ def _(w: World) -> str:
         yield values("late-2")
 
     return failed_task(plan, rows(), producers, TaskInfo(0, 1, 1, attempt_id=2))
+
+
+# In a task: the task's own steps -------------------------------------------------------------------
+@entry("write task for Spark partition … (attempt …) failed: could not open its producer: …")
+def _(w: World) -> str:
+    """A truststore that is not on the executor (the driver checks only files it has)."""
+    plan = task_plan({**NOWHERE, "topic": "t", "kafka.security.protocol": "SSL",
+                      "kafka.ssl.truststore.location": str(w.fixture("tmp_path") / "missing-ca.pem")})
+    return failed_task(plan, [values("a")])
+
+
+@entry("write task for Spark partition … (attempt …) failed: could not begin its exactly-once transaction: …",
+       needs=KAFKA)
+def _(w: World) -> str:
+    """The transaction coordinator not answering (the node paused) within kafka.max.block.ms."""
+    plan = task_plan(w.options(topic=w.topic(), deliveryGuarantee="exactly-once", **{"kafka.max.block.ms": "2000"}))
+    node = w.kafka.nodes[0]
+    node.pause()
+    try:
+        return failed_task(plan, [values("a")])
+    finally:
+        node.resume()
+
+
+@entry("write task for Spark partition … (attempt …) failed: could not serialize its rows: …", needs=KAFKA_AND_REGISTRY)
+def _(w: World) -> str:
+    """Subjects named after a topic column's values, asked of the registry by the task: the
+    subject does not exist and auto-registration is off."""
+    schema = StructType([StructField("value", StructType([StructField("id", IntegerType())])),
+                         StructField("topic", StringType())])
+    plan = plan_write(w.options(valueFormat="avro", clusterCheckTimeoutMs="0",
+                                **{"schema.registry.url": w.fixture("schema_registry").url,
+                                   "auto.register.schemas": "false"}), schema)
+    assert plan.value_encoding is not None and plan.value_encoding.writer is None  # left to the tasks
+    rows = pa.record_batch({"value": pa.array([{"id": 1}], pa.struct([("id", pa.int32())])),
+                            "topic": pa.array([w.topic()])})
+    return failed_task(plan, [rows])
 
 
 # In a task: the flush, the dead letters --------------------------------------------------------------

@@ -157,6 +157,14 @@ def test_an_older_results_json_with_tls_cost_still_renders():
     assert "median 1.05" in line
 
 
+def test_a_smoke_runs_targets_say_they_measure_nothing():
+    target = {"target": "Spark ≥ 1.5× mapInArrow", "compression": "none", "value": 1.2, "goal": 1.5, "pass": False}
+    full, smoke = run.targets_table([target]), run.targets_table([target], smoke=True)
+    assert full[1].endswith("| met |") and full[-1].endswith("| **no** |")
+    assert "smoke run (too few rows to measure: run without --quick)" in smoke[1]
+    assert smoke[-1].endswith("| no |")  # not in bold: not a failure
+
+
 def test_no_pair_no_costs():
     assert run.costs(_finished([_run(PLAIN, 1, 600_000)])) == []
 

@@ -20,7 +20,7 @@ from sparkkafka_sink.producer.handover import PreparedTransaction, TransactionAd
 from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import SinkValidationError
-from sparkkafka_sink.spark.options import SinkOptions, tls_files_here
+from sparkkafka_sink.spark.options import SinkOptions, in_option_names, tls_files_here
 from sparkkafka_sink.spark.write_fence import close_write, fence_idle_attempts
 
 #: bound of each coordinator call from the driver (retries included)
@@ -90,6 +90,12 @@ def check_transaction_timeout(options: SinkOptions, timeout_s: float = 15.0) -> 
             f"kafka.transaction.timeout.ms={timeout_ms} is more than the brokers allow (their "
             "transaction.max.timeout.ms, 900000 by default): lower it, or raise the brokers' cap; under "
             "exactly-once a task's transaction stays open until the driver commits the whole job") from None
+    except KafkaError as e:  # e.g. TRANSACTIONAL_ID_AUTHORIZATION_FAILED: every task would fail the same way
+        raise SinkValidationError(
+            f"deliveryGuarantee=exactly-once: the transaction coordinator refused the driver's probe under "
+            f"transactional id {options.transactional_id_prefix!r}-probe: {type(e).__name__}: "
+            f"{in_option_names(str(e))} (the tasks' transactional ids start with transactionalIdPrefix: the "
+            "principal needs WRITE and DESCRIBE on them)") from None
 
 
 def commit_all(messages, options: SinkOptions) -> str:

@@ -52,8 +52,8 @@ class TaskProducer:
         self.created = 0
         self._baseline: dict = {}
 
-    def get(self) -> Producer:
-        """The producer, opened on first use; exactly-once, in a transaction of its own."""
+    def open(self) -> Producer:
+        """The producer, taken from the pool or made at the task's first rows."""
         if self.current is None:
             if self.pooled:
                 producer, reused = POOL.acquire(self.config, self.factory, self._idle_timeout_s)
@@ -62,11 +62,14 @@ class TaskProducer:
                 producer, reused = self.factory(self.config), False
             self.current = producer
             self.created = 0 if reused else 1
-            if self.options.exactly_once:
-                producer.init_transactions()
-                check_write_open(producer, self.options, _micro_batch_id(self.options, self.task), self.task)
-                producer.begin_transaction()
         return self.current
+
+    def begin(self) -> None:
+        """Exactly-once: the attempt's transaction, begun once its write is known to be open."""
+        producer = self.open()
+        producer.init_transactions()
+        check_write_open(producer, self.options, _micro_batch_id(self.options, self.task), self.task)
+        producer.begin_transaction()
 
     def metrics(self) -> dict:
         """The producer's counters over this task (a pooled producer's since the task took it)."""

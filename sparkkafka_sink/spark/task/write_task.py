@@ -4,8 +4,9 @@ Shared by the batch and the streaming writer.  The task hands each (coalesced) A
 ``Producer.send_batch``, one call per topic in it (``routing``), stops early once a record has
 failed, flushes, waits until every future's callback has run, and only then either returns its
 ``TaskCommitMessage`` or raises ``SinkWriteError`` naming the first failed row: a row check, the
-producer's rejection (which names the row), or a failed batch (whose rows its future lists).
-Within a task the producer's idempotence keeps its own retries duplicate-free; Spark's task retry
+producer's rejection (which names the row), or a failed batch (whose rows its future lists);
+a step of the task itself that fails (opening its producer, beginning its transaction,
+serializing, writing dead letters) raises it naming the step.  Within a task the producer's idempotence keeps its own retries duplicate-free; Spark's task retry
 re-sends the whole partition.  At-least-once (the default), what a failed attempt delivered is
 then in Kafka twice.  Exactly-once, each attempt writes in a transaction of its own and hands it
 over in its commit message (``TaskProducer.prepare``): the driver commits the attempts Spark kept
@@ -14,9 +15,10 @@ and aborts the others (``driver/transactions.py``).
 
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterator, Optional
 
-from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaTimeoutError, SslError
+from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
@@ -61,11 +63,20 @@ def run_write_task(
     rows_seen = 0
     ok = False
     limiter = rate_limiter(options)
+    dead_lettering = f"writing bad rows to the dead-letter topic {options.dead_letter_topic!r} failed"
     try:
         for batch in paced(coalesced(batches, options.coalesce_bytes), limiter, plan.layout):
+            if producer.current is None:  # the task's first rows (an empty partition opens none)
+                with _step(task, "could not open its producer"):
+                    producer.open()
+                if options.exactly_once:
+                    with _step(task, "could not begin its exactly-once transaction"):
+                        producer.begin()
+            current = producer.open()
             try:
-                send_arrow_batch(producer.get(), batch, plan.layout, options.topic, rows_seen, tracker, dead_letters,
-                                 serializers)
+                with _step(task, "could not serialize its rows") if serializers else nullcontext():
+                    send_arrow_batch(current, batch, plan.layout, options.topic, rows_seen, tracker, dead_letters,
+                                     serializers)
             except RowError as exc:
                 tracker.fail_now(rows_seen + exc.index, None, None, InvalidRecordError(str(exc)))
                 break
@@ -74,11 +85,15 @@ def run_write_task(
             if tracker.failed:
                 break
             if dead_letters is not None:
-                dead_letters.send(producer.get(), dlq_tracker)
+                with _step(task, dead_lettering):
+                    dead_letters.send(current, dlq_tracker)
         opened = producer.current  # None: no rows, no producer
         if opened is not None:
             _flush(opened, tracker, options, task)
-            while dead_letters is not None and dead_letters.send(opened, dlq_tracker):  # bad rows refused late
+            while dead_letters is not None:  # bad rows the broker refused late
+                with _step(task, dead_lettering):
+                    if not dead_letters.send(opened, dlq_tracker):
+                        break
                 _flush(opened, tracker, options, task)
             if dead_letters is not None:
                 _flush(opened, dlq_tracker, options, task)
@@ -122,6 +137,19 @@ def _flush(producer, tracker: DeliveryTracker, options: SinkOptions, task: TaskI
             f"{_task(task)}: flush did not finish: {tracker.pending} record(s) unresolved "
             f"{_FLUSH_MARGIN_S:g} s after flush() returned"
         )
+
+
+@contextmanager
+def _step(task: TaskInfo, what: str) -> Iterator[None]:
+    """A step of the task itself (not a record's delivery) that fails: the task's error, saying
+    which step and why, in the sink's option names."""
+    try:
+        yield
+    except SinkWriteError:
+        raise
+    except KafkaError as exc:
+        raise SinkWriteError(f"{_task(task)} failed: {what}: {type(exc).__name__}: "
+                             f"{in_option_names(str(exc))}") from exc
 
 
 def _task(task: TaskInfo) -> str:

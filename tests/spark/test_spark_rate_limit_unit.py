@@ -77,3 +77,14 @@ def test_options_parse_and_refuse():
     for bad in ("0", "-5", "fast", "inf"):
         with pytest.raises(SinkValidationError, match="option 'maxRecordsPerSecond' must be a positive number"):
             parse_options({**base, "maxRecordsPerSecond": bad})
+
+
+def test_a_serialized_columns_bytes_are_its_data_before_serialization():
+    """maxBytesPerSecond with valueFormat avro or json: a struct value counts its strings and
+    binaries by length and its other values by their Arrow width (the bytes on the wire are the
+    encoding's, known only after it)."""
+    value = pa.array([{"id": 1, "name": "abc", "tags": ["x", "yz"], "attrs": [("k", 2.5)]}],
+                     pa.struct([("id", pa.int64()), ("name", pa.string()), ("tags", pa.list_(pa.string())),
+                                ("attrs", pa.map_(pa.string(), pa.float64()))]))
+    b = pa.RecordBatch.from_arrays([value, pa.array([b"key"])], ["value", "key"])
+    assert payload_bytes(ColumnLayout(value="value", key="key"))(b) == 8 + 3 + 3 + 1 + 8 + 3

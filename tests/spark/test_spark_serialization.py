@@ -385,3 +385,12 @@ def test_refused_credentials_fail_on_the_driver_without_the_password(spark, kafk
         server.server_close()
     assert "401" in text and "schema.registry.basic.auth.user.info" in text and "alice" in text, text
     assert password not in text and password not in event_log_text(spark_event_log)
+
+
+def test_a_schema_the_registry_refuses_as_invalid_fails_on_the_driver(spark, kafka, schema_registry):
+    """A JSON Schema our check accepts (any object) but the registry refuses (Apicurio answers 422
+    to a bare {"type": "object"}: it cannot tell the artifact's type): its words, on the driver."""
+    df = spark.range(3).selectExpr("named_struct('id', id) as value")
+    text = _driver_refuses(writer(df, kafka, schema_registry, topic=kafka.create_topic(), valueFormat="json",
+                                  valueSchema='{"type": "object"}'))
+    assert "422" in text and "invalid" in text, text

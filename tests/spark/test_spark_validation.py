@@ -37,6 +37,9 @@ CASES = {
     "unsupported kafka key": (
         "value string", {"topic": "t", "kafka.value.serializer": "x"},
         "pyprod-kafka: option 'kafka.value.serializer' is not supported"),
+    "mistyped sink option": (
+        "value string", {"topic": "t", "coalesceByte": "1"},
+        "pyprod-kafka: unknown option 'coalescebyte'. Did you mean 'coalesceBytes'?"),
 }
 
 
@@ -57,7 +60,14 @@ def _error_text(df, mode="append", **options):
 def test_validation_message(spark, case):
     schema, options, expected = CASES[case]
     df = spark.createDataFrame([], schema)
-    assert expected in _error_text(df, **options)
+    text = _error_text(df, **options)
+    assert expected in text
+    # read in a few lines: Spark's header, one frame of ours, our line (first or last), SQLSTATE
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    assert len(lines) <= 7, text
+    ours = [line for line in lines if "pyprod-kafka: " in line]
+    assert len(ours) == 1 and len(ours[0][ours[0].index("pyprod-kafka: "):]) <= 500, text
+    assert ours[0] in (lines[-1], lines[-2], lines[0]), text  # last, before SQLSTATE, or first
 
 
 def test_overwrite_mode_is_refused(spark):

@@ -33,10 +33,15 @@ class ProduceRequestResult:
     """Completion of one batch: base offset, log append time, or the error.
 
     A batch the broker found too large is split (``split``): its result then completes once
-    every piece did, and a record's offset and error are its own piece's (``resolve``)."""
+    every piece did, and a record's offset and error are its own piece's (``resolve``).
+
+    As in the Java client, the callbacks run before the waiters wake: once ``get()``,
+    ``exception()`` or ``flush()`` returns, every callback of the record has run (an errback
+    counting failures is complete when ``flush()`` returns).  ``is_done()`` is true from the
+    moment the outcome is known, so the callbacks themselves see their batch as done."""
 
     __slots__ = ("topic", "partition", "base_offset", "log_append_time", "error", "_event", "_callbacks", "_lock",
-                 "pieces")
+                 "pieces", "_completer")
 
     def __init__(self, topic: str, partition: int):
         self.topic = topic
@@ -52,25 +57,37 @@ class ProduceRequestResult:
         self._lock = threading.Lock()
         #: after a split: ``[(first record index, count, piece's result)]`` in record order
         self.pieces: list[tuple[int, int, "ProduceRequestResult"]] | None = None
+        #: the thread running the callbacks while they run (its waits on this result return at
+        #: once: a callback waiting for its own record would otherwise wait for itself)
+        self._completer: int | None = None
 
     def done(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         with self._lock:
-            if self._callbacks is None:
+            if self._completer is not None or self._callbacks is None:
                 return  # completed already: the first outcome wins
             self.base_offset = base_offset
             self.log_append_time = log_append_time
             self.error = error
-            callbacks, self._callbacks = self._callbacks, None
-            if self._event is not None:
-                self._event.set()
-        for cb in callbacks:
-            try:
-                cb(self)
-            except Exception:  # a user's callback must not kill the Sender thread
-                log.exception("produce callback raised")
+            self._completer = threading.get_ident()
+        while True:  # a callback may add another: it runs here too, before the waiters wake
+            with self._lock:
+                callbacks = self._callbacks
+                if not callbacks:
+                    self._callbacks = None
+                    self._completer = None
+                    if self._event is not None:
+                        self._event.set()
+                    return
+                self._callbacks = []
+            for cb in callbacks:
+                try:
+                    cb(self)
+                except Exception:  # a user's callback must not kill the Sender thread
+                    log.exception("produce callback raised")
 
     def is_done(self) -> bool:
-        return self._callbacks is None
+        """The outcome is known (its callbacks may still be running)."""
+        return self._callbacks is None or self._completer is not None
 
     def split(self, pieces: list[tuple[int, int, "ProduceRequestResult"]]) -> None:
         """The batch was split into ``pieces``: complete when all are, with the first error."""
@@ -128,8 +145,9 @@ class ProduceRequestResult:
                 for e, s, n2 in piece.failed_pieces(n, lo - start)]
 
     def wait(self, timeout: float | None = None) -> bool:
+        """Until the outcome is known and every callback ran (at once from a callback)."""
         with self._lock:
-            if self._callbacks is None:
+            if self._callbacks is None or self._completer == threading.get_ident():
                 return True
             if self._event is None:
                 self._event = threading.Event()

@@ -7,6 +7,7 @@ Every test reads back with confluent-kafka (librdkafka, ``check.crcs=True``,
 from __future__ import annotations
 
 import functools
+import threading
 import time
 
 import pytest
@@ -141,6 +142,36 @@ def test_callbacks_and_errbacks(kafka):
         fut.add_callback(seen.append).add_errback(errors.append)
         p.flush(10)
     assert len(seen) == 1 and seen[0].topic == topic and seen[0].offset == 0 and not errors
+
+
+def test_flush_and_get_return_only_after_the_records_callbacks_ran(kafka):
+    """As in the Java client: a callback still running holds flush() and get(), so counters
+    kept by callbacks are complete when they return; a callback may wait for its own record,
+    and a callback added by a callback runs before the waiters wake."""
+    topic = kafka.create_topic(partitions=1)
+    entered, release = threading.Event(), threading.Event()
+    seen = []
+    with _producer(kafka) as p:
+        fut = p.send(topic, value=b"held", key=b"k")
+
+        def held(md):
+            entered.set()
+            seen.append(("own get", fut.get(0).offset))  # its own record: no wait for itself
+            fut.add_callback(lambda md2: seen.append(("added", md2.offset)))
+            release.wait(30)
+            seen.append(("held", md.offset))
+
+        fut.add_callback(held)
+        assert entered.wait(10), "the callback never ran"
+        assert fut.done()  # the outcome is known...
+        with pytest.raises(KafkaTimeoutError, match="flush"):
+            p.flush(0.2)  # ...but its callback still runs: flush() waits for it
+        with pytest.raises(KafkaTimeoutError, match="not acknowledged"):
+            fut.get(0)
+        release.set()
+        p.flush(10)
+        assert seen == [("own get", 0), ("held", 0), ("added", 0)]
+        assert fut.get(0).offset == 0
 
 
 def test_dead_bootstrap_fails_within_max_block_naming_the_address():

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparkkafka_sink.errors import (
     BrokerResponseError,
@@ -23,13 +22,13 @@ from sparkkafka_sink.errors import (
     SerializationError,
     UnknownTopicError,
 )
+from sparkkafka_sink.lazy_exports import lazy_exports
 from sparkkafka_sink.version import __version__
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers and IDEs
-    from sparkkafka_sink.producer.bulk import BulkFuture, BulkResult, BulkSendError
-    from sparkkafka_sink.producer.future import FutureRecordMetadata, RecordMetadata
-    from sparkkafka_sink.producer.handover import PreparedTransaction, abort_lingering, complete_transaction
-    from sparkkafka_sink.producer.producer import Producer
+    from sparkkafka_sink.producer import (
+        BulkFuture, BulkResult, BulkSendError, FutureRecordMetadata, PreparedTransaction, Producer, RecordMetadata,
+        abort_lingering, complete_transaction)
     from sparkkafka_sink.spark import SinkMetrics, register
 
 __all__ = [
@@ -63,29 +62,14 @@ __all__ = [
     "register",
 ]
 
-#: Lazy: importing the package must not start Spark or pull in the producer's threads, numpy
-#: and pyarrow; each name's module is imported when the name is first used.
+#: loaded on first use (``lazy_exports``): the producer's names from its package, which loads
+#: each from its own module in turn
 _LAZY = {
-    "Producer": "sparkkafka_sink.producer.producer",
-    "RecordMetadata": "sparkkafka_sink.producer.future",
-    "FutureRecordMetadata": "sparkkafka_sink.producer.future",
-    "BulkFuture": "sparkkafka_sink.producer.bulk",
-    "BulkResult": "sparkkafka_sink.producer.bulk",
-    "BulkSendError": "sparkkafka_sink.producer.bulk",
-    "PreparedTransaction": "sparkkafka_sink.producer.handover",
-    "complete_transaction": "sparkkafka_sink.producer.handover",
-    "abort_lingering": "sparkkafka_sink.producer.handover",
+    **dict.fromkeys(("Producer", "RecordMetadata", "FutureRecordMetadata", "BulkFuture", "BulkResult",
+                     "BulkSendError", "PreparedTransaction", "complete_transaction", "abort_lingering"),
+                    "sparkkafka_sink.producer"),
     "register": "sparkkafka_sink.spark",
     "SinkMetrics": "sparkkafka_sink.spark",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sparkkafka_sink' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -6,8 +6,9 @@ does not pull in numpy/pyarrow through the bulk path.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sparkkafka_sink.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers and IDEs
     from sparkkafka_sink.producer.bulk import BulkFuture, BulkResult, BulkSendError
@@ -53,13 +54,4 @@ _LAZY = {
     "abort_lingering": "sparkkafka_sink.producer.handover",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sparkkafka_sink.producer' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -8,8 +8,9 @@ the module once, as ``__main__``, without a second copy imported by this package
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sparkkafka_sink.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers and IDEs
     from sparkkafka_sink.testing.apache_kafka import (
@@ -48,13 +49,4 @@ _LAZY = {
     "wait_until": "sparkkafka_sink.testing.waiting",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -19,12 +19,10 @@ import fcntl
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +31,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Type
 
 from sparkkafka_sink.testing.brokers import (
     HOST, BrokerStartError, EmbeddedBroker, _Leftovers, free_port, wait_for_kafka)
+from sparkkafka_sink.testing.local_process import file_tail, serve_in_foreground
 
 if TYPE_CHECKING:
     from sparkkafka_sink.testing.security.broker_security import BrokerSecurity
@@ -273,14 +272,7 @@ class KafkaNode(EmbeddedBroker):
 
     def log_tail(self, lines: int = 40) -> str:
         stdout = super().log_tail(10)
-        try:
-            with open(self.server_log, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 32768))
-                server = "\n".join(f.read().decode("utf-8", "replace").splitlines()[-lines:])
-        except OSError as e:
-            server = f"<no server.log: {e}>"
-        return f"{server}\n--- stdout ---\n{stdout}"
+        return f"{file_tail(self.server_log, lines, name='server.log')}\n--- stdout ---\n{stdout}"
 
     def _after_stop(self, keep_data: bool) -> None:
         pass  # the cluster owns the files (ApacheKafka.close())
@@ -512,21 +504,14 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         print(resolve_kafka(args.version))
         return 0
     cluster = ApacheKafka(args.nodes, version=args.version).start()
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        print(cluster.bootstrap_servers, flush=True)
-        print(f"# Apache Kafka {cluster.version}, files in {cluster.base_dir}; Ctrl-C stops it",
-              file=sys.stderr, flush=True)
-        while not stop.wait(0.5):
-            if not all(n.running for n in cluster.nodes):
-                print("# a node exited:\n" + "\n".join(n.log_tail() for n in cluster.nodes if not n.running),
-                      file=sys.stderr)
-                return 1
-    finally:
-        cluster.close()
-    return 0
+
+    def exited() -> Optional[str]:
+        down = [n.log_tail() for n in cluster.nodes if not n.running]
+        return "# a node exited:\n" + "\n".join(down) if down else None
+
+    return serve_in_foreground(
+        cluster.bootstrap_servers, f"# Apache Kafka {cluster.version}, files in {cluster.base_dir}; Ctrl-C stops it",
+        exited, cluster.close)
 
 
 if __name__ == "__main__":

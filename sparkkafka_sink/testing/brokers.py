@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import os
-import re
 import shutil
 import signal
 import socket
@@ -28,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Set, Tuple, TypeVar
 
+from sparkkafka_sink.testing.local_process import file_tail, serve_in_foreground
 from sparkkafka_sink.testing.waiting import wait_until
 
 __all__ = [
@@ -387,16 +387,7 @@ class EmbeddedBroker:
 
     # -- logs -----------------------------------------------------------------------------------
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - 16384))
-                data = f.read().decode("utf-8", "replace")
-        except OSError as e:
-            return f"<no log: {e}>"
-        data = re.sub(r"\x1b\[[0-9;]*m", "", data)  # tansu colours its log
-        return "\n".join(data.splitlines()[-lines:])
+        return file_tail(self.log_path, lines)
 
     # -- internals ------------------------------------------------------------------------------
     def _signal(self, sig: int) -> int:
@@ -662,23 +653,16 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     if args.kind == "noida" and args.data_dir:
         kwargs["data_dir"] = args.data_dir
     broker = start_broker(args.kind, **kwargs)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
+
+    def create_the_topics() -> None:
         if args.topic:
             create_topics(broker.bootstrap_servers,
                           {t.split(":")[0]: int(t.split(":")[1]) if ":" in t else 1 for t in args.topic})
-        print(broker.bootstrap_servers, flush=True)
-        print(f"# {broker.kind} pid={broker.pid} log={broker.log_path}; Ctrl-C stops it",
-              file=sys.stderr, flush=True)
-        while not stop.wait(0.5):
-            if not broker.running:
-                print(f"# broker exited:\n{broker.log_tail()}", file=sys.stderr)
-                return 1
-    finally:
-        broker.stop()
-    return 0
+
+    return serve_in_foreground(
+        broker.bootstrap_servers, f"# {broker.kind} pid={broker.pid} log={broker.log_path}; Ctrl-C stops it",
+        lambda: None if broker.running else f"# broker exited:\n{broker.log_tail()}", broker.stop,
+        first=create_the_topics)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +35,7 @@ from typing import Iterable, List, Optional, Tuple
 
 from sparkkafka_sink.testing.apache_kafka import java_and_maven_available, resolve_once, run_maven
 from sparkkafka_sink.testing.brokers import HOST, _die_with_parent_fn, _Leftovers, free_port
+from sparkkafka_sink.testing.local_process import file_tail, serve_in_foreground
 
 __all__ = ["SchemaRegistry", "APICURIO_VERSION", "resolve_registry", "registry_unavailable_reason",
            "skip_unless_available", "RegistryResolveError", "RegistryStartError"]
@@ -270,13 +270,7 @@ class SchemaRegistry:
         shutil.rmtree(self.base_dir, ignore_errors=True)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 32768))
-                return "\n".join(f.read().decode("utf-8", "replace").splitlines()[-lines:])
-        except OSError as e:
-            return f"<no log: {e}>"
+        return file_tail(self.log_path, lines)
 
     def __enter__(self) -> "SchemaRegistry":
         return self.start()
@@ -299,20 +293,10 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         print(resolve_registry(args.version))
         return 0
     registry = SchemaRegistry(version=args.version, port=args.port).start()
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        print(registry.url, flush=True)
-        print(f"# Apicurio Registry {registry.version} (pid {registry.pid}), log {registry.log_path}; Ctrl-C "
-              "stops it", file=sys.stderr, flush=True)
-        while not stop.wait(0.5):
-            if not registry.running:
-                print(f"# the registry exited:\n{registry.log_tail()}", file=sys.stderr)
-                return 1
-    finally:
-        registry.stop()
-    return 0
+    return serve_in_foreground(
+        registry.url,
+        f"# Apicurio Registry {registry.version} (pid {registry.pid}), log {registry.log_path}; Ctrl-C stops it",
+        lambda: None if registry.running else f"# the registry exited:\n{registry.log_tail()}", registry.stop)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from sparkkafka_sink.serialization.columns import (
     constant_column,
     join,
     lengths,
+    planned_input,
     list_offsets,
     raw_values,
     time_values,
@@ -69,20 +70,12 @@ class AvroEncoder:
     def encode(self, array: pa.Array | pa.ChunkedArray) -> EncodedColumn:
         """Each row's Avro encoding (no Schema Registry header: see ``encoded.frame``); a null row
         stays null (a tombstone), a row the schema cannot hold is null and listed in ``bad_rows``."""
-        if isinstance(array, pa.ChunkedArray):
-            array = array.combine_chunks()
-        if array.type != self.arrow_type:
-            raise TypeError(f"this encoder was planned for {self.arrow_type}, not {array.type}")
+        array = planned_input(array, self.arrow_type)
         n = len(array)
         valid = validity(array)
         bad = BadRows()
         parts = self._root.parts(array, Rows(n, written=lambda: valid), bad, tombstones=True)
-        values = join(_columns(parts, n), n)
-        bad_mask = bad.mask(n)
-        keep = valid if bad_mask is None else ~bad_mask if valid is None else valid & ~bad_mask
-        rows = sorted(bad.reasons)
-        return EncodedColumn(with_validity(values, keep), np.array(rows, dtype=np.int64),
-                             tuple(bad.reasons[r][0] for r in rows), tuple(bad.reasons[r][1] for r in rows))
+        return bad.result(join(_columns(parts, n), n), valid)
 
 
 # ------------------------------------------------------------------------------------ words

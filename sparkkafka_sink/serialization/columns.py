@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from sparkkafka_sink.record.arrow import binary_view_of
 from sparkkafka_sink.serialization.arrow_types import TIME_UNIT_MICROS
+from sparkkafka_sink.serialization.encoded import EncodedColumn
 
 __all__ = [
     "EMPTY",
@@ -196,9 +197,23 @@ class BadRows:
             if row not in self.reasons:
                 self.reasons[row] = (field, f"field {field}: {what(slot)}")
 
-    def mask(self, n: int) -> np.ndarray | None:
-        if not self.reasons:
-            return None
-        bad = np.zeros(n, dtype=bool)
-        bad[list(self.reasons)] = True
-        return bad
+    def result(self, values: pa.Array, valid: np.ndarray | None = None) -> EncodedColumn:
+        """A codec's answer: ``values`` made null on the bad rows (and where ``valid``, if given,
+        is False), with each bad row's field and reason."""
+        keep = valid
+        if self.reasons:
+            bad = np.zeros(len(values), dtype=bool)
+            bad[list(self.reasons)] = True
+            keep = ~bad if valid is None else valid & ~bad
+        rows = sorted(self.reasons)
+        return EncodedColumn(with_validity(values, keep), np.array(rows, dtype=np.int64),
+                             tuple(self.reasons[r][0] for r in rows), tuple(self.reasons[r][1] for r in rows))
+
+
+def planned_input(array: pa.Array | pa.ChunkedArray, arrow_type: pa.DataType) -> pa.Array:
+    """The column an encoder was given, as one array of the type it was planned for."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if array.type != arrow_type:
+        raise TypeError(f"this encoder was planned for {arrow_type}, not {array.type}")
+    return array

@@ -31,6 +31,7 @@ from sparkkafka_sink.serialization.columns import (
     as_binary,
     constant_column,
     lengths,
+    planned_input,
     list_offsets,
     raw_values,
     time_values,
@@ -64,19 +65,11 @@ class JsonEncoder:
     def encode(self, array: pa.Array | pa.ChunkedArray) -> EncodedColumn:
         """Each row's UTF-8 JSON text (no Schema Registry header: see ``encoded.frame``); a null
         row stays null (a tombstone); a row JSON or the schema cannot hold is null, in ``bad_rows``."""
-        if isinstance(array, pa.ChunkedArray):
-            array = array.combine_chunks()
-        if array.type != self.arrow_type:
-            raise TypeError(f"this encoder was planned for {self.arrow_type}, not {array.type}")
-        n = len(array)
+        array = planned_input(array, self.arrow_type)
         valid = validity(array)
         bad = BadRows()
-        values = _json(self.binding, array, Rows(n, written=lambda: valid), bad)
-        bad_mask = bad.mask(n)
-        keep = None if bad_mask is None else ~bad_mask
-        rows = sorted(bad.reasons)
-        return EncodedColumn(with_validity(values, keep), np.array(rows, dtype=np.int64),
-                             tuple(bad.reasons[r][0] for r in rows), tuple(bad.reasons[r][1] for r in rows))
+        values = _json(self.binding, array, Rows(len(array), written=lambda: valid), bad)
+        return bad.result(values)  # null where the input is: _json keeps its nulls
 
 
 def _json(b: JsonBinding, arr: pa.Array, rows: Rows, bad: BadRows) -> pa.Array:

@@ -74,6 +74,13 @@ class BlockingAdmin:
                     continue
                 return resp.response
 
+    def _ask(self, node: int | None, handler: ControlRequest, deadline: float) -> Outcome:
+        """The handler's verdict on its request's answer from ``node``, or on there being none."""
+        try:
+            return handler.handle(self.call(node, handler.build(), deadline, handler.max_version))
+        except KafkaConnectionError as e:
+            return handler.no_answer(e)
+
     def run(self, handler: ControlRequest, deadline: float) -> Any:
         """Drive a control request to its end, as the producer's Sender would -- coordinator
         looked up first (and again when it moved), refusals retried under the handlers' one
@@ -84,10 +91,7 @@ class BlockingAdmin:
                 self.brokers(deadline)
                 self.run(self.coordinators.lookup(key), deadline)
             target = self.coordinators.node(key) if key is not None else None
-            try:
-                outcome = handler.handle(self.call(target, handler.build(), deadline, handler.max_version))
-            except KafkaConnectionError as e:
-                outcome = handler.no_answer(e)
+            outcome = self._ask(target, handler, deadline)
             if outcome is Outcome.DONE:
                 return handler.result
             if outcome is Outcome.FATAL:
@@ -106,10 +110,7 @@ class BlockingAdmin:
         while True:
             asked = [(node, question()) for node in self.brokers(deadline, fresh)]
             for node, handler in asked:
-                try:
-                    outcome = handler.handle(self.call(node, handler.build(), deadline, handler.max_version))
-                except KafkaConnectionError as e:
-                    outcome = handler.no_answer(e)
+                outcome = self._ask(node, handler, deadline)
                 if outcome is Outcome.FATAL:
                     raise handler.failure
                 if outcome is not Outcome.DONE:

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Type, Union
 
 from sparkkafka_sink.testing.brokers import (
-    HOST, BrokerStartError, EmbeddedBroker, _Leftovers, free_port, wait_for_kafka)
-from sparkkafka_sink.testing.local_process import file_tail, serve_in_foreground
+    HOST, BrokerStartError, EmbeddedBroker, free_port, wait_for_kafka)
+from sparkkafka_sink.testing.local_process import Leftovers, file_tail, serve_in_foreground
 
 if TYPE_CHECKING:
     from sparkkafka_sink.testing.security.broker_security import BrokerSecurity
@@ -281,7 +281,7 @@ class KafkaNode(EmbeddedBroker):
         pass
 
 
-_clusters: _Leftovers[ApacheKafka] = _Leftovers(lambda cluster: cluster.close())
+_clusters: Leftovers[ApacheKafka] = Leftovers(lambda cluster: cluster.close())
 
 
 class ApacheKafka:

@@ -10,7 +10,6 @@ foreground and prints its bootstrap address.
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
 import shutil
@@ -21,13 +20,12 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, TypeVar
 
-from sparkkafka_sink.testing.local_process import file_tail, serve_in_foreground
+from sparkkafka_sink.testing.local_process import Leftovers, file_tail, serve_in_foreground, spawn_logged, terminate
 from sparkkafka_sink.testing.waiting import wait_until
 
 __all__ = [
@@ -135,66 +133,10 @@ def wait_for_kafka(host: str, port: int, timeout: float = 30.0, proc: Optional[s
 # Process management
 # ---------------------------------------------------------------------------------------------
 
-_Item = TypeVar("_Item")
 #: the class ``start()`` and ``restart()`` return (a node of a cluster returns itself as one)
 _Broker = TypeVar("_Broker", bound="EmbeddedBroker")
 
-
-class _Leftovers(Generic[_Item]):
-    """The atexit safety net: a crashed test run must not leave brokers holding ports (nor a
-    cluster its JVMs and files).  Things are ``add``-ed when they start and ``discard``-ed when
-    they stop; at exit ``cleanup`` runs on those still here, errors ignored."""
-
-    def __init__(self, cleanup: Callable[[_Item], object]):
-        self._items: Set[_Item] = set()
-        self._lock = threading.Lock()
-        self._cleanup = cleanup
-        atexit.register(self._clean_up_all)
-
-    def add(self, item: _Item) -> None:
-        with self._lock:
-            self._items.add(item)
-
-    def discard(self, item: _Item) -> None:
-        with self._lock:
-            self._items.discard(item)
-
-    def _clean_up_all(self) -> None:
-        with self._lock:
-            items = list(self._items)
-        for item in items:
-            try:
-                self._cleanup(item)
-            except Exception:  # noqa: BLE001 - cleanup is best effort
-                pass
-
-
-_live: _Leftovers[EmbeddedBroker] = _Leftovers(lambda broker: broker._hard_cleanup())
-
-
-def _die_with_parent_fn() -> Optional[Callable[[], None]]:
-    """Linux: SIGKILL the broker when we die without running atexit (e.g. killed by SIGTERM).
-
-    PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it is only used when
-    starting from the main thread.
-    """
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def fn() -> None:
-        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # parent already gone between fork and prctl
-            os._exit(1)
-
-    return fn
+_live: Leftovers[EmbeddedBroker] = Leftovers(lambda broker: broker._hard_cleanup())
 
 
 def _package_dir(pkg: str) -> Path:
@@ -337,14 +279,7 @@ class EmbeddedBroker:
         """Start the process (output appended to the log) without waiting for it to serve."""
         self._before_start()
         env = {k: v for k, v in os.environ.items() if k not in self._scrub_env}
-        with open(self.log_path, "ab") as log:
-            log.write(f"=== {time.strftime('%H:%M:%S')} starting: "
-                      f"{' '.join(self._command())}\n".encode())
-            log.flush()
-            self._proc = subprocess.Popen(
-                self._command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self._cwd(), env=env, start_new_session=True,
-                preexec_fn=_die_with_parent_fn())
+        self._proc = spawn_logged(self._command(), self.log_path, self._cwd(), env)
         self._paused = False
         _live.add(self)
 
@@ -400,25 +335,13 @@ class EmbeddedBroker:
 
     def _terminate(self, timeout: float = 10.0, kill_only: bool = False) -> None:
         proc = self._proc
-        if proc is None or proc.poll() is not None:
-            if proc is not None:
-                proc.wait()
-            self._paused = False
-            return
-        try:
-            if self._paused:
-                os.kill(proc.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
-            if not kill_only:
-                os.kill(proc.pid, signal.SIGTERM)
+        if proc is not None:
+            if self._paused and proc.poll() is None:
                 try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
+                    os.kill(proc.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+                except ProcessLookupError:
                     pass
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        except ProcessLookupError:
-            proc.wait()
+            terminate(proc, None if kill_only else timeout)
         self._paused = False
 
     def _forget(self) -> None:

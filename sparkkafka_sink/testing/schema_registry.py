@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,8 +33,8 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Tuple
 
 from sparkkafka_sink.testing.apache_kafka import java_and_maven_available, resolve_once, run_maven
-from sparkkafka_sink.testing.brokers import HOST, _die_with_parent_fn, _Leftovers, free_port
-from sparkkafka_sink.testing.local_process import file_tail, serve_in_foreground
+from sparkkafka_sink.testing.brokers import HOST, free_port
+from sparkkafka_sink.testing.local_process import Leftovers, file_tail, serve_in_foreground, spawn_logged, terminate
 
 __all__ = ["SchemaRegistry", "APICURIO_VERSION", "resolve_registry", "registry_unavailable_reason",
            "skip_unless_available", "RegistryResolveError", "RegistryStartError"]
@@ -108,7 +107,7 @@ def _runner_jar(dist: Path, version: str) -> Path:
     return jar
 
 
-_running: _Leftovers[SchemaRegistry] = _Leftovers(lambda registry: registry.stop())
+_running: Leftovers[SchemaRegistry] = Leftovers(lambda registry: registry.stop())
 
 
 class SchemaRegistry:
@@ -211,13 +210,7 @@ class SchemaRegistry:
 
     def _spawn(self, jar: Path) -> None:
         (self.base_dir / "tmp").mkdir(parents=True, exist_ok=True)
-        command = self._command(jar)
-        with open(self.log_path, "ab") as out:
-            out.write(f"=== {time.strftime('%H:%M:%S')} starting: {' '.join(command)}\n".encode())
-            out.flush()
-            self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                          cwd=str(self.base_dir), start_new_session=True,
-                                          preexec_fn=_die_with_parent_fn())
+        self._proc = spawn_logged(self._command(jar), self.log_path, self.base_dir)
         _running.add(self)
 
     def _wait_ready(self, deadline: float) -> None:
@@ -251,20 +244,8 @@ class SchemaRegistry:
     def _kill(self, timeout: float = 0.0) -> None:
         proc, self._proc = self._proc, None
         _running.discard(self)
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            if timeout > 0:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout)
-                    return
-                except subprocess.TimeoutExpired:
-                    pass
-            proc.kill()
-            proc.wait(10)
-        except ProcessLookupError:
-            pass
+        if proc is not None:
+            terminate(proc, timeout if timeout > 0 else None)
 
     def _forget_files(self) -> None:
         shutil.rmtree(self.base_dir, ignore_errors=True)

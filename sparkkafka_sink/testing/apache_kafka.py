@@ -5,7 +5,10 @@ Maven (``dependency:copy-dependencies`` on the POM shipped beside this module) f
 ``org.apache.kafka:kafka_2.13`` and its dependencies, once, into a cache outside the repository
 (``$SPARKKAFKA_CACHE_DIR`` or ``~/.cache/sparkkafka-sink``).  ``ApacheKafka(nodes=1)`` is one
 combined KRaft controller+broker; ``ApacheKafka(nodes=3)`` three combined nodes forming a
-3-voter quorum.  Every node can be stopped cleanly, killed, paused and started again on the same
+3-voter quorum.  Lines before 3.3 (the first production KRaft) run in ZooKeeper mode instead:
+brokers beside one standalone ZooKeeper from the same jars (``zookeeper.py``).  Lines before
+3.9 log through log4j 1 (reload4j), the backend their own code calls and their releases
+shipped; 3.9 and 4.x through log4j2.  Every node can be stopped cleanly, killed, paused and started again on the same
 ports with its data (``cluster.nodes[i]``); the whole cluster and its files go at ``close()``.
 
 CLI: ``python -m sparkkafka_sink.testing.apache_kafka [--nodes 3] [--version 3.9.2]`` runs a
@@ -32,11 +35,13 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Type
 from sparkkafka_sink.testing.brokers import (
     HOST, BrokerStartError, EmbeddedBroker, free_port, wait_for_kafka)
 from sparkkafka_sink.testing.local_process import Leftovers, file_tail, serve_in_foreground
+from sparkkafka_sink.testing.zookeeper import ZooKeeper
 
 if TYPE_CHECKING:
     from sparkkafka_sink.testing.security.broker_security import BrokerSecurity
 
-__all__ = ["ApacheKafka", "KafkaNode", "KAFKA_VERSION", "KAFKA_3_VERSION", "resolve_kafka",
+__all__ = ["ApacheKafka", "KafkaNode", "KAFKA_VERSION", "KAFKA_3_VERSION", "KAFKA_ZOOKEEPER_VERSION",
+           "KAFKA_FIRST_KRAFT_VERSION", "resolve_kafka", "release",
            "java_and_maven_available", "cache_dir", "KafkaResolveError"]
 
 log = logging.getLogger(__name__)
@@ -45,9 +50,17 @@ log = logging.getLogger(__name__)
 KAFKA_VERSION = "4.4.0"
 #: The newest 3.9.x served, for the 3.x compatibility pass (``pytest -m kafka3``).
 KAFKA_3_VERSION = "3.9.2"
+#: the oldest line tested, ZooKeeper mode (Amazon MSK and Confluent Platform clusters still run it)
+KAFKA_ZOOKEEPER_VERSION = "2.8.2"
+#: the first production-ready KRaft (KIP-833), for the old-broker tier
+KAFKA_FIRST_KRAFT_VERSION = "3.3.2"
 LOG4J_VERSION = "2.24.3"
+#: log4j 1.2's maintained drop-in and its SLF4J 1.7 binding, for the lines before 3.9
+RELOAD4J_VERSION = "1.2.25"
+SLF4J_RELOAD4J_VERSION = "1.7.36"
 
 _POM_TEMPLATE = Path(__file__).with_name("maven") / "kafka-broker.pom.xml"
+_LOG4J1_POM_TEMPLATE = Path(__file__).with_name("maven") / "kafka-broker-log4j1.pom.xml"
 #: -XX:-UsePerfData: a killed JVM leaves no /tmp/hsperfdata_<user>/<pid> file behind (the
 #: failover tests kill nodes on purpose)
 _JVM_OPTS = ("-Xmx512m", "-Xms256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:-UsePerfData",
@@ -123,10 +136,32 @@ def resolve_maven_artifacts(name: str, pom_text: str, timeout: float = 900.0) ->
     return resolve_once(name, fill)
 
 
+def release(version: str) -> tuple[int, int]:
+    """``(major, minor)`` of an Apache Kafka version ("2.8.2" -> (2, 8))."""
+    try:
+        major, minor = version.split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        raise ValueError(f"not an Apache Kafka version: {version!r} (expected e.g. 3.9.2)") from None
+
+
+def logs_through_log4j1(version: str) -> bool:
+    """Lines before 3.9 run with reload4j: their code calls log4j 1's API and their releases
+    shipped it.  3.9 (which shipped reload4j too) has run here on the log4j2 bridge since it
+    was added, and 4.0 moved to log4j2 (KIP-653)."""
+    return release(version) < (3, 9)
+
+
 def resolve_kafka(version: str = KAFKA_VERSION, timeout: float = 900.0) -> Path:
-    """The directory of Apache Kafka ``version``'s jars (broker, Java client, logging backend)."""
-    pom = (_POM_TEMPLATE.read_text().replace("@KAFKA_VERSION@", version)
-           .replace("@LOG4J_VERSION@", LOG4J_VERSION))
+    """The directory of Apache Kafka ``version``'s jars (broker, Java client, logging backend;
+    ZooKeeper for the lines that need it comes with the broker)."""
+    if logs_through_log4j1(version):
+        pom = (_LOG4J1_POM_TEMPLATE.read_text().replace("@KAFKA_VERSION@", version)
+               .replace("@RELOAD4J_VERSION@", RELOAD4J_VERSION)
+               .replace("@SLF4J_RELOAD4J_VERSION@", SLF4J_RELOAD4J_VERSION))
+    else:
+        pom = (_POM_TEMPLATE.read_text().replace("@KAFKA_VERSION@", version)
+               .replace("@LOG4J_VERSION@", LOG4J_VERSION))
     return resolve_maven_artifacts(f"kafka-{version}", pom, timeout)
 
 
@@ -155,6 +190,20 @@ logger.state.level = WARN
 logger.request.name = kafka.request.logger
 logger.request.level = WARN
 """
+
+_LOG4J1 = """\
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={log}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka=INFO
+log4j.logger.state.change.logger=WARN
+log4j.logger.kafka.request.logger=WARN
+"""
+
+#: Kafka's ACL authorizer of ZooKeeper mode (KRaft's StandardAuthorizer keeps ACLs in its metadata)
+_ZOOKEEPER_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 
 
 class KafkaNode(EmbeddedBroker):
@@ -191,15 +240,23 @@ class KafkaNode(EmbeddedBroker):
         c = self.cluster
         n = len(c.nodes)
         replicas = str(min(n, 3))
-        props = {
-            "process.roles": "broker,controller",
-            "node.id": str(self.node_id),
-            "controller.quorum.voters": ",".join(
-                f"{node.node_id}@{HOST}:{node.controller_port}" for node in c.nodes),
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+        if c.zookeeper_mode:
+            assert c.zookeeper is not None, "ZooKeeper starts before the nodes' configuration is written"
+            props = {"broker.id": str(self.node_id), "zookeeper.connect": c.zookeeper.connect,
+                     "listeners": f"PLAINTEXT://{HOST}:{self.port}",
+                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}
+        else:
+            props = {
+                "process.roles": "broker,controller",
+                "node.id": str(self.node_id),
+                "controller.quorum.voters": ",".join(
+                    f"{node.node_id}@{HOST}:{node.controller_port}" for node in c.nodes),
+                "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            }
+        props.update({
             "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.data_dir),
             "num.partitions": "1",
@@ -216,7 +273,7 @@ class KafkaNode(EmbeddedBroker):
             "num.io.threads": "4",
             "num.replica.fetchers": "1",
             "log.segment.bytes": str(64 * 1024 * 1024),
-        }
+        })
         if c.security is not None:
             protocols = c.security.protocols
             props["listeners"] += "".join(f",{name}://{HOST}:{self.extra_ports[name]}"
@@ -226,13 +283,18 @@ class KafkaNode(EmbeddedBroker):
             props["listener.security.protocol.map"] += "".join(
                 f",{name}:{proto}" for name, proto in protocols.items())
             props.update(c.security.broker_properties())
+            if c.zookeeper_mode and "authorizer.class.name" in props:
+                props["authorizer.class.name"] = _ZOOKEEPER_AUTHORIZER
         props.update({k: str(v) for k, v in c.broker_config.items()})
         return props
 
     def write_config(self) -> None:
         text = "".join(f"{k}={v}\n" for k, v in self.properties().items())
         self.properties_file.write_text(text)
-        (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.server_log))
+        if self.cluster.log4j1:
+            (self.dir / "log4j.properties").write_text(_LOG4J1.format(log=self.server_log))
+        else:
+            (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.server_log))
 
     def format_command(self, cluster_id: str) -> List[str]:
         extra = self.cluster.security.format_args() if self.cluster.security is not None else []
@@ -243,6 +305,8 @@ class KafkaNode(EmbeddedBroker):
                 *extra]
 
     def _log_opts(self) -> List[str]:
+        if self.cluster.log4j1:
+            return [f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}", f"-Dkafka.logs.dir={self.dir}"]
         cfg = self.dir / "log4j2.properties"
         return [f"-Dlog4j2.configurationFile={cfg}", f"-Dlog4j.configurationFile={cfg}",
                 f"-Dkafka.logs.dir={self.dir}"]
@@ -285,7 +349,8 @@ _clusters: Leftovers[ApacheKafka] = Leftovers(lambda cluster: cluster.close())
 
 
 class ApacheKafka:
-    """An Apache Kafka KRaft cluster of ``nodes`` combined controller+broker JVMs.
+    """An Apache Kafka cluster of ``nodes`` JVMs: combined KRaft controller+brokers, or (``zookeeper``;
+    by default for the lines before 3.3) brokers beside one standalone ZooKeeper.
 
     ``broker_config`` adds or overrides ``server.properties`` keys for every node (e.g.
     ``{"producer.id.expiration.ms": 2000}``).  Topics default to replication factor
@@ -297,6 +362,11 @@ class ApacheKafka:
     its storage format arguments (SCRAM users); ``bootstrap(listener_name)`` addresses them.
     ``features`` formats the storage with those feature levels (``{"transaction.version": 1}``:
     a Kafka 4 cluster with transactions v1 only).
+
+    ZooKeeper mode: SCRAM users are written to ZooKeeper (``kafka.admin.ConfigCommand
+    --zookeeper``) before the brokers start, and ``security.authorizer`` is Kafka's
+    ``AclAuthorizer``.  KRaft before 3.5 cannot hold SCRAM users (KIP-900 arrived in 3.5): a
+    ``security`` with SCRAM users is refused there.
     """
 
     kind = "apache"
@@ -304,10 +374,25 @@ class ApacheKafka:
     def __init__(self, nodes: int = 1, *, version: str = KAFKA_VERSION,
                  broker_config: Optional[Dict[str, object]] = None, startup_timeout: float = 120.0,
                  base_dir: Optional[str] = None, keep_files: Optional[bool] = None,
-                 security: Optional[BrokerSecurity] = None, features: Optional[Dict[str, int]] = None):
+                 security: Optional[BrokerSecurity] = None, features: Optional[Dict[str, int]] = None,
+                 zookeeper: Optional[bool] = None):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
+        line = release(version)
+        #: ZooKeeper mode: before 3.3 KRaft was early access (no transactions, no SCRAM)
+        self.zookeeper_mode = line < (3, 3) if zookeeper is None else zookeeper
+        if self.zookeeper_mode and line >= (4, 0):
+            raise ValueError(f"Apache Kafka {version} runs in KRaft mode only (ZooKeeper mode ended with 3.9)")
+        if not self.zookeeper_mode and line < (2, 8):
+            raise ValueError(f"Apache Kafka {version} has no KRaft mode (it arrived, early access, in 2.8)")
+        if not self.zookeeper_mode and line < (3, 5) and security is not None and security.format_args():
+            raise ValueError(f"Apache Kafka {version} in KRaft mode cannot hold SCRAM users (KRaft stores "
+                             "them from 3.5 on, KIP-900): give its BrokerSecurity scram_users={}, or run it "
+                             "in ZooKeeper mode")
         self.version = version
+        #: logs through log4j 1 (reload4j) rather than log4j2
+        self.log4j1 = logs_through_log4j1(version)
+        self.zookeeper: Optional[ZooKeeper] = None
         self.broker_config = dict(broker_config or {})
         self.security = security
         #: feature levels the storage is formatted with (``{"transaction.version": 1}``)
@@ -381,9 +466,14 @@ class ApacheKafka:
                                 port = free_port(HOST)
                             taken.add(port)
                             n.extra_ports[name] = port
+                if self.zookeeper_mode:
+                    self._start_zookeeper()
                 for n in self.nodes:
                     n.write_config()
-                self._format()
+                if self.zookeeper_mode:
+                    self._add_scram_users_to_zookeeper()
+                else:
+                    self._format()
             for n in self.nodes:
                 if not n.running:
                     n.spawn()
@@ -416,6 +506,40 @@ class ApacheKafka:
                                                    f"listener {name} ({HOST}:{port}): {e}\n"
                                                    f"{n.log_tail(20)}") from e
                         time.sleep(0.1)
+
+    def _start_zookeeper(self) -> None:
+        assert self.lib is not None
+        self.zookeeper = ZooKeeper(self.java, self.lib, self.base_dir / "zookeeper", list(_JVM_OPTS))
+        self.zookeeper.start(self.startup_timeout)
+
+    def _add_scram_users_to_zookeeper(self) -> None:
+        """ZooKeeper mode's ``--add-scram``: each user's credentials written by Kafka's
+        ConfigCommand, before any broker starts (the brokers read them at start-up)."""
+        if self.security is None or not self.security.format_args():
+            return
+        assert self.zookeeper is not None
+        connect = self.zookeeper.connect
+        users: Dict[str, List[str]] = {}
+        for mech, passwords in self.security.scram_users.items():
+            for user, password in passwords.items():
+                iterations = self.security.scram_iterations.get((mech, user))
+                it = f"iterations={iterations}," if iterations else ""
+                users.setdefault(user, []).append(f"{mech}=[{it}password={password}]")
+        log4j = self.zookeeper.dir / "log4j.properties"  # the tool logs into zookeeper.log too
+
+        def run(user: str) -> None:
+            command = [self.java, f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{self.lib}/*",
+                       "kafka.admin.ConfigCommand", "--zookeeper", connect, "--alter",
+                       "--entity-type", "users", "--entity-name", user, "--add-config", ",".join(users[user])]
+            proc = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  cwd=str(self.base_dir), timeout=120)
+            if proc.returncode != 0:
+                raise BrokerStartError(f"adding SCRAM user {user!r} to ZooKeeper failed (exit {proc.returncode}):\n"
+                                       + (proc.stdout + proc.stderr)[-4000:])
+
+        with ThreadPoolExecutor(max_workers=len(users)) as pool:
+            for f in [pool.submit(run, user) for user in users]:
+                f.result()
 
     def _format(self) -> None:
         def run(node: KafkaNode) -> None:
@@ -478,6 +602,8 @@ class ApacheKafka:
             except Exception:  # noqa: BLE001 - cleanup is best effort
                 pass
             n._forget()
+        if self.zookeeper is not None:
+            self.zookeeper.kill()
         _clusters.discard(self)
         if self._own_dir and not self.keep_files:
             shutil.rmtree(self.base_dir, ignore_errors=True)
@@ -494,7 +620,8 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m sparkkafka_sink.testing.apache_kafka",
-                                description="Run Apache Kafka (KRaft, from Maven jars) in the foreground.")
+                                description="Run Apache Kafka (KRaft; ZooKeeper mode before 3.3; from Maven jars) "
+                                            "in the foreground.")
     p.add_argument("--nodes", type=int, default=1)
     p.add_argument("--version", default=KAFKA_VERSION)
     p.add_argument("--resolve-only", action="store_true", help="download the jars and exit")

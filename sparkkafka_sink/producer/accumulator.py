@@ -47,9 +47,12 @@ class _PartitionQueue:
 
 class RecordAccumulator:
     def __init__(self, *, batch_size: int, compression_type: int, linger_ms: int, retry_backoff_ms: int,
-                 retry_backoff_max_ms: int, delivery_timeout_ms: int, pool: BufferPool, idempotence=None):
+                 retry_backoff_max_ms: int, delivery_timeout_ms: int, pool: BufferPool, idempotence=None,
+                 compression_level: int | None = None, availability_timeout_ms: int = 0):
         self.batch_size = batch_size
         self.compression_type = compression_type
+        #: Kafka's level of the codec (KIP-390; None: its default)
+        self.compression_level = compression_level
         self.linger_ms = linger_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = max(retry_backoff_max_ms, retry_backoff_ms)
@@ -67,6 +70,12 @@ class RecordAccumulator:
         self._closed = False
         self._drain_index = 0
         self._muted: set[tuple[str, int]] = set()
+        #: adaptive partitioning (KIP-794, ``partitioner.load``): when each broker last had a
+        #: batch ready and last was drained, and the leaders as ``ready`` last saw them
+        self.availability_timeout_ms = availability_timeout_ms
+        self._node_ready_ms: dict[int, float] = {}
+        self._node_drained_ms: dict[int, float] = {}
+        self._leaders: dict[tuple[str, int], int] = {}
 
     # -- appending ---------------------------------------------------------------------
     def _queue(self, tp: tuple[str, int]) -> _PartitionQueue:
@@ -101,7 +110,7 @@ class RecordAccumulator:
                 if fut is not None:  # another thread opened a batch while we waited for memory
                     self.pool.deallocate(size)
                     return fut, len(q.batches) > 1 or q.batches[-1].is_full, False
-                builder = RecordBatchBuilder(self.compression_type, size)
+                builder = RecordBatchBuilder(self.compression_type, size, compression_level=self.compression_level)
                 batch = ProducerBatch(topic, partition, builder, size, now_ms, size)
                 fut = batch.try_append(timestamp, key, value, headers)
                 assert fut is not None  # a new batch always takes its first record
@@ -137,7 +146,7 @@ class RecordAccumulator:
             opens = {p: OpenBatch(b.record_count, b.estimated_size, b.encoded_builder.base_timestamp)
                      for p, b in claimed.items()}
             pieces = plan_pieces(rows, opens, self.batch_size)
-            encode_pieces(rows, pieces, self.compression_type)
+            encode_pieces(rows, pieces, self.compression_type, self.compression_level)
             now = now_ms()
             for piece in pieces:
                 if piece.kind is PieceKind.SEAL:
@@ -158,7 +167,8 @@ class RecordAccumulator:
                     else:  # OPEN: a new open batch, extended by later calls until full or lingered
                         size = BATCH_OVERHEAD + len(piece.data)
                         builder = EncodedRecordsBuilder(self.compression_type,
-                                                        rows.records.timestamp(piece.slice.start))
+                                                        rows.records.timestamp(piece.slice.start),
+                                                        self.compression_level)
                         batch = ProducerBatch(topic, piece.partition, builder, self.batch_size, now, 0)
                         first = batch.append_records(piece.data, count, piece.max_timestamp, size)
                     self.queue_batch(batch)
@@ -256,7 +266,31 @@ class RecordAccumulator:
                 ready_nodes.add(leader)
             else:
                 next_delay = min(next_delay, self.linger_ms - (now_ms - batch.created_ms))
+        self._leaders = leaders
+        for node in ready_nodes:
+            self._node_ready_ms[node] = now_ms
+            self._node_drained_ms.setdefault(node, now_ms)
         return ReadyCheckResult(ready_nodes, max(next_delay, 0.0), unknown)
+
+    # -- what adaptive partitioning weighs (``partitioner.PartitionLoad``) -----------------
+    def queue_sizes(self, topic: str, partitions: Sequence[int]) -> list[int]:
+        """Batches queued for each partition (read without the locks: a weight, not a count)."""
+        queues = self._queues
+        return [len(q.batches) if (q := queues.get((topic, p))) is not None else 0 for p in partitions]
+
+    def lagging(self, topic: str, partitions: Sequence[int]) -> set[int]:
+        """Partitions whose leader has had batches ready for longer than
+        ``availability_timeout_ms`` since it last was drained (Java's node latency check)."""
+        timeout = self.availability_timeout_ms
+        if timeout <= 0:
+            return set()
+        out = set()
+        for p in partitions:
+            node = self._leaders.get((topic, p))
+            if node is not None and node in self._node_ready_ms and \
+                    self._node_ready_ms[node] - self._node_drained_ms[node] > timeout:
+                out.add(p)
+        return out
 
     def _backing_off(self, batch: ProducerBatch, now_ms: float) -> bool:
         """A retried batch still inside its backoff: neither ready nor drained yet."""
@@ -287,6 +321,8 @@ class RecordAccumulator:
         tenth of the batches held under 70 records with the turn, under 140 oldest first).
         """
         nodes = set(nodes)
+        for node in nodes:
+            self._node_drained_ms[node] = now_ms
         result: dict[int, list[ProducerBatch]] = {n: [] for n in nodes}
         sizes: dict[int, int] = {n: 0 for n in nodes}
         items = list(self._queues.items())

@@ -275,12 +275,14 @@ def plan_pieces(rows: PartitionedRows, opens: dict[int, OpenBatch], batch_size: 
     return pieces
 
 
-def encode_pieces(rows: PartitionedRows, pieces: list[Piece], compression_type: int) -> None:
+def encode_pieces(rows: PartitionedRows, pieces: list[Piece], compression_type: int,
+                  compression_level: int | None = None) -> None:
     """Encode every piece's rows in one vectorised pass (``data``, ``max_timestamp``).  A FULL
     piece's batch has no CRC yet: the Sender stamps it (``ProducerBatch.close``), CRC and all."""
     with_rows = [piece for piece in pieces if piece.slice.stop > piece.slice.start]
     for piece, (data, max_ts) in zip(with_rows, rows.records.encode_slices([p.slice for p in with_rows],
-                                                                          compression_type, stamped_later=True), strict=True):
+                                                                          compression_type, compression_level,
+                                                                          stamped_later=True), strict=True):
         piece.data, piece.max_timestamp = data, max_ts
 
 

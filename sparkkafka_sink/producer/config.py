@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping
 
 from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.producer import java_keys
 from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
 from sparkkafka_sink.security_protocol import parse_security_protocol
 
@@ -102,6 +104,16 @@ def _float(lo: float, hi: float) -> Callable[[str, Any], float]:
     return parse
 
 
+def _gzip_level(key: str, value: Any) -> int:
+    try:
+        level = _int(-1, 9)(key, value)
+    except ConfigError:
+        level = 0
+    if level == 0:
+        raise _fail(key, value, "an integer in [1, 9] or -1 (zlib's default)")
+    return level
+
+
 def _acks(key: str, value: Any) -> int:
     v = value.strip().lower() if isinstance(value, str) else value
     if isinstance(v, bool):
@@ -161,6 +173,11 @@ _KEYS = [
     _Key("buffer.memory", 33554432, _int(0, LONG_MAX), "bytes that buffered records may use"),
     _Key("max.block.ms", 60000, _int(0, LONG_MAX), "how long send()/partitions_for() may block"),
     _Key("compression.type", "none", _choice(COMPRESSION_TYPES), "codec for record batches"),
+    _Key("compression.gzip.level", -1, _gzip_level, "gzip level, 1 (fastest) to 9 (smallest); -1: zlib's default, 6"),
+    _Key("compression.lz4.level", 9, _int(1, 17),
+         "lz4 level, 1 to 17; 9 (Java's default) is lz4's fast mode, any other level its high-compression "
+         "mode (liblz4 applies levels 1-2 as its fast mode and caps the others at 12)"),
+    _Key("compression.zstd.level", 3, _int(-131072, 22), "zstd level, -131072 (fastest) to 22 (smallest)"),
     _Key("max.request.size", 1048576, _int(0), "largest request (and so record) the producer sends"),
     _Key("retries", INT_MAX, _int(0), "how many times a failed batch is resent"),
     _Key("retry.backoff.ms", 100, _int(0, LONG_MAX), "wait before resending a failed batch"),
@@ -179,21 +196,25 @@ _KEYS = [
     _Key("allow.auto.create.topics", True, _bool, "let Metadata requests create missing topics"),
     _Key("partitioner", "murmur2", _partitioner, "murmur2 (Java default), round_robin, random, or a callable"),
     _Key("partitioner.ignore.keys", False, _bool, "spread keyed records like null keys"),
+    _Key("partitioner.adaptive.partitioning.enable", True, _bool,
+         "null keys (murmur2): switch less often to partitions whose broker has more queued bytes (KIP-794)"),
+    _Key("partitioner.availability.timeout.ms", 0, _int(0, LONG_MAX),
+         "with adaptive partitioning: skip a partition whose broker took no batch for this long (0: never)"),
     _Key("send.buffer.bytes", -1, _int(-1),
          "SO_SNDBUF (-1: OS autotuning; Java's 131072 splits large requests into many writes)"),
     _Key("receive.buffer.bytes", 32768, _int(-1), "SO_RCVBUF (-1: OS default)"),
     _Key("security.protocol", "PLAINTEXT", parse_security_protocol,
          "PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over TLS)"),
-    _Key("ssl.truststore.location", None, _str, "CA certificates to trust: a PEM or PKCS12 file (default: system CAs)"),
-    _Key("ssl.truststore.type", None, _str, "PEM or PKCS12 (default: from the file name; JKS must be converted)"),
-    _Key("ssl.truststore.password", None, _str, "password of a PKCS12 truststore"),
+    _Key("ssl.truststore.location", None, _str, "CA certificates to trust: a PEM, PKCS12 or JKS file (default: system CAs)"),
+    _Key("ssl.truststore.type", None, _str, "PEM, PKCS12 or JKS (default: from the file's content; JKS and PKCS12 each accept both, as in Java)"),
+    _Key("ssl.truststore.password", None, _str, "password of a PKCS12 or JKS truststore (JKS without it: read without the integrity check, as Java does)"),
     _Key("ssl.truststore.certificates", None, _str, "CA certificates as PEM text (instead of a file)"),
-    _Key("ssl.keystore.location", None, _str, "mutual TLS: client key and certificate, a PEM or PKCS12 file"),
-    _Key("ssl.keystore.type", None, _str, "PEM or PKCS12 (default: from the file name)"),
-    _Key("ssl.keystore.password", None, _str, "password of a PKCS12 keystore"),
+    _Key("ssl.keystore.location", None, _str, "mutual TLS: client key and certificate, a PEM, PKCS12 or JKS file (JKS needs pyjks: the [jks] extra)"),
+    _Key("ssl.keystore.type", None, _str, "PEM, PKCS12 or JKS (default: from the file's content; JKS and PKCS12 each accept both, as in Java)"),
+    _Key("ssl.keystore.password", None, _str, "password of a PKCS12 or JKS keystore"),
     _Key("ssl.keystore.certificate.chain", None, _str, "mutual TLS: client certificate chain as PEM text"),
     _Key("ssl.keystore.key", None, _str, "mutual TLS: client private key as PEM text"),
-    _Key("ssl.key.password", None, _str, "password of an encrypted PEM private key"),
+    _Key("ssl.key.password", None, _str, "password of an encrypted PEM private key, or of a JKS keystore's key (default: ssl.keystore.password)"),
     _Key("ssl.endpoint.identification.algorithm", "https", _str,
          "'https' verifies the broker's host name against its certificate; '' turns that off"),
     _Key("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", _str, "TLS versions allowed"),
@@ -211,8 +232,30 @@ _KEYS = [
     _Key("sasl.oauthbearer.client.secret", None, _str, "OAUTHBEARER/OIDC client secret"),
     _Key("sasl.oauthbearer.scope", None, _str, "OAUTHBEARER/OIDC scope"),
     _Key("sasl.oauthbearer.extensions", None, _str, "OAUTHBEARER SASL extensions: k=v,k2=v2"),
+    _Key("sasl.oauthbearer.client.credentials.client.id", None, _str,
+         "OAUTHBEARER/OIDC client id (Kafka 4's name of sasl.oauthbearer.client.id)"),
+    _Key("sasl.oauthbearer.client.credentials.client.secret", None, _str,
+         "OAUTHBEARER/OIDC client secret (Kafka 4's name of sasl.oauthbearer.client.secret)"),
+    _Key("sasl.oauthbearer.header.urlencode", False, _bool,
+         "URL-encode the client id and secret in the token request's Basic header (RFC 6749)"),
+    _Key("sasl.oauthbearer.sub.claim.name", "sub", _str, "the token claim naming the principal"),
+    _Key("sasl.oauthbearer.scope.claim.name", "scope", _str,
+         "the token claim holding its scope (a string or a list of strings, checked)"),
+    _Key("sasl.login.connect.timeout.ms", None, _int(0),
+         "connect timeout of a token endpoint request (unset: 10000)"),
+    _Key("sasl.login.read.timeout.ms", None, _int(0),
+         "read timeout of a token endpoint request (unset: 10000)"),
+    _Key("sasl.login.retry.backoff.ms", 100, _int(0, LONG_MAX), "first wait before retrying a token request"),
+    _Key("sasl.login.retry.backoff.max.ms", 10000, _int(0, LONG_MAX),
+         "time allowed for retrying a token request (its backoff doubles up to this)"),
     _Key("sasl.login.refresh.window.factor", 0.8, _float(0.5, 1.0),
          "refresh an OAUTHBEARER token once this fraction of its lifetime has passed"),
+    _Key("sasl.login.refresh.window.jitter", 0.05, _float(0.0, 0.25),
+         "random extra fraction of the lifetime added to the refresh time"),
+    _Key("sasl.login.refresh.min.period.seconds", 60, _int(0, 900),
+         "refresh a token no sooner than this after the previous fetch"),
+    _Key("sasl.login.refresh.buffer.seconds", 300, _int(0, 3600),
+         "refresh a token at least this long before it expires"),
     _Key("transactional.id", None, _transactional_id,
          "makes the producer transactional: init_transactions(), begin/commit/abort_transaction()"),
     _Key("transaction.timeout.ms", 60000, _int(1), "the coordinator aborts a transaction open this long"),
@@ -229,14 +272,24 @@ class ProducerConfig(Mapping[str, Any]):
         #: the settings as given (before parsing): what ``updated`` starts from
         self._given: dict[str, Any] = given
         values: dict[str, Any] = {}
+        noted: dict[str, str] = {}
         for key, raw in given.items():
             spec = KEYS.get(key)
             if spec is None:
-                raise ConfigError(_unknown_key_message(key))
+                verdict = java_keys.judge(key, raw)
+                if verdict is None:
+                    raise ConfigError(_unknown_key_message(key))
+                status, why = verdict
+                if status == java_keys.REFUSED:
+                    raise ConfigError(f"Configuration '{key}' of the Java producer is not supported: {why}")
+                noted[key] = why
+                continue
             values[key] = spec.parse(key, raw) if raw is not None or spec.default is None else spec.parse(key, spec.default)
         if values.get("bootstrap.servers") is None:
             raise ConfigError("Missing required configuration 'bootstrap.servers' (a comma-separated host:port list)")
         self.explicit = frozenset(values)
+        #: the Java producer's keys given that have no effect here -> why (``producer.java_keys``)
+        self.noted: Mapping[str, str] = MappingProxyType(noted)
         for spec in _KEYS:
             if spec.name not in values:
                 values[spec.name] = spec.parse(spec.name, spec.default) if spec.default is not None else None

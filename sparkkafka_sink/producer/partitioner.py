@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import struct
 import threading
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -168,15 +168,42 @@ class Partitioner:
         return list(available) if available else list(range(num_partitions))
 
 
+class PartitionLoad(Protocol):
+    """What adaptive partitioning (KIP-794) weighs partitions by: the accumulator's queues."""
+
+    def queue_sizes(self, topic: str, partitions: Sequence[int]) -> list[int]:
+        """Batches queued for each partition (not yet sent)."""
+        ...
+
+    def lagging(self, topic: str, partitions: Sequence[int]) -> set[int]:
+        """Those whose broker has had batches ready but taken none for longer than
+        ``partitioner.availability.timeout.ms`` (none while that is 0)."""
+        ...
+
+
+def adaptive_choice(partitions: Sequence[int], queue_sizes: Sequence[int], rng: random.Random | None = None) -> int:
+    """A partition drawn with weight ``max + 1 - queue size`` (Java's BuiltInPartitioner): a
+    partition whose broker keeps up gets more of the sticky batches than one whose queue grows."""
+    top = max(queue_sizes)
+    weights = [top + 1 - q for q in queue_sizes]
+    return (rng or random).choices(partitions, weights)[0]
+
+
 class Murmur2Partitioner(Partitioner):
     """Java's default: murmur2 of the key; null keys (or every key, with ``ignore_keys``) stick
     to one partition until about ``batch.size`` bytes went there (KIP-480/KIP-794), which fills
-    batches instead of spraying one-record batches over every partition."""
+    batches instead of spraying one-record batches over every partition.
 
-    def __init__(self, batch_size: int, ignore_keys: bool = False):
+    With ``load`` (``partitioner.adaptive.partitioning.enable``, Java's default) the next sticky
+    partition is drawn weighted by the queues (:func:`adaptive_choice`), leaving out partitions
+    whose broker lags (``partitioner.availability.timeout.ms``) unless all do; equal queues
+    (the usual case) draw uniformly, as without it."""
+
+    def __init__(self, batch_size: int, ignore_keys: bool = False, load: PartitionLoad | None = None):
         super().__init__()
         self.batch_size = max(batch_size, 1)
         self.ignore_keys = ignore_keys
+        self.load = load
         self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes since the switch]
 
     def partition(self, topic, key, num_partitions, available, size):
@@ -206,7 +233,7 @@ class Murmur2Partitioner(Partitioner):
         state = self._sticky.get(topic)
         if state is None or state[1] >= self.batch_size or state[0] >= num_partitions:
             previous = state[0] if state else -1
-            state = self._sticky[topic] = [self._next(previous, available, num_partitions), 0]
+            state = self._sticky[topic] = [self._next(topic, previous, available, num_partitions), 0]
         return state
 
     def _sticky_many(self, topic, sizes: np.ndarray, available, num_partitions) -> np.ndarray:
@@ -225,8 +252,15 @@ class Murmur2Partitioner(Partitioner):
             start = stop
         return out
 
-    def _next(self, previous: int, available, num_partitions) -> int:
+    def _next(self, topic: str, previous: int, available, num_partitions) -> int:
         choices = self._choices(available, num_partitions)
+        if self.load is not None and len(choices) > 1:
+            lagging = self.load.lagging(topic, choices)
+            keeping_up = [p for p in choices if p not in lagging] or choices
+            sizes = self.load.queue_sizes(topic, keeping_up)
+            if len(set(sizes)) > 1:
+                return adaptive_choice(keeping_up, sizes)
+            choices = keeping_up
         if len(choices) > 1 and previous in choices:
             choices.remove(previous)
         return random.choice(choices)
@@ -282,12 +316,14 @@ class CallablePartitioner(Partitioner):
                            dtype=np.int32, count=len(sizes))
 
 
-def make_partitioner(kind: str | Callable, batch_size: int, ignore_keys: bool = False) -> Partitioner:
-    """The partitioner the ``partitioner`` setting names (validated by the config)."""
+def make_partitioner(kind: str | Callable, batch_size: int, ignore_keys: bool = False,
+                     load: PartitionLoad | None = None) -> Partitioner:
+    """The partitioner the ``partitioner`` setting names (validated by the config); ``load``:
+    adaptive partitioning of the sticky choice (murmur2 only, as Java's built-in partitioner)."""
     if callable(kind):
         return CallablePartitioner(kind)
     if kind == "round_robin":
         return RoundRobinPartitioner()
     if kind == "random":
         return RandomPartitioner()
-    return Murmur2Partitioner(batch_size, ignore_keys)
+    return Murmur2Partitioner(batch_size, ignore_keys, load)

@@ -51,7 +51,7 @@ from sparkkafka_sink.producer.transactions import TransactionManager
 from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError, error_for_code
 from sparkkafka_sink.record.arrow import ColumnLike, HeadersColumnLike, IntColumnLike, RecordColumns
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, estimate_record_size
-from sparkkafka_sink.record.compression import from_name
+from sparkkafka_sink.record.compression import from_name, level_setting
 
 __all__ = ["Producer", "RecordValue", "RecordHeaders", "ColumnLike", "IntColumnLike", "HeadersColumnLike"]
 
@@ -140,9 +140,13 @@ class Producer:
         self._accumulator = RecordAccumulator(
             batch_size=c["batch.size"], compression_type=self._compression, linger_ms=c["linger.ms"],
             retry_backoff_ms=c["retry.backoff.ms"], retry_backoff_max_ms=c["retry.backoff.max.ms"],
-            delivery_timeout_ms=c["delivery.timeout.ms"], pool=self._pool, idempotence=self._idempotence)
+            delivery_timeout_ms=c["delivery.timeout.ms"], pool=self._pool, idempotence=self._idempotence,
+            compression_level=level_setting(self._compression, c),
+            availability_timeout_ms=c["partitioner.availability.timeout.ms"])
         #: one partitioner (and one state) for send() and send_batch()
-        self._partitioner = make_partitioner(c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"])
+        self._partitioner = make_partitioner(
+            c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"],
+            self._accumulator if c["partitioner.adaptive.partitioning.enable"] else None)
         self._keyed_murmur2 = c["partitioner"] == "murmur2" and not c["partitioner.ignore.keys"]
         self._max_block_ms = c["max.block.ms"]
         self._size_limit = min(c["max.request.size"], c["buffer.memory"])

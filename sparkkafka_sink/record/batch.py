@@ -298,6 +298,7 @@ class RecordBatchBuilder:
 
     __slots__ = (
         "compression_type",
+        "compression_level",
         "write_limit",
         "magic",
         "_buf",
@@ -306,10 +307,13 @@ class RecordBatchBuilder:
         "_max_ts",
     )
 
-    def __init__(self, compression_type: CompressionType | int, write_limit: int, magic: int = 2):
+    def __init__(self, compression_type: CompressionType | int, write_limit: int, magic: int = 2,
+                 compression_level: int | None = None):
         if magic != MAGIC:
             raise ValueError(f"only record batch magic 2 is supported, not {magic}")
         self.compression_type = CompressionType(compression_type)
+        #: Kafka's level of the codec (None: its default)
+        self.compression_level = compression_level
         self.write_limit = write_limit
         self.magic = magic
         self._buf = bytearray()
@@ -358,7 +362,7 @@ class RecordBatchBuilder:
         """The complete batch (base offset 0): records compressed once, one CRC pass."""
         count = self._count
         return finish_batch(
-            compress(self.compression_type, self._buf),
+            compress(self.compression_type, self._buf, self.compression_level),
             batch_attributes(self.compression_type, is_transactional),
             count,
             self._base_ts if count else NO_TIMESTAMP,
@@ -381,10 +385,12 @@ class EncodedRecordsBuilder:
     ``linger.ms`` ends it, instead of every call sealing a batch of its own per partition.
     """
 
-    __slots__ = ("compression_type", "base_timestamp", "_chunks", "_count", "_size", "_max_ts")
+    __slots__ = ("compression_type", "compression_level", "base_timestamp", "_chunks", "_count", "_size", "_max_ts")
 
-    def __init__(self, compression_type: CompressionType | int, base_timestamp: int):
+    def __init__(self, compression_type: CompressionType | int, base_timestamp: int,
+                 compression_level: int | None = None):
         self.compression_type = CompressionType(compression_type)
+        self.compression_level = compression_level
         self.base_timestamp = base_timestamp
         self._chunks: list = []
         self._count = 0
@@ -417,7 +423,7 @@ class EncodedRecordsBuilder:
               is_transactional: bool = False) -> "BatchBuffers":
         chunks, self._chunks = self._chunks, []
         ctype = self.compression_type
-        records = [compress(ctype, b"".join(chunks))] if ctype else chunks  # uncompressed: no copy at all
+        records = [compress(ctype, b"".join(chunks), self.compression_level)] if ctype else chunks  # uncompressed: no copy at all
         return BatchBuffers(batch_header(records, batch_attributes(ctype, is_transactional), self._count,
                                          self.base_timestamp, self._max_ts, producer_id, producer_epoch,
                                          base_sequence), records)

@@ -8,6 +8,10 @@
   header checksum (KIP-57; Kafka >= 0.10 for magic >= 1).
 * zstd: a zstd frame.
 
+``level`` is Kafka's level of the codec (KIP-390: ``compression.gzip.level``,
+``compression.lz4.level``, ``compression.zstd.level``), with Kafka's defaults and ranges
+(``LEVELS``); None is the default.
+
 The whole records section of a batch is compressed in one call, so per-call overhead matters
 little; the zstd contexts, which are costly to create, are cached per thread.
 """
@@ -27,7 +31,7 @@ import zstandard
 
 from sparkkafka_sink.errors import ConfigError, ProtocolError
 
-__all__ = ["CompressionType", "from_name", "compress", "decompress"]
+__all__ = ["CompressionType", "from_name", "compress", "decompress", "LEVELS", "level_setting"]
 
 
 class CompressionType(IntEnum):
@@ -54,11 +58,11 @@ def from_name(name: str | CompressionType) -> CompressionType:
 
 # --------------------------------------------------------------------------------------- gzip
 
-GZIP_DEFAULT_LEVEL = 6  # Deflater.DEFAULT_COMPRESSION
+GZIP_DEFAULT_LEVEL = 6  # what zlib makes of Deflater.DEFAULT_COMPRESSION (-1), Kafka's default
 
 
 def _gzip_compress(data, level):
-    c = zlib.compressobj(GZIP_DEFAULT_LEVEL if level is None else level, zlib.DEFLATED, 31)
+    c = zlib.compressobj(GZIP_DEFAULT_LEVEL if level is None or level == -1 else level, zlib.DEFLATED, 31)
     return c.compress(data) + c.flush()
 
 
@@ -106,13 +110,15 @@ def _snappy_decompress(data):
 
 # ---------------------------------------------------------------------------------------- lz4
 
-LZ4_DEFAULT_LEVEL = 0  # lz4's fast mode, as Kafka's default level selects lz4-java's fastCompressor
+#: Kafka's default lz4 level: it selects lz4-java's fastCompressor (liblz4's fast mode, level 0
+#: here); any other level its highCompressor(level), liblz4's HC mode
+LZ4_DEFAULT_LEVEL = 9
 
 
 def _lz4_compress(data, level):
     return lz4.frame.compress(
         data,
-        compression_level=LZ4_DEFAULT_LEVEL if level is None else level,
+        compression_level=0 if level is None or level == LZ4_DEFAULT_LEVEL else level,
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
         block_linked=False,
         content_checksum=False,
@@ -158,6 +164,22 @@ def _zstd_decompress(data):
 
 
 # ------------------------------------------------------------------------------------ dispatch
+
+#: Kafka's level settings (KIP-390): codec -> (config key, default, lowest, highest); gzip also
+#: takes -1 (zlib's default)
+LEVELS: dict[int, tuple[str, int, int, int]] = {
+    CompressionType.GZIP: ("compression.gzip.level", -1, 1, 9),
+    CompressionType.LZ4: ("compression.lz4.level", LZ4_DEFAULT_LEVEL, 1, 17),
+    CompressionType.ZSTD: ("compression.zstd.level", ZSTD_DEFAULT_LEVEL, -131072, 22),
+}
+
+
+def level_setting(ctype: CompressionType | int, config) -> int | None:
+    """The level ``config`` (a mapping with Kafka's key names) sets for ``ctype``; None for a
+    codec without levels (none, snappy)."""
+    entry = LEVELS.get(ctype)
+    return None if entry is None else config[entry[0]]
+
 
 #: by ``CompressionType``; typed by ``int``, as a batch's attributes carry it
 _COMPRESS: dict[int, Callable[[Any, int | None], bytes]] = {

@@ -1,0 +1,323 @@
+"""Every configuration key of the Java producer, and what each one does here.
+
+Source: ``ProducerConfig.configNames()`` of kafka-clients 3.9.1 and 4.4.0 (Apache Kafka's
+``clients/src/main/java/org/apache/kafka/clients/producer/ProducerConfig.java``, which includes
+the ``CommonClientConfigs``, ``SslConfigs`` and ``SaslConfigs`` keys of a client).  The test
+``tests/oracle/test_java_keys_match_java.py`` asks those jars for the list and fails when a
+Java key is missing here.
+
+A job's ``kafka.*`` options must carry over from Spark's ``format("kafka")``, which hands every
+key to kafka-clients, so each Java key is exactly one of:
+
+* **honoured** -- a key of ``producer.config`` (``KEYS``), applied by this producer;
+* **noted** -- accepted; it has no effect here, and ``ProducerConfig.noted`` says why (the Spark
+  driver logs that line once per write);
+* **refused** -- ``ConfigError`` with the key's own reason and the way to get the same here.
+  Some refused keys are accepted (noted) with the values that ask for what happens here anyway
+  (``partitioner.class`` naming Kafka's default partitioner, an empty ``interceptor.classes``).
+
+Our own keys that Java lacks (``partitioner``, ``sasl.username``...) are honoured too; they are
+not listed here.  ``python -m sparkkafka_sink.producer.java_keys --markdown`` prints the
+migration table (``docs/reference/java-keys.md``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+HONOURED = "honoured"
+NOTED = "noted"
+REFUSED = "refused"
+
+#: the keys of both kafka-clients 3.9 and 4.x
+_BOTH = """
+acks batch.size bootstrap.servers buffer.memory client.dns.lookup client.id compression.gzip.level
+compression.lz4.level compression.type compression.zstd.level connections.max.idle.ms delivery.timeout.ms
+enable.idempotence enable.metrics.push interceptor.classes key.serializer linger.ms max.block.ms
+max.in.flight.requests.per.connection max.request.size metadata.max.age.ms metadata.max.idle.ms
+metadata.recovery.strategy metric.reporters metrics.num.samples metrics.recording.level
+metrics.sample.window.ms partitioner.adaptive.partitioning.enable partitioner.availability.timeout.ms
+partitioner.class partitioner.ignore.keys receive.buffer.bytes reconnect.backoff.max.ms
+reconnect.backoff.ms request.timeout.ms retries retry.backoff.max.ms retry.backoff.ms
+sasl.client.callback.handler.class sasl.jaas.config sasl.kerberos.kinit.cmd
+sasl.kerberos.min.time.before.relogin sasl.kerberos.service.name sasl.kerberos.ticket.renew.jitter
+sasl.kerberos.ticket.renew.window.factor sasl.login.callback.handler.class sasl.login.class
+sasl.login.connect.timeout.ms sasl.login.read.timeout.ms sasl.login.refresh.buffer.seconds
+sasl.login.refresh.min.period.seconds sasl.login.refresh.window.factor sasl.login.refresh.window.jitter
+sasl.login.retry.backoff.max.ms sasl.login.retry.backoff.ms sasl.mechanism
+sasl.oauthbearer.clock.skew.seconds sasl.oauthbearer.expected.audience sasl.oauthbearer.expected.issuer
+sasl.oauthbearer.header.urlencode sasl.oauthbearer.jwks.endpoint.refresh.ms
+sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms sasl.oauthbearer.jwks.endpoint.retry.backoff.ms
+sasl.oauthbearer.jwks.endpoint.url sasl.oauthbearer.scope.claim.name sasl.oauthbearer.sub.claim.name
+sasl.oauthbearer.token.endpoint.url security.protocol security.providers send.buffer.bytes
+socket.connection.setup.timeout.max.ms socket.connection.setup.timeout.ms ssl.cipher.suites
+ssl.enabled.protocols ssl.endpoint.identification.algorithm ssl.engine.factory.class ssl.key.password
+ssl.keymanager.algorithm ssl.keystore.certificate.chain ssl.keystore.key ssl.keystore.location
+ssl.keystore.password ssl.keystore.type ssl.protocol ssl.provider ssl.secure.random.implementation
+ssl.trustmanager.algorithm ssl.truststore.certificates ssl.truststore.location ssl.truststore.password
+ssl.truststore.type transaction.timeout.ms transactional.id value.serializer
+""".split()
+#: only kafka-clients 3.x (removed in 4.0 with JmxReporter's auto-inclusion)
+_ONLY_3 = ["auto.include.jmx.reporter"]
+#: only kafka-clients 4.x (up to 4.4)
+_ONLY_4 = """
+bootstrap.resolve.timeout.ms buffer.memory.allocation.strategy client.rack config.providers
+metadata.cluster.check.enable metadata.recovery.rebootstrap.trigger.ms partitioner.rack.aware
+sasl.oauthbearer.allow.unverified.audience sasl.oauthbearer.allow.unverified.issuer
+sasl.oauthbearer.assertion.algorithm sasl.oauthbearer.assertion.claim.aud
+sasl.oauthbearer.assertion.claim.exp.seconds sasl.oauthbearer.assertion.claim.iss
+sasl.oauthbearer.assertion.claim.jti.include sasl.oauthbearer.assertion.claim.nbf.seconds
+sasl.oauthbearer.assertion.claim.sub sasl.oauthbearer.assertion.file
+sasl.oauthbearer.assertion.private.key.file sasl.oauthbearer.assertion.private.key.passphrase
+sasl.oauthbearer.assertion.template.file sasl.oauthbearer.client.credentials.client.id
+sasl.oauthbearer.client.credentials.client.secret sasl.oauthbearer.jwt.retriever.class
+sasl.oauthbearer.jwt.validator.class sasl.oauthbearer.scope transaction.two.phase.commit.enable
+""".split()
+
+#: every Java producer key -> the kafka-clients lines that have it
+JAVA_PRODUCER_KEYS: dict[str, str] = {
+    **{k: "3.9, 4.x" for k in _BOTH}, **{k: "3.9" for k in _ONLY_3}, **{k: "4.x" for k in _ONLY_4}}
+
+
+@dataclass(frozen=True)
+class _Rule:
+    status: str
+    #: noted: why it has no effect here; refused: why it cannot work here
+    reason: str
+    #: refused: what to do here instead
+    way: str = ""
+    #: refused keys: values (lower-cased, stripped) accepted as noted, since they ask for what
+    #: happens here anyway; "" stands for an empty value
+    accepted_values: tuple[str, ...] = ()
+    #: why those values are accepted
+    accepted_reason: str = ""
+
+
+def _noted(reason: str) -> _Rule:
+    return _Rule(NOTED, reason)
+
+
+def _refused(reason: str, way: str, accepted: Iterable[str] = (), accepted_reason: str = "") -> _Rule:
+    return _Rule(REFUSED, reason, way, tuple(v.lower() for v in accepted), accepted_reason)
+
+
+_METRICS = _noted("this producer keeps no JMX/Kafka metrics registry: its metrics are Producer.metrics() "
+                  "(and the Spark sink's task metrics)")
+_JSSE = ("TLS here is Python's ssl module (OpenSSL), not Java's JSSE, so a JSSE algorithm or provider "
+         "name has nothing to select")
+_KERBEROS = ("Kerberos (GSSAPI) is not supported here (sasl.mechanism=GSSAPI is refused), and this only "
+             "applies to it")
+_NOT_VALIDATED = ("the client does not validate its own token here (Kafka's 3.x client does not either): "
+                  "the broker validates it with its own settings")
+_ASSERTION = _refused(
+    "the OAuth jwt-bearer grant (a client assertion signed with a private key, KIP-1139) is not "
+    "implemented here", "sasl.oauthbearer.token.provider naming a Python 'module:function' that returns "
+    "the token, or sasl.oauthbearer.token.endpoint.url with a client id and secret")
+_JAVA_CLASS = "and this producer runs no Java"
+_KAFKA_DEFAULT_HANDLER = (
+    "org.apache.kafka.common.security.oauthbearer.oauthbearerlogincallbackhandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.oauthbearerlogincallbackhandler",
+    "org.apache.kafka.common.security.oauthbearer.oauthbearervalidatorcallbackhandler", "")
+
+_RULES: dict[str, _Rule] = {
+    "auto.include.jmx.reporter": _METRICS,
+    "bootstrap.resolve.timeout.ms": _noted(
+        "bootstrap host names are resolved when a connection is made, each try bounded by "
+        "socket.connection.setup.timeout.ms and the whole wait by max.block.ms"),
+    "buffer.memory.allocation.strategy": _noted(
+        "buffer.memory is a byte budget here, taken as batches are made (as the 'incremental' "
+        "strategy); nothing is allocated up front"),
+    "client.dns.lookup": _noted(
+        "each connection tries every address its host name resolves to, in turn (use_all_dns_ips, "
+        "Java's default); bootstrap names are not canonicalised"),
+    "client.rack": _noted("partitions are chosen without regard to racks here (no rack-aware partitioning)"),
+    "config.providers": _refused(
+        "config providers are Java classes that resolve ${provider:path:key} placeholders",
+        "give the values themselves (in Spark, read the secret on the driver and pass it as the option)",
+        accepted=("",), accepted_reason="no provider given"),
+    "enable.metrics.push": _noted(
+        "client metrics are not pushed to the broker (KIP-714): this producer sends no "
+        "GetTelemetrySubscriptions/PushTelemetry requests"),
+    "interceptor.classes": _refused(
+        f"producer interceptors are Java classes, {_JAVA_CLASS}",
+        "change the rows before the write (a Spark select/transform), or wrap Producer.send in Python",
+        accepted=("",), accepted_reason="no interceptor given"),
+    "key.serializer": _refused(
+        "keys are bytes here: send() takes bytes or str (UTF-8) and send_batch() binary or string "
+        "columns; Spark's own Kafka sink refuses this key too",
+        "serialize before the write (in Spark: a binary/string 'key' column, or the sink's keyFormat "
+        "option for Avro/JSON)"),
+    "value.serializer": _refused(
+        "values are bytes here: send() takes bytes or str (UTF-8) and send_batch() binary or string "
+        "columns; Spark's own Kafka sink refuses this key too",
+        "serialize before the write (in Spark: a binary/string 'value' column, or the sink's "
+        "valueFormat option for Avro/JSON)"),
+    "metadata.cluster.check.enable": _noted(
+        "metadata from a broker of another cluster is not checked against the cluster id here"),
+    "metadata.recovery.strategy": _noted(
+        "no rebootstrap: a producer here lives for one write task, which fails with a timeout "
+        "when no broker it knows answers; Spark retries the task with a new producer, which "
+        "bootstraps again"),
+    "metadata.recovery.rebootstrap.trigger.ms": _noted(
+        "no rebootstrap here (see metadata.recovery.strategy)"),
+    "metric.reporters": _METRICS,
+    "metrics.num.samples": _METRICS,
+    "metrics.recording.level": _METRICS,
+    "metrics.sample.window.ms": _METRICS,
+    "partitioner.class": _refused(
+        f"a custom partitioner is a Java class, {_JAVA_CLASS}",
+        "a 'partition' column (Spark) or the partition argument of send(); for Kafka's "
+        "RoundRobinPartitioner partitioner=round_robin, for its UniformStickyPartitioner "
+        "partitioner.ignore.keys=true; or a Python callable given as partitioner",
+        accepted=("", "org.apache.kafka.clients.producer.internals.defaultpartitioner"),
+        accepted_reason="Kafka's default partitioning is what happens here: murmur2 of the key, "
+                        "sticky batches for null keys"),
+    "partitioner.rack.aware": _noted("partitions are chosen without regard to racks here"),
+    "sasl.client.callback.handler.class": _refused(
+        f"a SASL callback handler is a Java class, {_JAVA_CLASS}",
+        "sasl.mechanism PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER; for AWS MSK IAM, OAUTHBEARER with "
+        "sasl.oauthbearer.token.provider naming a function that returns "
+        "aws-msk-iam-sasl-signer's token", accepted=("",), accepted_reason="no handler given"),
+    "sasl.login.callback.handler.class": _refused(
+        f"a login callback handler is a Java class, {_JAVA_CLASS}",
+        "sasl.oauthbearer.token.endpoint.url (the client-credentials grant, built in) or "
+        "sasl.oauthbearer.token.provider naming a Python 'module:function'",
+        accepted=_KAFKA_DEFAULT_HANDLER,
+        accepted_reason="Kafka's OAuthBearerLoginCallbackHandler is built in here: "
+                        "sasl.oauthbearer.token.endpoint.url selects it"),
+    "sasl.login.class": _refused(
+        f"a login class is a Java class, {_JAVA_CLASS}", "the sasl.* keys of the mechanism",
+        accepted=("",), accepted_reason="no class given"),
+    "sasl.kerberos.kinit.cmd": _noted(_KERBEROS),
+    "sasl.kerberos.min.time.before.relogin": _noted(_KERBEROS),
+    "sasl.kerberos.service.name": _noted(_KERBEROS),
+    "sasl.kerberos.ticket.renew.jitter": _noted(_KERBEROS),
+    "sasl.kerberos.ticket.renew.window.factor": _noted(_KERBEROS),
+    "sasl.oauthbearer.allow.unverified.audience": _noted(_NOT_VALIDATED),
+    "sasl.oauthbearer.allow.unverified.issuer": _noted(_NOT_VALIDATED),
+    "sasl.oauthbearer.clock.skew.seconds": _noted(_NOT_VALIDATED),
+    "sasl.oauthbearer.expected.audience": _noted(_NOT_VALIDATED),
+    "sasl.oauthbearer.expected.issuer": _noted(_NOT_VALIDATED),
+    "sasl.oauthbearer.jwks.endpoint.url": _noted(_NOT_VALIDATED + " (no JWKS is fetched)"),
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": _noted(_NOT_VALIDATED + " (no JWKS is fetched)"),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": _noted(_NOT_VALIDATED + " (no JWKS is fetched)"),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": _noted(_NOT_VALIDATED + " (no JWKS is fetched)"),
+    "sasl.oauthbearer.jwt.retriever.class": _refused(
+        f"a JWT retriever is a Java class, {_JAVA_CLASS}",
+        "sasl.oauthbearer.token.provider naming a Python 'module:function' that returns the token",
+        accepted=("", "org.apache.kafka.common.security.oauthbearer.defaultjwtretriever"),
+        accepted_reason="Kafka's default retriever is built in here (sasl.oauthbearer.token.endpoint.url)"),
+    "sasl.oauthbearer.jwt.validator.class": _refused(
+        f"a JWT validator is a Java class, {_JAVA_CLASS}", "leave it out: " + _NOT_VALIDATED,
+        accepted=("", "org.apache.kafka.common.security.oauthbearer.defaultjwtvalidator"),
+        accepted_reason=_NOT_VALIDATED),
+    "security.providers": _noted(_JSSE),
+    "ssl.engine.factory.class": _refused(
+        f"an SSL engine factory is a Java class, {_JAVA_CLASS}",
+        "the ssl.* keys (PEM or PKCS12 stores, or PEM text)", accepted=("",), accepted_reason="no class given"),
+    "ssl.keymanager.algorithm": _noted(_JSSE),
+    "ssl.trustmanager.algorithm": _noted(_JSSE),
+    "ssl.provider": _noted(_JSSE),
+    "ssl.secure.random.implementation": _noted(_JSSE + " (OpenSSL's own random generator is used)"),
+    "transaction.two.phase.commit.enable": _refused(
+        "two-phase commit with an external coordinator (KIP-939) is not implemented here",
+        "the Spark sink's deliveryGuarantee=exactly-once, or prepare() and complete_transaction() "
+        "of a transactional producer", accepted=("false",), accepted_reason="false is what happens here"),
+    **{k: _ASSERTION for k in _ONLY_4 if k.startswith("sasl.oauthbearer.assertion.")},
+}
+
+
+def _honoured() -> frozenset[str]:
+    from sparkkafka_sink.producer.config import KEYS  # here: config.py reads this module
+
+    return frozenset(KEYS)
+
+
+def status(key: str) -> str | None:
+    """HONOURED, NOTED or REFUSED for a Java producer key (whatever its value); None for a key
+    Java's producer does not have."""
+    if key in _honoured():
+        return HONOURED
+    rule = _RULES.get(key)
+    return rule.status if rule is not None else None
+
+
+def judge(key: str, value: Any) -> tuple[str, str] | None:
+    """For a key ``producer.config`` does not know: ``(NOTED, why it has no effect here)``,
+    ``(REFUSED, why and the way here)``, or None when Java's producer has no such key either."""
+    rule = _RULES.get(key)
+    if rule is None:
+        return None
+    if rule.status == NOTED:
+        return NOTED, rule.reason
+    text = ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+    if text.strip().lower() in rule.accepted_values:
+        return NOTED, rule.accepted_reason
+    return REFUSED, f"{rule.reason}. Here: {rule.way}"
+
+
+def _here(key: str, docs: dict[str, str]) -> str:
+    rule = _RULES.get(key)
+    if rule is None:
+        return docs.get(key, "")
+    if rule.status == NOTED:
+        return f"No effect: {rule.reason}"
+    accepted = [v for v in rule.accepted_values if v]
+    also = ""
+    if accepted or "" in rule.accepted_values:
+        shown = ", ".join(f"`{v}`" for v in accepted) or "an empty value"
+        also = f" Accepted (no effect) with {shown}: {rule.accepted_reason}."
+    return f"Refused: {rule.reason}. Instead: {rule.way}.{also}"
+
+
+def markdown_rows() -> list[str]:
+    """The migration table's rows, one per Java key: key, kafka-clients lines, status, what
+    happens here."""
+    from sparkkafka_sink.producer.config import describe
+
+    docs = {name: doc for name, _, doc in describe()}
+    rows = []
+    for key in sorted(JAVA_PRODUCER_KEYS):
+        what = _here(key, docs).replace("|", "\\|").replace("\n", " ")
+        rows.append(f"| `{key}` | {JAVA_PRODUCER_KEYS[key]} | {status(key)} | {what} |")
+    return rows
+
+
+def markdown() -> str:
+    """``docs/reference/java-keys.md``: the migration table with its introduction."""
+    counts = {s: sum(status(k) == s for k in JAVA_PRODUCER_KEYS) for s in (HONOURED, NOTED, REFUSED)}
+    return "\n".join([
+        "# The Java producer's keys",
+        "",
+        "<!-- generated by `python -m sparkkafka_sink.producer.java_keys --markdown`; "
+        "tests/unit/test_producer_java_keys.py fails when this page is stale -->",
+        "",
+        f"Every configuration key of the Java producer (kafka-clients 3.9 and 4.x, "
+        f"{len(JAVA_PRODUCER_KEYS)} keys) and what it does here, so the `kafka.*` options of a "
+        "`format(\"kafka\")` job carry over to `format(\"pyprod-kafka\")`. "
+        f"**honoured** ({counts[HONOURED]}): applied as the Java client applies it. "
+        f"**noted** ({counts[NOTED]}): accepted, with one line in the driver's log saying it has no "
+        f"effect here and why. **refused** ({counts[REFUSED]}): the write fails on the driver with the "
+        "reason and the way to get the same here (some are accepted with the values that ask for what "
+        "happens here anyway).",
+        "",
+        "| Key | kafka-clients | Status | Here |",
+        "| --- | --- | --- | --- |",
+        *markdown_rows(),
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["--markdown"]:
+        print("usage: python -m sparkkafka_sink.producer.java_keys --markdown", file=sys.stderr)
+        return 2
+    sys.stdout.write(markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -30,12 +30,21 @@ class PyprodKafkaDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
+    def _metrics(self) -> dict:
+        """Where the write's metrics go: the accumulator of the subclass ``register(spark)`` made,
+        or the directory it named where Spark kept this class (``spark/metrics_drop.py``)."""
+        if type(self).metrics_total is not None:
+            return {"metrics_total": type(self).metrics_total}
+        from sparkkafka_sink.spark.metrics_drop import drop_of_context
+
+        return {"metrics_drop": drop_of_context()}
+
     def writer(self, schema, overwrite: bool):
         from sparkkafka_sink.spark.driver import planning
         from sparkkafka_sink.spark.errors import SinkValidationError
 
         try:
-            return planning.batch_writer(self.options, schema, overwrite, type(self).metrics_total)
+            return planning.batch_writer(self.options, schema, overwrite, **self._metrics())
         except SinkValidationError as refused:
             raise refused.with_traceback(None) from None  # what to fix, not the sink's inner frames
 
@@ -44,6 +53,6 @@ class PyprodKafkaDataSource(DataSource):
         from sparkkafka_sink.spark.errors import SinkValidationError
 
         try:  # overwrite is True for output mode "complete": Kafka just receives the rows again
-            return planning.stream_writer(self.options, schema, type(self).metrics_total)
+            return planning.stream_writer(self.options, schema, **self._metrics())
         except SinkValidationError as refused:
             raise refused.with_traceback(None) from None  # what to fix, not the sink's inner frames

@@ -38,6 +38,14 @@ def _merge(into: dict, other: dict) -> dict:
     return into
 
 
+def merged(contributions) -> dict:
+    """Tasks' contributions merged as the accumulator merges them."""
+    total: dict = {}
+    for contribution in contributions:
+        total = _merge(total, contribution)
+    return total
+
+
 class MetricsParam(AccumulatorParam):
     """Merges metric dicts: sums, except ``*_max_ms`` (max) and the per-batch sub-dict."""
 
@@ -102,15 +110,18 @@ class SinkMetrics:
     streaming micro-batches' own counters.  Values arrive when tasks finish, so
     read them after the action (or after a micro-batch).  Under Spark Connect
     there is no SparkContext to own an accumulator: ``enabled`` is False and
-    every counter stays 0, while writes work as usual.
+    every counter stays 0, while writes work as usual.  Where Spark gives the
+    registration no accumulator channel (pyspark 4.0), ``drop`` holds the
+    metrics instead, counted the same way (``metrics_drop.py``).
     """
 
-    def __init__(self, total=None):
+    def __init__(self, total=None, drop=None):
         self._total = total
+        self._drop = drop
 
     @property
     def enabled(self) -> bool:
-        return self._total is not None
+        return self._total is not None or self._drop is not None
 
     @property
     def total(self):
@@ -118,6 +129,8 @@ class SinkMetrics:
         return self._total
 
     def _raw(self) -> dict:
+        if self._drop is not None:
+            return self._drop.total()
         return self._total.value if self._total is not None else {}
 
     def snapshot(self) -> dict:
@@ -138,6 +151,8 @@ class SinkMetrics:
         return sorted(rows, key=lambda r: (r["query_id"], r["batch_id"]))
 
     def reset(self) -> None:
+        if self._drop is not None:
+            self._drop.clear()
         if self._total is not None:
             self._total.value = {}
 

@@ -12,6 +12,8 @@ happened and what to do, so they are raised from these entry points without the 
 
 from __future__ import annotations
 
+from typing import Optional
+
 from pyspark.sql.datasource import DataSourceArrowWriter
 
 from sparkkafka_sink.errors import KafkaError
@@ -24,12 +26,15 @@ class SinkWriter:
     """What the batch and the streaming writer share: the plan, the accumulator, the task.
 
     ``metrics_total`` is the session's metrics accumulator when the source was registered
-    with ``sparkkafka_sink.register(spark)``, else None.
+    with ``sparkkafka_sink.register(spark)``, else None; ``metrics_drop`` the directory the
+    driver's end of the write puts the tasks' metrics in where Spark gave the registration no
+    accumulator channel (``metrics_drop.py``), else None.
     """
 
-    def __init__(self, plan: WritePlan, metrics_total=None):
+    def __init__(self, plan: WritePlan, metrics_total=None, metrics_drop: Optional[str] = None):
         self.plan = plan
         self.metrics_total = metrics_total
+        self.metrics_drop = metrics_drop
 
     def write(self, iterator):
         from sparkkafka_sink.spark.task.write_task import run_write_task  # in a task: the heavy half
@@ -39,13 +44,23 @@ class SinkWriter:
         except SinkWriteError as failed:
             raise failed.with_traceback(None) from None  # it names the rows and the cause
 
+    def _drop_metrics(self, messages) -> None:
+        """Without an accumulator: the finished tasks' metrics, as the accumulator counts them."""
+        if self.metrics_drop is not None:
+            from sparkkafka_sink.spark.metrics_drop import MetricsDrop
+            from sparkkafka_sink.spark.sink_metrics import merged
+
+            MetricsDrop(self.metrics_drop).put(merged(m.metrics for m in messages if m is not None))
+
 
 class PyprodKafkaWriter(SinkWriter, DataSourceArrowWriter):
     def commit(self, messages):
+        self._drop_metrics(messages)
         try:
             commit_write(messages, self.plan)
         except KafkaError as failed:
             raise failed.with_traceback(None) from None  # it says what is visible and what is not
 
     def abort(self, messages):
+        self._drop_metrics(messages)
         abort_write(messages, self.plan)

@@ -7,7 +7,7 @@ naming what to fix.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Optional
 
 from pyspark.sql.types import StructType
 
@@ -19,13 +19,14 @@ from sparkkafka_sink.spark.writer import PyprodKafkaWriter
 
 
 def batch_writer(option_map: Mapping[str, str], schema: StructType, overwrite: bool,
-                 metrics_total=None) -> PyprodKafkaWriter:
+                 metrics_total=None, metrics_drop: Optional[str] = None) -> PyprodKafkaWriter:
     check_save_mode(overwrite)
-    return PyprodKafkaWriter(plan_write(option_map, schema), metrics_total)
+    return PyprodKafkaWriter(plan_write(option_map, schema), metrics_total, metrics_drop)
 
 
-def stream_writer(option_map: Mapping[str, str], schema: StructType, metrics_total=None) -> PyprodKafkaStreamWriter:
-    return PyprodKafkaStreamWriter(plan_write(option_map, schema, streaming=True), metrics_total)
+def stream_writer(option_map: Mapping[str, str], schema: StructType, metrics_total=None,
+                  metrics_drop: Optional[str] = None) -> PyprodKafkaStreamWriter:
+    return PyprodKafkaStreamWriter(plan_write(option_map, schema, streaming=True), metrics_total, metrics_drop)
 
 
 def plan_write(option_map: Mapping[str, str], schema: StructType, streaming: bool = False) -> WritePlan:

@@ -8,17 +8,26 @@ not importable by name), so the accumulator travels with it to the process
 that builds the writer, inside the pickled writer to every task, and the
 tasks' ``add`` calls come back to this driver.  The subclass is registered in
 the session under the same name, shadowing the auto-discovered class.
+
+Where Spark refuses to shadow an auto-discovered source (pyspark 4.0 answers
+``DATA_SOURCE_ALREADY_EXISTS``), the metrics come back in the commit messages
+instead (``spark/metrics_drop.py``); that channel is the context's, so on such a
+Spark every session of one context shares one metrics handle.
 """
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import threading
 
 from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource
+from sparkkafka_sink.spark.metrics_drop import MetricsDrop
 from sparkkafka_sink.spark.sink_metrics import MetricsParam, SinkMetrics
 
 _lock = threading.Lock()
 _registered: dict = {}  # id(session) -> (session, SinkMetrics, registered DataSource class)
+_by_context: dict = {}  # id(SparkContext) -> (SparkContext, SinkMetrics) where Spark refused the subclass
 
 
 def _spark_context(spark):
@@ -29,6 +38,12 @@ def _spark_context(spark):
         return spark.sparkContext
     except Exception:  # noqa: BLE001 - Connect raises its own "not supported" errors
         return None
+
+
+def _already_exists(error: Exception) -> bool:
+    """Spark refused to register a name auto-discovery registered first (pyspark 4.0)."""
+    condition = getattr(error, "getCondition", None)
+    return condition is not None and condition() == "DATA_SOURCE_ALREADY_EXISTS"
 
 
 def register(spark) -> SinkMetrics:
@@ -42,11 +57,14 @@ def register(spark) -> SinkMetrics:
         if known is not None and known[0] is spark:
             return known[1]
         sc = _spark_context(spark)
-        source_cls: type[PyprodKafkaDataSource]
+        source_cls: type[PyprodKafkaDataSource] = PyprodKafkaDataSource
         if sc is None:
-            source_cls = PyprodKafkaDataSource
-            spark.dataSource.register(source_cls)
             metrics = SinkMetrics(None)
+            try:
+                spark.dataSource.register(source_cls)
+            except Exception as refused:  # shadowing refused: the auto-discovered class is this one
+                if not _already_exists(refused):
+                    raise
         else:
             total = sc.accumulator({}, MetricsParam())
             source_cls = type(
@@ -60,10 +78,29 @@ def register(spark) -> SinkMetrics:
                     "__doc__": PyprodKafkaDataSource.__doc__,
                 },
             )
-            spark.dataSource.register(source_cls)
-            metrics = SinkMetrics(total)
+            try:
+                spark.dataSource.register(source_cls)
+                metrics = SinkMetrics(total)
+            except Exception as refused:  # shadowing refused: the accumulator goes by the context's files
+                if not _already_exists(refused):
+                    raise
+                source_cls = PyprodKafkaDataSource
+                metrics = _context_metrics(sc)
         _registered[id(spark)] = (spark, metrics, source_cls)
         return metrics
+
+
+def _context_metrics(sc) -> SinkMetrics:
+    """The context's metrics carried by commit messages into a directory (``metrics_drop``)."""
+    known = _by_context.get(id(sc))
+    if known is not None and known[0] is sc:
+        return known[1]
+    drop = MetricsDrop.new()
+    atexit.register(shutil.rmtree, drop.directory, True)  # executors fetch the pointer from here
+    sc.addFile(drop.pointer())
+    metrics = SinkMetrics(drop=drop)
+    _by_context[id(sc)] = (sc, metrics)
+    return metrics
 
 
 def registered_source(spark):

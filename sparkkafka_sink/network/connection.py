@@ -81,6 +81,12 @@ class BrokerConnection:
         self.setup_started_ms = 0.0
         #: answers received once READY (none before a close hints at a listener wanting SASL)
         self.responses_after_ready = 0
+        #: the addresses the host name resolved to, and the one tried last: an attempt that never
+        #: became READY moves on to the next, the list is resolved again once all were tried
+        #: (Java's client.dns.lookup=use_all_dns_ips, its default)
+        self._addresses: list[tuple] = []
+        self._address_index = 0
+        self._reached_ready = True
 
     @property
     def address(self) -> str:
@@ -92,8 +98,7 @@ class BrokerConnection:
     # -- connecting --------------------------------------------------------------------
     def connect(self, now_ms: float) -> None:
         """Start a non-blocking connect; completion shows up as writability."""
-        infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
-        family, socktype, proto, _, addr = infos[0]
+        family, socktype, proto, addr = self._next_address()
         sock = socket.socket(family, socktype, proto)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -112,6 +117,18 @@ class BrokerConnection:
         self.responses_after_ready = 0
         self.protocol = BrokerProtocol(self.client_id, self.max_frame_bytes)
         self.selector.register(sock, selectors.EVENT_WRITE, self)
+
+    def _next_address(self) -> tuple:
+        """(family, type, proto, sockaddr) to connect to: the same address after a connection
+        that became READY, else the next of the resolved ones (resolving again after the last)."""
+        if not self._reached_ready:
+            self._address_index += 1
+        self._reached_ready = False
+        if self._address_index >= len(self._addresses):
+            infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+            self._addresses = list(dict.fromkeys((f, t, p, a) for f, t, p, _, a in infos))
+            self._address_index = 0
+        return self._addresses[self._address_index]
 
     def finish_connect(self, now_ms: float) -> bool:
         """Called when the socket turned writable while CONNECTING; True when the connection
@@ -170,6 +187,8 @@ class BrokerConnection:
         return self.sock
 
     def _set_state(self, state: ConnectionState, now_ms: float) -> None:
+        if state is ConnectionState.READY:
+            self._reached_ready = True
         self.state = state
         self.state_since_ms = now_ms
         self.last_activity_ms = now_ms

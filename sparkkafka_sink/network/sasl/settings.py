@@ -49,10 +49,23 @@ CLIENT_SECRET = "sasl.oauthbearer.client.secret"
 SCOPE = "sasl.oauthbearer.scope"
 EXTENSIONS = "sasl.oauthbearer.extensions"
 REFRESH_WINDOW_FACTOR = "sasl.login.refresh.window.factor"
+#: Kafka 4's names of the client id and secret (KIP-1139)
+CC_CLIENT_ID = "sasl.oauthbearer.client.credentials.client.id"
+CC_CLIENT_SECRET = "sasl.oauthbearer.client.credentials.client.secret"
+#: the token endpoint's and the token refresher's settings (each with Kafka's default)
+_LOGIN_SETTINGS: dict[str, Any] = {
+    "sasl.login.connect.timeout.ms": None, "sasl.login.read.timeout.ms": None,
+    "sasl.login.retry.backoff.ms": 100, "sasl.login.retry.backoff.max.ms": 10000,
+    "sasl.login.refresh.window.jitter": 0.05, "sasl.login.refresh.min.period.seconds": 60,
+    "sasl.login.refresh.buffer.seconds": 300, "sasl.oauthbearer.header.urlencode": False,
+    "sasl.oauthbearer.sub.claim.name": "sub", "sasl.oauthbearer.scope.claim.name": "scope",
+}
 #: the keys read here, in the order errors list them
 SASL_KEYS = (MECHANISM, JAAS, USERNAME, PASSWORD, TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID,
-             CLIENT_SECRET, SCOPE, EXTENSIONS, REFRESH_WINDOW_FACTOR)
-_OAUTH_KEYS = (TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID, CLIENT_SECRET, SCOPE, EXTENSIONS)
+             CLIENT_SECRET, CC_CLIENT_ID, CC_CLIENT_SECRET, SCOPE, EXTENSIONS, REFRESH_WINDOW_FACTOR,
+             *_LOGIN_SETTINGS)
+_OAUTH_KEYS = (TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID, CLIENT_SECRET, CC_CLIENT_ID, CC_CLIENT_SECRET, SCOPE,
+               EXTENSIONS, *(k for k in _LOGIN_SETTINGS if k.startswith("sasl.oauthbearer.")))
 
 #: login module (simple class name) each mechanism's JAAS entry must use
 _LOGIN_MODULES = {
@@ -281,10 +294,16 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
     oauth: dict[str, str | None] = {}
     for option, key in _OAUTH_JAAS_OPTIONS.items():
         from_key = _text(config, key, strip=key != CLIENT_SECRET)
+        kafka4 = {CLIENT_ID: CC_CLIENT_ID, CLIENT_SECRET: CC_CLIENT_SECRET}.get(key)
+        from_kafka4 = _text(config, kafka4, strip=False) if kafka4 else None
+        if from_key is not None and from_kafka4 is not None:
+            raise ConfigError(f"Configuration '{key}' and '{kafka4}' give the same setting: use one")
+        if from_key is None:
+            from_key = from_kafka4
         from_jaas = options.get(option)
         if from_key is not None and from_jaas is not None:
-            raise ConfigError(f"Configuration '{key}' and option '{option}' of '{JAAS}' give the "
-                              "same setting: use one")
+            raise ConfigError(f"Configuration '{kafka4 if from_kafka4 is not None else key}' and option "
+                              f"'{option}' of '{JAAS}' give the same setting: use one")
         oauth[key] = from_key if from_key is not None else from_jaas
 
     extensions = _extensions(config, options)
@@ -313,8 +332,10 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
                           "give exactly one")
     credentials_given = [k for k in (CLIENT_ID, CLIENT_SECRET, SCOPE) if oauth[k] is not None]
 
+    login: dict[str, Any] = {k: config.get(k, default) if config.get(k) is not None else default
+                             for k, default in _LOGIN_SETTINGS.items()}
     if endpoint is not None:
-        provider: Any = _endpoint_provider(endpoint, oauth, credentials_given)
+        provider: Any = _endpoint_provider(endpoint, oauth, credentials_given, login)
         description = provider.description
     else:
         if credentials_given:
@@ -327,12 +348,16 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
             provider = load_token_provider(provider_spec)
             description = f"token provider {provider_spec.strip()}" if isinstance(provider_spec, str) \
                 else None
-    source = TokenSource(provider, factor, description=description)
+    source = TokenSource(provider, factor, description=description,
+                         jitter=float(login["sasl.login.refresh.window.jitter"]),
+                         min_refresh_period_s=float(login["sasl.login.refresh.min.period.seconds"]),
+                         refresh_buffer_s=float(login["sasl.login.refresh.buffer.seconds"]))
     return SaslSettings("OAUTHBEARER", protocol, token_source=source,
                         extensions=types.MappingProxyType(extensions))
 
 
-def _endpoint_provider(endpoint: str, oauth: Mapping[str, str | None], credentials_given: list[str]) -> Any:
+def _endpoint_provider(endpoint: str, oauth: Mapping[str, str | None], credentials_given: list[str],
+                       login: Mapping[str, Any]) -> Any:
     scheme = urllib.parse.urlsplit(endpoint).scheme.lower()
     if scheme == "file":
         if credentials_given:
@@ -342,8 +367,23 @@ def _endpoint_provider(endpoint: str, oauth: Mapping[str, str | None], credentia
     if scheme not in ("http", "https"):
         raise ConfigError(f"Invalid configuration '{TOKEN_ENDPOINT}': expected an https://, http:// "
                           "or file: URL")
-    return ClientCredentialsTokenProvider(endpoint, _client_credential(oauth, CLIENT_ID, "clientId"),
-                                          _client_credential(oauth, CLIENT_SECRET, "clientSecret"), oauth[SCOPE])
+    def seconds(key: str) -> float | None:
+        return None if login[key] is None else int(login[key]) / 1000
+
+    return ClientCredentialsTokenProvider(
+        endpoint, _client_credential(oauth, CLIENT_ID, "clientId"),
+        _client_credential(oauth, CLIENT_SECRET, "clientSecret"), oauth[SCOPE],
+        connect_timeout_s=seconds("sasl.login.connect.timeout.ms"),
+        read_timeout_s=seconds("sasl.login.read.timeout.ms"),
+        retry_backoff_ms=int(login["sasl.login.retry.backoff.ms"]),
+        retry_backoff_max_ms=max(int(login["sasl.login.retry.backoff.max.ms"]), int(login["sasl.login.retry.backoff.ms"])),
+        urlencode_credentials=_flag(login["sasl.oauthbearer.header.urlencode"]),
+        sub_claim_name=str(login["sasl.oauthbearer.sub.claim.name"]),
+        scope_claim_name=str(login["sasl.oauthbearer.scope.claim.name"]))
+
+
+def _flag(value: Any) -> bool:
+    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
 
 
 def _client_credential(oauth: Mapping[str, str | None], key: str, option: str) -> str:

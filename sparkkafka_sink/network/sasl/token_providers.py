@@ -14,6 +14,7 @@ Client secrets never reach a log line, a repr or an error.
 from __future__ import annotations
 
 import base64
+import http.client
 import importlib
 import json
 import logging
@@ -79,6 +80,37 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+def _timed(connection_class: type, read_timeout_s: float) -> Any:
+    """``connection_class`` whose socket waits ``read_timeout_s`` for each read once connected
+    (urllib's ``timeout`` bounds the connection and, for TLS, its handshake)."""
+
+    class Timed(connection_class):
+        def connect(self) -> None:
+            super().connect()
+            self.sock.settimeout(read_timeout_s)
+
+    return Timed
+
+
+class _TimedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, read_timeout_s: float):
+        super().__init__()
+        self._connection = _timed(http.client.HTTPConnection, read_timeout_s)
+
+    def http_open(self, req):
+        return self.do_open(self._connection, req)
+
+
+class _TimedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, read_timeout_s: float, context: ssl.SSLContext):
+        super().__init__(context=context)
+        self._tls_context = context
+        self._connection = _timed(http.client.HTTPSConnection, read_timeout_s)
+
+    def https_open(self, req):
+        return self.do_open(self._connection, req, context=self._tls_context)
+
+
 class _Retriable(Exception):
     """One attempt failed in a way a later attempt may not (connection, 5xx, 429, 408)."""
 
@@ -108,7 +140,9 @@ class ClientCredentialsTokenProvider:
     def __init__(self, endpoint_url: str, client_id: str, client_secret: str, scope: str | None = None,
                  timeout_s: float = 10.0, *, retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 10_000,
                  ssl_context: ssl.SSLContext | None = None, urlencode_credentials: bool = True,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 connect_timeout_s: float | None = None, read_timeout_s: float | None = None,
+                 sub_claim_name: str = "sub", scope_claim_name: str = "scope"):
         scheme = urllib.parse.urlsplit(endpoint_url).scheme.lower()
         if scheme not in ("http", "https") or not urllib.parse.urlsplit(endpoint_url).hostname:
             raise ConfigError("Invalid configuration 'sasl.oauthbearer.token.endpoint.url': "
@@ -125,7 +159,12 @@ class ClientCredentialsTokenProvider:
         self.client_id = client_id
         self._client_secret = client_secret
         self.scope = scope.strip() if scope and scope.strip() else None
-        self.timeout_s = timeout_s
+        #: sasl.login.connect.timeout.ms and sasl.login.read.timeout.ms (each ``timeout_s`` unset)
+        self.connect_timeout_s = timeout_s if connect_timeout_s is None else connect_timeout_s
+        self.read_timeout_s = timeout_s if read_timeout_s is None else read_timeout_s
+        #: sasl.oauthbearer.sub.claim.name / scope.claim.name: the token claims read back
+        self.sub_claim_name = sub_claim_name
+        self.scope_claim_name = scope_claim_name
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
         self._clock = clock
@@ -135,7 +174,8 @@ class ClientCredentialsTokenProvider:
             log.warning("The OAuth client secret of %r is sent to %s without TLS", client_id,
                         _safe_url(endpoint_url))
         self._opener = urllib.request.build_opener(
-            _NoRedirect, urllib.request.HTTPSHandler(context=ssl_context or ssl.create_default_context()))
+            _NoRedirect, _TimedHTTPHandler(self.read_timeout_s),
+            _TimedHTTPSHandler(self.read_timeout_s, context=ssl_context or ssl.create_default_context()))
         quote = urllib.parse.quote_plus if urlencode_credentials else (lambda s: s)
         basic = base64.b64encode(f"{quote(client_id)}:{quote(client_secret)}".encode("utf-8")).decode()
         self._authorization = f"Basic {basic}"
@@ -180,7 +220,7 @@ class ClientCredentialsTokenProvider:
         })
         fetched_at = self._clock()
         try:
-            with self._opener.open(request, timeout=self.timeout_s) as response:
+            with self._opener.open(request, timeout=self.connect_timeout_s) as response:
                 status, body = response.status, response.read(_MAX_BODY)
         except urllib.error.HTTPError as e:
             status = e.code
@@ -261,8 +301,18 @@ class ClientCredentialsTokenProvider:
         if expires_at_ms is None:
             raise AuthenticationError(f"{self.description} answered without expires_in and the token "
                                       "has no 'exp' claim: we cannot know when to refresh it")
-        return OAuthBearerToken(token, expires_at_ms, claims_subject(claims) or self.client_id,
-                                issued_at_ms)
+        scope = claims.get(self.scope_claim_name)
+        if scope is not None and not (isinstance(scope, str) or
+                                      isinstance(scope, list) and all(isinstance(s, str) for s in scope)):
+            raise AuthenticationError(
+                f"{self.description} returned a token whose '{self.scope_claim_name}' claim "
+                "(sasl.oauthbearer.scope.claim.name) is neither a string nor a list of strings")
+        if claims and self.sub_claim_name != "sub" and claims_subject(claims, self.sub_claim_name) is None:
+            raise AuthenticationError(
+                f"{self.description} returned a token without the '{self.sub_claim_name}' claim "
+                "(sasl.oauthbearer.sub.claim.name) naming its principal")
+        return OAuthBearerToken(token, expires_at_ms,
+                                claims_subject(claims, self.sub_claim_name) or self.client_id, issued_at_ms)
 
 
 # -- a token file ----------------------------------------------------------------------------

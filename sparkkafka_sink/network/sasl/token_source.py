@@ -35,9 +35,13 @@ _MAX_WAIT_S = 30.0   # re-read the wall clock at least this often (suspend, cloc
 
 
 def refresh_at(token: OAuthBearerToken, fetched_at_s: float, refresh_window_factor: float,
-               jitter: float = 0.0) -> float:
+               jitter: float = 0.0, *, min_period_s: float = MIN_REFRESH_PERIOD_S, buffer_s: float = 0.0) -> float:
     """When to refresh (epoch seconds): ``refresh_window_factor`` (+ ``jitter``) of the token's
-    lifetime, counted from its ``iat`` when that is not in our future, else from the fetch."""
+    lifetime, counted from its ``iat`` when that is not in our future, else from the fetch; no
+    later than ``buffer_s`` before it expires (sasl.login.refresh.buffer.seconds) and no sooner
+    than ``min_period_s`` after the fetch (sasl.login.refresh.min.period.seconds) when what is
+    left of the token holds both, as Kafka's ExpiringCredentialRefreshingLogin; a token too short
+    for them keeps the window and at most half of what is left."""
     expires_s = token.expires_at_ms / 1000
     start_s = fetched_at_s
     if token.issued_at_ms is not None and token.issued_at_ms / 1000 <= fetched_at_s:
@@ -46,7 +50,10 @@ def refresh_at(token: OAuthBearerToken, fetched_at_s: float, refresh_window_fact
     if pct > 1.0:
         pct = refresh_window_factor
     due = start_s + (expires_s - start_s) * pct
-    floor = fetched_at_s + min(MIN_REFRESH_PERIOD_S, max(0.0, expires_s - fetched_at_s) / 2)
+    remaining = max(0.0, expires_s - fetched_at_s)
+    if min_period_s + buffer_s <= remaining:
+        due = min(due, expires_s - buffer_s)
+    floor = fetched_at_s + min(min_period_s, remaining / 2)
     return max(due, floor)
 
 
@@ -68,13 +75,16 @@ class TokenSource:
 
     def __init__(self, provider: TokenProvider, refresh_window_factor: float = 0.8,
                  clock: Callable[[], float] = time.time, *, jitter: float = 0.05,
-                 description: str | None = None):
+                 description: str | None = None, min_refresh_period_s: float = MIN_REFRESH_PERIOD_S,
+                 refresh_buffer_s: float = 0.0):
         if not 0.5 <= refresh_window_factor <= 1.0:
             raise ConfigError(f"Invalid value {refresh_window_factor!r} for configuration "
                               "'sasl.login.refresh.window.factor': expected a number in [0.5, 1.0]")
         self._provider = provider
         self.refresh_window_factor = refresh_window_factor
         self.jitter = jitter
+        self.min_refresh_period_s = min_refresh_period_s
+        self.refresh_buffer_s = refresh_buffer_s
         self._clock = clock
         self.description = description or getattr(provider, "description", None) or \
             f"token provider {_callable_name(provider)}"
@@ -180,7 +190,8 @@ class TokenSource:
                     due = retry_at
                 else:
                     due = refresh_at(self._token, self._fetched_at, self.refresh_window_factor,
-                                     random.uniform(0, self.jitter))
+                                     random.uniform(0, self.jitter), min_period_s=self.min_refresh_period_s,
+                                     buffer_s=self.refresh_buffer_s)
                     log.info("OAUTHBEARER token of %r expires at %.3f; refreshing at %.3f",
                              self._token.principal, self._token.expires_at_ms / 1000, due)
                 while not self._closed and not self._refresh_requested and self._clock() < due:

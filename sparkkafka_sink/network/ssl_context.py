@@ -2,11 +2,12 @@
 
 Built once per producer (so a bad truststore fails the constructor, not the first send) and
 shared by every connection.  Python's ``ssl`` reads PEM only; PKCS12 stores are converted in
-memory with ``cryptography``.  A private key never touches the disk unencrypted: keys that must
-go through a file (``load_cert_chain`` takes paths only) are written encrypted with a one-off
-password into a private directory and deleted at once.  JKS cannot be read by any maintained
-Python library, so it fails with the ``keytool`` command that converts it.  Error messages name
-the option and the file, never a password or key.
+memory with ``cryptography``, JKS stores with pyjks (``key_stores``).  A store's format comes from
+its bytes (``key_stores.file_format``); ``ssl.*.type`` JKS and PKCS12 each accept both formats, as
+Java's do.  A private key never touches the disk unencrypted: keys that must go through a file
+(``load_cert_chain`` takes paths only) are written encrypted with a one-off password into a
+private directory and deleted at once.  Error messages name the option and the file, never a
+password or key.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.network import key_stores
 from sparkkafka_sink.security_protocol import uses_tls
 
 STORE_TYPES = ("PEM", "PKCS12", "JKS")
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
-_JKS_MAGIC = b"\xfe\xed\xfe\xed"
 #: TLS 1.3 suites: OpenSSL enables all of them and Python cannot narrow them down.
 _TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256")
 
@@ -112,24 +113,27 @@ def _all_cipher_names() -> set[str]:
 
 
 # -- trust ----------------------------------------------------------------------------------
-def _store_type(config: Mapping[str, Any], prefix: str, path: str | None) -> str:
-    key = f"{prefix}.type"
-    given = config.get(key)
-    if given:
-        kind = str(given).strip().upper()
-        if kind not in STORE_TYPES:
-            raise ConfigError(f"Invalid value {given!r} for configuration '{key}': expected PEM or PKCS12 (JKS: convert it)")
-        return kind
-    suffix = Path(path).suffix.lower() if path else ""
-    return {".p12": "PKCS12", ".pfx": "PKCS12", ".jks": "JKS"}.get(suffix, "PEM")
-
-
-def _jks_error(key: str, path: str) -> ConfigError:
-    return ConfigError(
-        f"{key} {path} is a JKS keystore, which Python cannot read (no maintained library does). "
-        f"Convert it once with Java's keytool: keytool -importkeystore -srckeystore {path} "
-        f"-destkeystore {Path(path).with_suffix('.p12')} -deststoretype PKCS12, then set "
-        f"{key.rsplit('.', 1)[0]}.type=PKCS12 (or export PEM with openssl pkcs12 -nokeys)")
+def _store_type(config: Mapping[str, Any], prefix: str, path: str, data: bytes) -> str:
+    """PEM, PKCS12 or JKS: what the file is.  ``{prefix}.type`` only has to agree with it, JKS and
+    PKCS12 each naming either binary format (Java's ``keystore.type.compat``)."""
+    key, location_key = f"{prefix}.type", f"{prefix}.location"
+    given = str(config.get(key) or "").strip().upper()
+    if given and given not in STORE_TYPES:
+        raise ConfigError(f"Invalid value {config.get(key)!r} for configuration '{key}': expected PEM, PKCS12 or JKS")
+    found = key_stores.file_format(data)
+    if found == "JCEKS":
+        raise ConfigError(f"{location_key} {path} is a JCEKS store, which is not read here: convert it once to "
+                          f"PKCS12 with {key_stores.to_pkcs12_hint(path)} -srcstoretype JCEKS")
+    if found is None:
+        expected = f"a {given} store" if given in ("JKS", "PKCS12") else "PEM text (-----BEGIN ...)"
+        raise ConfigError(f"{location_key} {path} is not {expected}: it is neither PEM text, nor a PKCS12 (DER) nor "
+                          "a JKS store (magic 0xFEEDFEED)")
+    if given == "PEM" and found != "PEM":
+        raise ConfigError(f"{location_key} {path} is not a PEM file: it is a {found} store; set {key}={found} or "
+                          "leave it unset")
+    if given in ("JKS", "PKCS12") and found == "PEM":
+        raise ConfigError(f"{location_key} {path} is a PEM file, not a {given} store: set {key}=PEM or leave it unset")
+    return found
 
 
 def _read(key: str, path: str) -> bytes:
@@ -142,12 +146,13 @@ def _read(key: str, path: str) -> bytes:
 
 
 def _read_store(config: Mapping[str, Any], prefix: str, location: str) -> tuple[bytes, str]:
-    """The bytes of a trust- or keystore file and its type (PEM or PKCS12); JKS is refused."""
+    """The bytes of a trust- or keystore file and its format (PEM, PKCS12 or JKS)."""
     data = _read(f"{prefix}.location", location)
-    kind = _store_type(config, prefix, location)
-    if kind == "JKS" or data[:4] == _JKS_MAGIC:
-        raise _jks_error(f"{prefix}.location", location)
-    return data, kind
+    return data, _store_type(config, prefix, location, data)
+
+
+def _text(value: Any) -> str | None:
+    return None if value in (None, "") else str(value)
 
 
 def _password(config: Mapping[str, Any], key: str) -> bytes | None:
@@ -174,10 +179,14 @@ def _load_trust(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
     if kind == "PKCS12":
         _load_cadata(ctx, key, _pkcs12_certificates_pem(key, location, data, _password(config, "ssl.truststore.password")))
         return
+    if kind == "JKS":
+        ders = key_stores.trusted_certificates(key, location, data, "ssl.truststore.password",
+                                               _text(config.get("ssl.truststore.password")))
+        _load_cadata(ctx, f"{key} {location}", "".join(ssl.DER_cert_to_PEM_cert(d) for d in ders))
+        return
     text = data.decode("ascii", "replace")
     if "-----BEGIN CERTIFICATE-----" not in text:
-        raise ConfigError(f"{key} {location} is not a PEM file (no -----BEGIN CERTIFICATE-----); "
-                          "set ssl.truststore.type=PKCS12 if it is a PKCS12 store")
+        raise ConfigError(f"{key} {location} is not a PEM certificate file (no -----BEGIN CERTIFICATE-----)")
     _load_cadata(ctx, f"{key} {location}", text)
 
 
@@ -234,6 +243,18 @@ def _load_identity(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
         if private_key is None or cert is None:
             raise ConfigError(f"{key} {location} holds no private key with its certificate")
         chain_pem = "".join(c.public_bytes(Encoding.PEM).decode() for c in [cert, *(extra or [])])
+        _load_key_object(ctx, key, chain_pem, private_key)
+        return
+    if kind == "JKS":
+        from cryptography.hazmat.primitives.serialization import load_der_private_key
+
+        found = key_stores.identity(key, location, data, _text(config.get("ssl.keystore.password")),
+                                    _text(config.get("ssl.key.password")))
+        chain_pem = "".join(ssl.DER_cert_to_PEM_cert(d) for d in found.chain_der)
+        try:
+            private_key = load_der_private_key(found.private_key_der, None)
+        except (ValueError, TypeError) as e:  # cryptography's errors for a key type it cannot use
+            raise ConfigError(f"{key} {location}: cannot use its private key: {e}") from None
         _load_key_object(ctx, key, chain_pem, private_key)
         return
     text = data.decode("ascii", "replace")

@@ -152,8 +152,16 @@ def test_token_provider_callable_and_import_string(secured_kafka, secured_topic,
     assert calls
 
 
-@pytest.mark.parametrize("trust", ["pem-file", "pem-inline", "pkcs12", "pkcs12-typed"])
+def _needs_keytool(pki) -> None:
+    if pki.truststore_jks_path is None:
+        pytest.skip("JKS stores are made by the JDK's keytool, not on PATH")
+
+
+@pytest.mark.parametrize("trust", ["pem-file", "pem-inline", "pkcs12", "pkcs12-typed", "jks", "jks-typed",
+                                   "jks-no-password"])
 def test_ssl_round_trip_every_truststore_form(secured_kafka, secured_topic, confluent_config, pki, trust):
+    if trust.startswith("jks"):
+        _needs_keytool(pki)
     topic = secured_topic()
     settings = {
         "pem-file": {"ssl.truststore.location": str(pki.ca_cert_path)},
@@ -162,12 +170,21 @@ def test_ssl_round_trip_every_truststore_form(secured_kafka, secured_topic, conf
                    "ssl.truststore.password": pki.store_password},
         "pkcs12-typed": {"ssl.truststore.location": str(pki.truststore_p12_path), "ssl.truststore.type": "PKCS12",
                          "ssl.truststore.password": pki.store_password},
+        # found from the file's magic number
+        "jks": {"ssl.truststore.location": str(pki.truststore_jks_path), "ssl.truststore.password": pki.store_password},
+        "jks-typed": {"ssl.truststore.location": str(pki.truststore_jks_path), "ssl.truststore.type": "JKS",
+                      "ssl.truststore.password": pki.store_password},
+        # Java reads a JKS truststore's certificates without its password (no integrity check)
+        "jks-no-password": {"ssl.truststore.location": str(pki.truststore_jks_path), "ssl.truststore.type": "JKS"},
     }[trust]
     send_and_read_back(ours(secured_kafka, "SSL", **settings), topic, confluent_config("SSL"), count=50)
 
 
-@pytest.mark.parametrize("identity", ["pem-inline", "pem-file-encrypted", "pkcs12"])
+@pytest.mark.parametrize("identity", ["pem-inline", "pem-file-encrypted", "pkcs12", "jks", "jks-key-password",
+                                      "jks-both-stores"])
 def test_mutual_tls_round_trip(secured_kafka, secured_topic, confluent_config, pki, identity):
+    if identity.startswith("jks"):
+        _needs_keytool(pki)
     topic = secured_topic()
     settings = {
         "pem-inline": {"ssl.keystore.certificate.chain": pki.client.chain_pem, "ssl.keystore.key": pki.client.key_pem},
@@ -175,6 +192,16 @@ def test_mutual_tls_round_trip(secured_kafka, secured_topic, confluent_config, p
                                "ssl.key.password": pki.key_password},
         "pkcs12": {"ssl.keystore.location": str(pki.client_keystore_p12_path),
                    "ssl.keystore.password": pki.store_password},
+        # keytool -importkeystore from the PKCS12 above; the key opens with the store password
+        "jks": {"ssl.keystore.location": str(pki.client_keystore_jks_path), "ssl.keystore.password": pki.store_password},
+        # the key under its own password: ssl.key.password
+        "jks-key-password": {"ssl.keystore.location": str(pki.client_keystore_jks_key_password_path),
+                             "ssl.keystore.type": "JKS", "ssl.keystore.password": pki.store_password,
+                             "ssl.key.password": pki.key_password},
+        "jks-both-stores": {"ssl.keystore.location": str(pki.client_keystore_jks_path), "ssl.keystore.type": "JKS",
+                            "ssl.keystore.password": pki.store_password,
+                            "ssl.truststore.location": str(pki.truststore_jks_path), "ssl.truststore.type": "JKS",
+                            "ssl.truststore.password": pki.store_password},
     }[identity]
     send_and_read_back(ours(secured_kafka, "MTLS", **settings), topic, confluent_config("MTLS"), count=50)
 
@@ -346,7 +373,7 @@ def test_truststore_errors_are_clear(pki, tmp_path):
         ({"ssl.truststore.location": str(pki.truststore_p12_path), "ssl.truststore.password": "wrong-store-pw"},
          "wrong password"),
         ({"ssl.truststore.location": str(pki.truststore_p12_path), "ssl.truststore.type": "PEM"}, "not a PEM file"),
-        ({"ssl.truststore.location": str(pki.ca_cert_path), "ssl.truststore.type": "JKS2"}, "expected PEM or PKCS12"),
+        ({"ssl.truststore.location": str(pki.ca_cert_path), "ssl.truststore.type": "JKS2"}, "expected PEM, PKCS12 or JKS"),
         ({"ssl.truststore.certificates": "not pem"}, "PEM text"),
         ({"ssl.keystore.certificate.chain": pki.client.chain_pem}, "go together"),
         ({"ssl.keystore.location": str(pki.client_bundle_encrypted_path)}, "encrypted: set ssl.key.password"),
@@ -356,10 +383,12 @@ def test_truststore_errors_are_clear(pki, tmp_path):
         ({"ssl.cipher.suites": "TLS_NOT_A_REAL_SUITE_WITH_NOTHING"}, "ssl.cipher.suites"),
         ({"ssl.endpoint.identification.algorithm": "http"}, "ssl.endpoint.identification.algorithm"),
     ]
-    if pki.truststore_jks_path is not None:
-        cases.append(({"ssl.truststore.location": str(pki.truststore_jks_path)}, "keytool -importkeystore"))
-        cases.append(({"ssl.truststore.location": str(pki.truststore_jks_path), "ssl.truststore.type": "PKCS12"},
-                      "JKS"))
+    if pki.truststore_jks_path is not None:  # every JKS error: tests/unit/test_network_key_stores.py
+        cases.append(({"ssl.truststore.location": str(pki.truststore_jks_path),
+                       "ssl.truststore.password": "wrong-store-pw"}, "wrong ssl.truststore.password"))
+        cases.append(({"ssl.keystore.location": str(pki.client_keystore_jks_key_password_path),
+                       "ssl.keystore.password": pki.store_password, "ssl.key.password": "nope-key-pw"},
+                      "wrong ssl.key.password"))
     for settings, expected in cases:
         with pytest.raises(ConfigError) as info:
             Producer({**base, **settings})

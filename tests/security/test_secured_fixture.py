@@ -10,6 +10,7 @@ import json
 import logging
 import shutil
 import ssl
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -285,6 +286,11 @@ def test_pki_files(pki: TestPki):
 
     if shutil.which("keytool"):
         assert pki.truststore_jks_path.read_bytes()[:4] == b"\xfe\xed\xfe\xed"  # JKS magic
+        for store in (pki.client_keystore_jks_path, pki.client_keystore_jks_key_password_path):
+            # keytool itself lists one private key entry, alias client, in a JKS store
+            listed = subprocess.run(["keytool", "-list", "-keystore", str(store), "-storepass", pki.store_password],
+                                    capture_output=True, text=True, timeout=120, check=True).stdout
+            assert "Keystore type: JKS" in listed and "client, " in listed and "PrivateKeyEntry" in listed, listed
     trust = pkcs12.load_pkcs12(pki.truststore_p12_path.read_bytes(), pki.store_password.encode())
     assert trust.key is None and [c.certificate for c in trust.additional_certs] == [pki.ca.cert]
     keystore = pkcs12.load_pkcs12(pki.client_keystore_p12_path.read_bytes(), pki.store_password.encode())

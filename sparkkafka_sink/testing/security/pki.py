@@ -1,6 +1,6 @@
 """A throw-away PKI for the TLS tests, written with the ``cryptography`` package: a test CA and
 the certificates a secured broker and its clients need, as PEM files, PKCS#12 stores and (with
-``keytool``) a JKS truststore.  Fresh keys per run, so no secret is ever checked in."""
+``keytool``) JKS trust and key stores.  Fresh keys per run, so no secret is ever checked in."""
 
 from __future__ import annotations
 
@@ -90,6 +90,10 @@ class TestPki:
       password ``store_password``
     * ``truststore_jks_path``: JKS truststore (``keytool -importcert``) with ``ca``, password
       ``store_password``; None when ``keytool`` is missing or ``jks=False``
+    * ``client_keystore_jks_path``: JKS keystore (``keytool -importkeystore`` from
+      ``client_keystore_p12_path``), store and key password ``store_password``;
+      ``client_keystore_jks_key_password_path`` the same with the key under ``key_password``
+      (Java's ``ssl.key.password``); None like ``truststore_jks_path``
 
     ``key_type`` is "rsa" (2048 bit, default) or "ec" (P-256).  The class is not a test
     (``__test__ = False``) despite its name.
@@ -154,9 +158,16 @@ class TestPki:
             b"client", self.client.key, self.client.cert, [self.ca.cert], enc))
 
         self.truststore_jks_path: Optional[Path] = None
+        self.client_keystore_jks_path: Optional[Path] = None
+        self.client_keystore_jks_key_password_path: Optional[Path] = None
         if jks and shutil.which("keytool"):
             self.truststore_jks_path = self.dir / "truststore.jks"
             self._keytool_import(self.truststore_jks_path, "JKS")
+            self.client_keystore_jks_path = self.dir / "client.keystore.jks"
+            self.keytool_convert(self.client_keystore_p12_path, self.client_keystore_jks_path, "JKS")
+            self.client_keystore_jks_key_password_path = self.dir / "client.keystore.keypass.jks"
+            self.keytool_convert(self.client_keystore_p12_path, self.client_keystore_jks_key_password_path, "JKS",
+                                 alias="client", key_password=key_password)
 
     # -- internals ------------------------------------------------------------------------------
     def _new_key(self) -> PrivateKey:
@@ -220,13 +231,26 @@ class TestPki:
         return ck
 
     def _keytool_import(self, path: Path, store_type: str) -> None:
-        cmd = ["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(self.ca_cert_path),
-               "-keystore", str(path), "-storetype", store_type, "-storepass", self.store_password]
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=120)
-        if proc.returncode != 0:
-            raise RuntimeError(f"`{' '.join(cmd)}` failed ({proc.returncode}): "
-                               f"{(proc.stdout + proc.stderr).strip()}")
+        _keytool("-importcert", "-noprompt", "-alias", "ca", "-file", str(self.ca_cert_path),
+                 "-keystore", str(path), "-storetype", store_type, "-storepass", self.store_password)
+
+    def keytool_convert(self, source: Path, dest: Path, dest_type: str, *, source_type: str = "PKCS12",
+                        alias: Optional[str] = None, key_password: Optional[str] = None,
+                        dest_alias: Optional[str] = None) -> Path:
+        """``keytool -importkeystore`` of ``source`` into ``dest`` (added to it if it exists), both
+        under ``store_password``; when ``alias`` is given only that entry, its key under
+        ``key_password`` and named ``dest_alias`` if those are given.  Needs ``keytool`` on PATH."""
+        args = ["-importkeystore", "-noprompt", "-srckeystore", str(source), "-srcstoretype", source_type,
+                "-srcstorepass", self.store_password, "-destkeystore", str(dest), "-deststoretype", dest_type,
+                "-deststorepass", self.store_password]
+        if alias is not None:
+            args += ["-srcalias", alias]
+            if key_password is not None:
+                args += ["-destkeypass", key_password]
+            if dest_alias is not None:
+                args += ["-destalias", dest_alias]
+        _keytool(*args)
+        return dest
 
     # -- conveniences for Python clients --------------------------------------------------------
     def client_ssl_context(self, *, client_cert: bool = False, check_hostname: bool = True,
@@ -242,3 +266,10 @@ class TestPki:
 
     def __repr__(self) -> str:
         return f"<TestPki {self.key_type} {self.dir}>"
+
+
+def _keytool(*args: str) -> None:
+    cmd = ["keytool", *args]
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {(proc.stdout + proc.stderr).strip()}")

@@ -1,0 +1,117 @@
+"""Java key stores for Python's TLS: which format a store file is, from its bytes, and what a JKS
+store holds.
+
+Java's ``keystore.type.compat`` (on since JDK 9) lets type JKS and type PKCS12 each open both
+formats, so the format comes from the file: JKS starts with the magic 0xFEEDFEED, JCEKS with
+0xCECECECE, PKCS12 is DER (a SEQUENCE with a long-form length), PEM is text.  JKS is read with
+pyjks, an optional dependency (``pip install 'sparkkafka-sink[jks]'``): it is unmaintained since
+2020 and pulls ``twofish``, a C extension without wheels that it needs only for the BKS and UBER
+formats, so it is not forced on every install.  Passwords follow Java: the store password checks
+the store's integrity (a truststore read without one skips that check, as
+``KeyStore.load(stream, null)`` does) and the key password opens the private key.  Messages name
+the option and the file, never a password.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from sparkkafka_sink.errors import ConfigError
+
+JKS_MAGIC = b"\xfe\xed\xfe\xed"
+JCEKS_MAGIC = b"\xce\xce\xce\xce"
+_INSTALL = "pip install 'sparkkafka-sink[jks]' (pyjks) on the driver and on every executor"
+
+
+def file_format(data: bytes) -> str | None:
+    """'JKS', 'JCEKS', 'PKCS12' or 'PEM' from a store file's bytes; None when it is none of them."""
+    if data[:4] == JKS_MAGIC:
+        return "JKS"
+    if data[:4] == JCEKS_MAGIC:
+        return "JCEKS"
+    # a PKCS12 PFX is a DER SEQUENCE far longer than 127 bytes: 0x30, then a long-form length
+    # (0x81-0x84) or BER's indefinite one (0x80)
+    if len(data) > 1 and data[0] == 0x30 and 0x80 <= data[1] <= 0x84:
+        return "PKCS12"
+    if b"-----BEGIN " in data:
+        return "PEM"
+    return None
+
+
+def to_pkcs12_hint(path: str) -> str:
+    """The one-off ``keytool`` command that turns a Java store into PKCS12."""
+    return (f"keytool -importkeystore -srckeystore {path} -destkeystore {path}.p12 "
+            "-deststoretype PKCS12")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A keystore's private key (PKCS#8 DER) and its certificate chain (DER, leaf first)."""
+
+    private_key_der: bytes
+    chain_der: list[bytes]
+
+
+def _pyjks(location_key: str, path: str) -> Any:
+    try:
+        return importlib.import_module("jks")
+    except ImportError:
+        raise ConfigError(f"{location_key} {path} is a JKS store, which is read with the pyjks package, not "
+                          f"installed here: {_INSTALL}; or convert the store once: {to_pkcs12_hint(path)}") from None
+
+
+def _load(location_key: str, path: str, data: bytes, password_key: str, password: str | None) -> Any:
+    jks = _pyjks(location_key, path)
+    try:
+        return jks.KeyStore.loads(data, password, try_decrypt_keys=False)
+    except jks.KeystoreSignatureException:
+        raise ConfigError(f"{location_key} {path}: wrong {password_key} (the JKS store's integrity check "
+                          "fails with it)") from None
+    except (jks.KeystoreException, ValueError) as e:  # a cut or corrupt file (pyjks wraps struct errors)
+        raise ConfigError(f"{location_key} {path} is not a readable JKS store: {e}") from None
+
+
+def trusted_certificates(location_key: str, path: str, data: bytes, password_key: str,
+                         password: str | None) -> list[bytes]:
+    """The certificates a JKS truststore makes trusted (DER): its trusted-certificate entries
+    and, as Java's trust manager does, the leaf of each key entry.  Without a password the
+    certificates are read without the integrity check, as Java reads them."""
+    store = _load(location_key, path, data, password_key, password)
+    certs = [entry.cert for _, entry in sorted(store.certs.items())]
+    certs += [entry.cert_chain[0][1] for _, entry in sorted(store.private_keys.items()) if entry.cert_chain]
+    if not certs:
+        raise ConfigError(f"{location_key} {path} holds no certificates")
+    return certs
+
+
+def identity(location_key: str, path: str, data: bytes, store_password: str | None,
+             key_password: str | None) -> Identity:
+    """The one private key of a JKS keystore and its chain.  ``key_password`` None means
+    ``ssl.key.password`` is unset: the key opens with the store password, as in Java."""
+    if store_password is None:
+        raise ConfigError(f"{location_key} {path} is a JKS keystore: set ssl.keystore.password (Java needs it "
+                          "too; ssl.key.password defaults to it)")
+    jks = _pyjks(location_key, path)
+    store = _load(location_key, path, data, "ssl.keystore.password", store_password)
+    aliases = sorted(store.private_keys)
+    if not aliases:
+        held = f" (only trusted certificates: {', '.join(sorted(store.certs))})" if store.certs else ""
+        raise ConfigError(f"{location_key} {path} holds no private key{held}: mutual TLS needs the client's "
+                          "key with its certificate chain (a truststore goes in ssl.truststore.location)")
+    if len(aliases) > 1:
+        raise ConfigError(f"{location_key} {path} holds {len(aliases)} private keys ({', '.join(aliases)}): a "
+                          "TLS client presents one, so keep only the client's (keytool -delete -alias ...)")
+    entry = store.private_keys[aliases[0]]
+    try:
+        entry.decrypt(key_password if key_password is not None else store_password)
+    except jks.DecryptionFailureException:
+        hint = ("wrong ssl.key.password" if key_password is not None else
+                "it does not open with ssl.keystore.password: set ssl.key.password, the key's own password")
+        raise ConfigError(f"{location_key} {path}: cannot decrypt the private key {aliases[0]!r}: {hint}") from None
+    except jks.KeystoreException as e:  # an unknown protection algorithm (JCEKS keys in a JKS file)
+        raise ConfigError(f"{location_key} {path}: cannot read the private key {aliases[0]!r}: {e}") from None
+    if not entry.cert_chain:
+        raise ConfigError(f"{location_key} {path}: the private key {aliases[0]!r} has no certificate chain")
+    return Identity(entry.pkey_pkcs8, [der for _, der in entry.cert_chain])

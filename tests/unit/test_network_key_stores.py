@@ -1,0 +1,177 @@
+"""JKS trust and key stores made by the JDK's keytool, read by ``build_ssl_context``: the format
+found from the file's bytes (with or without ``ssl.*.type``), Java's password semantics, and
+one clear error per way a store can be wrong, naming the option and the file and never a
+password.  The round trips over TLS and mutual TLS against Apache Kafka are in
+tests/security/test_producer_security.py."""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import sys
+
+import pytest
+
+from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.network import key_stores
+from sparkkafka_sink.network.ssl_context import build_ssl_context
+from sparkkafka_sink.testing.security import TestPki
+
+pytestmark = pytest.mark.skipif(shutil.which("keytool") is None, reason="the stores are made by the JDK's keytool")
+
+STORE_PW, KEY_PW = "store-secret", "key-secret"
+WRONG = "not-the-password"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> TestPki:
+    return TestPki(tmp_path_factory.mktemp("jks-pki"), key_type="ec", store_password=STORE_PW, key_password=KEY_PW)
+
+
+def context(**settings) -> ssl.SSLContext:
+    ctx = build_ssl_context({"security.protocol": "SSL", **settings})
+    assert ctx is not None
+    return ctx
+
+
+def refused(**settings) -> str:
+    """The ConfigError text ``settings`` give; no password ever shows in it."""
+    with pytest.raises(ConfigError) as info:
+        context(**settings)
+    text = str(info.value)
+    for secret in (STORE_PW, KEY_PW, WRONG):
+        assert secret not in text, text
+    return text
+
+
+def trusted_subjects(ctx: ssl.SSLContext) -> list[str]:
+    return [dict(rdn[0] for rdn in c["subject"])["commonName"] for c in ctx.get_ca_certs()]
+
+
+# -- the format, from the file ------------------------------------------------------------------
+def test_format_found_from_the_bytes(pki, tmp_path):
+    jceks = pki.keytool_convert(pki.truststore_jks_path, tmp_path / "trust.jceks", "JCEKS", source_type="JKS")
+    bag_attributes = tmp_path / "openssl-export.pem"  # what `openssl pkcs12 -nokeys` writes
+    bag_attributes.write_text("Bag Attributes\n    friendlyName: ca\n" + pki.ca_pem)
+    found = {path.name: key_stores.file_format(path.read_bytes()) for path in (
+        pki.truststore_jks_path, pki.client_keystore_jks_path, jceks, pki.truststore_p12_path,
+        pki.client_keystore_p12_path, pki.ca_cert_path, pki.client.bundle_path, bag_attributes)}
+    assert found == {"truststore.jks": "JKS", "client.keystore.jks": "JKS", "trust.jceks": "JCEKS",
+                     "truststore.p12": "PKCS12", "client.keystore.p12": "PKCS12", "ca.crt.pem": "PEM",
+                     "client.bundle.pem": "PEM", "openssl-export.pem": "PEM"}
+    assert key_stores.file_format(b"") is None and key_stores.file_format(b"just some text") is None
+
+
+def test_jks_truststore_found_from_its_content_whatever_its_name(pki, tmp_path):
+    renamed = tmp_path / "ca-bundle.pem"  # a misleading name: the bytes decide
+    shutil.copy(pki.truststore_jks_path, renamed)
+    ctx = context(**{"ssl.truststore.location": str(renamed), "ssl.truststore.password": STORE_PW})
+    assert trusted_subjects(ctx) == ["sparkkafka test CA"]
+
+
+@pytest.mark.parametrize("declared", ["JKS", "jks", "PKCS12"])
+def test_jks_and_pkcs12_types_each_open_both_formats_as_in_java(pki, declared):
+    for store in (pki.truststore_jks_path, pki.truststore_p12_path):
+        ctx = context(**{"ssl.truststore.location": str(store), "ssl.truststore.type": declared,
+                         "ssl.truststore.password": STORE_PW})
+        assert trusted_subjects(ctx) == ["sparkkafka test CA"], store
+    for store in (pki.client_keystore_jks_path, pki.client_keystore_p12_path):
+        context(**{"ssl.keystore.location": str(store), "ssl.keystore.type": declared,
+                   "ssl.keystore.password": STORE_PW})
+
+
+def test_jks_truststore_without_a_password_is_read_without_the_integrity_check(pki):
+    """As Java's KeyStore.load(stream, null): certificates are public, the check needs the password."""
+    ctx = context(**{"ssl.truststore.location": str(pki.truststore_jks_path), "ssl.truststore.type": "JKS"})
+    assert trusted_subjects(ctx) == ["sparkkafka test CA"]
+
+
+def test_jks_truststore_trusts_the_leaf_of_key_entries_too_as_java_does(pki):
+    ctx = context(**{"ssl.truststore.location": str(pki.client_keystore_jks_path), "ssl.truststore.password": STORE_PW})
+    assert ctx.cert_store_stats() == {"x509": 1, "crl": 0, "x509_ca": 0}  # the client's own certificate
+
+
+def test_key_password_defaults_to_the_store_password_and_may_differ(pki):
+    context(**{"ssl.keystore.location": str(pki.client_keystore_jks_path), "ssl.keystore.password": STORE_PW})
+    context(**{"ssl.keystore.location": str(pki.client_keystore_jks_key_password_path),
+               "ssl.keystore.password": STORE_PW, "ssl.key.password": KEY_PW})
+
+
+# -- errors: each names the option and the file -----------------------------------------------
+def test_wrong_truststore_password(pki):
+    path = str(pki.truststore_jks_path)
+    text = refused(**{"ssl.truststore.location": path, "ssl.truststore.password": WRONG})
+    assert f"ssl.truststore.location {path}: wrong ssl.truststore.password" in text, text
+
+
+def test_wrong_keystore_password(pki):
+    path = str(pki.client_keystore_jks_path)
+    text = refused(**{"ssl.keystore.location": path, "ssl.keystore.password": WRONG})
+    assert f"ssl.keystore.location {path}: wrong ssl.keystore.password" in text, text
+
+
+def test_keystore_without_a_password(pki):
+    path = str(pki.client_keystore_jks_path)
+    text = refused(**{"ssl.keystore.location": path})
+    assert f"ssl.keystore.location {path} is a JKS keystore: set ssl.keystore.password" in text, text
+
+
+def test_key_with_its_own_password_and_no_key_password(pki):
+    path = str(pki.client_keystore_jks_key_password_path)
+    text = refused(**{"ssl.keystore.location": path, "ssl.keystore.password": STORE_PW})
+    assert path in text and "'client'" in text and "does not open with ssl.keystore.password" in text, text
+    assert "set ssl.key.password" in text, text
+
+
+def test_wrong_key_password(pki):
+    path = str(pki.client_keystore_jks_key_password_path)
+    text = refused(**{"ssl.keystore.location": path, "ssl.keystore.password": STORE_PW, "ssl.key.password": WRONG})
+    assert f"ssl.keystore.location {path}: cannot decrypt the private key 'client': wrong ssl.key.password" in text
+
+
+def test_keystore_without_a_private_key(pki):
+    path = str(pki.truststore_jks_path)
+    text = refused(**{"ssl.keystore.location": path, "ssl.keystore.password": STORE_PW})
+    assert f"ssl.keystore.location {path} holds no private key (only trusted certificates: ca)" in text, text
+
+
+def test_keystore_with_several_private_keys(pki, tmp_path):
+    both = pki.keytool_convert(pki.client_keystore_p12_path, tmp_path / "two-keys.jks", "JKS")
+    pki.keytool_convert(pki.client_keystore_p12_path, both, "JKS", alias="client", dest_alias="second")
+    text = refused(**{"ssl.keystore.location": str(both), "ssl.keystore.password": STORE_PW})
+    assert f"ssl.keystore.location {both} holds 2 private keys (client, second)" in text, text
+
+
+def test_not_a_jks_file(pki, tmp_path):
+    garbage = tmp_path / "garbage.jks"
+    garbage.write_bytes(b"\x00\x01 not a key store at all")
+    text = refused(**{"ssl.truststore.location": str(garbage), "ssl.truststore.type": "JKS"})
+    assert f"ssl.truststore.location {garbage} is not a JKS store" in text, text
+    cut = tmp_path / "cut.jks"
+    cut.write_bytes(pki.truststore_jks_path.read_bytes()[:40])
+    text = refused(**{"ssl.truststore.location": str(cut), "ssl.truststore.password": STORE_PW})
+    assert f"ssl.truststore.location {cut} is not a readable JKS store" in text, text
+
+
+def test_declared_type_that_contradicts_the_file(pki):
+    jks, pem = str(pki.truststore_jks_path), str(pki.ca_cert_path)
+    text = refused(**{"ssl.truststore.location": jks, "ssl.truststore.type": "PEM"})
+    assert f"ssl.truststore.location {jks} is not a PEM file: it is a JKS store; set ssl.truststore.type=JKS" in text
+    text = refused(**{"ssl.keystore.location": pem, "ssl.keystore.type": "JKS", "ssl.keystore.password": STORE_PW})
+    assert f"ssl.keystore.location {pem} is a PEM file, not a JKS store: set ssl.keystore.type=PEM" in text, text
+    text = refused(**{"ssl.truststore.location": pem, "ssl.truststore.type": "BKS"})
+    assert "'ssl.truststore.type': expected PEM, PKCS12 or JKS" in text, text
+
+
+def test_jceks_is_refused_with_the_conversion(pki, tmp_path):
+    jceks = pki.keytool_convert(pki.truststore_jks_path, tmp_path / "trust.jceks", "JCEKS", source_type="JKS")
+    text = refused(**{"ssl.truststore.location": str(jceks), "ssl.truststore.password": STORE_PW})
+    assert f"ssl.truststore.location {jceks} is a JCEKS store" in text and "keytool -importkeystore" in text, text
+
+
+def test_without_pyjks_the_error_says_how_to_install_it(pki, monkeypatch):
+    monkeypatch.setitem(sys.modules, "jks", None)  # import jks -> ImportError
+    path = str(pki.client_keystore_jks_path)
+    text = refused(**{"ssl.keystore.location": path, "ssl.keystore.password": STORE_PW})
+    assert f"ssl.keystore.location {path} is a JKS store" in text, text
+    assert "pip install 'sparkkafka-sink[jks]'" in text and "keytool -importkeystore" in text, text

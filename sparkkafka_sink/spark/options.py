@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import logging
 import os
 import re
 import uuid
@@ -32,6 +33,8 @@ from sparkkafka_sink.spark.option_catalog import (
     SINK_BATCH_SIZE,
     SINK_LINGER_MS,
 )
+
+log = logging.getLogger(__name__)
 
 KAFKA_PREFIX = "kafka."
 
@@ -179,6 +182,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
         # a task's transaction stays open until the driver commits the whole job
         raw.setdefault("transaction.timeout.ms", str(EXACTLY_ONCE_TIMEOUT_MS))
     config = _producer_config(raw)
+    for key, why in config.noted.items():  # Java producer keys with no effect here (producer/java_keys.py)
+        log.warning("option '%s%s' has no effect with pyprod-kafka: %s", KAFKA_PREFIX, key, why)
     prefix = _exactly_once(lowered, config, guarantee, streaming)
     topic = lowered.get("topic")
     if topic is not None and not str(topic).strip():

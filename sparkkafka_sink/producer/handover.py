@@ -10,6 +10,8 @@ epoch), one of v1 with v4 at most.  ``abort_lingering`` finds the open
 transactions whose ids start with a prefix (ListTransactions on every broker) and aborts them by
 fencing (InitProducerId under their id makes the coordinator abort what is open), so a failed
 job leaves nothing that blocks read_committed consumers until ``transaction.timeout.ms``.
+Both that listing and asking about another id's transaction (DescribeTransactions) arrived in
+Apache Kafka 3.0 (KIP-664): ``brokers_lacking`` names the brokers that cannot serve them.
 
 These are short blocking calls (``BlockingAdmin``), each bounded by a deadline.
 """
@@ -20,11 +22,13 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.network.broker_release import API_SINCE, kafka_release
 from sparkkafka_sink.producer.admin import BlockingAdmin
 from sparkkafka_sink.producer.control_requests import EndTxn, InitProducerId, ListTransactions, Outcome
+from sparkkafka_sink.protocol.api import DECLARED, ApiKey
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,20 @@ log = logging.getLogger(__name__)
 OPEN_STATES = ("Ongoing",)
 #: ... and of a producer that may still begin one (initialised, nothing written yet)
 OPEN_OR_IDLE_STATES = ("Ongoing", "Empty")
+#: what ending other processes' transactions asks of every broker besides EndTxn and
+#: InitProducerId: the open transactions under a prefix (``abort_lingering``) and one id's state
+#: (the Spark sink's write fence)
+HANDOVER_APIS = (ApiKey.LIST_TRANSACTIONS, ApiKey.DESCRIBE_TRANSACTIONS)
+
+
+class BrokerLacking(NamedTuple):
+    """A broker that does not answer some APIs: where it is, the release it answers as
+    (``network.broker_release``), the APIs' names and the release that first answers them all."""
+
+    address: str
+    release: str
+    missing: tuple[str, ...]
+    needed: str
 
 
 @dataclass(frozen=True)
@@ -80,6 +98,22 @@ class TransactionAdmin(BlockingAdmin):
         """Commit or abort ``prepared`` under its producer id and epoch (a transaction already
         ended that way answers NONE again: asking after a lost answer is safe)."""
         self.run(prepared.end_request(commit), deadline)
+
+    def brokers_lacking(self, api_keys: Iterable[int]) -> list[BrokerLacking]:
+        """The brokers this admin is connected to (those it asked so far) that do not answer
+        all of ``api_keys``.  Brokers it has not reached are not judged: one that is down must
+        not fail a write the others can serve."""
+        wanted = list(api_keys)
+        lacking = []
+        for node in sorted(self.metadata.cluster.brokers):
+            conn = self.client.connection(node)
+            versions = conn.api_versions if conn is not None else {}
+            missing = [k for k in wanted if k not in versions]
+            if versions and missing:
+                needed = max((API_SINCE[k] for k in missing), key=lambda r: tuple(map(int, r.split("."))))
+                lacking.append(BrokerLacking(self.metadata.cluster.brokers[node].address, kafka_release(versions),
+                                             tuple(DECLARED[k].spec for k in missing), needed))
+        return lacking
 
     def fence(self, transactional_id: str, deadline: float) -> None:
         """InitProducerId under ``transactional_id``: the coordinator aborts its open transaction."""

@@ -16,7 +16,7 @@ import time
 from typing import Iterable, Optional
 
 from sparkkafka_sink.errors import KafkaError
-from sparkkafka_sink.producer.handover import PreparedTransaction, TransactionAdmin
+from sparkkafka_sink.producer.handover import HANDOVER_APIS, BrokerLacking, PreparedTransaction, TransactionAdmin
 from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import SinkValidationError
@@ -76,15 +76,20 @@ def _prepared(messages: Iterable[Optional[TaskCommitMessage]]) -> list[tuple[Tas
 
 def check_transaction_timeout(options: SinkOptions, timeout_s: float = 15.0) -> None:
     """On the driver, before any task: the brokers accept ``transaction.timeout.ms`` (their
-    ``transaction.max.timeout.ms`` caps it).  InitProducerId under a probe id of this write asks
-    exactly that; a refusal fails the write with one clear line instead of failing every task."""
+    ``transaction.max.timeout.ms`` caps it): InitProducerId under a probe id of this write asks
+    exactly that; and the brokers the probe reached can serve the hand-over (``HANDOVER_APIS``:
+    without them a failed attempt's transaction could not be found and aborted, nor a late
+    attempt stopped, so Kafka before 3.0 is refused, naming the broker's release).  A refusal
+    fails the write with one clear line instead of failing every task, or the commit."""
     config = options.producer_config
     timeout_ms = config["transaction.timeout.ms"]
     if not tls_files_here(config):
         return  # TLS files shipped to the executors only: the tasks' InitProducerId will say
+    lacking: list[BrokerLacking] = []
     try:
         with TransactionAdmin(config) as admin:
             admin.fence(f"{options.transactional_id_prefix}-probe", time.monotonic() + timeout_s)
+            lacking = admin.brokers_lacking(HANDOVER_APIS)  # those the probe reached
     except InvalidTransactionTimeoutError:
         raise SinkValidationError(
             f"kafka.transaction.timeout.ms={timeout_ms} is more than the brokers allow (their "
@@ -96,6 +101,18 @@ def check_transaction_timeout(options: SinkOptions, timeout_s: float = 15.0) -> 
             f"transactional id {options.transactional_id_prefix!r}-probe: {type(e).__name__}: "
             f"{in_option_names(str(e))} (the tasks' transactional ids start with transactionalIdPrefix: the "
             "principal needs WRITE and DESCRIBE on them)") from None
+    if lacking:
+        raise SinkValidationError(
+            f"deliveryGuarantee=exactly-once needs brokers of Apache Kafka {lacking[0].needed} or newer: the driver "
+            "finds and aborts the transactions a failed or losing task attempt left open (ListTransactions), and a "
+            "late attempt checks that its write is still open (DescribeTransactions), both KIP-664. Here "
+            f"{_answering(lacking)}. Upgrade the brokers, or write with deliveryGuarantee=at-least-once (the default)")
+
+
+def _answering(lacking: list[BrokerLacking]) -> str:
+    """"the broker at host:port answers as Apache Kafka 2.8 does, without ..." for each."""
+    return "; ".join(f"the broker at {b.address} answers as {b.release} does, without {' and '.join(b.missing)}"
+                     for b in lacking)
 
 
 def commit_all(messages, options: SinkOptions) -> str:

@@ -145,3 +145,36 @@ def test_truststore_shipped_with_add_file_is_found_by_the_tasks(spark, secured_k
     got = consume_all(secured_kafka.bootstrap("SASL_SSL"), topic, expected_count=100, timeout=60,
                       config=reader(confluent_config))
     assert sorted(int(r.value) for r in got) == list(range(100))
+
+
+def test_batch_write_with_jks_trust_and_key_stores_over_mutual_tls(spark, spark_event_log, secured_kafka,
+                                                                    secured_topic, confluent_config, caplog):
+    """A Java job's JKS stores, unchanged: keytool-made truststore and keystore (the key under its
+    own ssl.key.password) on the listener that requires a client certificate."""
+    pki = secured_kafka.security.pki
+    if pki.truststore_jks_path is None:
+        pytest.skip("JKS stores are made by the JDK's keytool, not on PATH")
+    caplog.set_level(logging.DEBUG)
+    topic = secured_topic(partitions=2)
+    options = {
+        "kafka.bootstrap.servers": secured_kafka.bootstrap("MTLS"),
+        "topic": topic,
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.location": str(pki.truststore_jks_path),
+        "kafka.ssl.truststore.type": "JKS",
+        "kafka.ssl.truststore.password": pki.store_password,
+        "kafka.ssl.keystore.location": str(pki.client_keystore_jks_key_password_path),
+        "kafka.ssl.keystore.type": "JKS",
+        "kafka.ssl.keystore.password": pki.store_password,
+        "kafka.ssl.key.password": pki.key_password,
+        "kafka.max.block.ms": "20000",
+    }
+    n = 2_000
+    df = spark.range(n).select(F.col("id").cast("string").alias("value"))
+    df.write.format("pyprod-kafka").mode("append").options(**options).save()
+    got = consume_all(secured_kafka.bootstrap("MTLS"), topic, expected_count=n, timeout=60,
+                      config={k: v for k, v in confluent_config("MTLS").items() if k != "bootstrap.servers"})
+    assert sorted(int(r.value) for r in got) == list(range(n))
+    log_text = event_log_showing_a_write(spark_event_log)
+    for secret in (pki.store_password, pki.key_password):
+        assert secret not in log_text and secret not in our_log_text(caplog)

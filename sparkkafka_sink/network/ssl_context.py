@@ -125,9 +125,9 @@ def _store_type(config: Mapping[str, Any], prefix: str, path: str, data: bytes) 
         raise ConfigError(f"{location_key} {path} is a JCEKS store, which is not read here: convert it once to "
                           f"PKCS12 with {key_stores.to_pkcs12_hint(path)} -srcstoretype JCEKS")
     if found is None:
-        expected = f"a {given} store" if given in ("JKS", "PKCS12") else "PEM text (-----BEGIN ...)"
-        raise ConfigError(f"{location_key} {path} is not {expected}: it is neither PEM text, nor a PKCS12 (DER) nor "
-                          "a JKS store (magic 0xFEEDFEED)")
+        what = f"is not a {given} store: it is" if given in ("JKS", "PKCS12") else "is"
+        raise ConfigError(f"{location_key} {path} {what} neither PEM text, a PKCS12 store (DER) nor a JKS store "
+                          "(magic 0xFEEDFEED)")
     if given == "PEM" and found != "PEM":
         raise ConfigError(f"{location_key} {path} is not a PEM file: it is a {found} store; set {key}={found} or "
                           "leave it unset")

@@ -147,6 +147,8 @@ def test_not_a_jks_file(pki, tmp_path):
     garbage.write_bytes(b"\x00\x01 not a key store at all")
     text = refused(**{"ssl.truststore.location": str(garbage), "ssl.truststore.type": "JKS"})
     assert f"ssl.truststore.location {garbage} is not a JKS store" in text, text
+    text = refused(**{"ssl.keystore.location": str(garbage), "ssl.keystore.password": STORE_PW})
+    assert f"ssl.keystore.location {garbage} is neither PEM text, a PKCS12 store (DER) nor a JKS store" in text, text
     cut = tmp_path / "cut.jks"
     cut.write_bytes(pki.truststore_jks_path.read_bytes()[:40])
     text = refused(**{"ssl.truststore.location": str(cut), "ssl.truststore.password": STORE_PW})

@@ -76,6 +76,20 @@ sasl.oauthbearer.client.credentials.client.secret sasl.oauthbearer.jwt.retriever
 sasl.oauthbearer.jwt.validator.class sasl.oauthbearer.scope transaction.two.phase.commit.enable
 """.split()
 
+#: the keys of the Java consumer and admin client that its producer lacks (3.9 and 4.x): a
+#: properties file shared by a job's clients (Confluent Cloud's has session.timeout.ms) gives them
+#: to a producer, which warns that each "isn't a known config" and goes on
+OTHER_CLIENT_KEYS = frozenset("""
+auto.commit.interval.ms auto.offset.reset bootstrap.controllers check.crcs default.api.timeout.ms
+enable.auto.commit exclude.internal.topics fetch.max.bytes fetch.max.wait.ms fetch.min.bytes group.id
+group.instance.id group.protocol group.remote.assignor heartbeat.interval.ms internal.leave.group.on.close
+internal.throw.on.fetch.stable.offset.unsupported isolation.level key.deserializer max.partition.fetch.bytes
+max.poll.interval.ms max.poll.records partition.assignment.strategy session.timeout.ms
+share.acknowledgement.mode share.acquire.mode value.deserializer
+""".split())
+_OTHER_CLIENT_REASON = ("a setting of the Java consumer or admin client, which producers do not read "
+                        "(Java's producer warns that it \"isn't a known config\")")
+
 #: every Java producer key -> the kafka-clients lines that have it
 JAVA_PRODUCER_KEYS: dict[str, str] = {
     **{k: "3.9, 4.x" for k in _BOTH}, **{k: "3.9" for k in _ONLY_3}, **{k: "4.x" for k in _ONLY_4}}
@@ -249,7 +263,7 @@ def judge(key: str, value: Any) -> tuple[str, str] | None:
     ``(REFUSED, why and the way here)``, or None when Java's producer has no such key either."""
     rule = _RULES.get(key)
     if rule is None:
-        return None
+        return (NOTED, _OTHER_CLIENT_REASON) if key in OTHER_CLIENT_KEYS else None
     if rule.status == NOTED:
         return NOTED, rule.reason
     text = ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
@@ -306,6 +320,11 @@ def markdown() -> str:
         "| Key | kafka-clients | Status | Here |",
         "| --- | --- | --- | --- |",
         *markdown_rows(),
+        "",
+        "The keys of the Java consumer and admin client that the producer lacks are noted too (a "
+        "properties file shared by a job's clients gives them to the producer; Java's producer "
+        "warns that each \"isn't a known config\"): "
+        + ", ".join(f"`{k}`" for k in sorted(OTHER_CLIENT_KEYS - _honoured())) + ".",
         "",
     ])
 

@@ -21,20 +21,36 @@ pytestmark = needs_java_oracle
 VERSIONS = ("3.9.1", KAFKA_VERSION)
 
 
-def java_producer_keys(version: str, tmp_path) -> dict[str, tuple[str, str]]:
-    """key -> (default, validator) as kafka-clients ``version`` declares them."""
-    out = tmp_path / f"keys-{version}.tsv"
+def java_client_keys(version: str, tmp_path) -> tuple[dict[str, tuple[str, str]], set[str]]:
+    """The producer's keys -> (default, validator) as kafka-clients ``version`` declares them,
+    and the consumer's and admin client's keys the producer lacks."""
+    out, others = tmp_path / f"keys-{version}.tsv", tmp_path / f"others-{version}.txt"
     lib = resolve_kafka(version)
-    subprocess.run(["java", *JVM_OPTS, "-cp", f"{lib}/*", str(JAVA_SOURCES / "ProducerKeys.java"), str(out)],
-                   check=True, capture_output=True, timeout=180, stdin=subprocess.DEVNULL)
+    subprocess.run(["java", *JVM_OPTS, "-cp", f"{lib}/*", str(JAVA_SOURCES / "ProducerKeys.java"), str(out),
+                    str(others)], check=True, capture_output=True, timeout=180, stdin=subprocess.DEVNULL)
     rows = [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]
-    return {name: (default, validator) for name, default, validator in rows}
+    return ({name: (default, validator) for name, default, validator in rows},
+            set(others.read_text(encoding="utf-8").split()))
 
 
 @pytest.fixture(scope="module")
-def java_keys_by_version(tmp_path_factory) -> dict[str, dict[str, tuple[str, str]]]:
+def java_clients(tmp_path_factory) -> dict[str, tuple[dict[str, tuple[str, str]], set[str]]]:
     tmp = tmp_path_factory.mktemp("java-keys")
-    return {v: java_producer_keys(v, tmp) for v in VERSIONS}
+    return {v: java_client_keys(v, tmp) for v in VERSIONS}
+
+
+@pytest.fixture(scope="module")
+def java_keys_by_version(java_clients) -> dict[str, dict[str, tuple[str, str]]]:
+    return {v: producer for v, (producer, _) in java_clients.items()}
+
+
+def test_the_other_clients_keys_are_noted(java_clients):
+    """A properties file shared with a consumer (Confluent Cloud's has session.timeout.ms) carries over."""
+    for version, (_, others) in java_clients.items():
+        missing = sorted(others - java_keys.OTHER_CLIENT_KEYS - set(KEYS) - set(java_keys.JAVA_PRODUCER_KEYS))
+        assert not missing, f"kafka-clients {version}'s consumer/admin keys missing from OTHER_CLIENT_KEYS: {missing}"
+    assert java_keys.OTHER_CLIENT_KEYS == (set().union(*(o for _, o in java_clients.values())) - set(KEYS)
+                                           - set(java_keys.JAVA_PRODUCER_KEYS))
 
 
 def test_every_key_of_the_java_producer_is_listed(java_keys_by_version):

@@ -98,6 +98,13 @@ def test_a_refused_key_naming_what_happens_here_anyway_is_noted(key, value):
     assert key in ProducerConfig({**BOOT, key: value}).noted
 
 
+def test_the_consumers_keys_in_a_shared_properties_file_are_noted():
+    config = ProducerConfig({**BOOT, "session.timeout.ms": "45000", "group.id": "g", "acks": "all"})
+    assert set(config.noted) == {"session.timeout.ms", "group.id"}
+    assert "consumer" in config.noted["session.timeout.ms"]
+    assert not java_keys.OTHER_CLIENT_KEYS & set(java_keys.JAVA_PRODUCER_KEYS)
+
+
 def test_a_misspelling_still_gets_did_you_mean():
     for typo, meant in (("compression.zstd.levle", "compression.zstd.level"),
                         ("partitioner.adaptive.partitioning.enabled", "partitioner.adaptive.partitioning.enable"),

@@ -41,6 +41,7 @@ def all_columns_df(spark, topic_a, topic_b, n=40):
     )
 
 
+@pytest.mark.pyspark_lines
 def test_every_column_round_trips_to_two_topics(spark, kafka, sink_metrics):
     a, b = kafka.create_topic(partitions=2), kafka.create_topic(partitions=2)
     df = all_columns_df(spark, a, b).repartition(3)
@@ -75,6 +76,7 @@ def test_null_keys_and_tombstones(spark, kafka):
     assert got == sorted([(None, None), (b"k", None), (None, b"v")], key=repr)
 
 
+@pytest.mark.pyspark_lines
 def test_multi_partition_write_and_metrics_equal_row_count(spark, kafka, sink_metrics):
     t = kafka.create_topic(partitions=3)
     n = 2000
@@ -93,6 +95,7 @@ def test_multi_partition_write_and_metrics_equal_row_count(spark, kafka, sink_me
     assert after["produce_latency_max_ms"] > 0 and after["produce_latency_avg_ms"] > 0
 
 
+@pytest.mark.pyspark_lines
 def test_auto_discovered_source_writes_without_register(plain_session, kafka, sink_metrics):
     """A new session has no runtime registration: the format resolves via pyspark_pyprod_kafka."""
     t = kafka.create_topic()
@@ -100,7 +103,10 @@ def test_auto_discovered_source_writes_without_register(plain_session, kafka, si
     before = sink_metrics.snapshot()["records_sent"]
     writer(other.range(10).select(F.col("id").cast("string").alias("value")), kafka, topic=t).save()
     assert len(read_records(kafka, t, expected_count=10)) == 10
-    assert sink_metrics.snapshot()["records_sent"] == before  # metrics only for registered sessions
+    # metrics only for registered sessions -- where Spark let register() shadow the name; where it
+    # kept the auto-discovered class (pyspark 4.0), the metrics are the whole context's
+    shadowed = sink_metrics.total is not None  # the accumulator rides on the shadowing subclass
+    assert sink_metrics.snapshot()["records_sent"] == (before if shadowed else before + 10)
 
 
 # -- per-row failures: the task fails, naming topic/partition and the row ----------------------

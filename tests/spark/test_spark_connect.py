@@ -39,6 +39,7 @@ SCRIPT = textwrap.dedent("""
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark in processes of their own
 
 
+@pytest.mark.pyspark_lines
 def test_spark_connect_writes_without_metrics(kafka, tmp_path):
     if kafka.kind != KAFKA_KINDS[0]:
         pytest.skip(f"Spark Connect does not depend on the broker: run once, on {KAFKA_KINDS[0]}")

@@ -59,6 +59,7 @@ def writer(df, kafka, **options):
     return w
 
 
+@pytest.mark.pyspark_lines
 def test_bad_rows_go_to_the_dead_letter_topic(spark, sink_metrics, kafka):
     topic = kafka.create_topic(partitions=2, config={"max.message.bytes": str(BROKER_LIMIT), "retention.ms": "-1"}
                                if kafka.kind == "apache" else None)
@@ -128,6 +129,7 @@ def test_dead_letter_options_are_checked(spark, kafka):
         writer(df, kafka, topic="t", **{"errors.tolerance": "some"}).save()
 
 
+@pytest.mark.pyspark_lines
 def test_dead_letters_under_exactly_once_share_the_task_transaction(spark, sink_metrics, apache_kafka):
     """The dead-letter records are written by the task's transactional producer: nothing of
     either topic is visible to read_committed readers before the driver commits, all after."""

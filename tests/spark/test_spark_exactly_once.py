@@ -247,6 +247,7 @@ def test_streaming_driver_killed_around_the_commit_then_restarted(apache_kafka, 
     assert len(everything) > len(committed), "no replayed rows were written: the test did not bite"
 
 
+@pytest.mark.pyspark_lines
 def test_foreach_batch_with_batch_id_writes_a_replayed_batch_once(spark, apache_kafka, topic, tmp_path):
     """The documented foreachBatch pattern: the batch id (and the query's checkpoint) passed as
     options.  Spark replays a micro-batch after a crash by calling the function again with the

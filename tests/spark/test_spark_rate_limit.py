@@ -14,6 +14,7 @@ from kafka_helpers import consume_all
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 
+@pytest.mark.pyspark_lines
 @pytest.mark.parametrize("option, limit, rows, value_bytes", [
     ("maxRecordsPerSecond", 4000, 8_000, 8),
     ("maxBytesPerSecond", 200_000, 4_000, 100),

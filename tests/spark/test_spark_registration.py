@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 import sparkkafka_sink
 from sparkkafka_sink.spark import PyprodKafkaDataSource
 
 
+@pytest.mark.pyspark_lines
 def test_register_is_idempotent_per_session(spark, sink_metrics):
     assert sparkkafka_sink.register(spark) is sink_metrics
     assert sink_metrics.enabled
@@ -31,6 +34,30 @@ def test_registered_class_pickles_by_value_with_its_accumulator(spark, sink_metr
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["pyprod-kafka", str(acc.aid), "PyprodKafkaDataSource"]
+
+
+def test_where_spark_keeps_the_auto_discovered_source_metrics_travel_in_commit_messages(plain_session, kafka):
+    """pyspark 4.0 refuses to shadow the auto-discovered name and gives its tasks no accumulator
+    channel: register() then names a metrics directory in the context's files (what it does there,
+    done here by hand on a Spark that would have let it shadow), and the plain class's writes --
+    batch and streaming commits alike -- count in it exactly."""
+    from pyspark.sql import functions as F
+    from readback import read_records
+
+    from sparkkafka_sink.spark.driver.registration import _context_metrics
+
+    metrics = _context_metrics(plain_session.sparkContext)
+    assert metrics.enabled and metrics.total is None
+    before = metrics.snapshot()
+    topic = kafka.create_topic(partitions=2)
+    (plain_session.range(250, numPartitions=3).select(F.col("id").cast("string").alias("value"))
+     .write.format("pyprod-kafka").mode("append")
+     .option("kafka.bootstrap.servers", kafka.bootstrap_servers).option("topic", topic).save())
+    assert len(read_records(kafka, topic, expected_count=250)) == 250
+    after = metrics.snapshot()
+    assert after["records_sent"] - before["records_sent"] == 250
+    assert after["write_tasks"] - before["write_tasks"] == 3
+    assert _context_metrics(plain_session.sparkContext) is metrics  # one per context
 
 
 class _Recorder:

@@ -66,6 +66,7 @@ def framed(records):
     return out
 
 
+@pytest.mark.pyspark_lines
 def test_avro_values_read_back_by_confluent_and_by_spark_from_avro(spark, kafka, schema_registry):
     topic = kafka.create_topic(partitions=3)
     df = frame_of(spark)
@@ -106,6 +107,7 @@ def test_avro_values_read_back_by_confluent_and_by_spark_from_avro(spark, kafka,
     assert_df_equality(back.select("value.*").orderBy("id"), source_df.orderBy("id"), ignore_nullable=True)
 
 
+@pytest.mark.pyspark_lines
 def test_key_as_avro_and_value_as_json_with_headers_timestamps_and_partitions(spark, kafka, schema_registry):
     topic = kafka.create_topic(partitions=2)
     df = spark.range(20).selectExpr(
@@ -220,6 +222,7 @@ def test_rows_the_schema_cannot_hold_go_to_the_dead_letter_topic(spark, kafka, s
     assert delta == {"records_sent": 18, "records_skipped": 2}
 
 
+@pytest.mark.pyspark_lines
 def test_exactly_once_avro(spark, apache_kafka, schema_registry):
     from kafka_helpers import consume_all as consume
 
@@ -321,6 +324,7 @@ def test_a_given_schema_that_does_not_fit_the_dataframe_names_the_field_and_both
 
 
 # --- streaming ---------------------------------------------------------------------------------
+@pytest.mark.pyspark_lines
 def test_write_stream_and_foreach_batch_write_avro(spark, kafka, schema_registry, tmp_path):
     from test_spark_streaming import rate, run_until
 

@@ -7,9 +7,14 @@ batch interrupted by stop() may land too: at-least-once)."""
 from __future__ import annotations
 
 import time
+import uuid
 
+import pytest
+from kafka_helpers import consume_all
 from pyspark.sql import functions as F
 from readback import read_records
+
+from sparkkafka_sink.testing.brokers import create_topics
 
 ROWS_PER_SECOND = 40
 
@@ -44,6 +49,7 @@ def check_every_row_landed(kafka, topic, n):
     return values
 
 
+@pytest.mark.pyspark_lines
 def test_foreach_batch_with_rate_source(spark, kafka, sink_metrics, tmp_path):
     topic = kafka.create_topic(partitions=2)
     bootstrap = kafka.bootstrap_servers
@@ -67,6 +73,7 @@ def test_foreach_batch_with_rate_source(spark, kafka, sink_metrics, tmp_path):
             assert row["records_sent"] == progress[row["batch_id"]]
 
 
+@pytest.mark.pyspark_lines
 def test_direct_write_stream_sink(spark, kafka, sink_metrics, tmp_path):
     topic = kafka.create_topic(partitions=2)
     before = sink_metrics.snapshot()["records_sent"]
@@ -83,3 +90,22 @@ def test_direct_write_stream_sink(spark, kafka, sink_metrics, tmp_path):
     for p in query.recentProgress:
         if p["numInputRows"]:
             assert per_batch.get(p["batchId"]) == p["numInputRows"], (p["batchId"], per_batch)
+
+
+@pytest.mark.pyspark_lines
+def test_direct_write_stream_exactly_once(spark, apache_kafka, sink_metrics, tmp_path):
+    """writeStream under exactly-once: a read_committed reader sees every row of the completed
+    micro-batches exactly once (the checkpoint's batches committed by the driver)."""
+    topic = f"stream-eos-{uuid.uuid4().hex[:8]}"
+    create_topics(apache_kafka.bootstrap_servers, {topic: 2})
+    query = (rate(spark).select(F.col("value").cast("string").alias("value"))
+             .writeStream.format("pyprod-kafka")
+             .option("kafka.bootstrap.servers", apache_kafka.bootstrap_servers).option("topic", topic)
+             .option("deliveryGuarantee", "exactly-once")
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="500 milliseconds").start())
+    n = run_until(query, 60)
+    got = [int(r.value) for r in consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed")]
+    assert set(range(n)) <= set(got), f"missing rows: {sorted(set(range(n)) - set(got))[:10]}"
+    assert len(got) == len(set(got)), "a row committed twice"
+    assert sink_metrics.snapshot()["records_sent"] >= n

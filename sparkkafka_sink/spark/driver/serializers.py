@@ -15,6 +15,7 @@ unknown subject or version, an incompatible (409) or invalid (422) schema.
 
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -78,8 +79,11 @@ def _arrow_type(data_type: DataType, column: str):
     """The Arrow type Spark hands the tasks a column of ``data_type`` in (timestamps in UTC)."""
     from pyspark.sql.pandas.types import to_arrow_type
 
+    # the keyword naming the zone changed (pyspark 4.2: timezone=; before: timestamp_utc=True)
+    in_utc = ({"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_type).parameters
+              else {"timestamp_utc": True})
     try:
-        return to_arrow_type(data_type, timezone="UTC")
+        return to_arrow_type(data_type, **in_utc)
     except (TypeError, ValueError, NotImplementedError) as e:
         raise SinkValidationError(f"column '{column}' of type {data_type.simpleString()} cannot be serialized: "
                                   f"{e}") from None

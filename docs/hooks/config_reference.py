@@ -1,7 +1,6 @@
-"""MkDocs hook: the configuration reference's tables, generated at build time from the options
-declared in code.
+"""The configuration reference's tables, generated from the options declared in code.
 
-``docs/reference/configuration.md`` holds the prose and one marker per table,
+``configuration.template.md`` (beside this file) holds the prose and one marker per table,
 ``<!-- options: NAME -->``; each marker becomes the table of that section's options:
 
 * ``sink``, ``serialization``: the sink's own options (``sparkkafka_sink.spark.option_catalog``);
@@ -11,8 +10,8 @@ declared in code.
   (``sparkkafka_sink.serialization.registry_settings``);
 * ``kafka-refused``, ``schema.registry-unsupported``: what the sink refuses, and why.
 
-A marker naming no section, or a section without its marker, fails the build: every option
-declared in code lands on the page.  ``tests/unit/test_docs_reference.py`` runs the same expansion.
+A marker naming no section, or a section without its marker, fails: every option declared in
+code lands on the page, ``docs/reference/configuration.md``, which ``generated_pages.py`` writes.
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ import html
 import re
 from typing import Any, Callable
 
-#: the page the markers are on (relative to docs/)
-PAGE = "reference/configuration.md"
 MARKER = re.compile(r"<!--\s*options:\s*([\w.-]+)\s*-->")
 
 
@@ -75,12 +72,6 @@ def expand(markdown: str) -> str:
     unknown = sorted(set(found) - set(known))
     missing = sorted(set(known) - set(found))
     if unknown or missing:
-        raise ValueError(f"{PAGE}: markers naming no section: {unknown or 'none'}; sections without a marker: "
+        raise ValueError(f"configuration.template.md: markers naming no section: {unknown or 'none'}; sections without a marker: "
                          f"{missing or 'none'} (known sections: {', '.join(known)})")
     return MARKER.sub(lambda m: known[m.group(1)](), markdown)
-
-
-def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    if page.file.src_uri == PAGE:
-        return expand(markdown)
-    return markdown

@@ -17,8 +17,8 @@ from sparkkafka_sink.spark.options import SINK_OPTIONS, _check_known, parse_opti
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-def _hook():
-    spec = importlib.util.spec_from_file_location("config_reference", DOCS / "hooks" / "config_reference.py")
+def _hook(name: str = "config_reference"):
+    spec = importlib.util.spec_from_file_location(name, DOCS / "hooks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -68,7 +68,7 @@ def test_the_parser_applies_the_declared_defaults():
 
 def test_the_generated_reference_names_every_option():
     hook = _hook()
-    page = hook.expand((DOCS / hook.PAGE).read_text(encoding="utf-8"))
+    page = (DOCS / "reference" / "configuration.md").read_text(encoding="utf-8")
     assert not hook.MARKER.search(page)
     rows = hook.names_in(page)
     missing = [e.name for e in every_option() if e.name not in rows]
@@ -85,3 +85,24 @@ def test_a_marker_without_a_section_or_a_section_without_a_marker_fails_the_buil
         hook.expand(markers + "\n<!-- options: nope -->")
     with pytest.raises(ValueError, match="sections without a marker: \\['sink'\\]"):
         hook.expand(markers.replace("<!-- options: sink -->", ""))
+
+
+def test_the_generated_pages_are_committed_as_their_sources_make_them():
+    """The configuration reference, the Java keys' table and the benchmarks page read on GitHub as
+    on the site: committed as generated, never behind the code."""
+    pages = _hook("generated_pages")
+    assert not pages.stale(), (f"stale: {pages.stale()}; run `{pages.COMMAND}` and commit the pages")
+
+
+def test_a_stale_page_is_found(tmp_path, monkeypatch):
+    pages = _hook("generated_pages")
+    made = {page: make() for page, make in pages.PAGES.items()}
+    monkeypatch.setattr(pages, "PAGES", {page: (lambda p=page: made[p])
+                                         for page in made})
+    monkeypatch.setattr(pages, "ROOT", tmp_path)
+    for page, text in made.items():
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / page).write_text(text, encoding="utf-8")
+    assert pages.stale() == []
+    (tmp_path / "docs/benchmarks.md").write_text("# Benchmarks\n\nold figures\n", encoding="utf-8")
+    assert pages.stale() == ["docs/benchmarks.md"]

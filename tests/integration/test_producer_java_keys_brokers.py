@@ -93,3 +93,16 @@ def test_a_connection_tries_the_next_address_of_its_host(apache_kafka, monkeypat
     assert asked  # the fake name was resolved (and its first address refused)
     got = consume_all(apache_kafka.bootstrap_servers, topic, expected_count=1)
     assert [r.value for r in got] == [b"through the second address"]
+
+
+def test_the_socket_buffer_sizes_are_applied(apache_kafka):
+    """send.buffer.bytes and receive.buffer.bytes set SO_SNDBUF and SO_RCVBUF of every broker
+    connection (Linux reports twice what was asked, its bookkeeping included)."""
+    topic = _topic(apache_kafka)
+    with Producer({"bootstrap.servers": apache_kafka.bootstrap_servers, **_FAST,
+                   "send.buffer.bytes": "65536", "receive.buffer.bytes": "49152"}) as p:
+        p.send(topic, value=b"x").get(20)
+        node = p._metadata.cluster.leader_for(topic, 0)
+        sock = p._client.connection(node).sock
+        sent, received = (sock.getsockopt(socket.SOL_SOCKET, o) for o in (socket.SO_SNDBUF, socket.SO_RCVBUF))
+    assert (sent, received) in ((65536, 49152), (2 * 65536, 2 * 49152))

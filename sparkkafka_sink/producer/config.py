@@ -366,9 +366,10 @@ class ProducerConfig(Mapping[str, Any]):
 def _unknown_key_message(key: str) -> str:
     """The unknown key, the likeliest meant, and a few near it -- not all of them (a message
     read in a Spark error must fit in a few lines; every key is in the configuration reference)."""
-    close = difflib.get_close_matches(str(key), list(KEYS), n=1, cutoff=0.6)
+    known = [*KEYS, *java_keys.accepted_or_explained()]  # a Java key we refuse or note is meant too
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
     hint = f" Did you mean '{close[0]}'?" if close else ""
-    near = [k for k in difflib.get_close_matches(str(key), list(KEYS), n=5, cutoff=0.3) if k not in close][:4]
+    near = [k for k in difflib.get_close_matches(str(key), known, n=5, cutoff=0.3) if k not in close][:4]
     others = f" Near it: {', '.join(repr(k) for k in near)}." if near else ""
     return f"Unknown configuration '{key}'.{hint}{others} Every key: the configuration reference."
 

@@ -258,6 +258,11 @@ def status(key: str) -> str | None:
     return rule.status if rule is not None else None
 
 
+def accepted_or_explained() -> list[str]:
+    """The keys, besides the honoured ones, that get more than "unknown": noted or refused."""
+    return [*_RULES, *sorted(OTHER_CLIENT_KEYS)]
+
+
 def judge(key: str, value: Any) -> tuple[str, str] | None:
     """For a key ``producer.config`` does not know: ``(NOTED, why it has no effect here)``,
     ``(REFUSED, why and the way here)``, or None when Java's producer has no such key either."""

@@ -108,7 +108,8 @@ def test_the_consumers_keys_in_a_shared_properties_file_are_noted():
 def test_a_misspelling_still_gets_did_you_mean():
     for typo, meant in (("compression.zstd.levle", "compression.zstd.level"),
                         ("partitioner.adaptive.partitioning.enabled", "partitioner.adaptive.partitioning.enable"),
-                        ("client.dns.lookups", None), ("interceptor.class", None)):
+                        ("client.dns.lookups", "client.dns.lookup"), ("interceptor.class", "interceptor.classes"),
+                        ("session.timeout", "session.timeout.ms")):
         with pytest.raises(ConfigError, match=f"Unknown configuration '{typo}'") as info:
             ProducerConfig({**BOOT, typo: "1"})
         if meant:

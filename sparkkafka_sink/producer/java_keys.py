@@ -16,8 +16,10 @@ key to kafka-clients, so each Java key is exactly one of:
   Some refused keys are accepted (noted) with the values that ask for what happens here anyway
   (``partitioner.class`` naming Kafka's default partitioner, an empty ``interceptor.classes``).
 
-Our own keys that Java lacks (``partitioner``, ``sasl.username``...) are honoured too; they are
-not listed here.  ``python -m sparkkafka_sink.producer.java_keys --markdown`` prints the
+The Java consumer's and admin client's own keys (``OTHER_CLIENT_KEYS``: a properties file shared
+by a job's clients gives them to the producer, which Java's producer only warns about) are noted.
+Our own keys that Java lacks (``partitioner``, ``sasl.username``...) are honoured; they are not
+listed here.  ``python -m sparkkafka_sink.producer.java_keys --markdown`` prints the
 migration table (``docs/reference/java-keys.md``).
 """
 
@@ -316,7 +318,7 @@ def markdown() -> str:
         f"Every configuration key of the Java producer (kafka-clients 3.9 and 4.x, "
         f"{len(JAVA_PRODUCER_KEYS)} keys) and what it does here, so the `kafka.*` options of a "
         "`format(\"kafka\")` job carry over to `format(\"pyprod-kafka\")`. "
-        f"**honoured** ({counts[HONOURED]}): applied as the Java client applies it. "
+        f"**honoured** ({counts[HONOURED]}): applied here (the last column says how). "
         f"**noted** ({counts[NOTED]}): accepted, with one line in the driver's log saying it has no "
         f"effect here and why. **refused** ({counts[REFUSED]}): the write fails on the driver with the "
         "reason and the way to get the same here (some are accepted with the values that ask for what "

@@ -29,7 +29,7 @@ def _rows():
 def next_partition_in_turn(monkeypatch):
     """The sticky partitioner's random choice made deterministic: what is compared is where it
     switches, not which partition it draws."""
-    monkeypatch.setattr(Murmur2Partitioner, "_next", lambda self, previous, available, n: (previous + 1) % n)
+    monkeypatch.setattr(Murmur2Partitioner, "_next", lambda self, topic, previous, available, n: (previous + 1) % n)
 
 
 def test_the_partitioner_counts_the_same_sizes_on_both_paths():

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping
 
 from sparkkafka_sink.errors import ConfigError
@@ -295,7 +294,7 @@ class ProducerConfig(Mapping[str, Any]):
             raise ConfigError("Missing required configuration 'bootstrap.servers' (a comma-separated host:port list)")
         self.explicit = frozenset(values)
         #: the Java producer's keys given that have no effect here -> why (``producer.java_keys``)
-        self.noted: Mapping[str, str] = MappingProxyType(noted)
+        self.noted: Mapping[str, str] = noted  # (a dict: the config is pickled into Spark tasks)
         for spec in _KEYS:
             if spec.name not in values:
                 values[spec.name] = spec.parse(spec.name, spec.default) if spec.default is not None else None

@@ -314,3 +314,12 @@ def test_kafka4_and_older_client_id_keys_cannot_both_be_given():
             "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token",
             "sasl.oauthbearer.client.id": "a", "sasl.oauthbearer.client.credentials.client.id": "b",
             "sasl.oauthbearer.client.secret": "s"}))
+
+
+def test_a_config_with_noted_keys_pickles():
+    """The Spark plan carries the producer config to every task."""
+    import pickle
+
+    config = ProducerConfig({**BOOT, "client.dns.lookup": "use_all_dns_ips", "compression.lz4.level": "12"})
+    again = pickle.loads(pickle.dumps(config))
+    assert again.noted == config.noted and again["compression.lz4.level"] == 12

@@ -34,6 +34,7 @@ from sparkkafka_sink.errors import (
     SslError,
     UnsupportedVersionError,
 )
+from sparkkafka_sink.network.broker_release import API_SINCE, kafka_release
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster
 from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
 from sparkkafka_sink.network.connection_setup import ConnectionSetup
@@ -227,9 +228,14 @@ class NetworkClient:
         conn = self._conns[node_id]
         rng = conn.api_versions.get(api_key)
         if rng is None:
+            since = f"; it arrived in Apache Kafka {API_SINCE[api_key]}" if api_key in API_SINCE else ""
+            raise UnsupportedVersionError(f"Broker {conn.address} does not support {ApiKey(api_key).name} at all "
+                                          f"(it answers as {kafka_release(conn.api_versions)} does{since})")
+        try:
+            return negotiate(api_key, rng[0], rng[1], max_version)
+        except UnsupportedVersionError as e:
             raise UnsupportedVersionError(
-                f"Broker {conn.address} does not support {ApiKey(api_key).name} at all")
-        return negotiate(api_key, rng[0], rng[1], max_version)
+                f"Broker {conn.address}: {e} (it answers as {kafka_release(conn.api_versions)} does)") from None
 
     def send(self, node_id: int, request: Any, callback: Callable[[ClientResponse], None] | None,
              now: float, *, expect_response: bool = True, context: Any = None,

@@ -17,8 +17,8 @@ import pytest
 
 from broker_kinds import APACHE_SOURCE, running_apache_kafka
 from kafka_helpers import consume_all, describe_producers
-from sparkkafka_sink import Producer, complete_transaction
-from sparkkafka_sink.errors import AuthenticationError
+from sparkkafka_sink import Producer, abort_lingering, complete_transaction
+from sparkkafka_sink.errors import AuthenticationError, UnsupportedVersionError
 from sparkkafka_sink.producer.handover import HANDOVER_APIS, TransactionAdmin
 from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.testing.apache_kafka import KAFKA_FIRST_KRAFT_VERSION, KAFKA_ZOOKEEPER_VERSION
@@ -150,8 +150,14 @@ def test_the_hand_over_apis_and_the_release_the_broker_answers_as(old_kafka):
     if old_kafka.version == KAFKA_ZOOKEEPER_VERSION:
         assert [(b.address, b.release, b.missing, b.needed) for b in lacking] == [
             (old_kafka.bootstrap_servers, "Apache Kafka 2.8", ("ListTransactions", "DescribeTransactions"), "3.0")]
+        # the library's own call says the same
+        with pytest.raises(UnsupportedVersionError) as info:
+            abort_lingering("old-nothing-", {"bootstrap.servers": old_kafka.bootstrap_servers}, timeout=20)
+        assert (f"Broker {old_kafka.bootstrap_servers} does not support LIST_TRANSACTIONS at all (it answers as "
+                "Apache Kafka 2.8 does; it arrived in Apache Kafka 3.0)") in str(info.value), info.value
     else:
         assert lacking == []
+        assert abort_lingering("old-nothing-", {"bootstrap.servers": old_kafka.bootstrap_servers}, timeout=20) == []
 
 
 def test_spark_writes(old_kafka, retrying_spark):

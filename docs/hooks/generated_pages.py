@@ -45,9 +45,32 @@ def _configuration() -> str:
 
 
 def _java_keys() -> str:
-    from sparkkafka_sink.producer import java_keys
+    from sparkkafka_sink.producer import java_keys as jk
 
-    return java_keys.markdown()
+    table = jk.migration_table()
+    counts = {s: sum(row[2] == s for row in table) for s in (jk.HONOURED, jk.NOTED, jk.REFUSED)}
+    cell = lambda text: " ".join(str(text).split()).replace("|", "\\|")  # noqa: E731
+    return "\n".join([
+        "# The Java producer's keys",
+        "",
+        _notice("sparkkafka_sink/producer/java_keys.py").rstrip("\n"),
+        "",
+        f"Every configuration key of the Java producer (kafka-clients 3.9 and 4.x, {len(table)} keys) and what it "
+        "does here, so the `kafka.*` options of a `format(\"kafka\")` job carry over to `format(\"pyprod-kafka\")`. "
+        f"**honoured** ({counts[jk.HONOURED]}): applied here (the last column says how). "
+        f"**noted** ({counts[jk.NOTED]}): accepted, with one line in the driver's log saying it has no effect "
+        f"here and why. **refused** ({counts[jk.REFUSED]}): the write fails on the driver with the reason and "
+        "the way to get the same here (some are accepted with the values that ask for what happens here anyway).",
+        "",
+        "| Key | kafka-clients | Status | Here |",
+        "| --- | --- | --- | --- |",
+        *(f"| `{key}` | {lines} | {status} | {cell(here)} |" for key, lines, status, here in table),
+        "",
+        "The keys of the Java consumer and admin client that the producer lacks are noted too (a properties "
+        "file shared by a job's clients gives them to the producer; Java's producer warns that each \"isn't a "
+        "known config\"): " + ", ".join(f"`{k}`" for k in jk.other_clients_noted()) + ".",
+        "",
+    ])
 
 
 def _benchmarks() -> str:

@@ -131,6 +131,17 @@ def apache_kafka():
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def kafka_zookeeper():
+    """One Apache Kafka 2.8 node in ZooKeeper mode (the oldest line tested), started when a test
+    asks for it."""
+    from sparkkafka_sink.testing.apache_kafka import KAFKA_ZOOKEEPER_VERSION
+
+    with running_apache_kafka(needs="Apache Kafka 2.8 from Maven jars", nodes=1,
+                              version=KAFKA_ZOOKEEPER_VERSION) as cluster:
+        yield cluster
+
+
 @pytest.fixture
 def apache_node(apache_kafka):
     """The session's Apache Kafka node for a test that may pause, kill or restart it; it is

@@ -108,6 +108,7 @@ PRODUCERS: dict[str, Callable[["World"], Messages]] = {}
 #: test and ``session_resources`` stops them after their last user)
 NEEDS: dict[str, tuple[str, ...]] = {}
 KAFKA, SECURED, REGISTRY = ("apache_kafka",), ("secured_kafka",), ("schema_registry",)
+KAFKA_2_8 = ("kafka_zookeeper",)  # the oldest Apache Kafka tested, for what older brokers lack
 KAFKA_AND_REGISTRY = KAFKA + REGISTRY
 #: fixtures a function may ask for without declaring them: per test, and the resource under them
 CHEAP = {"monkeypatch": None, "tmp_path": None, "acl_topics": "secured_kafka"}
@@ -497,6 +498,14 @@ def _(w: World) -> str:
                         "clusterCheckTimeoutMs": "0"})
 
 
+@entry("deliveryGuarantee=exactly-once needs brokers of Apache Kafka … or newer", needs=KAFKA_2_8)
+def _(w: World) -> str:
+    """Apache Kafka 2.8 answers the probe but lacks ListTransactions and DescribeTransactions."""
+    old = w.fixture("kafka_zookeeper")
+    return refused({"kafka.bootstrap.servers": old.bootstrap_servers, "deliveryGuarantee": "exactly-once",
+                    "topic": w.topic(bootstrap=old.bootstrap_servers)})
+
+
 def _error_code(response: str, code: int):
     """A ``FaultProxy.mutate_next_response`` function: the ``response`` answered with ``code``."""
     from sparkkafka_sink.protocol import messages
@@ -838,8 +847,14 @@ def test_each_entry_is_a_message_the_sink_raises_with_apache_kafka_and_the_regis
     check_entry(request, kind, heading)
 
 
+@pytest.mark.usefixtures(*KAFKA_2_8)
+@pytest.mark.parametrize("kind, heading", _entries(KAFKA_2_8))
+def test_each_entry_is_a_message_the_sink_raises_with_apache_kafka_2_8(request, kind, heading):
+    check_entry(request, kind, heading)
+
+
 def test_each_set_of_resources_has_its_test():
-    assert set(NEEDS.values()) <= {(), KAFKA, SECURED, REGISTRY, KAFKA_AND_REGISTRY}, "entries no test runs"
+    assert set(NEEDS.values()) <= {(), KAFKA, SECURED, REGISTRY, KAFKA_AND_REGISTRY, KAFKA_2_8}, "entries no test runs"
 
 
 def test_each_producing_function_has_its_entry():

@@ -134,13 +134,13 @@ class ProducerBatch:
         self._full = True
         return self.built
 
-    def split(self) -> list["ProducerBatch"]:
+    def split(self, compression_level: int | None = None) -> list["ProducerBatch"]:
         """This built batch as two of its records each (in order), for a broker that refused it
-        as too large.  They keep its place: its sequence range and producer state, creation
+        as too large, compressed again at ``compression_level`` (the codec's; None: its default).  They keep its place: its sequence range and producer state, creation
         time and attempts; its memory goes with the first.  Its result completes when theirs
         have, each record's future answering from its own piece."""
         pieces, start = [], 0
-        for data, count in split_batch(self.wire, 2):
+        for data, count in split_batch(self.wire, 2, compression_level):
             child = ProducerBatch.prebuilt(self.topic, self.partition, data, count, self.created_ms, 0)
             child.attempts = self.attempts
             child.last_attempt_ms = self.last_attempt_ms

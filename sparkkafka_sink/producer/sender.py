@@ -357,7 +357,7 @@ class Sender(threading.Thread):
         refused is sent again as two halves (recursively, down to single records); sequences
         are kept, so order and idempotence hold.  Only the single records at fault fail (the
         Java client fails a whole batch refused as INVALID_RECORD; splitting keeps its others)."""
-        pieces = batch.split()
+        pieces = batch.split(self.accumulator.compression_level)
         log.info("%s-%d: %d records refused (%s): split into %s", batch.topic, batch.partition,
                  batch.record_count, error, [p.record_count for p in pieces])
         if self.idempotence is not None:

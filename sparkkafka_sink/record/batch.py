@@ -465,16 +465,17 @@ def _stamp_header(out, producer_id: int, producer_epoch: int, base_sequence: int
         out[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
 
 
-def split_batch(data, parts: int = 2) -> list[tuple[bytes, int]]:
+def split_batch(data, parts: int = 2, compression_level: int | None = None) -> list[tuple[bytes, int]]:
     """One built batch re-encoded as up to ``parts`` batches of consecutive records, each
     ``(bytes, record count)``: what a batch a broker refused as too large becomes.  Same
-    compression, timestamps, keys, values and headers; producer state unset."""
+    compression (at ``compression_level``), timestamps, keys, values and headers; producer
+    state unset."""
     (batch,) = decode_batches(data)
     records = batch.records
     size = max(1, -(-len(records) // parts))
     pieces = []
     for start in range(0, len(records), size):
-        builder = RecordBatchBuilder(batch.compression_type, write_limit=1 << 62)
+        builder = RecordBatchBuilder(batch.compression_type, write_limit=1 << 62, compression_level=compression_level)
         for r in records[start:start + size]:
             builder.try_append(r.timestamp, r.key, r.value, r.headers)
         pieces.append((builder.build(), builder.record_count))

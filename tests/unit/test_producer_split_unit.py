@@ -34,6 +34,17 @@ def test_split_batch_keeps_every_record_in_order(n):
     assert all(decode_batches(d)[0].compression_type == CompressionType.ZSTD for d, _ in pieces)
 
 
+def test_split_batch_compresses_again_at_the_level_given():
+    text = b"".join(b"%d the quick brown fox jumps over the lazy dog %x\n" % (i, i * i) for i in range(4000))
+    b = RecordBatchBuilder(CompressionType.ZSTD, write_limit=1 << 30, compression_level=19)
+    for i in range(8):
+        b.try_append(1_700_000_000_000 + i, None, text[i::8], [])
+    data = b.build(7, 1, 100)
+    fast, small = split_batch(data, 2, -5), split_batch(data, 2, 19)
+    assert sum(len(d) for d, _ in small) < sum(len(d) for d, _ in fast)  # the level reached the codec
+    assert [r.value for d, _ in small for r in decode_batches(d)[0].records] == [text[i::8] for i in range(8)]
+
+
 def test_split_pieces_keep_the_sequence_range_and_complete_the_batch():
     batch = ProducerBatch.prebuilt("t", 0, built(5), 5, 0.0, 1000)
     batch.close(7, 1, 100)

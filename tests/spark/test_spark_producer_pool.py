@@ -52,7 +52,8 @@ def test_pooled_producers_across_100_micro_batches_with_a_broker_restart(spark, 
     tasks = after["write_tasks"] - before["write_tasks"]
     created = after["producers_created"] - before["producers_created"]
     assert tasks >= 2 * BATCHES
-    assert 1 <= created <= 10, f"{created} producers made for {tasks} tasks: the pool did not serve them"
+    # (0 when an earlier test of the session left producers of this configuration in the pool)
+    assert created <= 10, f"{created} producers made for {tasks} tasks: the pool did not serve them"
     written = after["records_sent"] - before["records_sent"]
     got = consume_all(bootstrap, topic, expected_count=written, timeout=120)
     values = {int(r.value) for r in got}

@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     from pyspark.sql import SparkSession
 
     import sparkkafka_sink
-    from sparkkafka_sink.spark.options import read_properties
+    from sparkkafka_sink.producer.config import read_properties
 
     spark = SparkSession.builder.getOrCreate()
     metrics = None if args.no_register else sparkkafka_sink.register(spark)

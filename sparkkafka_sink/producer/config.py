@@ -376,3 +376,22 @@ def _unknown_key_message(key: str) -> str:
 def describe() -> list[tuple[str, Any, str]]:
     """(key, default, doc) for every key: the README's config table comes from here."""
     return [(k.name, k.default, k.doc) for k in _KEYS]
+
+
+def read_properties(path: str) -> dict:
+    """Read a Java-style ``key=value`` properties file (``#``/``!`` comments).
+
+    A Java client's properties file (``--command-config``, ``producer.properties``): its keys
+    are this producer's; the Spark sink takes each as a ``kafka.<key>`` option.
+    """
+    props = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            line = raw.strip()
+            if not line or line[0] in "#!":
+                continue
+            sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+            if sep < 0:
+                raise ValueError(f"{path}:{lineno}: expected key=value, got {line!r}")
+            props[line[:sep].strip()] = line[sep + 1:].strip()
+    return props

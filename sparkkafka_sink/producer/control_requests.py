@@ -16,7 +16,7 @@ coordinator lookup both use.  Handlers hold no I/O, so they are unit-tested with
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from sparkkafka_sink.errors import KafkaError, ProducerFencedError
 from sparkkafka_sink.protocol import messages
@@ -293,9 +293,23 @@ class EndTxn(TransactionalRequest):
         return Outcome.DONE
 
 
+class TransactionDescription(NamedTuple):
+    """What a transaction coordinator says of a transactional id (DescribeTransactions)."""
+
+    #: Kafka's names: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, ...
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    #: when its open transaction began (-1: none open)
+    start_time_ms: int
+    #: the partitions in its open transaction
+    partitions: tuple[tuple[str, int], ...]
+
+
 class DescribeTransactions(TransactionalRequest):
-    """The coordinator's state of a transactional id (Kafka's names: Empty, Ongoing,
-    CompleteCommit, ...); ``result`` None when the coordinator does not know the id."""
+    """The coordinator's view of a transactional id; ``result`` a :class:`TransactionDescription`,
+    None when the coordinator does not know the id."""
 
     def build(self) -> Any:
         return messages.DescribeTransactionsRequest(transactional_ids=[self.transactional_id])
@@ -307,7 +321,10 @@ class DescribeTransactions(TransactionalRequest):
         (answer,) = response.transaction_states
         error = error_for_code(answer.error_code, self.describe())
         if error is None:
-            self.result = answer.transaction_state
+            self.result = TransactionDescription(
+                answer.transaction_state, answer.producer_id, answer.producer_epoch, answer.transaction_timeout_ms,
+                answer.transaction_start_time_ms,
+                tuple((t.topic, p) for t in answer.topics for p in t.partitions))
         elif not isinstance(error, TransactionalIdNotFoundError):
             return self.refused(error)
         return Outcome.DONE

@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.network.broker_release import API_SINCE, kafka_release
 from sparkkafka_sink.producer.admin import BlockingAdmin
-from sparkkafka_sink.producer.control_requests import EndTxn, InitProducerId, ListTransactions, Outcome
+from sparkkafka_sink.producer.control_requests import (
+    DescribeTransactions, EndTxn, InitProducerId, ListTransactions, Outcome, TransactionDescription)
 from sparkkafka_sink.protocol.api import DECLARED, ApiKey
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,10 @@ class TransactionAdmin(BlockingAdmin):
                 lacking.append(BrokerLacking(self.metadata.cluster.brokers[node].address, kafka_release(versions),
                                              tuple(DECLARED[k].spec for k in missing), needed))
         return lacking
+
+    def describe(self, transactional_id: str, deadline: float) -> TransactionDescription | None:
+        """The coordinator's view of ``transactional_id`` (None: it does not know the id)."""
+        return self.run(DescribeTransactions(transactional_id), deadline)
 
     def fence(self, transactional_id: str, deadline: float) -> None:
         """InitProducerId under ``transactional_id``: the coordinator aborts its open transaction."""

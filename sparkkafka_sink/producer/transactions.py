@@ -186,7 +186,7 @@ class TransactionManager(IdempotenceManager):
 
             def answered(handler: ControlRequest, outcome: Outcome) -> None:
                 if outcome is Outcome.DONE:
-                    result.set(value=handler.result)
+                    result.set(value=handler.result.state if handler.result is not None else None)
                 elif outcome is Outcome.FATAL:
                     result.set(handler.failure)
 

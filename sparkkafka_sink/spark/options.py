@@ -324,7 +324,10 @@ def _exactly_once(lowered: Mapping[str, str], config: ProducerConfig, guarantee:
             # the query's own: stable across restarts, so leftovers of a crashed run are found
             digest = hashlib.sha1(str(lowered["checkpointlocation"]).encode()).hexdigest()[:16]
             return f"pyprod-kafka-q{digest}"
-        return f"pyprod-kafka-{uuid.uuid4().hex[:16]}"  # one write, one prefix: jobs never share ids
+        # the target's: a later write to it finds what a crashed one left open (driver/lease.py);
+        # writes running at once have runs of their own under it
+        target = "|".join(sorted(str(lowered["kafka.bootstrap.servers"]).split(",")) + [str(lowered.get("topic", ""))])
+        return f"pyprod-kafka-t{hashlib.sha1(target.encode()).hexdigest()[:16]}"
     prefix = str(prefix).strip()
     if not prefix or len(prefix) > 200:
         raise SinkValidationError("option 'transactionalIdPrefix' must be 1-200 characters")
@@ -397,22 +400,3 @@ def tls_files_here(config) -> bool:
     only then can the driver check them, or connect as the tasks will."""
     return all(os.path.exists(str(config[k])) for k in ("ssl.truststore.location", "ssl.keystore.location")
                if config.get(k))
-
-
-def read_properties(path: str) -> dict:
-    """Read a Java-style ``key=value`` properties file (``#``/``!`` comments).
-
-    Used by the spark-submit pipeline to load the example ``producer.properties`` and
-    pass each entry as a ``kafka.<key>`` option.
-    """
-    props = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            line = raw.strip()
-            if not line or line[0] in "#!":
-                continue
-            sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-            if sep < 0:
-                raise ValueError(f"{path}:{lineno}: expected key=value, got {line!r}")
-            props[line[:sep].strip()] = line[sep + 1:].strip()
-    return props

@@ -44,3 +44,7 @@ class WritePlan:
     layout: ColumnLayout
     key_encoding: ColumnEncoding | None = None
     value_encoding: ColumnEncoding | None = None
+    #: when the driver planned the write (wall clock, ms; 0: unknown): under exactly-once every
+    #: task's transaction must still be open when the driver commits, ``transaction.timeout.ms``
+    #: after it began at most
+    planned_at_ms: float = 0.0

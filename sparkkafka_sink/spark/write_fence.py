@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
+from sparkkafka_sink.producer.leases import parse
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.options import SinkOptions
 
@@ -46,6 +47,27 @@ def attempts_prefix(options: SinkOptions, batch_id: int | None = None) -> str:
     """What the transactional ids of the write's task attempts start with (not its marker, nor
     another write's ids)."""
     return options.write_id(batch_id) + "-p"
+
+
+def write_of_attempt(transactional_id: str) -> tuple[str, int | None] | None:
+    """``(write id, micro-batch)`` of a task attempt's transactional id (what ``write_id`` and
+    ``attempts_prefix`` made: ``<prefix>-r<run>[-b<batch>]-p...``); None for an id no write of the
+    sink made."""
+    parsed = parse(transactional_id)
+    if parsed is None:
+        return None
+    prefix, owner, run = parsed
+    rest = transactional_id[len(prefix) + 2 + len(owner) + len(run):]
+    batch = rest.split("-")[1][1:] if rest.startswith("-b") else ""
+    write = f"{prefix}-r{owner}{run}" + (f"-b{batch}" if batch else "")
+    return write, int(batch) if batch.isdigit() else None
+
+
+def marker_of_attempt(transactional_id: str) -> str | None:
+    """The closed marker of the write a task attempt's transactional id belongs to, for closing
+    the write of a driver that is gone."""
+    found = write_of_attempt(transactional_id)
+    return f"{found[0]}-closed" if found else None
 
 
 # -- the driver -----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ raises, and every message the sink raises has an entry.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import re
@@ -498,6 +499,32 @@ def _(w: World) -> str:
                         "clusterCheckTimeoutMs": "0"})
 
 
+@entry("deliveryGuarantee=exactly-once: the driver could not end the open transactions of earlier writes under '…' "
+       "whose driver is gone: …", needs=KAFKA)
+def _(w: World) -> str:
+    """A transaction a dead write left open under the prefix (its id names a driver whose lease
+    never beat), and the coordinator refusing the driver's question about it (a fault proxy
+    answers its DescribeTransactions with TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    from faults.harness import FaultProxy
+
+    from sparkkafka_sink.protocol.api import ApiKey
+
+    topic, prefix = w.topic(), f"eos-{uuid.uuid4().hex[:8]}"
+    left = Producer({"bootstrap.servers": w.bootstrap, "transactional.id": f"{prefix}-r{'d' * 8}{'0' * 6}-p0-t1"})
+    left.init_transactions()
+    left.begin_transaction()
+    left.send(topic, value=b"left open").get(30)
+    try:
+        with FaultProxy(0, "127.0.0.1", w.kafka.nodes[0].port, rewrite_metadata=True) as proxy:
+            proxy.mutate_next_response(_error_code("DescribeTransactionsResponse", 53), api_key=ApiKey.DESCRIBE_TRANSACTIONS)
+            return refused({"kafka.bootstrap.servers": proxy.address, "topic": topic,
+                            "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": prefix,
+                            "clusterCheckTimeoutMs": "0"})
+    finally:
+        left.abort_transaction()
+        left.close()
+
+
 @entry("deliveryGuarantee=exactly-once needs brokers of Apache Kafka … or newer", needs=KAFKA_2_8)
 def _(w: World) -> str:
     """Apache Kafka 2.8 answers the probe but lacks ListTransactions and DescribeTransactions."""
@@ -514,7 +541,8 @@ def _error_code(response: str, code: int):
     def mutate(frame: bytes, api_key: int, version: int) -> bytes:
         _, offset = decode_response_header(memoryview(frame), api_key, version)
         answer = messages.decode_body(response, memoryview(frame)[offset:], version)
-        answer.error_code = code
+        for part in getattr(answer, "transaction_states", None) or [answer]:  # DescribeTransactions: per id
+            part.error_code = code
         return frame[:offset] + b"".join(bytes(b) for b in messages.encode_body(answer, version))
     return mutate
 
@@ -724,6 +752,16 @@ def _(w: World) -> str:
     rows = pa.record_batch({"value": pa.array([{"id": 1}], pa.struct([("id", pa.int32())])),
                             "topic": pa.array([w.topic()])})
     return failed_task(plan, [rows])
+
+
+@entry("write task for Spark partition … (attempt …): this exactly-once write has run … s, close to "
+       "kafka.transaction.timeout.ms …", needs=KAFKA)
+def _(w: World) -> str:
+    """A task of a write planned longer ago than 90 % of its transaction timeout."""
+    plan = task_plan(w.options(topic=w.topic(), deliveryGuarantee="exactly-once"))
+    timeout_ms = plan.options.producer_config["transaction.timeout.ms"]
+    late = dataclasses.replace(plan, planned_at_ms=time.time() * 1000 - timeout_ms * 1.2)
+    return failed_task(late, [values("a")])
 
 
 # In a task: the flush, the dead letters --------------------------------------------------------------

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from sparkkafka_sink.spark.options import read_properties
+from sparkkafka_sink.producer.config import read_properties
 
 ROWS = 500
 #: the guide's batch examples leave the save mode at its default, ErrorIfExists, which Spark's sink

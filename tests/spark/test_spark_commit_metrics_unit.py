@@ -24,6 +24,8 @@ def test_commit_summary_is_one_line():
 def test_abort_summary_says_what_stays_in_kafka():
     line = abort_summary([msg(0, {("a", 0): (4, 0, 3)}), None, None], what="micro-batch 7")
     assert "micro-batch 7 aborted: 1 of 3 tasks had finished and their 4 records stay in Kafka" in line
+    assert "the 2 unfinished tasks may have sent records too, which also stay" in line
+    assert "unfinished" not in abort_summary([msg(0, {("a", 0): (4, 0, 3)})])
     assert "at-least-once" in line
 
 

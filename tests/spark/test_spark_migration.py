@@ -20,7 +20,8 @@ import pytest
 
 import migration_jobs as jobs
 from kafka_helpers import consume_all
-from sparkkafka_sink.spark.options import parse_options, read_properties
+from sparkkafka_sink.producer.config import read_properties
+from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]

@@ -6,7 +6,8 @@ from pyspark.sql.types import (
 )
 
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.spark.options import parse_options, read_properties
+from sparkkafka_sink.producer.config import read_properties
+from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.driver.validation import check_save_mode, validate_schema
 from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.plan import ColumnLayout

@@ -19,7 +19,7 @@ LAYERS = {
     "spark": 5,
 }
 #: beside the layers: they use the product, the product never uses them
-BESIDE = {"testing", "demo", "examples", "__init__"}
+BESIDE = {"testing", "demo", "examples", "transactions", "__init__"}
 
 
 def _layer_of(module: str) -> str:

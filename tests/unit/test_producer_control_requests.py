@@ -128,11 +128,13 @@ def test_end_txn_caps_transactions_v1_and_reads_the_bumped_epoch_of_v2():
 
 
 def test_describe_and_list_transactions():
+    topics = [struct("DescribeTransactionsResponse", "TopicData", topic="t", partitions=[0, 2])]
     state = struct("DescribeTransactionsResponse", "TransactionState", error_code=0, transactional_id="tx",
-                   transaction_state="Ongoing")
+                   transaction_state="Ongoing", producer_id=7, producer_epoch=3, transaction_timeout_ms=60000,
+                   transaction_start_time_ms=1_700_000_000_000, topics=topics)
     handler = DescribeTransactions("tx")
     assert handler.handle(answer("DescribeTransactionsResponse", transaction_states=[state])) is Outcome.DONE
-    assert handler.result == "Ongoing"
+    assert handler.result == ("Ongoing", 7, 3, 60000, 1_700_000_000_000, (("t", 0), ("t", 2)))
     unknown = struct("DescribeTransactionsResponse", "TransactionState", error_code=code("TRANSACTIONAL_ID_NOT_FOUND"),
                      transactional_id="tx")
     handler = DescribeTransactions("tx")

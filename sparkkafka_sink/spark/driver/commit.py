@@ -98,9 +98,15 @@ def commit_summary(messages, what: str = "write") -> str:
 
 
 def abort_summary(messages, what: str = "write") -> str:
+    """At-least-once, what an aborted write left in Kafka: the finished tasks' records, and those
+    the unfinished ones had sent, which stay too but whose counts never reach the driver (Spark
+    hands ``abort`` no message of a task that did not finish)."""
     done, offsets, records = _finished(messages)
-    return (f"pyprod-kafka: {what} aborted: {len(done)} of {len(messages)} tasks had finished and "
-            f"their {records} records stay in Kafka (a re-run writes them again: at-least-once): "
+    unfinished = len(messages) - len(done)
+    also = (f"; the {unfinished} unfinished tasks may have sent records too, which also stay (their counts do "
+            "not reach the driver)" if unfinished else "")
+    return (f"pyprod-kafka: {what} aborted: {len(done)} of {len(messages)} tasks had finished and their "
+            f"{records} records stay in Kafka{also} (a re-run writes them again: at-least-once): "
             f"{describe_offsets(offsets)}")
 
 

@@ -7,6 +7,7 @@ naming what to fix.
 
 from __future__ import annotations
 
+import time
 from typing import Mapping, Optional
 
 from pyspark.sql.types import StructType
@@ -40,12 +41,13 @@ def plan_write(option_map: Mapping[str, str], schema: StructType, streaming: boo
 
         check_cluster(options)
     if options.exactly_once:
-        from sparkkafka_sink.spark.driver.transactions import check_transaction_timeout
+        from sparkkafka_sink.spark.driver.transactions import start_exactly_once
 
-        check_transaction_timeout(options)
+        options = start_exactly_once(options, streaming)
     key_encoding = value_encoding = None
     if options.formats.serialized:  # the registry is asked here, once: the tasks need the ids
         from sparkkafka_sink.spark.driver.serializers import plan_serialization
 
         key_encoding, value_encoding = plan_serialization(options, schema, layout)
-    return WritePlan(options=options, layout=layout, key_encoding=key_encoding, value_encoding=value_encoding)
+    return WritePlan(options=options, layout=layout, key_encoding=key_encoding, value_encoding=value_encoding,
+                     planned_at_ms=time.time() * 1000)

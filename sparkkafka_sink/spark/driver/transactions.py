@@ -11,8 +11,10 @@ write is visible to read_committed consumers before its commit, and nothing hang
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
+from dataclasses import replace
 from typing import Iterable, Optional
 
 from sparkkafka_sink.errors import KafkaError
@@ -21,7 +23,9 @@ from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.options import SinkOptions, in_option_names, tls_files_here
-from sparkkafka_sink.spark.write_fence import close_write, fence_idle_attempts
+from sparkkafka_sink.spark.write_fence import attempts_prefix, close_write, fence_idle_attempts
+
+log = logging.getLogger("sparkkafka_sink.spark")
 
 #: bound of each coordinator call from the driver (retries included)
 _END_TIMEOUT_S = 120.0
@@ -61,10 +65,14 @@ class _DriverTransactions:
         self.admin.end(prepared, commit, time.monotonic() + _END_TIMEOUT_S)
 
     def abort_others(self, keep: list[str]) -> list[str]:
-        """Abort every open transaction under the prefix except ``keep``, and fence this write's
-        idle producers; returns the ids whose transaction was aborted."""
+        """Abort every open transaction of this write's attempts except ``keep`` -- of a streaming
+        query, under its whole prefix, earlier runs' included (the prefix is the query's) -- and
+        fence this write's idle producers; returns the ids whose transaction was aborted.  A batch
+        write's prefix is its target's, which other writes running at once share: their
+        transactions are theirs to end."""
         deadline = time.monotonic() + _END_TIMEOUT_S
-        aborted = self.admin.abort_lingering(self.prefix, deadline, keep)
+        scope = self.prefix if self.options.commit_log_dir is not None else attempts_prefix(self.options, self.batch_id)
+        aborted = self.admin.abort_lingering(scope, deadline, keep)
         fence_idle_attempts(self.admin, self.options, self.batch_id, keep, deadline)
         return aborted
 
@@ -74,22 +82,55 @@ def _prepared(messages: Iterable[Optional[TaskCommitMessage]]) -> list[tuple[Tas
             if m is not None and m.transaction]
 
 
-def check_transaction_timeout(options: SinkOptions, timeout_s: float = 15.0) -> None:
-    """On the driver, before any task: the brokers accept ``transaction.timeout.ms`` (their
-    ``transaction.max.timeout.ms`` caps it): InitProducerId under a probe id of this write asks
-    exactly that; and the brokers the probe reached can serve the hand-over (``HANDOVER_APIS``:
-    without them a failed attempt's transaction could not be found and aborted, nor a late
-    attempt stopped, so Kafka before 3.0 is refused, naming the broker's release).  A refusal
-    fails the write with one clear line instead of failing every task, or the commit."""
-    config = options.producer_config
-    timeout_ms = config["transaction.timeout.ms"]
+def start_exactly_once(options: SinkOptions, streaming: bool = False, timeout_s: float = 15.0) -> SinkOptions:
+    """On the driver, before any task of an exactly-once write: ``options`` with a run id naming
+    this driver (``lease.new_run_id``), once the coordinator accepted the write's settings
+    (:func:`_probe`), the driver's lease beats (``lease.ensure_lease``) and the writes of drivers
+    that are gone have been ended (``lease.end_dead_writes``: their transactions would hold back
+    every read_committed reader of their partitions until the coordinator timed them out)."""
+    from sparkkafka_sink.spark.driver import lease
+
+    process = lease.driver_process()
+    token = lease.driver_token(process)
+    options = replace(options, run_id=lease.new_run_id(token))
+    config, prefix = options.producer_config, options.transactional_id_prefix
+    assert prefix is not None, "exactly-once writes have a prefix"
     if not tls_files_here(config):
-        return  # TLS files shipped to the executors only: the tasks' InitProducerId will say
-    lacking: list[BrokerLacking] = []
+        return options  # TLS files shipped to the executors only: the tasks' InitProducerId will say
+    with TransactionAdmin(config) as admin:
+        _probe(admin, options, timeout_s)
+        try:
+            lease.ensure_lease(config, prefix, token, process, options.commit_log_dir)
+        except KafkaError as e:
+            raise SinkValidationError(f"deliveryGuarantee=exactly-once: {e}") from None
+        try:
+            ended = lease.end_dead_writes(admin, prefix, token, time.monotonic() + _END_TIMEOUT_S,
+                                          options.commit_log_dir)
+        except KafkaError as e:  # a stream's next micro-batch tries again; a batch write must not leave them
+            if not streaming:
+                raise SinkValidationError(
+                    f"deliveryGuarantee=exactly-once: the driver could not end the open transactions of earlier "
+                    f"writes under {prefix!r} whose driver is gone: {type(e).__name__}: {in_option_names(str(e))}"
+                ) from None
+            log.warning("pyprod-kafka: could not end the open transactions of dead writes under %r: %s", prefix, e)
+            ended = []
+    if ended:
+        log.warning("pyprod-kafka: ended %d open transactions under %r left by writes whose driver is gone (they "
+                    "held back read_committed readers of their partitions): %s", len(ended), prefix, ", ".join(ended))
+    return options
+
+
+def _probe(admin: TransactionAdmin, options: SinkOptions, timeout_s: float) -> None:
+    """The brokers accept ``transaction.timeout.ms`` (their ``transaction.max.timeout.ms`` caps
+    it): InitProducerId under a probe id of this write asks exactly that; and the brokers the
+    probe reached can serve the hand-over (``HANDOVER_APIS``: without them a failed attempt's
+    transaction could not be found and aborted, nor a late attempt stopped, so Kafka before 3.0
+    is refused, naming the broker's release).  A refusal fails the write with one clear line
+    instead of failing every task, or the commit."""
+    timeout_ms = options.producer_config["transaction.timeout.ms"]
     try:
-        with TransactionAdmin(config) as admin:
-            admin.fence(f"{options.transactional_id_prefix}-probe", time.monotonic() + timeout_s)
-            lacking = admin.brokers_lacking(HANDOVER_APIS)  # those the probe reached
+        admin.fence(f"{options.transactional_id_prefix}-probe", time.monotonic() + timeout_s)
+        lacking = admin.brokers_lacking(HANDOVER_APIS)  # those the probe reached
     except InvalidTransactionTimeoutError:
         raise SinkValidationError(
             f"kafka.transaction.timeout.ms={timeout_ms} is more than the brokers allow (their "

@@ -15,6 +15,7 @@ and aborts the others (``driver/transactions.py``).
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterator, Optional
 
@@ -72,6 +73,8 @@ def run_write_task(
                 if options.exactly_once:
                     with _step(task, "could not begin its exactly-once transaction"):
                         producer.begin()
+            if options.exactly_once:
+                _within_transaction_timeout(plan, task)
             current = producer.open()
             try:
                 with _step(task, "could not serialize its rows") if serializers else nullcontext():
@@ -120,6 +123,26 @@ def run_write_task(
         )
     finally:
         producer.finish(ok)
+
+
+#: the part of ``transaction.timeout.ms`` an exactly-once write may run before its tasks stop
+_TRANSACTION_TIME_USED = 0.9
+
+
+def _within_transaction_timeout(plan: WritePlan, task: TaskInfo) -> None:
+    """Exactly-once: stop before the write outlives its transactions.  The first tasks' began
+    about when the driver planned the write; their coordinators abort them ``transaction.timeout.ms``
+    later, and the driver's commit would then fail with every row invisible: better this task
+    fails now, naming the option, than the job after all its work."""
+    timeout_ms = plan.options.producer_config["transaction.timeout.ms"]
+    ran_ms = time.time() * 1000 - plan.planned_at_ms
+    if plan.planned_at_ms and ran_ms > timeout_ms * _TRANSACTION_TIME_USED:
+        raise SinkWriteError(
+            f"{_task(task)}: this exactly-once write has run {ran_ms / 1000:.0f} s, close to "
+            f"kafka.transaction.timeout.ms ({timeout_ms} ms): the coordinators would abort its first tasks' "
+            "transactions before the driver could commit them, so it stops here and nothing of it becomes "
+            "visible. Raise kafka.transaction.timeout.ms (the brokers cap it with transaction.max.timeout.ms, "
+            "900000 by default: raise that too), or write less per job")
 
 
 def _flush(producer, tracker: DeliveryTracker, options: SinkOptions, task: TaskInfo) -> None:

@@ -1,0 +1,237 @@
+"""A crashed exactly-once write never freezes the topic's readers (issue 34), against Apache Kafka
+with real kills: the driver of a write (its JVM and its Python, one process group) is SIGKILLed
+while its task transactions are open, then a read_committed reader must see rows written after
+the crash within seconds -- not after transaction.timeout.ms (15 minutes) -- and each row of the
+writes that completed exactly once, none of the dead write's.
+
+Who ends the dead write's transactions: its driver's lease keeper, which outlives the driver on
+its host; where the keeper died too (the host went down), the next exactly-once write under the
+same prefix, before its tasks begin, or the operator's command.  A write whose driver is alive
+is never touched.  The topics have one partition, so a dead write's open transaction holds back
+every row written after it (the tests show that stall before they end it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kafka_helpers import consume_all, open_transactions
+from sparkkafka_sink import Producer
+from sparkkafka_sink.producer.handover import TransactionAdmin
+from sparkkafka_sink.spark.options import parse_options
+from sparkkafka_sink.testing.brokers import create_topics
+from sparkkafka_sink.testing.waiting import wait_until
+
+pytestmark = [pytest.mark.broker, pytest.mark.transactions, pytest.mark.spark, pytest.mark.slow]
+
+JOB = Path(__file__).with_name("crash_job.py")
+STREAM_JOB = Path(__file__).parents[1] / "spark" / "exactly_once_stream_job.py"
+AFTER = 100  # rows another producer writes after the crash
+
+
+class Job:
+    """A Spark driver in a process group of its own (killed whole, as a node or scheduler does)."""
+
+    def __init__(self, *args: str, lease_dir: Path, log: Path):
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
+                   SPARKKAFKA_LEASE_DIR=str(lease_dir))
+        self.log = log
+        self._out = open(log, "w")
+        self.proc = subprocess.Popen([sys.executable, *args], env=env, stdout=self._out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        self._out.close()
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._out.close()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def topic(apache_kafka):
+    name = f"crash-{uuid.uuid4().hex[:8]}"
+    create_topics(apache_kafka.bootstrap_servers, {name: 1})
+    return name
+
+
+@pytest.fixture
+def lease_dir(tmp_path):
+    return tmp_path / "leases"
+
+
+def batch_job(kafka, topic, first, rows, rate, lease_dir, log) -> Job:
+    return Job(str(JOB), kafka.bootstrap_servers, topic, str(first), str(rows), str(rate), lease_dir=lease_dir,
+               log=log)
+
+
+def default_prefix(kafka, topic) -> str:
+    return parse_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": topic,
+                          "deliveryGuarantee": "exactly-once"}).transactional_id_prefix
+
+
+def writing(kafka, prefix: str, job: Job, timeout: float = 120) -> list[str]:
+    """Wait until the write under ``prefix`` has an open transaction holding a partition (its
+    records are in the log); the transactional ids open then."""
+    with TransactionAdmin({"bootstrap.servers": kafka.bootstrap_servers}) as admin:
+        def holding():
+            assert job.proc.poll() is None, f"the job ended early:\n{job.output()[-3000:]}"
+            found = admin.open_transactions(prefix + "-r", time.monotonic() + 10)
+            held = [t for t, _, _ in found if (d := admin.describe(t, time.monotonic() + 10)) and d.partitions]
+            return held or None
+        return wait_until(f"an open transaction under {prefix!r}", holding, timeout=timeout, interval=0.2)
+
+
+def keeper_pids(lease_dir: Path) -> list[int]:
+    return [int(p.read_text().split()[0]) for p in lease_dir.glob("*.pid")]
+
+
+def write_after(kafka, topic) -> None:
+    with Producer({"bootstrap.servers": kafka.bootstrap_servers}) as p:
+        for i in range(AFTER):
+            p.send(topic, value=b"after-%d" % i)
+        p.flush(30)
+
+
+def committed(kafka, topic, expected: int, timeout: float):
+    return [r.value.decode() for r in consume_all(kafka.bootstrap_servers, topic, expected_count=expected,
+                                                  timeout=timeout, isolation_level="read_committed")]
+
+
+def stalled(kafka, topic) -> int:
+    """Rows a read_committed reader sees now (the dead write's open transaction holds the rest)."""
+    return len(consume_all(kafka.bootstrap_servers, topic, timeout=5, isolation_level="read_committed"))
+
+
+def test_a_killed_driver_s_keeper_ends_its_write_within_seconds(apache_kafka, topic, lease_dir, tmp_path):
+    prefix = default_prefix(apache_kafka, topic)
+    job = batch_job(apache_kafka, topic, 0, 400_000, 20_000, lease_dir, tmp_path / "job.log")
+    try:
+        open_ids = writing(apache_kafka, prefix, job)
+        (keeper,) = keeper_pids(lease_dir)
+    finally:
+        job.kill()
+    write_after(apache_kafka, topic)
+    started = time.monotonic()
+    got = committed(apache_kafka, topic, AFTER, timeout=30)
+    took = time.monotonic() - started
+    assert sorted(got) == sorted(f"after-{i}" for i in range(AFTER)), "a row of the dead write is visible"
+    assert took < 20, f"readers stood still {took:.0f} s after the crash"
+    assert open_transactions(apache_kafka.bootstrap_servers, prefix) == [], open_ids
+    wait_until("the keeper to end after its driver", lambda: not _alive(keeper), timeout=30)
+
+
+def test_with_the_keeper_dead_too_the_next_write_ends_the_leftovers(apache_kafka, topic, lease_dir, tmp_path):
+    """The host went down: driver and keeper gone.  The next exactly-once write to the topic (the
+    same default prefix) finds the dead driver's lease standing still and ends its transactions
+    before its own tasks begin."""
+    prefix = default_prefix(apache_kafka, topic)
+    job = batch_job(apache_kafka, topic, 0, 400_000, 20_000, lease_dir, tmp_path / "dead.log")
+    try:
+        writing(apache_kafka, prefix, job)
+        for pid in keeper_pids(lease_dir):
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        job.kill()
+    write_after(apache_kafka, topic)
+    assert stalled(apache_kafka, topic) == 0  # the dead write holds every reader back
+    assert open_transactions(apache_kafka.bootstrap_servers, prefix + "-r")
+    nxt = batch_job(apache_kafka, topic, 1_000_000, 1000, 0, lease_dir, tmp_path / "next.log")
+    assert nxt.wait(240) == 0, nxt.output()[-3000:]
+    got = committed(apache_kafka, topic, AFTER + 1000, timeout=30)
+    assert sorted(got) == sorted([f"after-{i}" for i in range(AFTER)] + [str(v) for v in range(1_000_000, 1_001_000)])
+    assert "left by writes whose driver is gone" in nxt.output()
+
+
+def test_the_operator_command_lists_then_aborts_what_a_dead_driver_left(apache_kafka, topic, lease_dir, tmp_path):
+    prefix = default_prefix(apache_kafka, topic)
+    job = batch_job(apache_kafka, topic, 0, 400_000, 20_000, lease_dir, tmp_path / "dead.log")
+    try:
+        open_ids = writing(apache_kafka, prefix, job)
+        for pid in keeper_pids(lease_dir):
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        job.kill()
+    write_after(apache_kafka, topic)
+
+    def command(*args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "sparkkafka_sink.transactions", *args,
+                              "--bootstrap-servers", apache_kafka.bootstrap_servers],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    listed = command("list")  # every prefix the sink makes
+    for txn_id in open_ids:
+        assert txn_id in listed and "gone" in listed.splitlines()[[prefix in line for line in
+                                                                   listed.splitlines()].index(True)]
+    assert "would abort" in command("abort", "--prefix", prefix)
+    assert stalled(apache_kafka, topic) == 0  # the dry run aborted nothing
+    assert "aborted: " in command("abort", "--prefix", prefix, "--yes")
+    got = committed(apache_kafka, topic, AFTER, timeout=30)
+    assert sorted(got) == sorted(f"after-{i}" for i in range(AFTER))
+    assert "no open transaction" in command("list", "--prefix", prefix)
+
+
+def test_a_live_write_under_the_same_prefix_is_never_touched(apache_kafka, topic, lease_dir, tmp_path):
+    """Two exactly-once writes to one topic at once share its default prefix: the second's sweep
+    sees the first's lease beat and leaves its open transactions alone; both commit, every row
+    once."""
+    prefix = default_prefix(apache_kafka, topic)
+    first = batch_job(apache_kafka, topic, 0, 300_000, 5_000, lease_dir, tmp_path / "first.log")  # ~30 s
+    try:
+        held = writing(apache_kafka, prefix, first)
+        second = batch_job(apache_kafka, topic, 1_000_000, 1000, 0, lease_dir, tmp_path / "second.log")
+        assert second.wait(240) == 0, second.output()[-3000:]
+        still = [t for t, _, _ in open_transactions(apache_kafka.bootstrap_servers, prefix + "-r")]
+        assert set(held) & set(still), "the live write's transactions were ended"
+        assert first.wait(240) == 0, first.output()[-3000:]
+    finally:
+        if first.proc.poll() is None:
+            first.kill()
+    got = committed(apache_kafka, topic, 301_000, timeout=60)
+    assert sorted(map(int, got)) == list(range(300_000)) + list(range(1_000_000, 1_001_000))
+
+
+def test_a_killed_streaming_driver_leaves_nothing_open(apache_kafka, topic, lease_dir, tmp_path):
+    """writeStream under exactly-once: the query's driver killed between micro-batches' commits;
+    its keeper ends the micro-batch's open transactions."""
+    checkpoint = str(tmp_path / "checkpoint")
+    prefix = parse_options({"kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "topic": topic,
+                            "deliveryGuarantee": "exactly-once", "checkpointLocation": checkpoint},
+                           streaming=True).transactional_id_prefix
+    job = Job(str(STREAM_JOB), apache_kafka.bootstrap_servers, topic, checkpoint, "100000", lease_dir=lease_dir,
+              log=tmp_path / "stream.log")
+    try:
+        writing(apache_kafka, prefix, job)
+    finally:
+        job.kill()
+    before = stalled(apache_kafka, topic)  # the micro-batches committed before the kill
+    write_after(apache_kafka, topic)
+    got = committed(apache_kafka, topic, before + AFTER, timeout=30)
+    assert sorted(g for g in got if g.startswith("after-")) == sorted(f"after-{i}" for i in range(AFTER))
+    values = [int(g) for g in got if not g.startswith("after-")]
+    assert len(values) == len(set(values)) and set(values) == set(range(len(values)))
+    assert open_transactions(apache_kafka.bootstrap_servers, prefix) == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()

@@ -1,7 +1,7 @@
 """A streaming query for tests/spark/test_spark_exactly_once.py, in a process (group) of its own
 so the test can kill the whole driver: ``python exactly_once_stream_job.py BOOTSTRAP TOPIC
-CHECKPOINT MIN_BATCH`` runs rate -> pyprod-kafka (exactly-once) until micro-batch MIN_BATCH is
-done, then stops cleanly.  The rate source numbers rows 0, 1, 2, ...: a replayed batch has the
+CHECKPOINT MIN_BATCH [foreachBatch]`` runs rate -> pyprod-kafka (exactly-once; as the sink, or
+inside foreachBatch with the batch id) until micro-batch MIN_BATCH is done, then stops cleanly.  The rate source numbers rows 0, 1, 2, ...: a replayed batch has the
 same rows.  The test stops the driver's commit at a chosen request with a FaultProxy in front of
 the broker (BOOTSTRAP is the proxy), then kills the process group."""
 
@@ -15,17 +15,28 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 from pyspark.sql import SparkSession
 
 
-def main(bootstrap: str, topic: str, checkpoint: str, min_batch: int) -> int:
+def main(bootstrap: str, topic: str, checkpoint: str, min_batch: int, foreach_batch: bool = False) -> int:
     spark = (SparkSession.builder.master("local[2]").appName("exactly-once-stream-test")
              .config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    query = (spark.readStream.format("rate").option("rowsPerSecond", 40).option("numPartitions", 2).load()
-             .selectExpr("cast(value as string) as value")
-             .writeStream.format("pyprod-kafka")
+    rows = (spark.readStream.format("rate").option("rowsPerSecond", 40).option("numPartitions", 2).load()
+            .selectExpr("cast(value as string) as value"))
+    if foreach_batch:  # the documented pattern: the batch id and the query's checkpoint as options
+        def write(batch_df, batch_id):
+            (batch_df.write.format("pyprod-kafka").mode("append")
              .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
-             .option("deliveryGuarantee", "exactly-once")
+             .option("deliveryGuarantee", "exactly-once").option("batchId", batch_id)
              .option("checkpointLocation", checkpoint)
-             .trigger(processingTime="250 milliseconds").start())
+             .option("maxRecordsPerSecond", "10").save())  # each batch's transactions open for a while
+
+        query = (rows.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
+                 .trigger(processingTime="250 milliseconds").start())
+    else:
+        query = (rows.writeStream.format("pyprod-kafka")
+                 .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+                 .option("deliveryGuarantee", "exactly-once")
+                 .option("checkpointLocation", checkpoint)
+                 .trigger(processingTime="250 milliseconds").start())
     deadline = time.monotonic() + 240
     try:
         while time.monotonic() < deadline:
@@ -45,4 +56,4 @@ def main(bootstrap: str, topic: str, checkpoint: str, min_batch: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:] == ["foreachBatch"]))

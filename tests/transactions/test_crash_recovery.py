@@ -207,15 +207,17 @@ def test_a_live_write_under_the_same_prefix_is_never_touched(apache_kafka, topic
     assert sorted(map(int, got)) == list(range(300_000)) + list(range(1_000_000, 1_001_000))
 
 
-def test_a_killed_streaming_driver_leaves_nothing_open(apache_kafka, topic, lease_dir, tmp_path):
-    """writeStream under exactly-once: the query's driver killed between micro-batches' commits;
-    its keeper ends the micro-batch's open transactions."""
+@pytest.mark.parametrize("how", ["writeStream", "foreachBatch"])
+def test_a_killed_streaming_driver_leaves_nothing_open(apache_kafka, topic, lease_dir, tmp_path, how):
+    """A streaming query under exactly-once, as the sink or inside foreachBatch with its batch id:
+    the query's driver killed while a micro-batch's transactions are open; its keeper ends them."""
     checkpoint = str(tmp_path / "checkpoint")
-    prefix = parse_options({"kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "topic": topic,
-                            "deliveryGuarantee": "exactly-once", "checkpointLocation": checkpoint},
-                           streaming=True).transactional_id_prefix
-    job = Job(str(STREAM_JOB), apache_kafka.bootstrap_servers, topic, checkpoint, "100000", lease_dir=lease_dir,
-              log=tmp_path / "stream.log")
+    options = {"kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "topic": topic,
+               "deliveryGuarantee": "exactly-once", "checkpointLocation": checkpoint}
+    prefix = (parse_options(options, streaming=True) if how == "writeStream"
+              else parse_options({**options, "batchId": "0"})).transactional_id_prefix
+    job = Job(str(STREAM_JOB), apache_kafka.bootstrap_servers, topic, checkpoint, "100000",
+              *(["foreachBatch"] if how == "foreachBatch" else []), lease_dir=lease_dir, log=tmp_path / "stream.log")
     try:
         writing(apache_kafka, prefix, job)
     finally:

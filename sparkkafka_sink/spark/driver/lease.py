@@ -48,6 +48,8 @@ log = logging.getLogger("sparkkafka_sink.spark")
 
 #: the keeper exits after this long without an open transaction of its driver's, nor a write planned
 IDLE_S = 120.0
+#: the keeper gives up after the cluster did not answer for this long
+UNREACHABLE_S = 300.0
 #: how long a planning process waits for a new keeper's first beat
 START_TIMEOUT_S = 30.0
 _ABORT_TIMEOUT_S = 60.0
@@ -204,23 +206,30 @@ def _decided(transactional_ids: list[str], commit_log_dir: Optional[str]) -> dic
 # -- the keeper -----------------------------------------------------------------------------------
 def keep(config: Any, prefix: str, token: str, process: tuple[int, int], pid_file: str,
          commit_log_dir: Optional[str] = None) -> int:
-    """Beat under the driver's lease until its JVM is gone (then end its writes) or idle."""
+    """Beat under the driver's lease until its JVM is gone (then end its writes), idle, or the
+    cluster unreachable for :data:`UNREACHABLE_S` (the coordinator then times out what is left)."""
     from sparkkafka_sink.producer.handover import TransactionAdmin
 
     lease, mine = lease_id(prefix, token), owned_prefix(prefix, token)
-    busy_at, checked_at, announced = time.monotonic(), 0.0, False
+    now = time.monotonic()
+    busy_at, checked_at, answered_at, gone_at, announced = now, 0.0, now, 0.0, False
     with TransactionAdmin(config) as admin:
         while True:
             started = time.monotonic()
             try:
+                if not _alive(process):
+                    gone_at = gone_at or started
+                    if started - gone_at > _ABORT_TIMEOUT_S:  # the cluster went with it
+                        log.warning("the driver's JVM is gone and the cluster does not answer: the keeper ends")
+                        return 1
+                    _end_all(admin, mine, commit_log_dir)
+                    return 0
                 admin.fence(lease, started + 10)
+                answered_at = time.monotonic()
                 if not announced:
                     Path(pid_file).write_text(f"{os.getpid()}\n")
                     announced = True
                     log.info("keeping %s for the driver %s (JVM pid %d)", lease, token, process[0])
-                if not _alive(process):
-                    _end_all(admin, mine, commit_log_dir)
-                    return 0
                 if started - checked_at > 10:
                     checked_at = started
                     if admin.open_transactions(mine, started + 10, ("Ongoing",)):
@@ -230,6 +239,9 @@ def keep(config: Any, prefix: str, token: str, process: tuple[int, int], pid_fil
                         return 0
             except KafkaError as e:  # a broker down: beat again (observers see no beat meanwhile)
                 log.warning("lease %s: %s", lease, e)
+                if time.monotonic() - answered_at > UNREACHABLE_S:
+                    log.warning("the cluster did not answer for %.0f s: the keeper ends", UNREACHABLE_S)
+                    return 1
             time.sleep(max(0.0, BEAT_S - (time.monotonic() - started)))
 
 

@@ -104,7 +104,11 @@ def test_exactly_once_options():
     assert not plain.exactly_once
     eos = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once"})
     other = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "EXACTLY-ONCE"})
-    assert eos.exactly_once and eos.transactional_id_prefix != other.transactional_id_prefix  # one per write
+    # the target's prefix (a later write finds what a crashed one left); each write a run of its own
+    assert eos.exactly_once and eos.transactional_id_prefix == other.transactional_id_prefix
+    assert eos.write_id() != other.write_id()
+    elsewhere = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once", "topic": "t2"})
+    assert elsewhere.transactional_id_prefix != eos.transactional_id_prefix
     assert eos.producer_config["transaction.timeout.ms"] == 900000
     named = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
                            "transactionalIdPrefix": "nightly-load"})

@@ -11,13 +11,12 @@ the broker's release."""
 
 from __future__ import annotations
 
-import collections
-
 import pytest
 
 from broker_kinds import APACHE_SOURCE, running_apache_kafka
-from kafka_helpers import consume_all, describe_producers
-from sparkkafka_sink import Producer, abort_lingering, complete_transaction
+from kafka_helpers import consume_all
+from tier_scenarios import idempotent_sends, round_trip, transactions_and_hand_over
+from sparkkafka_sink import Producer, abort_lingering
 from sparkkafka_sink.errors import AuthenticationError, UnsupportedVersionError
 from sparkkafka_sink.producer.handover import HANDOVER_APIS, TransactionAdmin
 from sparkkafka_sink.protocol.api import ApiKey
@@ -54,88 +53,22 @@ def _topic(cluster, name: str, partitions: int) -> str:
     return name
 
 
-def _sent_versions(producer: Producer) -> dict:
-    """``{api key: highest version sent}`` by the producer."""
-    top: dict = {}
-    for (key, version), _ in producer._sender.client.requests_sent.items():
-        top[key] = max(version, top.get(key, -1))
-    return top
-
-
 @pytest.mark.parametrize("codec", CODECS)
 def test_round_trip_every_codec(old_kafka, codec):
-    topic = _topic(old_kafka, f"old-roundtrip-{codec}", 3)
-    sent = {}
-    with Producer({"bootstrap.servers": old_kafka.bootstrap_servers, "compression.type": codec,
-                   "linger.ms": 5}) as p:
-        futures = []
-        for i in range(1500):
-            key = None if i % 7 == 0 else b"key-%d" % (i % 50)
-            value = None if i % 11 == 0 else b"value-%05d" % i
-            headers = [("h", b"%d" % i), ("empty", None)] if i % 3 == 0 else []
-            ts = 1_700_000_000_000 + i
-            futures.append(p.send(topic, value=value, key=key, headers=headers or None, timestamp_ms=ts))
-            sent[ts] = (key, value, headers)
-        for f in futures:
-            f.get(30)
-        assert _sent_versions(p)[ApiKey.PRODUCE] == MAX_VERSIONS[ApiKey.PRODUCE]
-    got = consume_all(old_kafka.bootstrap_servers, topic, expected_count=len(sent))
-    assert {r.timestamp_ms: (r.key, r.value, list(r.headers)) for r in got} == sent
+    versions = round_trip(old_kafka.bootstrap_servers, _topic(old_kafka, f"old-roundtrip-{codec}", 3), codec, 1500)
+    assert versions[ApiKey.PRODUCE] == MAX_VERSIONS[ApiKey.PRODUCE]
 
 
 def test_idempotence_broker_holds_producer_id_and_sequences(old_kafka):
-    topic = _topic(old_kafka, "old-idempotent", 3)
-    n = 6000
-    sent = collections.defaultdict(list)
-    with Producer({"bootstrap.servers": old_kafka.bootstrap_servers, "acks": "all", "linger.ms": 2,
-                   "batch.size": 4096}) as p:
-        futures = []
-        for i in range(n):
-            value = b"%06d" % i
-            sent[i % 3].append(value)
-            futures.append(p.send(topic, value=value, partition=i % 3))
-        for f in futures:
-            f.get(60)
-        pid = p._sender.idempotence.producer_id
-        assert pid >= 0
-        assert _sent_versions(p)[ApiKey.INIT_PRODUCER_ID] == MAX_VERSIONS[ApiKey.INIT_PRODUCER_ID]
-        states = {part: describe_producers(old_kafka.bootstrap_servers, topic, part) for part in range(3)}
-    for part, state in states.items():
-        assert [(x[0], x[2]) for x in state] == [(pid, len(sent[part]) - 1)], (part, state)
-    got = collections.defaultdict(list)
-    for r in consume_all(old_kafka.bootstrap_servers, topic, expected_count=n):
-        got[r.partition].append(r.value)
-    assert dict(got) == dict(sent)
+    versions = idempotent_sends(old_kafka.bootstrap_servers, _topic(old_kafka, "old-idempotent", 3), 6000)
+    assert versions[ApiKey.INIT_PRODUCER_ID] == MAX_VERSIONS[ApiKey.INIT_PRODUCER_ID]
 
 
 def test_transactions_commit_abort_and_hand_over(old_kafka):
-    topic = _topic(old_kafka, "old-txn", 3)
-    bootstrap = old_kafka.bootstrap_servers
-    with Producer({"bootstrap.servers": bootstrap, "transactional.id": f"old-txn-a-{old_kafka.version}"}) as p:
-        p.init_transactions()
-        p.begin_transaction()
-        for i in range(300):
-            p.send(topic, value=b"c%d" % i, partition=i % 3)
-        p.commit_transaction()
-        p.begin_transaction()
-        for i in range(100):
-            p.send(topic, value=b"a%d" % i, partition=i % 3)
-        p.abort_transaction()
-        versions = _sent_versions(p)
+    versions = transactions_and_hand_over(old_kafka.bootstrap_servers, _topic(old_kafka, "old-txn", 3),
+                                          (f"old-txn-a-{old_kafka.version}", f"old-txn-b-{old_kafka.version}"))
     for key in (ApiKey.PRODUCE, ApiKey.END_TXN, ApiKey.ADD_PARTITIONS_TO_TXN):
         assert versions[key] == MAX_VERSIONS[key], (key, versions)
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"old-txn-b-{old_kafka.version}"})
-    p.init_transactions()
-    p.begin_transaction()
-    for i in range(200):
-        p.send(topic, value=b"h%d" % i, partition=i % 3)
-    prepared = p.prepare()
-    p.close(10)
-    assert not prepared.transaction_v2
-    complete_transaction(prepared, True, {"bootstrap.servers": bootstrap})  # EndTxn only: no KIP-664 API
-    got = consume_all(bootstrap, topic, expected_count=500, isolation_level="read_committed")
-    assert sorted(r.value for r in got) == sorted([b"c%d" % i for i in range(300)] + [b"h%d" % i for i in range(200)])
-    assert len(consume_all(bootstrap, topic, expected_count=600)) == 600  # the aborted ones exist
 
 
 def test_the_hand_over_apis_and_the_release_the_broker_answers_as(old_kafka):

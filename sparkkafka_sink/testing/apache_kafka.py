@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Type
 from sparkkafka_sink.testing.brokers import (
     HOST, BrokerStartError, EmbeddedBroker, free_port, wait_for_kafka)
 from sparkkafka_sink.testing.local_process import Leftovers, file_tail, serve_in_foreground
-from sparkkafka_sink.testing.zookeeper import ZooKeeper
+from sparkkafka_sink.testing.zookeeper import LOG4J1_FILE, ZooKeeper
 
 if TYPE_CHECKING:
     from sparkkafka_sink.testing.security.broker_security import BrokerSecurity
@@ -191,12 +191,8 @@ logger.request.name = kafka.request.logger
 logger.request.level = WARN
 """
 
-_LOG4J1 = """\
-log4j.rootLogger=INFO, file
-log4j.appender.file=org.apache.log4j.FileAppender
-log4j.appender.file.File={log}
-log4j.appender.file.layout=org.apache.log4j.PatternLayout
-log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+#: the lines before 3.9: ZooKeeper's file appender, with the broker's own loggers
+_LOG4J1 = LOG4J1_FILE + """\
 log4j.logger.kafka=INFO
 log4j.logger.state.change.logger=WARN
 log4j.logger.kafka.request.logger=WARN

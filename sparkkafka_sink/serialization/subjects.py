@@ -20,7 +20,7 @@ from typing import Literal
 from sparkkafka_sink.errors import ConfigError
 
 __all__ = ["SubjectNameStrategy", "StrategyName", "STRATEGY_NAMES", "DEFAULT_STRATEGY",
-           "subject_name_strategy", "JAVA_PACKAGE"]
+           "subject_name_strategy", "strategy_named", "JAVA_PACKAGE"]
 
 StrategyName = Literal["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"]
 STRATEGY_NAMES: tuple[StrategyName, ...] = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
@@ -67,17 +67,24 @@ class SubjectNameStrategy:
         return f"{topic}-{record_name}"
 
 
+def strategy_named(text: str) -> StrategyName | None:
+    """The strategy ``text`` names: its own name, Confluent's Java class name or confluent-kafka's
+    function name, in any case; None for none."""
+    short = text[len(JAVA_PACKAGE):] if text.startswith(JAVA_PACKAGE) else text
+    for known in STRATEGY_NAMES:
+        if short.lower() == known.lower():
+            return known
+    return _PYTHON_NAMES.get(text.lower())
+
+
 def subject_name_strategy(name: str | None, setting: str = "subject.name.strategy") -> SubjectNameStrategy:
     """The strategy ``name`` stands for (None or empty: the default, TopicNameStrategy);
     ``setting`` is the option's name, for the error."""
     text = (name or "").strip()
     if not text:
         return SubjectNameStrategy(DEFAULT_STRATEGY)
-    short = text[len(JAVA_PACKAGE):] if text.startswith(JAVA_PACKAGE) else text
-    for known in STRATEGY_NAMES:
-        if short.lower() == known.lower():
-            return SubjectNameStrategy(known)
-    if text.lower() in _PYTHON_NAMES:
-        return SubjectNameStrategy(_PYTHON_NAMES[text.lower()])
+    known = strategy_named(text)
+    if known is not None:
+        return SubjectNameStrategy(known)
     raise ConfigError(f"Invalid value {text!r} for {setting}: expected one of {', '.join(STRATEGY_NAMES)} "
                       f"(or Confluent's class names, e.g. {JAVA_PACKAGE}{DEFAULT_STRATEGY})")

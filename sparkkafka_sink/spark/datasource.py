@@ -3,7 +3,7 @@
 Spark finds it without registration through the top-level module
 ``pyspark_pyprod_kafka`` (its ``DefaultSource``).  ``register(spark)`` replaces
 it in the session by a subclass carrying the metrics accumulator; see
-``driver/registration.py`` for why a subclass.  Spark imports this module in
+``registration.py`` for why a subclass.  Spark imports this module in
 every data-source lookup, in a Python process of its own, and plans a write in
 another: the planning (options, the producer's configuration, the schema
 checks, the writers) is imported when a write is planned, not here.
@@ -40,19 +40,23 @@ class PyprodKafkaDataSource(DataSource):
         return {"metrics_drop": drop_of_context()}
 
     def writer(self, schema, overwrite: bool):
-        from sparkkafka_sink.spark.driver import planning
+        from sparkkafka_sink.spark.driver.planning import plan_write
+        from sparkkafka_sink.spark.driver.validation import check_save_mode
         from sparkkafka_sink.spark.errors import SinkValidationError
+        from sparkkafka_sink.spark.writer import PyprodKafkaWriter
 
         try:
-            return planning.batch_writer(self.options, schema, overwrite, **self._metrics())
+            check_save_mode(overwrite)
+            return PyprodKafkaWriter(plan_write(self.options, schema), **self._metrics())
         except SinkValidationError as refused:
             raise refused.with_traceback(None) from None  # what to fix, not the sink's inner frames
 
     def streamWriter(self, schema, overwrite: bool):
-        from sparkkafka_sink.spark.driver import planning
+        from sparkkafka_sink.spark.driver.planning import plan_write
         from sparkkafka_sink.spark.errors import SinkValidationError
+        from sparkkafka_sink.spark.stream_writer import PyprodKafkaStreamWriter
 
         try:  # overwrite is True for output mode "complete": Kafka just receives the rows again
-            return planning.stream_writer(self.options, schema, **self._metrics())
+            return PyprodKafkaStreamWriter(plan_write(self.options, schema, streaming=True), **self._metrics())
         except SinkValidationError as refused:
             raise refused.with_traceback(None) from None  # what to fix, not the sink's inner frames

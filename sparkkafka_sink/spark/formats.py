@@ -20,15 +20,14 @@ from dataclasses import dataclass
 from typing import Literal, Mapping
 
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, subject_name_strategy
+from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY
 from sparkkafka_sink.spark.errors import SinkValidationError
-from sparkkafka_sink.spark.option_catalog import COLUMN_FORMATS, OPTIONS, SERIALIZATION_OPTIONS
+from sparkkafka_sink.spark.option_catalog import SERIALIZATION_OPTIONS, column_options, fields, parse_all
 
 REGISTRY_PREFIX = "schema.registry."
 ColumnFormatName = Literal["binary", "avro", "json"]
-#: every serialization option (declared in ``option_catalog``) by the lower-cased name Spark hands
-#: over, as users write it
-FORMAT_OPTIONS = {o.key: o.name for o in SERIALIZATION_OPTIONS}
+#: the serialization options of both columns together (the serializer's settings)
+FORMATS_OPTIONS = tuple(o for o in SERIALIZATION_OPTIONS if not o.key.startswith(("key", "value")))
 
 
 @dataclass(frozen=True)
@@ -80,18 +79,18 @@ class Formats:
 
 
 def parse_formats(lowered: Mapping[str, str]) -> Formats:
-    """The serialization options of a write (``lowered``: the options, keys lower-cased)."""
+    """The serialization options of a write (``lowered``: the options, keys lower-cased); each
+    parses itself (``option_catalog``), here are the rules that span several."""
     registry = tuple(sorted((k[len(REGISTRY_PREFIX):], str(v)) for k, v in lowered.items()
                             if k.startswith(REGISTRY_PREFIX)))
     key, value = (_column(lowered, c) for c in ("key", "value"))
-    auto_register = _flag(lowered, "auto.register.schemas", None)
-    use_latest = bool(_flag(lowered, "use.latest.version", OPTIONS["use.latest.version"].default))
-    if use_latest and auto_register:
+    values = parse_all(lowered, FORMATS_OPTIONS)
+    if values["use.latest.version"] and values["auto.register.schemas"]:
         raise SinkValidationError("option 'use.latest.version' writes with the subject's latest schema, which "
                                   "needs auto.register.schemas=false (Confluent's rule): drop one of them")
-    formats = Formats(key, value, registry, auto_register=not use_latest if auto_register is None else auto_register,
-                      use_latest_version=use_latest,
-                      normalize=bool(_flag(lowered, "normalize.schemas", OPTIONS["normalize.schemas"].default)))
+    if values["auto.register.schemas"] is None:
+        values["auto.register.schemas"] = not values["use.latest.version"]
+    formats = Formats(key, value, registry, **fields(values, FORMATS_OPTIONS))
     if formats.serialized and not registry:
         columns = " and ".join(f"{c.option}={c.format}" for c in formats.serialized)
         raise SinkValidationError(
@@ -107,38 +106,17 @@ def parse_formats(lowered: Mapping[str, str]) -> Formats:
 
 
 def _column(lowered: Mapping[str, str], column: Literal["key", "value"]) -> ColumnFormat:
-    raw = str(lowered.get(f"{column}format", OPTIONS[f"{column}format"].default)).strip().lower()
-    if raw not in COLUMN_FORMATS:
-        raise SinkValidationError(f"option '{column}Format' must be one of {', '.join(COLUMN_FORMATS)}, "
-                                  f"got {lowered.get(f'{column}format')!r}")
-    schema = lowered.get(f"{column}schema")
-    name, namespace = lowered.get(f"{column}recordname"), lowered.get(f"{column}recordnamespace")
-    given = [o for o, v in ((f"{column}Schema", schema), (f"{column}RecordName", name),
-                            (f"{column}RecordNamespace", namespace)) if v is not None]
-    if raw == "binary" and given:
+    declared = column_options(column)
+    values = parse_all(lowered, declared)
+    given = [o.name for o in declared if o.field in ("schema", "record_name", "record_namespace")
+             and values[o.key] is not None]
+    if values[f"{column}format"] == "binary" and given:
         raise SinkValidationError(f"option '{given[0]}' needs {column}Format=avro or json (the {column} column is "
                                   "written as it is)")
-    if schema is not None and (name is not None or namespace is not None):
+    if values[f"{column}schema"] is not None and len(given) > 1:
         raise SinkValidationError(f"options '{column}RecordName' and '{column}RecordNamespace' name the derived "
                                   f"schema's record: with '{column}Schema' the record is named in the schema")
-    strategy_option = f"{column}.subject.name.strategy"
-    try:
-        strategy = subject_name_strategy(lowered.get(strategy_option), f"option '{strategy_option}'").name
-    except ConfigError as e:
-        raise SinkValidationError(str(e)) from None
-    return ColumnFormat(column, raw, None if schema is None else str(schema),  # type: ignore[arg-type]
-                        None if name is None else str(name).strip(),
-                        None if namespace is None else str(namespace).strip(), strategy)
-
-
-def _flag(lowered: Mapping[str, str], key: str, default: bool | None) -> bool | None:
-    raw = lowered.get(key)
-    if raw is None:
-        return default
-    value = str(raw).strip().lower()
-    if value not in ("true", "false"):
-        raise SinkValidationError(f"option '{key}' must be true or false, got {raw!r}")
-    return value == "true"
+    return ColumnFormat(column, **fields(values, declared))
 
 
 def _check_registry(config: Mapping[str, str]) -> None:

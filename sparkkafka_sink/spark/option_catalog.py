@@ -1,25 +1,30 @@
 """Every option of the sink, declared once: its name as users write it, what it accepts, its
 default and what it means.
 
-The parser (``options.py``, ``formats.py``) reads its defaults, bounds and choices from here and
-knows an option by being here (anything else that is not ``kafka.*`` or ``schema.registry.*`` is
-a typo, answered with "Did you mean ...?"); the documentation's configuration reference is
+Each declaration parses its own value (:meth:`SinkOption.parse`: kind, bounds, choices, default
+and the error message) and names the field of the plan it fills; the parser (``options.py``,
+``formats.py``) keeps only the rules that span several options, and knows an option by being
+here (anything else that is not ``kafka.*`` or ``schema.registry.*`` is a typo, answered with
+"Did you mean ...?").  The documentation's configuration reference is
 generated from here too (``docs/hooks/config_reference.py``), together with the producer's own
 keys (``producer.config``) and the Schema Registry client's (``serialization.registry_settings``),
 which :func:`producer_options` and :func:`registry_options` present in the same shape.
 
-A new sink option is one :class:`SinkOption` in ``SINK_OPTIONS`` or ``SERIALIZATION_OPTIONS``,
-then its parsing in ``options.py`` (or ``formats.py``) and its use in the tasks.
+A new sink option is one :class:`SinkOption` in ``SINK_OPTIONS`` or ``SERIALIZATION_OPTIONS``
+(with the field it fills) and its use.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Iterable, Literal, Mapping
 
-from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, STRATEGY_NAMES
+from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, STRATEGY_NAMES, strategy_named
+from sparkkafka_sink.spark.errors import SinkValidationError
 
-__all__ = ["SinkOption", "OptionDoc", "SINK_OPTIONS", "SERIALIZATION_OPTIONS", "OPTIONS", "option",
+__all__ = ["SinkOption", "OptionDoc", "SINK_OPTIONS", "SERIALIZATION_OPTIONS", "OPTIONS", "option", "parse_all",
+           "fields",
            "REJECTED_KAFKA_KEYS", "SINK_BATCH_SIZE", "SINK_LINGER_MS", "EXACTLY_ONCE_TIMEOUT_MS",
            "producer_options", "registry_options"]
 
@@ -46,10 +51,70 @@ class SinkOption:
     unit: str = ""
     #: what happens when the option is not given, where there is no default value
     unset: str = ""
+    #: the field of the plan it fills (``SinkOptions``, ``ColumnFormat``, ``Formats``); "": a
+    #: rule spanning several options reads it
+    field: str = ""
+    #: what a value means, in the error message (e.g. what 0 does)
+    hint: str = ""
+    #: a string's longest length
+    max_length: int | None = None
+    #: a choice's other spellings: the choice a text stands for (None: none)
+    spelling: Callable[[str], str | None] | None = None
 
     @property
     def key(self) -> str:
         return self.name.lower()
+
+    def parse(self, raw: Any) -> Any:
+        """The option's value from the text given (None: not given, the default), or
+        ``SinkValidationError`` naming the option, what it accepts and what it got."""
+        if raw is None:
+            return self.default
+        text = str(raw).strip()
+        if self.kind == "string":
+            if not text:
+                raise SinkValidationError(f"option '{self.name}' is empty; give {self.hint or 'a value'} "
+                                          "or drop the option")
+            if self.max_length is not None and len(text) > self.max_length:
+                raise SinkValidationError(f"option '{self.name}' must be 1-{self.max_length} characters, "
+                                          f"got {len(text)}")
+            return text
+        value = self._value(text)
+        if value is None:
+            hint = f" ({self.hint})" if self.hint else ""
+            raise SinkValidationError(f"option '{self.name}' must be {self._accepted()}{hint}, got {raw!r}")
+        return value
+
+    def _value(self, text: str) -> Any:
+        """The value ``text`` stands for, None when it stands for none this option accepts."""
+        if self.kind == "boolean":
+            return {"true": True, "false": False}.get(text.lower())
+        if self.kind == "choice":
+            found = next((c for c in self.choices if c.lower() == text.lower()), None)
+            return found if found is not None or self.spelling is None else self.spelling(text)
+        try:
+            number = int(text) if self.kind == "integer" else float(text)
+        except ValueError:
+            return None
+        low_ok = self.minimum is None or number >= self.minimum
+        high_ok = self.maximum is None or number <= self.maximum
+        above_ok = self.above is None or (number > self.above and math.isfinite(number))
+        return number if low_ok and high_ok and above_ok else None
+
+    def _accepted(self) -> str:
+        """What the option accepts, in an error message."""
+        if self.kind == "boolean":
+            return "true or false"
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        unit = _UNIT_WORDS.get(self.unit, self.unit)
+        if self.kind == "number":
+            what = "a positive number" if self.above == 0 else f"a number above {_num(self.above or 0)}"
+            return f"{what} ({unit})" if unit else what
+        what = f"a whole number of {unit}" if unit else "a whole number"
+        if self.minimum is not None and self.maximum is not None:
+            return f"{what} from {_num(self.minimum)} to {_num(self.maximum)}"
+        return f"{what}, at least {_num(self.minimum)}" if self.minimum is not None else what
 
     @property
     def type(self) -> str:
@@ -89,6 +154,9 @@ class OptionDoc:
     type: str
     default: str
     doc: str
+
+
+_UNIT_WORDS = {"ms": "milliseconds"}
 
 
 def _num(value: float) -> str:
@@ -137,12 +205,12 @@ REJECTED_KAFKA_KEYS = {
 SINK_OPTIONS: tuple[SinkOption, ...] = (
     SinkOption("topic", "string", None,
                "The topic every row is written to. When set, it wins over a `topic` column.",
-               unset="each row's `topic` column (then required)"),
+               unset="each row's `topic` column (then required)", field="topic", hint="a topic name"),
     SinkOption("checkpointLocation", "string", None,
                "Spark's own streaming option: where the query keeps its progress. Under exactly-once "
                "the sink records each committed micro-batch beside it (`<checkpointLocation>/pyprod-kafka/`), "
                "so it must be on a local or mounted file system; in `foreachBatch` give the query's own.",
-               unset="none (Spark asks for one to start a streaming query)"),
+               unset="none (Spark asks for one to start a streaming query)", hint="a path"),
     SinkOption("deliveryGuarantee", "choice", "at-least-once",
                "`exactly-once`: every task attempt writes in a Kafka transaction that the driver commits "
                "with the job; readers with `isolation.level=read_committed` see each row once.",
@@ -150,37 +218,45 @@ SINK_OPTIONS: tuple[SinkOption, ...] = (
     SinkOption("transactionalIdPrefix", "string", None,
                "Exactly-once: the start of the tasks' transactional ids (1 to 200 characters). Ids under "
                "it are the sink's: the driver aborts open transactions under it that it did not commit.",
-               unset="unique per batch write; per query (from its checkpoint location) when streaming"),
+               unset="the target's (its bootstrap servers and topic); per query (from its checkpoint location) "
+                     "when streaming", max_length=200),
     SinkOption("batchId", "integer", None,
                "Exactly-once inside `foreachBatch`: the micro-batch id Spark passes, so that a replayed "
                "micro-batch is recognised (needs `checkpointLocation`).",
-               minimum=0, unset="none: the batch write is a write of its own"),
+               minimum=0, unset="none: the batch write is a write of its own",
+               hint="the micro-batch id foreachBatch passes"),
     SinkOption("coalesceBytes", "integer", DEFAULT_COALESCE_BYTES,
                "A task joins Spark's Arrow batches until they hold this many bytes, then hands them to the "
                "producer in one bulk call. `0` sends each Arrow batch alone; lower it where the Python "
                "workers' memory is tight.",
-               minimum=0, maximum=1 << 30, unit="bytes"),
+               minimum=0, maximum=1 << 30, unit="bytes", field="coalesce_bytes",
+               hint="0: hand each Spark Arrow batch to the producer alone"),
     SinkOption("tuneAllocator", "boolean", True,
                "Each write task raises glibc's malloc thresholds in its Python worker (mmap 16 MiB, trim "
                "32 MiB), so the large temporaries of a bulk call reuse the heap instead of fresh pages. "
-               "Process-wide; does nothing on another C library. `false` leaves them alone."),
+               "Process-wide; does nothing on another C library. `false` leaves them alone.",
+               field="tune_allocator"),
     SinkOption("clusterCheckTimeoutMs", "integer", DEFAULT_CLUSTER_CHECK_TIMEOUT_MS,
                "Batch writes: before any task starts, the driver checks within this bound that a broker "
                "answers, that the topics exist (or may be created) and that the principal may write them. "
                "`0` skips the check. Not run for `writeStream`.",
-               minimum=0, maximum=600_000, unit="ms"),
+               minimum=0, maximum=600_000, unit="ms", field="cluster_check_timeout_ms",
+               hint="0: no check of the cluster before the tasks start"),
     SinkOption("maxRecordsPerSecond", "number", None,
                "Rate limit of each write task: records per second, paced smoothly (slices of a tenth of a "
                "second's allowance). The job's rate is at most this times the tasks running at once.",
-               above=0, unit="records per second", unset="no limit"),
+               above=0, unit="records per second of each write task", unset="no limit",
+               field="max_records_per_s"),
     SinkOption("maxBytesPerSecond", "number", None,
                "Rate limit of each write task: key + value + header bytes (before compression) per second.",
-               above=0, unit="bytes per second", unset="no limit"),
+               above=0, unit="bytes per second of each write task", unset="no limit",
+               field="max_bytes_per_s"),
     SinkOption("producerCacheTimeoutMs", "integer", DEFAULT_CACHE_TIMEOUT_MS,
                "At-least-once tasks of one Python worker share a producer per configuration; an idle one "
                "is closed after this long. `0`: one producer per task. Exactly-once tasks always have "
                "their own.",
-               minimum=0, maximum=86_400_000, unit="ms"),
+               minimum=0, maximum=86_400_000, unit="ms", field="producer_cache_timeout_ms",
+               hint="0: one producer per task, no pool"),
     SinkOption("errors.tolerance", "choice", "none",
                "`none`: the first bad row fails its task, naming it. `all`: bad rows are skipped and "
                "counted (`records_skipped`), and the job goes on.",
@@ -188,12 +264,12 @@ SINK_OPTIONS: tuple[SinkOption, ...] = (
     SinkOption("errors.deadletterqueue.topic.name", "string", None,
                "With `errors.tolerance=all`: each bad row is written to this topic with its key, value "
                "and headers, plus context headers. Must differ from the target topic.",
-               unset="none: bad rows are only counted"),
+               unset="none: bad rows are only counted", field="dead_letter_topic", hint="a topic name"),
     SinkOption("errors.deadletterqueue.context.headers.enable", "boolean", True,
                "Dead-letter records carry headers naming the error, its stage, the intended topic and "
-               "partition, and the Spark partition, attempt and row."),
+               "partition, and the Spark partition, attempt and row.", field="dead_letter_context_headers"),
     SinkOption("errors.log.enable", "boolean", False,
-               "Log each bad row as a warning of its task (never its key or value)."),
+               "Log each bad row as a warning of its task (never its key or value).", field="log_bad_rows"),
 )
 
 #: how the ``key`` and ``value`` columns become bytes (``formats.py`` parses them); the
@@ -206,35 +282,34 @@ SERIALIZATION_OPTIONS: tuple[SinkOption, ...] = tuple(
                    f"How the `{column}` column is written: `binary` (its bytes; a string as UTF-8), `avro` or "
                    "`json` (JSON Schema) in the Schema Registry's wire format (then the column may be of any "
                    "Spark type, a struct usually, and `schema.registry.url` is required).",
-                   choices=COLUMN_FORMATS),
+                   choices=COLUMN_FORMATS, field="format"),
         SinkOption(f"{column}Schema", "string", None,
                    f"The schema of the `{column}` column, as Avro JSON or JSON Schema text; checked against the "
                    "column's type on the driver.",
-                   unset="derived from the column's Spark type"),
+                   unset="derived from the column's Spark type", field="schema", hint="the schema's text"),
         SinkOption(f"{column}RecordName", "string", None,
                    "The name of the derived schema's record (Avro), or its `title` (JSON Schema).",
-                   unset="Avro: `topLevelRecord` (as Spark's `to_avro`); JSON Schema: no title"),
+                   unset="Avro: `topLevelRecord` (as Spark's `to_avro`); JSON Schema: no title",
+                   field="record_name", hint="a record name"),
         SinkOption(f"{column}RecordNamespace", "string", None,
                    "The namespace of the derived schema's record.",
-                   unset="none"),
+                   unset="none", field="record_namespace", hint="a namespace"),
+        SinkOption(f"{column}.subject.name.strategy", "choice", DEFAULT_STRATEGY,
+                   f"The subject the {column} schema lives under. Confluent's Java class names and "
+                   "confluent-kafka's function names are accepted too.",
+                   choices=STRATEGY_NAMES, field="subject_strategy", spelling=strategy_named,
+                   hint="or their Java class or confluent-kafka function names"),
     )
 ) + (
     SinkOption("auto.register.schemas", "boolean", None,
                "Register the schema under its subject (an equal schema already there answers with its id). "
                "`false`: the schema must already be registered.",
-               unset="`true`, or `false` with `use.latest.version=true`"),
+               unset="`true`, or `false` with `use.latest.version=true`", field="auto_register"),
     SinkOption("use.latest.version", "boolean", False,
                "Write with the subject's latest schema (which must be able to hold the column); needs "
-               "`auto.register.schemas=false`, which it implies."),
+               "`auto.register.schemas=false`, which it implies.", field="use_latest_version"),
     SinkOption("normalize.schemas", "boolean", False,
-               "Ask the registry to normalize the schema before registering or looking it up."),
-    SinkOption("key.subject.name.strategy", "choice", DEFAULT_STRATEGY,
-               "The subject the key schema lives under. Confluent's Java class names and "
-               "confluent-kafka's function names are accepted too.",
-               choices=STRATEGY_NAMES),
-    SinkOption("value.subject.name.strategy", "choice", DEFAULT_STRATEGY,
-               "The subject the value schema lives under (as `key.subject.name.strategy`).",
-               choices=STRATEGY_NAMES),
+               "Ask the registry to normalize the schema before registering or looking it up.", field="normalize"),
 )
 
 #: every option by the name the parser sees (lower-cased)
@@ -244,6 +319,21 @@ OPTIONS: dict[str, SinkOption] = {o.key: o for o in SINK_OPTIONS + SERIALIZATION
 def option(name: str) -> SinkOption:
     """The declaration of ``name`` (any case)."""
     return OPTIONS[name.lower()]
+
+
+def parse_all(lowered: Mapping[str, Any], declared: Iterable[SinkOption] = OPTIONS.values()) -> dict[str, Any]:
+    """Every declared option's value, by its key (``lowered``: the options, keys lower-cased)."""
+    return {o.key: o.parse(lowered.get(o.key)) for o in declared}
+
+
+def fields(values: Mapping[str, Any], declared: Iterable[SinkOption]) -> dict[str, Any]:
+    """The plan fields these options fill, from their values (``parse_all``)."""
+    return {o.field: values[o.key] for o in declared if o.field}
+
+
+def column_options(column: str) -> tuple[SinkOption, ...]:
+    """The serialization options of the ``key`` or ``value`` column."""
+    return tuple(o for o in SERIALIZATION_OPTIONS if o.key.startswith(column))
 
 
 # -- the other options, in the same shape, for the reference -------------------------------------

@@ -16,19 +16,17 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig
 from sparkkafka_sink.spark import option_catalog as catalog
 from sparkkafka_sink.spark.errors import SinkValidationError
-from sparkkafka_sink.spark.formats import FORMAT_OPTIONS, REGISTRY_PREFIX, Formats, parse_formats
+from sparkkafka_sink.spark.formats import REGISTRY_PREFIX, Formats, parse_formats
 from sparkkafka_sink.spark.option_catalog import (
     DEFAULT_CACHE_TIMEOUT_MS,
     DEFAULT_CLUSTER_CHECK_TIMEOUT_MS,
-    DEFAULT_COALESCE_BYTES,  # noqa: F401  (the benchmarks read it here)
     EXACTLY_ONCE_TIMEOUT_MS,
-    GUARANTEES,
     REJECTED_KAFKA_KEYS,
     SINK_BATCH_SIZE,
     SINK_LINGER_MS,
@@ -38,29 +36,6 @@ log = logging.getLogger(__name__)
 
 KAFKA_PREFIX = "kafka."
 
-# The options themselves -- names, defaults, bounds, choices, meanings -- are declared once, in
-# ``option_catalog``; what follows are the names the parser looks them up by (lower-cased, as
-# Spark hands them over).
-COALESCE_OPTION = catalog.option("coalesceBytes").key
-GUARANTEE_OPTION = catalog.option("deliveryGuarantee").key
-BATCH_ID_OPTION = catalog.option("batchId").key
-PREFIX_OPTION = catalog.option("transactionalIdPrefix").key
-#: the driver's check that the cluster answers and the topic may be written, before any task
-#: (``spark/driver/cluster_check.py``)
-CLUSTER_CHECK_OPTION = catalog.option("clusterCheckTimeoutMs").key
-#: bad rows (Kafka Connect's names): fail at the first (none) or skip, count and dead-letter (all)
-TOLERANCE_OPTION = catalog.option("errors.tolerance").key
-DLQ_TOPIC_OPTION = catalog.option("errors.deadletterqueue.topic.name").key
-DLQ_HEADERS_OPTION = catalog.option("errors.deadletterqueue.context.headers.enable").key
-ERRORS_LOG_OPTION = catalog.option("errors.log.enable").key
-#: producers kept by each Python worker across at-least-once tasks (``spark/task/producer_pool.py``)
-CACHE_TIMEOUT_OPTION = catalog.option("producerCacheTimeoutMs").key
-#: glibc's malloc thresholds in the task's Python worker (``spark/task/worker_memory.py``)
-ALLOCATOR_OPTION = catalog.option("tuneAllocator").key
-#: every option of the sink besides ``kafka.*`` and the serialization options, as users write
-#: them (by the lower-cased name Spark hands over); anything else is a typo, reported with
-#: "Did you mean ...?"
-SINK_OPTIONS = {o.key: o.name for o in catalog.SINK_OPTIONS}
 #: options Spark itself may add (``save(path)``, ``start(path)``): not ours, not a typo
 _SPARK_OPTIONS = ("path",)
 
@@ -161,6 +136,7 @@ def _sink_linger_ms(config: Mapping[str, str]) -> int:
 def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
     """Validate the options on the driver and return what the tasks need.
 
+    Each sink option parses itself (``option_catalog``); here are the rules that span several.
     The ``kafka.*`` keys go through the producer's own ``ProducerConfig`` (and its security
     settings), so unknown keys and out-of-range values are reported with the producer's wording,
     in the user's option names, before any data moves.
@@ -173,41 +149,31 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
             '.option("kafka.bootstrap.servers", "host:9092")'
         )
     _check_known(lowered)
+    values = catalog.parse_all(lowered, catalog.SINK_OPTIONS)
     raw = producer_config_from_options(lowered)
     for key, why in REJECTED_KAFKA_KEYS.items():
         if key in raw:
             raise SinkValidationError(f"option 'kafka.{key}' is not supported: {why}")
-    guarantee = _guarantee(lowered)
-    if guarantee == "exactly-once":
+    if values["deliveryguarantee"] == "exactly-once":
         # a task's transaction stays open until the driver commits the whole job
         raw.setdefault("transaction.timeout.ms", str(EXACTLY_ONCE_TIMEOUT_MS))
     config = _producer_config(raw)
     for key, why in config.noted.items():  # Java producer keys with no effect here (producer/java_keys.py)
         log.warning("option '%s%s' has no effect with pyprod-kafka: %s", KAFKA_PREFIX, key, why)
-    prefix = _exactly_once(lowered, config, guarantee, streaming)
-    topic = lowered.get("topic")
-    if topic is not None and not str(topic).strip():
-        raise SinkValidationError("option 'topic' is empty; give a topic name or drop the option")
-    return SinkOptions(topic=topic, producer_config=config,
-                       coalesce_bytes=_coalesce_bytes(lowered.get(COALESCE_OPTION)),
-                       transactional_id_prefix=prefix,
-                       **(_streaming_commit_log(lowered, prefix) if prefix and (streaming or _batch_id(lowered) is not None)
-                          else {"run_id": _run_id()} if prefix else {}),
-                       batch_id=_batch_id(lowered) if prefix else None,
-                       cluster_check_timeout_ms=_whole_ms(lowered, CLUSTER_CHECK_OPTION,
-                                                          "0: no check of the cluster before the tasks start"),
-                       max_records_per_s=_rate(lowered, "maxrecordspersecond"),
-                       max_bytes_per_s=_rate(lowered, "maxbytespersecond"),
-                       producer_cache_timeout_ms=_whole_ms(lowered, CACHE_TIMEOUT_OPTION,
-                                                           "0: one producer per task, no pool"),
-                       tune_allocator=_flag(lowered, ALLOCATOR_OPTION),
+    prefix = _exactly_once(values, lowered, config, streaming)
+    per_query = prefix is not None and (streaming or values["batchid"] is not None)
+    _check_dead_letters(values)
+    return SinkOptions(producer_config=config, transactional_id_prefix=prefix,
+                       **(_streaming_commit_log(values) if per_query else {"run_id": _run_id()} if prefix else {}),
+                       batch_id=values["batchid"],
+                       tolerate_bad_rows=values["errors.tolerance"] == "all",
                        formats=parse_formats(lowered),
-                       **_error_handling(lowered, topic))
+                       **catalog.fields(values, catalog.SINK_OPTIONS))
 
 
 def _check_known(lowered: Mapping[str, str]) -> None:
     """An option that is neither ``kafka.*`` nor the sink's own is a typo: say what was meant."""
-    known = {**SINK_OPTIONS, **FORMAT_OPTIONS, **{KAFKA_PREFIX + k: KAFKA_PREFIX + k for k in KEYS}}
+    known = {**{o.key: o.name for o in catalog.OPTIONS.values()}, **{KAFKA_PREFIX + k: KAFKA_PREFIX + k for k in KEYS}}
     for key in lowered:
         if key in known or key.startswith((KAFKA_PREFIX, REGISTRY_PREFIX)) or key in _SPARK_OPTIONS:
             continue  # (an unknown kafka.* or schema.registry.* key is the producer's or registry's to report)
@@ -223,64 +189,27 @@ def _check_known(lowered: Mapping[str, str]) -> None:
             f"the registry's '{REGISTRY_PREFIX}'; every option: the configuration reference.")
 
 
-def _error_handling(lowered: Mapping[str, str], topic) -> dict:
-    tolerance = str(lowered.get(TOLERANCE_OPTION, catalog.OPTIONS[TOLERANCE_OPTION].default)).strip().lower()
-    if tolerance not in catalog.TOLERANCES:
-        raise SinkValidationError(f"option '{TOLERANCE_OPTION}' must be none (the first bad row fails the task) "
-                                  f"or all (bad rows are skipped and counted), got {lowered.get(TOLERANCE_OPTION)!r}")
-    dlq = lowered.get(DLQ_TOPIC_OPTION)
-    if dlq is not None:
-        dlq = str(dlq).strip()
-        if not dlq:
-            raise SinkValidationError(f"option '{DLQ_TOPIC_OPTION}' is empty; give a topic name or drop the option")
-        if tolerance != "all":
-            raise SinkValidationError(f"option '{DLQ_TOPIC_OPTION}' needs {TOLERANCE_OPTION}=all (with none the "
-                                      "first bad row fails the task, so nothing is dead-lettered)")
-        if topic is not None and dlq == str(topic).strip():
-            raise SinkValidationError(f"option '{DLQ_TOPIC_OPTION}' names the topic the rows are written to, "
-                                      f"{dlq!r}: bad rows need a topic of their own")
-    return {"tolerate_bad_rows": tolerance == "all", "dead_letter_topic": dlq,
-            "dead_letter_context_headers": _flag(lowered, DLQ_HEADERS_OPTION),
-            "log_bad_rows": _flag(lowered, ERRORS_LOG_OPTION)}
+def _check_dead_letters(values: Mapping[str, Any]) -> None:
+    dlq, topic = values["errors.deadletterqueue.topic.name"], values["topic"]
+    if dlq is None:
+        return
+    if values["errors.tolerance"] != "all":
+        raise SinkValidationError("option 'errors.deadletterqueue.topic.name' needs errors.tolerance=all (with none "
+                                  "the first bad row fails the task, so nothing is dead-lettered)")
+    if dlq == topic:
+        raise SinkValidationError("option 'errors.deadletterqueue.topic.name' names the topic the rows are written "
+                                  f"to, {dlq!r}: bad rows need a topic of their own")
 
 
-def _flag(lowered: Mapping[str, str], key: str) -> bool:
-    declared = catalog.OPTIONS[key]
-    raw = lowered.get(key)
-    if raw is None:
-        return bool(declared.default)
-    value = str(raw).strip().lower()
-    if value not in ("true", "false"):
-        raise SinkValidationError(f"option '{declared.name}' must be true or false, got {raw!r}")
-    return value == "true"
-
-
-def _number(raw, parse, valid, message: str):
-    """``parse(raw)`` if it parses and is ``valid``, else ``SinkValidationError(message)``."""
-    try:
-        value = parse(str(raw).strip())
-    except ValueError:
-        value = None
-    if value is None or not valid(value):
-        raise SinkValidationError(f"{message}, got {raw!r}")
-    return value
-
-
-def _batch_id(lowered: Mapping[str, str]) -> int | None:
-    raw = lowered.get(BATCH_ID_OPTION)
-    return None if raw is None else _number(
-        raw, int, lambda v: v >= 0, "option 'batchId' must be the micro-batch id foreachBatch passes (an integer >= 0)")
-
-
-def _streaming_commit_log(lowered: Mapping[str, str], prefix: str) -> dict:
+def _streaming_commit_log(values: Mapping[str, Any]) -> dict:
     """Exactly-once writeStream: committed micro-batches are recorded beside the checkpoint."""
-    location = lowered.get("checkpointlocation")
+    location = values["checkpointlocation"]
     if not location:
         raise SinkValidationError(
             "deliveryGuarantee=exactly-once on writeStream (or with batchId in foreachBatch) needs "
             ".option(\"checkpointLocation\", path) -- in foreachBatch the query's own: the sink records "
             "each committed micro-batch beside it, so a replayed batch is not written twice")
-    path = str(location)
+    path = location
     if path.startswith("file:"):
         path = path[len("file:"):]
         path = "/" + path.lstrip("/") if path.startswith("//") else path
@@ -297,68 +226,29 @@ def _run_id() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def _guarantee(lowered: Mapping[str, str]) -> str:
-    guarantee = str(lowered.get(GUARANTEE_OPTION, catalog.OPTIONS[GUARANTEE_OPTION].default)).strip().lower()
-    if guarantee not in GUARANTEES:
-        raise SinkValidationError(f"option 'deliveryGuarantee' must be one of {', '.join(GUARANTEES)}, "
-                                  f"got {lowered.get(GUARANTEE_OPTION)!r}")
-    return guarantee
-
-
-def _exactly_once(lowered: Mapping[str, str], config: ProducerConfig, guarantee: str,
+def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config: ProducerConfig,
                   streaming: bool = False) -> str | None:
     """The transactional id prefix under exactly-once (None: at-least-once); checks the producer
     options that would break it."""
-    prefix = lowered.get(PREFIX_OPTION)
-    if guarantee == "at-least-once":
-        for option, name in ((PREFIX_OPTION, "transactionalIdPrefix"), (BATCH_ID_OPTION, "batchId")):
-            if lowered.get(option) is not None:
-                raise SinkValidationError(f"option '{name}' needs deliveryGuarantee=exactly-once")
+    prefix = values["transactionalidprefix"]
+    if values["deliveryguarantee"] == "at-least-once":
+        for option in ("transactionalIdPrefix", "batchId"):
+            if values[option.lower()] is not None:
+                raise SinkValidationError(f"option '{option}' needs deliveryGuarantee=exactly-once")
         return None
     if config["acks"] != -1:
         raise SinkValidationError(f"deliveryGuarantee=exactly-once needs kafka.acks=all, got {lowered['kafka.acks']!r}")
     if not config["enable.idempotence"]:
         raise SinkValidationError("deliveryGuarantee=exactly-once needs idempotence: drop kafka.enable.idempotence=false")
-    if prefix is None:
-        if (streaming or lowered.get(BATCH_ID_OPTION) is not None) and lowered.get("checkpointlocation"):
-            # the query's own: stable across restarts, so leftovers of a crashed run are found
-            digest = hashlib.sha1(str(lowered["checkpointlocation"]).encode()).hexdigest()[:16]
-            return f"pyprod-kafka-q{digest}"
-        # the target's: a later write to it finds what a crashed one left open (driver/lease.py);
-        # writes running at once have runs of their own under it
-        target = "|".join(sorted(str(lowered["kafka.bootstrap.servers"]).split(",")) + [str(lowered.get("topic", ""))])
-        return f"pyprod-kafka-t{hashlib.sha1(target.encode()).hexdigest()[:16]}"
-    prefix = str(prefix).strip()
-    if not prefix or len(prefix) > 200:
-        raise SinkValidationError("option 'transactionalIdPrefix' must be 1-200 characters")
-    return prefix
-
-
-def _rate(lowered: Mapping[str, str], key: str) -> float | None:
-    declared = catalog.OPTIONS[key]
-    floor = declared.above if declared.above is not None else 0
-    raw = lowered.get(key)
-    return None if raw is None else _number(
-        raw, float, lambda v: floor < v < float("inf"),
-        f"option '{declared.name}' must be a positive number per second (of each write task)")
-
-
-def _whole_ms(lowered: Mapping[str, str], key: str, zero: str) -> int:
-    declared = catalog.OPTIONS[key]
-    least, most = int(declared.minimum or 0), int(declared.maximum or 0)
-    raw = lowered.get(key)
-    return declared.default if raw is None else _number(
-        raw, int, lambda v: least <= v <= most,
-        f"option '{declared.name}' must be a whole number of milliseconds from {least} to {most} ({zero})")
-
-
-def _coalesce_bytes(raw) -> int:
-    declared = catalog.OPTIONS[COALESCE_OPTION]
-    least, most = int(declared.minimum or 0), int(declared.maximum or 0)
-    return declared.default if raw is None else _number(
-        raw, int, lambda v: least <= v <= most,
-        f"option 'coalesceBytes' must be a whole number of bytes from {least} to {most} (0: hand "
-        "each Spark Arrow batch to the producer alone)")
+    if prefix is not None:
+        return prefix
+    if (streaming or values["batchid"] is not None) and values["checkpointlocation"]:
+        # the query's own: stable across restarts, so leftovers of a crashed run are found
+        return f"pyprod-kafka-q{hashlib.sha1(values['checkpointlocation'].encode()).hexdigest()[:16]}"
+    # the target's: a later write to it finds what a crashed one left open (driver/lease.py);
+    # writes running at once have runs of their own under it
+    target = "|".join(sorted(str(lowered["kafka.bootstrap.servers"]).split(",")) + [str(lowered.get("topic", ""))])
+    return f"pyprod-kafka-t{hashlib.sha1(target.encode()).hexdigest()[:16]}"
 
 
 def _producer_config(raw: dict) -> ProducerConfig:

@@ -9,7 +9,7 @@ three steps:
 1. the driver closes the write (``close_write``) before it commits or aborts anything of it:
    InitProducerId under the marker, so its coordinator knows the id from then on;
 2. a task attempt initialises its own producer first, then asks the marker's coordinator about
-   the marker (``check_write_open``) and writes only while the coordinator does not know it;
+   the marker (``write_closed``) and writes only while the coordinator does not know it;
 3. once it committed (or aborted) what it keeps, the driver aborts every other open transaction
    under the prefix and fences the write's producers initialised but not in a transaction
    (``fence_idle_attempts``).
@@ -26,13 +26,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from sparkkafka_sink.producer.leases import parse
-from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.options import SinkOptions
 
 if TYPE_CHECKING:  # the driver and the task pass their own clients in: this module loads neither
     from sparkkafka_sink.producer.handover import TransactionAdmin
     from sparkkafka_sink.producer.producer import Producer
-    from sparkkafka_sink.spark.task.task_info import TaskInfo
 
 #: bound of a task's question about the marker (retries included)
 CHECK_TIMEOUT_S = 30.0
@@ -84,10 +82,8 @@ def fence_idle_attempts(admin: "TransactionAdmin", options: SinkOptions, batch_i
 
 
 # -- a task attempt -------------------------------------------------------------------------------
-def check_write_open(producer: "Producer", options: SinkOptions, batch_id: int | None, task: "TaskInfo") -> None:
-    """Step 2, after ``init_transactions`` and before ``begin_transaction``: refuse to write once
-    the driver closed the write.  Asked through the attempt's own producer (its connections)."""
-    if producer.transaction_state(closed_marker(options, batch_id), CHECK_TIMEOUT_S) is not None:
-        raise SinkWriteError(
-            f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt}): the driver "
-            "already ended this write (another attempt won, or the job failed): this attempt writes nothing")
+def write_closed(producer: "Producer", options: SinkOptions, batch_id: int | None) -> bool:
+    """Step 2, after ``init_transactions`` and before ``begin_transaction``: the driver closed the
+    write (the attempt then writes nothing).  Asked through the attempt's own producer (its
+    connections)."""
+    return producer.transaction_state(closed_marker(options, batch_id), CHECK_TIMEOUT_S) is not None

@@ -22,7 +22,7 @@ def test_registered_class_pickles_by_value_with_its_accumulator(spark, sink_metr
 
     from pyspark import cloudpickle
 
-    from sparkkafka_sink.spark.driver.registration import registered_source
+    from sparkkafka_sink.spark.registration import registered_source
 
     acc = sink_metrics.total
     dynamic = registered_source(spark)
@@ -44,7 +44,7 @@ def test_where_spark_keeps_the_auto_discovered_source_metrics_travel_in_commit_m
     from pyspark.sql import functions as F
     from readback import read_records
 
-    from sparkkafka_sink.spark.driver.registration import _context_metrics
+    from sparkkafka_sink.spark.registration import _context_metrics
 
     metrics = _context_metrics(plain_session.sparkContext)
     assert metrics.enabled and metrics.total is None

@@ -198,7 +198,7 @@ def test_error_handling_options():
                        "errors.deadletterqueue.context.headers.enable": "false", "errors.log.enable": "true"})
     assert (o.tolerate_bad_rows, o.dead_letter_topic, o.dead_letter_context_headers, o.log_bad_rows) == \
         (True, "dlq", False, True)
-    for bad, message in [({"errors.tolerance": "some"}, "must be none"),
+    for bad, message in [({"errors.tolerance": "some"}, "must be one of none, all"),
                          ({"errors.deadletterqueue.topic.name": "dlq"}, "needs errors.tolerance=all"),
                          ({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": "t"}, "a topic of their own"),
                          ({"errors.tolerance": "all", "errors.deadletterqueue.topic.name": " "}, "is empty"),

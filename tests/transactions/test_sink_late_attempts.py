@@ -76,13 +76,13 @@ def test_an_attempt_initialised_before_the_commit_is_fenced(apache_kafka, write)
     import sparkkafka_sink.spark.task.task_producer as task_producer
 
     checked = []
-    real_check = task_producer.check_write_open
-    task_producer.check_write_open = lambda *a: checked.append(a)  # looked too early: saw nothing
+    real_check = task_producer.write_closed
+    task_producer.write_closed = lambda *a: checked.append(a)  # looked too early: saw nothing
     try:
         with pytest.raises(SinkWriteError) as info:
             run_write_task(iter(rows(1000, 100)), plan, producer_factory=commit_after_init, task=late_task)
     finally:
-        task_producer.check_write_open = real_check
+        task_producer.write_closed = real_check
     assert checked and "was fenced" in str(info.value)
     assert open_transactions(apache_kafka.bootstrap_servers, plan.options.transactional_id_prefix) == []
     got = consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed", timeout=30)

@@ -66,3 +66,29 @@ def test_the_layer_map_covers_every_module():
     tops = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()
             if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))}
     assert tops == set(LAYERS) | BESIDE
+
+
+#: spark/ inside, bottom first: what driver and task share (the plan, options, errors...), then
+#: driver/ and task/ (neither imports the other), then Spark's entry points
+SPARK_ENTRY_POINTS = {"__init__", "datasource", "writer", "stream_writer", "registration"}
+
+
+def _spark_floor(module: str) -> tuple[int, str]:
+    parts = module.split(".")[2:] or ["__init__"]
+    if parts[0] in ("driver", "task"):
+        return 1, parts[0]
+    return (2, "entry") if parts[0] in SPARK_ENTRY_POINTS else (0, "shared")
+
+
+def test_inside_spark_imports_run_down_only():
+    offenders = []
+    for path in sorted((ROOT / "spark").rglob("*.py")):
+        own = _spark_floor(".".join(("sparkkafka_sink", *path.relative_to(ROOT).with_suffix("").parts)))
+        for line, module in _imports(path):
+            if not module.startswith("sparkkafka_sink.spark"):
+                continue
+            target = _spark_floor(module)
+            if target[0] > own[0] or (target[0] == own[0] == 1 and target[1] != own[1]):
+                offenders.append(f"spark/{path.relative_to(ROOT / 'spark')}:{line} ({own[1]}) imports {module} "
+                                 f"({target[1]})")
+    assert not offenders, "\n".join(offenders)

@@ -1,7 +1,6 @@
 """What runs on the driver: planning and checking a write before its tasks, ending it after them.
 
 ``planning`` (options, schema via ``validation``, ``cluster_check``), ``commit`` (Spark's
-``commit()``/``abort()``: summaries, and under exactly-once ``transactions``), ``registration``
-(the metrics accumulator).  Spark runs these in short-lived Python processes of the driver, so
+``commit()``/``abort()``: summaries, and under exactly-once ``transactions`` and ``lease``).  Spark runs these in short-lived Python processes of the driver, so
 the network stack is imported only where a step asks the cluster.
 """

@@ -1,33 +1,20 @@
 """Plan a write on the driver: options parsed, schema checked, cluster asked, before any task.
 
-``DataSource.writer()`` / ``streamWriter()`` call it in a Python process of their own; the plan
-is pickled into the writer and so into every task.  Each failure is a ``SinkValidationError``
+``DataSource.writer()`` / ``streamWriter()`` call it in a Python process of their own and build
+their writer of the plan, which is pickled into the writer and so into every task.  Each failure is a ``SinkValidationError``
 naming what to fix.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Mapping, Optional
+from typing import Mapping
 
 from pyspark.sql.types import StructType
 
-from sparkkafka_sink.spark.driver.validation import check_save_mode, validate_schema
+from sparkkafka_sink.spark.driver.validation import validate_schema
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import WritePlan
-from sparkkafka_sink.spark.stream_writer import PyprodKafkaStreamWriter
-from sparkkafka_sink.spark.writer import PyprodKafkaWriter
-
-
-def batch_writer(option_map: Mapping[str, str], schema: StructType, overwrite: bool,
-                 metrics_total=None, metrics_drop: Optional[str] = None) -> PyprodKafkaWriter:
-    check_save_mode(overwrite)
-    return PyprodKafkaWriter(plan_write(option_map, schema), metrics_total, metrics_drop)
-
-
-def stream_writer(option_map: Mapping[str, str], schema: StructType, metrics_total=None,
-                  metrics_drop: Optional[str] = None) -> PyprodKafkaStreamWriter:
-    return PyprodKafkaStreamWriter(plan_write(option_map, schema, streaming=True), metrics_total, metrics_drop)
 
 
 def plan_write(option_map: Mapping[str, str], schema: StructType, streaming: bool = False) -> WritePlan:

@@ -17,10 +17,11 @@ from pyspark import SparkFiles
 
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.producer import Producer
+from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.task.producer_pool import POOL
 from sparkkafka_sink.spark.task.task_info import TaskInfo
-from sparkkafka_sink.spark.write_fence import attempts_prefix, check_write_open
+from sparkkafka_sink.spark.write_fence import attempts_prefix, write_closed
 
 _CLOSE_AFTER_FAILURE_S = 2.0
 #: options naming files, which on a cluster are shipped to the executors with --files / addFile
@@ -68,7 +69,11 @@ class TaskProducer:
         """Exactly-once: the attempt's transaction, begun once its write is known to be open."""
         producer = self.open()
         producer.init_transactions()
-        check_write_open(producer, self.options, _micro_batch_id(self.options, self.task), self.task)
+        if write_closed(producer, self.options, _micro_batch_id(self.options, self.task)):
+            raise SinkWriteError(
+                f"{PREFIX}write task for Spark partition {self.task.partition} (attempt {self.task.attempt}): the "
+                "driver already ended this write (another attempt won, or the job failed): this attempt writes "
+                "nothing")
         producer.begin_transaction()
 
     def metrics(self) -> dict:

@@ -12,8 +12,10 @@ comes -- the host went down with the driver, and the job is not run again -- thi
 ``--command-config FILE`` gives the producer's settings (security) as a Java properties file, as
 Kafka's own tools take it.  ``list`` shows each open transaction under the prefix (by default
 every prefix the sink makes): its age, partitions, the write it belongs to, and whether that
-write's driver still holds its lease.  ``abort`` aborts those whose driver is gone: a dry run
-that says what it would abort, unless ``--yes``.  A live driver's transactions are never touched.
+write's driver still holds its lease.  ``abort`` ends those whose driver is gone as the driver
+would have: aborted, except those of a batch write its driver had decided to commit (it died
+during its commit: they are committed, so the write is visible whole, never in part).  A dry
+run says what it would do, unless ``--yes``.  A live driver's transactions are never touched.
 The same from Python (a notebook): :func:`list_open`, :func:`abort_dead`.
 """
 
@@ -23,11 +25,12 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Collection, Mapping, Optional, Sequence
 
 from sparkkafka_sink.producer.config import ProducerConfig, read_properties
 from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.producer.leases import OpenTransaction, judge, parse
+from sparkkafka_sink.producer.dead_writes import decided, settle
 
 __all__ = ["SINK_PREFIX", "SinkTransaction", "list_open", "abort_dead", "main"]
 
@@ -48,16 +51,19 @@ class SinkTransaction:
     age_s: Optional[float]
     partitions: tuple[tuple[str, int], ...]
     state: str
+    #: its driver had decided to commit it (it died during the commit): ending it commits it
+    decided: bool = False
 
 
 def _config(bootstrap_servers: str, config: Optional[Mapping[str, Any]]) -> ProducerConfig:
     return ProducerConfig({**(config or {}), "bootstrap.servers": bootstrap_servers})
 
 
-def _shown(t: OpenTransaction, alive: bool, now_ms: float) -> SinkTransaction:
+def _shown(t: OpenTransaction, alive: bool, now_ms: float, to_commit: Collection[str] = ()) -> SinkTransaction:
     d, owned = t.description, parse(t.transactional_id)
     return SinkTransaction(t.transactional_id, f"{owned[0]}-r{owned[1]}{owned[2]}" if owned else None,
-                           alive, t.age_s(now_ms), d.partitions if d else (), d.state if d else "unknown")
+                           alive, t.age_s(now_ms), d.partitions if d else (), d.state if d else "unknown",
+                           t.transactional_id in to_commit)
 
 
 def _judged(admin: TransactionAdmin, prefix: str) -> tuple[list[OpenTransaction], list[OpenTransaction]]:
@@ -71,34 +77,38 @@ def list_open(bootstrap_servers: str, prefix: str = SINK_PREFIX,
     watched until it moves."""
     with TransactionAdmin(_config(bootstrap_servers, config)) as admin:
         alive, gone = _judged(admin, prefix)
+        to_commit = decided(admin, [t.transactional_id for t in gone], time.monotonic() + _TIMEOUT_S)
     now_ms = time.time() * 1000
-    found = [_shown(t, True, now_ms) for t in alive] + [_shown(t, False, now_ms) for t in gone]
+    found = [_shown(t, True, now_ms) for t in alive] + [_shown(t, False, now_ms, to_commit) for t in gone]
     return sorted(found, key=lambda t: -(t.age_s or 0))
 
 
 def abort_dead(bootstrap_servers: str, prefix: str = SINK_PREFIX, config: Optional[Mapping[str, Any]] = None,
                dry_run: bool = True) -> list[SinkTransaction]:
-    """The open transactions under ``prefix`` whose write's driver is gone, aborted unless
-    ``dry_run`` (the default: only say which).  Those of a live driver are left alone."""
+    """The open transactions under ``prefix`` whose write's driver is gone, ended unless
+    ``dry_run`` (the default: only say which) as their driver would have: aborted, or committed
+    where it had decided to commit (``SinkTransaction.decided``).  Those of a live driver are
+    left alone."""
     with TransactionAdmin(_config(bootstrap_servers, config)) as admin:
         _, gone = _judged(admin, prefix)
+        ids, deadline = [t.transactional_id for t in gone], time.monotonic() + _TIMEOUT_S
+        to_commit = decided(admin, ids, deadline)
         now_ms = time.time() * 1000
-        shown = [_shown(t, False, now_ms) for t in gone]
+        shown = [_shown(t, False, now_ms, to_commit) for t in gone]
         if not dry_run:
-            deadline = time.monotonic() + _TIMEOUT_S
-            for t in gone:
-                admin.fence(t.transactional_id, deadline)  # InitProducerId: the coordinator aborts it
+            settle(admin, ids, deadline)
     return shown
 
 
 def _table(found: Sequence[SinkTransaction]) -> str:
-    rows = [("TRANSACTIONAL ID", "STATE", "AGE", "DRIVER", "PARTITIONS")]
+    rows = [("TRANSACTIONAL ID", "STATE", "AGE", "DRIVER", "ENDS BY", "PARTITIONS")]
     for t in found:
         parts = ", ".join(f"{topic}-{p}" for topic, p in t.partitions) or "-"
+        ends = "-" if t.driver_alive else "commit" if t.decided else "abort"
         rows.append((t.transactional_id, t.state, "-" if t.age_s is None else f"{t.age_s:.0f} s",
-                     "alive" if t.driver_alive else "gone", parts))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4] for r in rows)
+                     "alive" if t.driver_alive else "gone", ends, parts))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5] for r in rows)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -122,8 +132,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"no open transaction under {args.prefix!r} whose driver is gone")
     else:
         print(_table(dead))
-        print(f"{'aborted' if args.yes else 'would abort (run again with --yes)'}: {len(dead)} transactions "
-              f"of {len({t.write for t in dead})} writes whose driver is gone")
+        commits = sum(t.decided for t in dead)
+        print(f"{'ended' if args.yes else 'would end (run again with --yes)'}: {len(dead)} transactions of "
+              f"{len({t.write for t in dead})} writes whose driver is gone: {len(dead) - commits} aborted, "
+              f"{commits} committed (their driver had decided to commit them)")
     return 0
 
 

@@ -19,13 +19,20 @@ producer was initialised before step 3 runs: the driver's sweep finds it (Ongoin
 Empty: fenced), and it can never commit, nor leave a transaction open.  An attempt that looks
 after step 1 sees the marker and writes nothing.  Driver and tasks meet only at the coordinator:
 no other channel between them is needed.
+
+A batch write's commit is decided at the coordinator too, for whoever ends the write if its
+driver dies between its first and last EndTxn: once the losers are aborted, the driver
+initialises the write's *commit marker* (``decide_commit``), then commits the winners.  The
+write's transactions still open after that are winners: they are committed, not aborted
+(``producer/dead_writes.py``), so the write becomes wholly visible, never in part.  (A streaming
+micro-batch records its decision in the query's checkpoint instead, which its restart reads.)
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from sparkkafka_sink.producer.leases import parse
+from sparkkafka_sink.producer import dead_writes
 from sparkkafka_sink.spark.options import SinkOptions
 
 if TYPE_CHECKING:  # the driver and the task pass their own clients in: this module loads neither
@@ -38,7 +45,7 @@ CHECK_TIMEOUT_S = 30.0
 
 def closed_marker(options: SinkOptions, batch_id: int | None = None) -> str:
     """The write's closed marker: a transactional id no task attempt ever uses."""
-    return options.write_id(batch_id) + "-closed"
+    return dead_writes.closed_marker(options.write_id(batch_id))
 
 
 def attempts_prefix(options: SinkOptions, batch_id: int | None = None) -> str:
@@ -47,31 +54,20 @@ def attempts_prefix(options: SinkOptions, batch_id: int | None = None) -> str:
     return options.write_id(batch_id) + "-p"
 
 
-def write_of_attempt(transactional_id: str) -> tuple[str, int | None] | None:
-    """``(write id, micro-batch)`` of a task attempt's transactional id (what ``write_id`` and
-    ``attempts_prefix`` made: ``<prefix>-r<run>[-b<batch>]-p...``); None for an id no write of the
-    sink made."""
-    parsed = parse(transactional_id)
-    if parsed is None:
-        return None
-    prefix, owner, run = parsed
-    rest = transactional_id[len(prefix) + 2 + len(owner) + len(run):]
-    batch = rest.split("-")[1][1:] if rest.startswith("-b") else ""
-    write = f"{prefix}-r{owner}{run}" + (f"-b{batch}" if batch else "")
-    return write, int(batch) if batch.isdigit() else None
-
-
-def marker_of_attempt(transactional_id: str) -> str | None:
-    """The closed marker of the write a task attempt's transactional id belongs to, for closing
-    the write of a driver that is gone."""
-    found = write_of_attempt(transactional_id)
-    return f"{found[0]}-closed" if found else None
+def commit_marker(options: SinkOptions) -> str:
+    """The batch write's commit marker: it exists once the driver decided to commit."""
+    return dead_writes.commit_marker(options.write_id())
 
 
 # -- the driver -----------------------------------------------------------------------------------
 def close_write(admin: "TransactionAdmin", options: SinkOptions, batch_id: int | None, deadline: float) -> None:
     """Step 1, before anything of the write is committed or aborted: the marker exists."""
     admin.fence(closed_marker(options, batch_id), deadline)
+
+
+def decide_commit(admin: "TransactionAdmin", options: SinkOptions, deadline: float) -> None:
+    """After the losers are aborted, before the first commit: the write is to be committed."""
+    admin.fence(commit_marker(options), deadline)
 
 
 def fence_idle_attempts(admin: "TransactionAdmin", options: SinkOptions, batch_id: int | None,

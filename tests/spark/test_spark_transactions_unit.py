@@ -27,7 +27,7 @@ def calls(monkeypatch):
 
         def fence(self, transactional_id, deadline, timeout_ms=60000):
             log["fenced"].append(transactional_id)
-            log["order"].append("close")
+            log["order"].append(f"init {transactional_id}")
 
         def end(self, prepared, commit, deadline):
             if prepared.transactional_id.endswith("broken"):
@@ -56,12 +56,13 @@ def options(tmp_path) -> SinkOptions:
 def test_batch_commit_commits_the_kept_attempts_and_aborts_the_rest(calls, tmp_path):
     text = T.commit_all([message(0, "q-p0-t1"), message(1, "q-p1-t5"), None, message(2, None)], options(tmp_path))
     assert calls["end"] == [("q-p0-t1", True), ("q-p1-t5", True)]
-    # the write is closed first (its marker), the winners committed, then the others fenced:
-    # open transactions under the prefix, and this write's producers not yet in one
-    assert calls["fenced"] == ["q-rrun1-closed"]
+    # the write is closed first (its closed marker), the others fenced (open transactions under
+    # the prefix, and this write's producers not yet in one), the decision recorded (its commit
+    # marker), then the winners committed
+    assert calls["fenced"] == ["q-rrun1-closed", "q-rrun1-commit"]
     assert calls["lingering"] == [("q", ["q-p0-t1", "q-p1-t5"], ("Ongoing",)),
                                   ("q-rrun1-p", ["q-p0-t1", "q-p1-t5"], ("Empty",))]
-    assert calls["order"] == ["close", "end", "end", "sweep", "sweep"]
+    assert calls["order"] == ["init q-rrun1-closed", "sweep", "sweep", "init q-rrun1-commit", "end", "end"]
     assert "2 transactions committed" in text
     assert calls["admins"] == calls["closed"] == 1  # one set of connections for the whole commit
 

@@ -25,6 +25,7 @@ import pytest
 from kafka_helpers import consume_all, open_transactions
 from sparkkafka_sink import Producer
 from sparkkafka_sink.producer.handover import TransactionAdmin
+from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.testing.brokers import create_topics
 from sparkkafka_sink.testing.waiting import wait_until
@@ -79,8 +80,8 @@ def batch_job(kafka, topic, first, rows, rate, lease_dir, log) -> Job:
                log=log)
 
 
-def default_prefix(kafka, topic) -> str:
-    return parse_options({"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": topic,
+def default_prefix(kafka, topic, bootstrap: str | None = None) -> str:
+    return parse_options({"kafka.bootstrap.servers": bootstrap or kafka.bootstrap_servers, "topic": topic,
                           "deliveryGuarantee": "exactly-once"}).transactional_id_prefix
 
 
@@ -112,9 +113,21 @@ def committed(kafka, topic, expected: int, timeout: float):
                                                   timeout=timeout, isolation_level="read_committed")]
 
 
-def stalled(kafka, topic) -> int:
+def visible(kafka, topic) -> list[str]:
     """Rows a read_committed reader sees now (the dead write's open transaction holds the rest)."""
-    return len(consume_all(kafka.bootstrap_servers, topic, timeout=5, isolation_level="read_committed"))
+    return [r.value.decode() for r in consume_all(kafka.bootstrap_servers, topic, timeout=5,
+                                                  isolation_level="read_committed")]
+
+
+def stalled(kafka, topic) -> int:
+    return len(visible(kafka, topic))
+
+
+def run_command(kafka, *args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "sparkkafka_sink.transactions", *args,
+                          "--bootstrap-servers", kafka.bootstrap_servers], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 def test_a_killed_driver_s_keeper_ends_its_write_within_seconds(apache_kafka, topic, lease_dir, tmp_path):
@@ -168,23 +181,66 @@ def test_the_operator_command_lists_then_aborts_what_a_dead_driver_left(apache_k
         job.kill()
     write_after(apache_kafka, topic)
 
-    def command(*args: str) -> str:
-        out = subprocess.run([sys.executable, "-m", "sparkkafka_sink.transactions", *args,
-                              "--bootstrap-servers", apache_kafka.bootstrap_servers],
-                             capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        return out.stdout
-
-    listed = command("list")  # every prefix the sink makes
+    listed = run_command(apache_kafka, "list")  # every prefix the sink makes
     for txn_id in open_ids:
         assert txn_id in listed and "gone" in listed.splitlines()[[prefix in line for line in
                                                                    listed.splitlines()].index(True)]
-    assert "would abort" in command("abort", "--prefix", prefix)
+    assert "would end (run again with --yes): " in run_command(apache_kafka, "abort", "--prefix", prefix)
     assert stalled(apache_kafka, topic) == 0  # the dry run aborted nothing
-    assert "aborted: " in command("abort", "--prefix", prefix, "--yes")
+    assert "aborted, 0 committed" in run_command(apache_kafka, "abort", "--prefix", prefix, "--yes")
     got = committed(apache_kafka, topic, AFTER, timeout=30)
     assert sorted(got) == sorted(f"after-{i}" for i in range(AFTER))
-    assert "no open transaction" in command("list", "--prefix", prefix)
+    assert "no open transaction" in run_command(apache_kafka, "list", "--prefix", prefix)
+
+
+@pytest.fixture
+def proxy(apache_kafka):
+    """The broker behind a FaultProxy: the driver's commit can be stopped at a chosen request."""
+    from faults.harness import proxy_existing_broker
+
+    proxied = proxy_existing_broker(apache_kafka.nodes[0])
+    yield proxied.proxy
+    proxied.stop()
+
+
+@pytest.mark.parametrize("held, ender", [("decision", "keeper"), ("commit", "keeper"), ("commit", "command")])
+def test_a_batch_driver_killed_during_its_commit(apache_kafka, proxy, topic, lease_dir, tmp_path, held, ender):
+    """The driver of a batch write (two tasks) is killed inside its commit, at a request the
+    proxy holds (observed, then SIGKILL):
+
+    * ``decision``: the InitProducerId of the write's commit marker (``write_fence``), once the
+      losers were aborted and before any EndTxn: nothing was decided, so the write is aborted
+      whole;
+    * ``commit``: partition 1's EndTxn, after the decision (partition 0's EndTxn may have
+      landed): the write is committed whole, by its keeper or -- the keeper dead too -- by the
+      operator's command; never half of it, which a re-run would write twice.
+
+    Then rows written after the crash are read within seconds, and nothing stays open."""
+    rows = 1000
+    prefix = default_prefix(apache_kafka, topic, proxy.address)
+    hold = (proxy.blackhole_request(lambda frame: b"-commit" in frame, ApiKey.INIT_PRODUCER_ID) if held == "decision"
+            else proxy.blackhole_request(lambda frame: b"-p1-" in frame, ApiKey.END_TXN))
+    job = Job(str(JOB), proxy.address, topic, "0", str(rows), "0", lease_dir=lease_dir, log=tmp_path / "job.log")
+    try:
+        deadline = time.monotonic() + 180
+        while not hold.wait(0.05):  # observed: the driver's request is held by the proxy
+            assert job.proc.poll() is None, f"the job ended before its commit was held:\n{job.output()[-3000:]}"
+            assert time.monotonic() < deadline, f"the driver never got there:\n{job.output()[-3000:]}"
+        if ender == "command":
+            for pid in keeper_pids(lease_dir):
+                os.kill(pid, signal.SIGKILL)
+    finally:
+        job.kill()
+    write_after(apache_kafka, topic)
+    written = [str(v) for v in range(rows)] if held == "commit" else []
+    if ender == "command":
+        # the open transaction holds back every row after its first (the other task's committed before it may show)
+        assert not [v for v in visible(apache_kafka, topic) if v.startswith("after-")]
+        assert "1 committed (their driver had decided to commit them)" in run_command(apache_kafka, "abort", "--prefix", prefix)
+        assert "0 aborted, 1 committed" in run_command(apache_kafka, "abort", "--prefix", prefix, "--yes")
+    got = committed(apache_kafka, topic, len(written) + AFTER, timeout=30)
+    assert sorted(got) == sorted(written + [f"after-{i}" for i in range(AFTER)])
+    assert open_transactions(apache_kafka.bootstrap_servers, prefix) == []
 
 
 def test_a_live_write_under_the_same_prefix_is_never_touched(apache_kafka, topic, lease_dir, tmp_path):

@@ -9,9 +9,10 @@ still until the coordinator times the transactions out.  Three things end them s
   by the first exactly-once write that plans under the prefix and detached from it: it keeps the
   driver's lease (``producer/leases.py``: an epoch bumped every second) and watches the driver's
   JVM.  When the JVM is gone, it closes the driver's unfinished writes (their closed markers:
-  a late task attempt writes nothing) and aborts their open transactions, within about a second;
-  then it exits.  It exits too after :data:`IDLE_S` without an open transaction of the driver's
-  nor a write planned under the prefix (the next one starts it again).
+  a late task attempt writes nothing) and ends their open transactions, within about a second
+  (:func:`settle`: aborted, but committed where the driver had decided to commit); then it
+  exits.  It exits too after :data:`IDLE_S` without an open transaction of the driver's nor a
+  write planned under the prefix (the next one starts it again).
 * **the next exactly-once write under the prefix** -- before its tasks begin, its driver ends the
   open transactions of every other driver whose lease stands still (the host died with the
   keeper), and never those of a live one (:func:`end_dead_writes`);
@@ -41,8 +42,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.producer import dead_writes
 from sparkkafka_sink.producer.leases import BEAT_S, OWNER_DIGITS, RUN_DIGITS, end_dead, lease_id, owned_prefix
-from sparkkafka_sink.spark.write_fence import marker_of_attempt, write_of_attempt
 
 log = logging.getLogger("sparkkafka_sink.spark")
 
@@ -176,29 +177,21 @@ def end_dead_writes(admin: Any, prefix: str, token: str, deadline: float,
 
 
 def settle(admin: Any, transactional_ids: list[str], commit_log_dir: Optional[str], deadline: float) -> list[str]:
-    """End a gone driver's open transactions as it would have: those its micro-batches' intents
-    record (it had decided to commit them; the query's restart would commit them) committed, the
-    others aborted, their writes closed first (``write_fence``: a late task attempt of a dead
-    write then writes nothing).  Returns the ids committed."""
-    decided = _decided(transactional_ids, commit_log_dir)
-    for marker in sorted({m for m in map(marker_of_attempt, transactional_ids) if m is not None}):
-        admin.fence(marker, deadline)
-    for txn_id in transactional_ids:
-        if txn_id in decided:
-            admin.end(decided[txn_id], True, deadline)
-        else:
-            admin.fence(txn_id, deadline)  # InitProducerId: the coordinator aborts its transaction
-    return sorted(decided)
+    """End a gone driver's open transactions as it would have (``dead_writes.settle``): what it
+    had decided to commit committed -- a batch write's after its commit marker, and what a
+    micro-batch's intent in ``commit_log_dir`` records (the query's restart would commit it) --
+    the others aborted.  Returns the ids committed."""
+    return dead_writes.settle(admin, transactional_ids, deadline, _recorded(transactional_ids, commit_log_dir))
 
 
-def _decided(transactional_ids: list[str], commit_log_dir: Optional[str]) -> dict[str, Any]:
+def _recorded(transactional_ids: list[str], commit_log_dir: Optional[str]) -> dict[str, Any]:
     """The transactions among these that a micro-batch's intent records: ``{id: prepared}``."""
     if not commit_log_dir:
         return {}
     from sparkkafka_sink.spark.driver.transactions import MicroBatchLog
 
     log_ = MicroBatchLog(commit_log_dir)
-    batches = {found[1] for found in map(write_of_attempt, transactional_ids) if found and found[1] is not None}
+    batches = {w[1] for w in map(dead_writes.write_of, transactional_ids) if w and w[1] is not None}
     recorded = {p.transactional_id: p for b in sorted(batches) for p in (log_.intent(b) or [])}
     return {t: recorded[t] for t in transactional_ids if t in recorded}
 

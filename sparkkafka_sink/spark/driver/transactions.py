@@ -23,7 +23,7 @@ from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.options import SinkOptions, in_option_names, tls_files_here
-from sparkkafka_sink.spark.write_fence import attempts_prefix, close_write, fence_idle_attempts
+from sparkkafka_sink.spark.write_fence import attempts_prefix, close_write, decide_commit, fence_idle_attempts
 
 log = logging.getLogger("sparkkafka_sink.spark")
 
@@ -40,9 +40,9 @@ class _DriverTransactions:
     each call bounded by ``_END_TIMEOUT_S``, retries included.
 
     First the write is closed (``write_fence``: a task attempt that starts from now on writes
-    nothing); once the winners are committed, the others are ended: every open transaction
-    under the prefix aborted, and the write's producers initialised but not yet in a
-    transaction fenced."""
+    nothing); then the others are ended: every open transaction under the prefix but the
+    winners aborted, and the write's producers initialised but not yet in a transaction
+    fenced."""
 
     def __init__(self, options: SinkOptions, batch_id: int | None = None):
         self.options, self.batch_id = options, batch_id
@@ -63,6 +63,9 @@ class _DriverTransactions:
 
     def end(self, prepared: PreparedTransaction, commit: bool) -> None:
         self.admin.end(prepared, commit, time.monotonic() + _END_TIMEOUT_S)
+
+    def decide_commit(self) -> None:
+        decide_commit(self.admin, self.options, time.monotonic() + _END_TIMEOUT_S)
 
     def abort_others(self, keep: list[str]) -> list[str]:
         """Abort every open transaction of this write's attempts except ``keep`` -- of a streaming
@@ -157,10 +160,16 @@ def _answering(lacking: list[BrokerLacking]) -> str:
 
 
 def commit_all(messages, options: SinkOptions) -> str:
-    """Commit every prepared transaction, then abort the write's others; a summary line."""
+    """Commit every prepared transaction; a summary line.  The losers go first (the write's
+    other transactions aborted), then the decision is recorded at the coordinator
+    (``write_fence.decide_commit``), then the winners are committed: a driver that dies in
+    between leaves only winners open, which whoever ends its write commits."""
     done, failed = [], []
+    winners = _prepared(messages)
     with _DriverTransactions(options) as txns:
-        for message, prepared in _prepared(messages):
+        aborted = txns.abort_others(keep=[p.transactional_id for _, p in winners])
+        txns.decide_commit()
+        for message, prepared in winners:
             try:
                 txns.end(prepared, True)
                 done.append((message, prepared))
@@ -173,7 +182,6 @@ def commit_all(messages, options: SinkOptions) -> str:
             raise TransactionCommitError(
                 f"pyprod-kafka: exactly-once commit failed for {len(failed)} of {len(failed) + len(done)} tasks; "
                 f"their rows are NOT visible: {lost}. Committed and visible: {visible}")
-        aborted = txns.abort_others(keep=[p.transactional_id for _, p in done])
     return (f"{len(done)} transactions committed under {options.transactional_id_prefix!r}"
             + (f", {len(aborted)} left by failed or losing attempts aborted" if aborted else ""))
 

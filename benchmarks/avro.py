@@ -19,7 +19,7 @@ must agree byte for byte), and a sample of each run must deserialize with conflu
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Callable
+from collections.abc import Callable
 
 from sparkkafka_sink.varint import size_of_varlong
 

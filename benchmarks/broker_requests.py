@@ -104,7 +104,7 @@ class RequestProbe:
                 self._proc.kill()
                 self._proc.wait()
 
-    def __enter__(self) -> "RequestProbe":
+    def __enter__(self) -> RequestProbe:
         return self
 
     def __exit__(self, *exc) -> None:

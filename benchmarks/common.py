@@ -17,8 +17,8 @@ import resource
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -70,7 +70,7 @@ class BenchSpec:
         return json.dumps(dataclasses.asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "BenchSpec":
+    def from_json(cls, text: str) -> BenchSpec:
         return cls(**json.loads(text))
 
     @property

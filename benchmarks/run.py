@@ -38,16 +38,16 @@ from pathlib import Path
 
 from benchmarks.broker_requests import RequestMeter, enable_jmx, probe_for
 from benchmarks.common import (
-    CONFIGS,
-    fair_buffer_memory,
-    batch_census,
-    MB,
-    MiB,
     BROKERS,
+    CONFIGS,
+    MB,
     BenchSpec,
+    MiB,
+    batch_census,
     count_landed,
     create_topic,
     delete_topic,
+    fair_buffer_memory,
     fmt_rate,
     log,
     new_topic,

@@ -17,8 +17,9 @@ import io
 import json
 import struct
 import time
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

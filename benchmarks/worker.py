@@ -18,7 +18,7 @@ import sys
 import time
 import traceback
 
-from benchmarks.common import MiB, BenchSpec, CpuMeter, Progress, make_pool, maxrss_mb, proc_rss_bytes
+from benchmarks.common import BenchSpec, CpuMeter, MiB, Progress, make_pool, maxrss_mb, proc_rss_bytes
 from benchmarks.contenders import CONTENDERS, Skip
 
 

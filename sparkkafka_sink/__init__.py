@@ -27,8 +27,16 @@ from sparkkafka_sink.version import __version__
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers and IDEs
     from sparkkafka_sink.producer import (
-        BulkFuture, BulkResult, BulkSendError, FutureRecordMetadata, PreparedTransaction, Producer, RecordMetadata,
-        abort_lingering, complete_transaction)
+        BulkFuture,
+        BulkResult,
+        BulkSendError,
+        FutureRecordMetadata,
+        PreparedTransaction,
+        Producer,
+        RecordMetadata,
+        abort_lingering,
+        complete_transaction,
+    )
     from sparkkafka_sink.spark import SinkMetrics, register
 
 __all__ = [

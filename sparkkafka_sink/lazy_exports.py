@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["lazy_exports"]
 

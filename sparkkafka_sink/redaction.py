@@ -11,7 +11,8 @@ any value.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 REDACTED = "*********(redacted)"
 _SECRET_KEY = re.compile(r"password|secret|token|jaas|user\.info|(^|\.)ssl\.keystore\.key$|(^|\.)private\.key",

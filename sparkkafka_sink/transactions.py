@@ -24,13 +24,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Collection, Mapping, Optional, Sequence
+from typing import Any
 
 from sparkkafka_sink.producer.config import ProducerConfig, read_properties
+from sparkkafka_sink.producer.dead_writes import decided, settle
 from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.producer.leases import OpenTransaction, judge, parse
-from sparkkafka_sink.producer.dead_writes import decided, settle
 
 __all__ = ["SINK_PREFIX", "SinkTransaction", "list_open", "abort_dead", "main"]
 
@@ -45,17 +46,17 @@ class SinkTransaction:
 
     transactional_id: str
     #: the write it belongs to (``<prefix>-r<run>``; None: not an id the sink made)
-    write: Optional[str]
+    write: str | None
     #: its driver holds its lease
     driver_alive: bool
-    age_s: Optional[float]
+    age_s: float | None
     partitions: tuple[tuple[str, int], ...]
     state: str
     #: its driver had decided to commit it (it died during the commit): ending it commits it
     decided: bool = False
 
 
-def _config(bootstrap_servers: str, config: Optional[Mapping[str, Any]]) -> ProducerConfig:
+def _config(bootstrap_servers: str, config: Mapping[str, Any] | None) -> ProducerConfig:
     return ProducerConfig({**(config or {}), "bootstrap.servers": bootstrap_servers})
 
 
@@ -71,7 +72,7 @@ def _judged(admin: TransactionAdmin, prefix: str) -> tuple[list[OpenTransaction]
 
 
 def list_open(bootstrap_servers: str, prefix: str = SINK_PREFIX,
-              config: Optional[Mapping[str, Any]] = None) -> list[SinkTransaction]:
+              config: Mapping[str, Any] | None = None) -> list[SinkTransaction]:
     """The open transactions whose ids start with ``prefix`` (``config``: the producer's other
     settings, security included), oldest first.  Takes a few seconds: a driver's lease is
     watched until it moves."""
@@ -83,7 +84,7 @@ def list_open(bootstrap_servers: str, prefix: str = SINK_PREFIX,
     return sorted(found, key=lambda t: -(t.age_s or 0))
 
 
-def abort_dead(bootstrap_servers: str, prefix: str = SINK_PREFIX, config: Optional[Mapping[str, Any]] = None,
+def abort_dead(bootstrap_servers: str, prefix: str = SINK_PREFIX, config: Mapping[str, Any] | None = None,
                dry_run: bool = True) -> list[SinkTransaction]:
     """The open transactions under ``prefix`` whose write's driver is gone, ended unless
     ``dry_run`` (the default: only say which) as their driver would have: aborted, or committed
@@ -111,7 +112,7 @@ def _table(found: Sequence[SinkTransaction]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5] for r in rows)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sparkkafka_sink.transactions",
                                  description="The sink's open transactions: list them, abort those whose driver is gone.")
     ap.add_argument("action", choices=("list", "abort"))

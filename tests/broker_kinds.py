@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Iterator, List, Optional
+from collections.abc import Iterator
 
 import pytest
 
@@ -38,7 +38,7 @@ def _docker_answers() -> bool:
         return False
 
 
-def _apache_source() -> Optional[str]:
+def _apache_source() -> str | None:
     """Where Apache Kafka comes from here: "docker" (testcontainers), "maven" (jars), or None."""
     if _docker_answers():
         return "docker"
@@ -47,7 +47,7 @@ def _apache_source() -> Optional[str]:
     return None
 
 
-def _local_kinds() -> List[str]:
+def _local_kinds() -> list[str]:
     kinds = (["apache"] if APACHE_SOURCE else []) + list(BROKER_KINDS)
     wanted = os.environ.get("SPARKKAFKA_BROKERS")
     if wanted:
@@ -73,7 +73,7 @@ FAULT_KINDS = tuple(k for k in _LOCAL if k != "apache" or APACHE_SOURCE == "mave
 
 
 @contextlib.contextmanager
-def running_apache_kafka(label: str = "", *, needs: Optional[str] = None, **cluster) -> Iterator[ApacheKafka]:
+def running_apache_kafka(label: str = "", *, needs: str | None = None, **cluster) -> Iterator[ApacheKafka]:
     """``ApacheKafka(**cluster)`` from its Maven jars for a fixture: started, announced on stderr
     (what a slow session spent its time on; ``label`` tells the clusters apart), closed on exit.
     ``needs`` names it in the skip when the jars cannot run here (the ``kafka`` fixture may be

@@ -20,13 +20,14 @@ import os
 import re
 import sys
 import uuid
-from typing import Callable, List, Optional
+from collections.abc import Callable
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `import kafka_helpers` from anywhere
 
 from broker_kinds import APACHE_SOURCE, KAFKA_KINDS, running_apache_kafka
+
 from sparkkafka_sink.testing.brokers import EmbeddedBroker, create_topics, start_broker
 
 log = logging.getLogger("sparkkafka_sink.tests")
@@ -74,8 +75,8 @@ class BrokerHandle:
 
     _counter = itertools.count(1)
 
-    def __init__(self, kind: str, bootstrap_servers: str, broker: Optional[EmbeddedBroker] = None,
-                 quirks: Optional[str] = None, replication_factor: int = 1):
+    def __init__(self, kind: str, bootstrap_servers: str, broker: EmbeddedBroker | None = None,
+                 quirks: str | None = None, replication_factor: int = 1):
         self.kind = kind
         self.bootstrap_servers = bootstrap_servers
         self.broker = broker
@@ -83,13 +84,13 @@ class BrokerHandle:
         for flag, value in _QUIRKS[quirks or kind].items():
             setattr(self, flag, value)
         self.supports_pause = self.supports_kill = self.supports_restart = broker is not None
-        self.current_test: Optional[str] = None
+        self.current_test: str | None = None
 
     def __repr__(self) -> str:
         return f"<BrokerHandle {self.kind} {self.bootstrap_servers}>"
 
-    def create_topic(self, name: Optional[str] = None, partitions: int = 1, timeout: float = 30.0,
-                     config: Optional[dict] = None) -> str:
+    def create_topic(self, name: str | None = None, partitions: int = 1, timeout: float = 30.0,
+                     config: dict | None = None) -> str:
         """Create a topic (a unique name per call when ``name`` is None) and return its name.
         Retention is infinite unless ``config`` says otherwise (see DEFAULT_TOPIC_CONFIG)."""
         if name is None:
@@ -206,7 +207,7 @@ def _no_pooled_producers_left():
 def fresh_broker(request) -> Callable[..., BrokerHandle]:
     """Factory ``fresh_broker(kind="tansu", **broker_kwargs) -> BrokerHandle`` for tests that
     pause, kill or restart their broker; always embedded, stopped at the end of the test."""
-    started: List[EmbeddedBroker] = []
+    started: list[EmbeddedBroker] = []
 
     def factory(kind: str = "tansu", **kwargs) -> BrokerHandle:
         broker = start_broker(kind, **kwargs)

@@ -20,7 +20,7 @@ import socket
 import time
 import uuid
 from collections import namedtuple
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Iterable, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -28,7 +28,7 @@ Record = namedtuple("Record", "topic partition offset key value headers timestam
 Record.__doc__ = "One consumed record; headers is a list of (str, bytes), value None for a null."
 
 
-def _consumer(bootstrap: str, isolation_level: str, extra: Optional[dict] = None) -> Consumer:
+def _consumer(bootstrap: str, isolation_level: str, extra: dict | None = None) -> Consumer:
     conf = {
         "bootstrap.servers": bootstrap,
         "group.id": f"readback-{uuid.uuid4().hex}",
@@ -49,7 +49,7 @@ def _consumer(bootstrap: str, isolation_level: str, extra: Optional[dict] = None
     return Consumer(conf)
 
 
-def _partitions(client, topic: str, timeout: float) -> List[int]:
+def _partitions(client, topic: str, timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
     last = "no metadata"
     while True:
@@ -75,13 +75,13 @@ def partition_count(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
         c.close()
 
 
-def _headers(h) -> List[Tuple[str, bytes]]:
+def _headers(h) -> list[tuple[str, bytes]]:
     return [(k, v) for k, v in (h or [])]
 
 
-def consume_all(bootstrap: str, topic: str, expected_count: Optional[int] = None, timeout: float = 30.0,
-                partitions: Optional[Sequence[int]] = None, isolation_level: str = "read_uncommitted",
-                config: Optional[dict] = None) -> List[Record]:
+def consume_all(bootstrap: str, topic: str, expected_count: int | None = None, timeout: float = 30.0,
+                partitions: Sequence[int] | None = None, isolation_level: str = "read_uncommitted",
+                config: dict | None = None) -> list[Record]:
     """Read ``topic`` from offset 0 and return its records, ordered by (partition, offset).
 
     Without ``expected_count``: stops once every partition reached its end (Fetch high watermark).
@@ -93,9 +93,9 @@ def consume_all(bootstrap: str, topic: str, expected_count: Optional[int] = None
     try:
         parts = list(partitions) if partitions is not None else _partitions(c, topic, min(timeout, 10.0))
         c.assign([TopicPartition(topic, p, 0) for p in parts])
-        at_eof: Dict[int, bool] = {p: False for p in parts}
-        counts: Dict[int, int] = {p: 0 for p in parts}
-        records: List[Record] = []
+        at_eof: dict[int, bool] = {p: False for p in parts}
+        counts: dict[int, int] = {p: 0 for p in parts}
+        records: list[Record] = []
         while True:
             enough = expected_count is None or len(records) >= expected_count
             if enough and all(at_eof.values()):
@@ -128,7 +128,7 @@ def consume_all(bootstrap: str, topic: str, expected_count: Optional[int] = None
 
 
 def produce_all(bootstrap: str, topic: str, records: Iterable, timeout: float = 30.0,
-                config: Optional[dict] = None) -> int:
+                config: dict | None = None) -> int:
     """Produce with confluent-kafka (a reference producer) and return how many were delivered.
 
     ``records`` items are values, or dicts of ``Producer.produce`` keyword arguments
@@ -167,7 +167,7 @@ def produce_all(bootstrap: str, topic: str, records: Iterable, timeout: float = 
 # The producer under test, and what it left on the broker
 # ---------------------------------------------------------------------------------------------
 
-def producer_for(target, /, defaults: Optional[dict] = None, client=None, **overrides):
+def producer_for(target, /, defaults: dict | None = None, client=None, **overrides):
     """A producer on ``target`` (a bootstrap string, or anything with ``bootstrap_servers``:
     a broker handle, a cluster): ``bootstrap.servers``, then ``defaults`` (a test module's
     settings, bound with ``functools.partial``), then ``overrides`` (a test's own; ``linger_ms``
@@ -230,8 +230,15 @@ def describe_producers(bootstrap: str, topic: str, partition: int) -> list:
 def allow_on_topic(bootstrap: str, topic: str, principal: str, operations: Iterable[str]) -> None:
     """ALLOW ``principal`` ("User:carol") the ``operations`` ("WRITE", "DESCRIBE") on ``topic``,
     through a client the cluster lets create ACLs (a super user), and wait until they apply."""
-    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
-                                       AdminClient, ResourcePatternType, ResourceType)
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     bindings = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*",

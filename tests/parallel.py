@@ -20,8 +20,6 @@ spark-submit, no SparkContext in this process).
 
 from __future__ import annotations
 
-from typing import Optional
-
 import pytest
 
 #: directories and modules of tests/ in the second share, the one that runs the
@@ -42,7 +40,7 @@ def share_of(nodeid: str) -> str:
     return "brokers" if top in BROKERS_SHARE else "spark"
 
 
-def distributed_share(item: pytest.Item) -> Optional[str]:
+def distributed_share(item: pytest.Item) -> str | None:
     """The share of a test run by a process that runs one whole share, else None (one process
     runs everything)."""
     workerinput = getattr(item.config, "workerinput", None)
@@ -50,7 +48,7 @@ def distributed_share(item: pytest.Item) -> Optional[str]:
 
 
 #: the share this worker process runs, as its first test says
-_my_share: Optional[str] = None
+_my_share: str | None = None
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -18,11 +18,11 @@ import itertools
 import re
 import sys
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
-
 from session_resources import stop_after_last_use
+
 from sparkkafka_sink.testing.schema_registry import SchemaRegistry, skip_unless_available
 
 

@@ -15,7 +15,6 @@ import os
 import sys
 
 import pytest
-
 from session_resources import stop_after_last_use
 
 

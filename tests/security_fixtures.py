@@ -27,16 +27,15 @@ from __future__ import annotations
 import functools
 import re
 import uuid
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import pytest
-
 from broker_kinds import running_apache_kafka
 from session_resources import stop_after_last_use
+
 from sparkkafka_sink.testing.apache_kafka import java_and_maven_available
 from sparkkafka_sink.testing.brokers import create_topics
-from sparkkafka_sink.testing.security import (
-    BrokerSecurity, TestPki, TokenEndpoint, librdkafka_config)
+from sparkkafka_sink.testing.security import BrokerSecurity, TestPki, TokenEndpoint, librdkafka_config
 
 #: the PLAIN user the ACL tests write as (``carol``/``carol-secret``: PLAIN only)
 CAROL = "User:carol"
@@ -64,7 +63,7 @@ def secured_topic(secured_kafka, request) -> Callable[..., str]:
     """``secured_topic(partitions=1, name=None) -> name``: a new topic on ``secured_kafka``."""
     counter = iter(range(1, 1 << 30))
 
-    def make(partitions: int = 1, name: Optional[str] = None) -> str:
+    def make(partitions: int = 1, name: str | None = None) -> str:
         if name is None:
             stem = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name).strip("-")[-40:] or "t"
             name = f"{stem}-{next(counter)}-{uuid.uuid4().hex[:6]}"

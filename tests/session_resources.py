@@ -11,19 +11,18 @@ means last of the process's share.
 from __future__ import annotations
 
 import sys
-from typing import Callable, Dict, Optional, Tuple
+from collections.abc import Callable
 
 import pytest
-
 from parallel import distributed_share
 
 #: fixture name -> the stop of its running resource
-_running: Dict[str, Callable[[], None]] = {}
+_running: dict[str, Callable[[], None]] = {}
 #: (share, fixture name) -> node id of the last collected test of the share that uses it
-_last_user: Dict[Tuple[Optional[str], str], str] = {}
+_last_user: dict[tuple[str | None, str], str] = {}
 
 
-def stop_after_last_use(fixture: str, stop: Callable[[], None], note: Optional[str] = None) -> Callable[[], None]:
+def stop_after_last_use(fixture: str, stop: Callable[[], None], note: str | None = None) -> Callable[[], None]:
     """Run ``stop`` once, after the last test that uses ``fixture`` (then print ``note``), or
     when the returned function is called (the fixture's own teardown), whichever comes first."""
 

@@ -10,12 +10,17 @@ import sys
 import time
 
 import pytest
-
 from broker_kinds import APACHE_SOURCE
 from kafka_helpers import Record, consume_all, partition_count, produce_all
+
 from sparkkafka_sink.testing.brokers import (
-    BROKER_KINDS, BrokerStartError, TansuBroker, create_topics, probe_api_versions,
-    start_broker)
+    BROKER_KINDS,
+    BrokerStartError,
+    TansuBroker,
+    create_topics,
+    probe_api_versions,
+    start_broker,
+)
 
 
 def _port_open(port: int) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 
 from kafka_helpers import consume_all, describe_producers
+
 from sparkkafka_sink import Producer, complete_transaction
 
 

@@ -56,8 +56,8 @@ def _read_frame(sock: socket.socket) -> memoryview:
 
 
 def _negotiate_produce(sock: socket.socket) -> int:
-    from sparkkafka_sink.protocol.api import ApiKey, negotiate
     from sparkkafka_sink.protocol import messages
+    from sparkkafka_sink.protocol.api import ApiKey, negotiate
     from sparkkafka_sink.protocol.header import decode_response_header, encode_request
 
     frame = encode_request(ApiKey.API_VERSIONS, 0, 1, CLIENT_ID, messages.encode_body(messages.ApiVersionsRequest(), 0))

@@ -69,20 +69,20 @@ import threading
 import time
 import traceback
 
+from benchmarks.avro import AvroPool, avro_value, check_sample, compare_bytes, register, value_schema
+from benchmarks.broker_requests import RequestMeter, probe_for
 from benchmarks.common import (
-    tuned,
-    fair_buffer_memory,
-    batch_census,
-    produce_when_room,
-    CpuMeter,
-    BenchSpec,
-    MiB,
     ApproxLanded,
+    BenchSpec,
+    CpuMeter,
+    MiB,
+    batch_census,
     confluent_config,
     count_landed,
     create_topic,
     delete_topic,
     descendants,
+    fair_buffer_memory,
     fmt_int,
     fmt_rate,
     kafka_python_config,
@@ -90,10 +90,10 @@ from benchmarks.common import (
     make_pool,
     new_topic,
     proc_rss_bytes,
+    produce_when_room,
     read_records,
+    tuned,
 )
-from benchmarks.avro import AvroPool, avro_value, check_sample, compare_bytes, register, value_schema
-from benchmarks.broker_requests import RequestMeter, probe_for
 from benchmarks.contenders import CONTENDERS, COST_PAIRS, CostPair
 
 #: the pyprod-kafka sink: plain, over SASL_SSL, exactly-once, Avro, pre-encoded Avro bytes

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MARKER = re.compile(r"<!--\s*options:\s*([\w.-]+)\s*-->")
 

@@ -16,10 +16,15 @@ from typing import Any
 from sparkkafka_sink.errors import AuthenticationError, KafkaError
 from sparkkafka_sink.network.sasl.client import SaslClient
 from sparkkafka_sink.network.sasl.settings import SaslSettings
+
 # messages.X, not "from ...messages import X": mypy cannot see a module __getattr__'s names in an import cycle
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.errors import (
-    ERROR_CLASSES, IllegalSaslStateError, SaslAuthenticationFailedError, UnsupportedSaslMechanismError)
+    ERROR_CLASSES,
+    IllegalSaslStateError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
 
 #: Kafka's broker (KafkaChannel) accepts at most one re-authentication per second per connection
 _MIN_REAUTH_INTERVAL_MS = 1050.0

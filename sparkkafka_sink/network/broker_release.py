@@ -8,7 +8,7 @@ KIP-664, and 4.0 is where transactions v2 begin.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from sparkkafka_sink.protocol.api import ApiKey
 

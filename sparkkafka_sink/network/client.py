@@ -22,8 +22,8 @@ import selectors
 import socket
 import ssl
 import time
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from sparkkafka_sink.errors import (
     AuthenticationError,

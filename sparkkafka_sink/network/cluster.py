@@ -42,7 +42,7 @@ class Cluster:
     controller_id: int = -1
 
     @classmethod
-    def bootstrap(cls, addresses: list[tuple[str, int]]) -> "Cluster":
+    def bootstrap(cls, addresses: list[tuple[str, int]]) -> Cluster:
         """Bootstrap nodes get negative ids until real metadata names the brokers."""
         return cls(brokers={-(i + 1): BrokerNode(-(i + 1), h, p) for i, (h, p) in enumerate(addresses)})
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import enum
 import errno
-import os
 import logging
+import os
 import selectors
 import socket
 import ssl
 from collections import deque
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sparkkafka_sink.errors import KafkaConnectionError
 from sparkkafka_sink.network.tls_channel import TlsChannel

@@ -10,12 +10,14 @@ its ``send``, and is told to ``close`` a connection whose set-up failed or that 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sparkkafka_sink.errors import AuthenticationError, KafkaError, UnsupportedVersionError
 from sparkkafka_sink.network.authenticator import SaslAuthenticator
 from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
 from sparkkafka_sink.network.in_flight import ClientResponse
+
 # messages.X, not "from ...messages import X": mypy cannot see a module __getattr__'s names in an import cycle
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import SUPPORTED_VERSIONS, ApiKey

@@ -8,8 +8,9 @@ connection forces us to resend) and request timeouts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sparkkafka_sink.errors import KafkaError
 
@@ -21,7 +22,7 @@ class InFlightRequest:
     api_key: int
     api_version: int
     request: Any
-    callback: Callable[["ClientResponse"], None] | None
+    callback: Callable[[ClientResponse], None] | None
     created_ms: float
     expect_response: bool = True
     sent_ms: float = 0.0

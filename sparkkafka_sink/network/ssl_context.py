@@ -16,8 +16,9 @@ import os
 import secrets
 import ssl
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.network import key_stores

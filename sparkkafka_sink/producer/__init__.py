@@ -16,7 +16,13 @@ if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers and 
     from sparkkafka_sink.producer.future import FutureRecordMetadata, RecordMetadata
     from sparkkafka_sink.producer.handover import PreparedTransaction, abort_lingering, complete_transaction
     from sparkkafka_sink.producer.producer import (
-        ColumnLike, HeadersColumnLike, IntColumnLike, Producer, RecordHeaders, RecordValue)
+        ColumnLike,
+        HeadersColumnLike,
+        IntColumnLike,
+        Producer,
+        RecordHeaders,
+        RecordValue,
+    )
 
 __all__ = [
     "BulkFuture",

@@ -15,8 +15,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -24,7 +24,14 @@ from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, ProducerClosed
 from sparkkafka_sink.network.client import now_ms
 from sparkkafka_sink.producer.buffer_pool import BufferPool
 from sparkkafka_sink.producer.bulk import (
-    BulkEntry, OpenBatch, PartitionedRows, PieceKind, encode_pieces, memory_bound, plan_pieces)
+    BulkEntry,
+    OpenBatch,
+    PartitionedRows,
+    PieceKind,
+    encode_pieces,
+    memory_bound,
+    plan_pieces,
+)
 from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD, EncodedRecordsBuilder, RecordBatchBuilder

@@ -10,7 +10,8 @@ the producer's, security included), polled by the calling thread until the answe
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from sparkkafka_sink.errors import KafkaConnectionError, KafkaTimeoutError, again
 from sparkkafka_sink.network.client import now_ms

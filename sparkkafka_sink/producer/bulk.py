@@ -15,22 +15,27 @@ from __future__ import annotations
 import enum
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkkafka_sink.errors import (
-    InvalidPartitionError, InvalidRecordError, KafkaError, KafkaTimeoutError, RecordTooLargeError, again)
+    InvalidPartitionError,
+    InvalidRecordError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+    again,
+)
 from sparkkafka_sink.producer.future import ProduceRequestResult
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.producer.partitioner import Partitioner
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.record.arrow import ArrowRecords, IntColumnLike, RecordColumns, Slice
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
-
 
 #: one piece of a bulk call, queued: records ``first..first + len(rows)`` of ``batch`` are the
 #: call's ``rows`` (a batch filled by several calls holds other records too)

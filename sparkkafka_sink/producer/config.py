@@ -8,8 +8,9 @@ allowed; an unknown key suggests the closest valid one.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.producer import java_keys
@@ -340,7 +341,7 @@ class ProducerConfig(Mapping[str, Any]):
                 f"buffer.memory ({v['buffer.memory']}) must be >= batch.size ({v['batch.size']})"
             )
 
-    def updated(self, changes: Mapping[str, Any]) -> "ProducerConfig":
+    def updated(self, changes: Mapping[str, Any]) -> ProducerConfig:
         """This configuration with ``changes`` given too (a None value unsets the key), checked
         again as a whole."""
         given = {**self._given, **changes}

@@ -16,14 +16,22 @@ coordinator lookup both use.  Handlers hold no I/O, so they are unit-tested with
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 from sparkkafka_sink.errors import KafkaError, ProducerFencedError
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
 from sparkkafka_sink.protocol.errors import (
-    InvalidTopicExceptionError, InvalidTransactionTimeoutError, LeaderNotAvailableError, TopicAuthorizationFailedError,
-    TransactionalIdNotFoundError, UnknownTopicOrPartitionError, broker_error, error_for_code)
+    InvalidTopicExceptionError,
+    InvalidTransactionTimeoutError,
+    LeaderNotAvailableError,
+    TopicAuthorizationFailedError,
+    TransactionalIdNotFoundError,
+    UnknownTopicOrPartitionError,
+    broker_error,
+    error_for_code,
+)
 
 #: FindCoordinator's key type of a transactional id
 COORDINATOR_TRANSACTION = 1
@@ -55,7 +63,7 @@ class ControlRequest:
     #: the transactional id whose coordinator must answer (None: any broker)
     coordinator_key: str | None = None
 
-    def __init__(self, on_outcome: Callable[["ControlRequest", Outcome], None] | None = None):
+    def __init__(self, on_outcome: Callable[[ControlRequest, Outcome], None] | None = None):
         self._on_outcome = on_outcome
         #: what the answer said (per handler), once DONE
         self.result: Any = None

@@ -19,7 +19,8 @@ thus becomes visible whole or not at all, even when its owner died between two c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from sparkkafka_sink.producer.leases import parse
 
@@ -52,8 +53,8 @@ def commit_marker(write_id: str) -> str:
     return write_id + "-commit"
 
 
-def decided(admin: "TransactionAdmin", transactional_ids: list[str], deadline: float,
-            recorded: Mapping[str, "PreparedTransaction"] | None = None) -> dict[str, "PreparedTransaction"]:
+def decided(admin: TransactionAdmin, transactional_ids: list[str], deadline: float,
+            recorded: Mapping[str, PreparedTransaction] | None = None) -> dict[str, PreparedTransaction]:
     """The open transactions among these that their owner had decided to commit, ``{id:
     prepared}``: those of a write whose commit marker exists (their producer id and epoch from
     the coordinator), and those in ``recorded`` (decisions the owner kept elsewhere: a
@@ -68,8 +69,8 @@ def decided(admin: "TransactionAdmin", transactional_ids: list[str], deadline: f
     return found
 
 
-def settle(admin: "TransactionAdmin", transactional_ids: list[str], deadline: float,
-           recorded: Mapping[str, "PreparedTransaction"] | None = None) -> list[str]:
+def settle(admin: TransactionAdmin, transactional_ids: list[str], deadline: float,
+           recorded: Mapping[str, PreparedTransaction] | None = None) -> list[str]:
     """End a gone owner's open transactions as it would have: their writes closed first (a
     late attempt then writes nothing), those it had decided to commit (:func:`decided`)
     committed, the others aborted (InitProducerId under their id).  Returns the ids committed."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from sparkkafka_sink.errors import KafkaTimeoutError
 
@@ -53,10 +54,10 @@ class ProduceRequestResult:
         #: by one (a bulk send waits through callbacks), and an Event per batch cost the bulk
         #: path more than the rest of a batch's bookkeeping
         self._event: threading.Event | None = None
-        self._callbacks: list[Callable[["ProduceRequestResult"], Any]] | None = []
+        self._callbacks: list[Callable[[ProduceRequestResult], Any]] | None = []
         self._lock = threading.Lock()
         #: after a split: ``[(first record index, count, piece's result)]`` in record order
-        self.pieces: list[tuple[int, int, "ProduceRequestResult"]] | None = None
+        self.pieces: list[tuple[int, int, ProduceRequestResult]] | None = None
         #: the thread running the callbacks while they run (its waits on this result return at
         #: once: a callback waiting for its own record would otherwise wait for itself)
         self._completer: int | None = None
@@ -89,7 +90,7 @@ class ProduceRequestResult:
         """The outcome is known (its callbacks may still be running)."""
         return self._callbacks is None or self._completer is not None
 
-    def split(self, pieces: list[tuple[int, int, "ProduceRequestResult"]]) -> None:
+    def split(self, pieces: list[tuple[int, int, ProduceRequestResult]]) -> None:
         """The batch was split into ``pieces``: complete when all are, with the first error."""
         self.pieces = pieces
         remaining = [len(pieces)]
@@ -107,7 +108,7 @@ class ProduceRequestResult:
         for _, _, result in pieces:
             result.add_callback(piece_done)
 
-    def resolve(self, index: int) -> tuple["ProduceRequestResult", int]:
+    def resolve(self, index: int) -> tuple[ProduceRequestResult, int]:
         """The result that holds record ``index`` of this batch, and its index there."""
         result = self
         while result.pieces is not None:
@@ -154,7 +155,7 @@ class ProduceRequestResult:
             event = self._event
         return event.wait(timeout)
 
-    def add_callback(self, cb: Callable[["ProduceRequestResult"], Any]) -> None:
+    def add_callback(self, cb: Callable[[ProduceRequestResult], Any]) -> None:
         with self._lock:
             if self._callbacks is not None:
                 self._callbacks.append(cb)
@@ -217,12 +218,12 @@ class FutureRecordMetadata:
     def failed(self) -> bool:
         return self.done() and self._error() is not None
 
-    def add_callback(self, fn: Callable[[RecordMetadata], object]) -> "FutureRecordMetadata":
+    def add_callback(self, fn: Callable[[RecordMetadata], object]) -> FutureRecordMetadata:
         """``fn(metadata)`` runs (on the Sender thread) when the record succeeds."""
         self._result.add_callback(lambda r: fn(self._metadata()) if self._error() is None else None)
         return self
 
-    def add_errback(self, fn: Callable[[BaseException], object]) -> "FutureRecordMetadata":
+    def add_errback(self, fn: Callable[[BaseException], object]) -> FutureRecordMetadata:
         """``fn(exception)`` runs (on the Sender thread) when the record fails."""
         def failed(_: ProduceRequestResult) -> None:
             error = self._error()
@@ -232,7 +233,7 @@ class FutureRecordMetadata:
         self._result.add_callback(failed)
         return self
 
-    def add_both(self, fn: Callable[[RecordMetadata | None, BaseException | None], object]) -> "FutureRecordMetadata":
+    def add_both(self, fn: Callable[[RecordMetadata | None, BaseException | None], object]) -> FutureRecordMetadata:
         self._result.add_callback(
             lambda r: fn(None, self._error()) if self._error() is not None else fn(self._metadata(), None))
         return self

@@ -21,14 +21,21 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.network.broker_release import API_SINCE, kafka_release
 from sparkkafka_sink.producer.admin import BlockingAdmin
 from sparkkafka_sink.producer.control_requests import (
-    DescribeTransactions, EndTxn, InitProducerId, ListTransactions, Outcome, TransactionDescription)
+    DescribeTransactions,
+    EndTxn,
+    InitProducerId,
+    ListTransactions,
+    Outcome,
+    TransactionDescription,
+)
 from sparkkafka_sink.protocol.api import DECLARED, TRANSACTION_VERSION_FEATURE, ApiKey
 
 log = logging.getLogger(__name__)
@@ -71,7 +78,7 @@ class PreparedTransaction:
                            "transaction_v2": self.transaction_v2})
 
     @classmethod
-    def from_json(cls, text: str) -> "PreparedTransaction":
+    def from_json(cls, text: str) -> PreparedTransaction:
         d = json.loads(text)
         return cls(d["transactional_id"], int(d["producer_id"]), int(d["producer_epoch"]),
                    tuple((t, int(p)) for t, p in d["partitions"]), bool(d.get("transaction_v2", False)))

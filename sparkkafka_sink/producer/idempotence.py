@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.control_requests import ControlRequest, Coordinators, InitProducerId, Outcome

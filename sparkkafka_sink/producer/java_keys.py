@@ -24,8 +24,9 @@ listed here.  ``migration_table()`` is the docs' table of them (``docs/reference
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 HONOURED = "honoured"
 NOTED = "noted"

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sparkkafka_sink.producer.control_requests import TransactionDescription
@@ -66,7 +67,7 @@ class OpenTransaction:
     prefix: str
     owner: str
     #: the coordinator's view (None when it forgot the id meanwhile)
-    description: "TransactionDescription | None"
+    description: TransactionDescription | None
 
     @property
     def lease(self) -> str | None:
@@ -78,7 +79,7 @@ class OpenTransaction:
         return (now_ms - start) / 1000 if start >= 0 else None
 
 
-def open_transactions(admin: "TransactionAdmin", prefix: str, deadline: float,
+def open_transactions(admin: TransactionAdmin, prefix: str, deadline: float,
                       states: Iterable[str] = ("Ongoing",)) -> list[OpenTransaction]:
     """Every transaction in ``states`` whose id starts with ``prefix``, described."""
     found = []
@@ -89,7 +90,7 @@ def open_transactions(admin: "TransactionAdmin", prefix: str, deadline: float,
     return found
 
 
-def leases_alive(admin: "TransactionAdmin", leases: Iterable[str], deadline: float,
+def leases_alive(admin: TransactionAdmin, leases: Iterable[str], deadline: float,
                  window_s: float = WINDOW_S) -> set[str]:
     """The lease ids whose epoch moved within ``window_s``: their owners live.  A lease the
     coordinator does not know is no live owner's, at once."""
@@ -108,7 +109,7 @@ def leases_alive(admin: "TransactionAdmin", leases: Iterable[str], deadline: flo
     return alive
 
 
-def judge(admin: "TransactionAdmin", prefix: str, deadline: float, spare: Iterable[str] = ()
+def judge(admin: TransactionAdmin, prefix: str, deadline: float, spare: Iterable[str] = ()
           ) -> tuple[list[OpenTransaction], list[OpenTransaction]]:
     """The open transactions under ``prefix`` (except those of the owners in ``spare``) as
     ``(alive, gone)``: their owner's lease beats, or it does not (or they name no owner)."""
@@ -118,7 +119,7 @@ def judge(admin: "TransactionAdmin", prefix: str, deadline: float, spare: Iterab
     return [t for t in found if t.lease in beating], [t for t in found if t.lease not in beating]
 
 
-def end_dead(admin: "TransactionAdmin", prefix: str, deadline: float, spare: Iterable[str] = (),
+def end_dead(admin: TransactionAdmin, prefix: str, deadline: float, spare: Iterable[str] = (),
              end: Callable[[list[str]], object] | None = None) -> list[OpenTransaction]:
     """End the open transactions under ``prefix`` whose owner is gone (never those of the owners
     in ``spare``, nor of a live owner); returns them.  ``end(ids)`` ends them as their owner

@@ -12,7 +12,8 @@ from __future__ import annotations
 import random
 import struct
 import threading
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def murmur2(data: bytes) -> int:
     if n4:
         unpack = _WORDS.get(n4)
         if unpack is None:
-            unpack = _WORDS.setdefault(n4, struct.Struct("<%dI" % n4).unpack_from)
+            unpack = _WORDS.setdefault(n4, struct.Struct(f"<{n4}I").unpack_from)
         for k in unpack(data):  # all little-endian 4-byte words in one C call
             k = (k * _M) & _MASK
             k ^= k >> 24

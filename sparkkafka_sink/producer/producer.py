@@ -13,17 +13,18 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Iterable, Mapping, TypeAlias, Union
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from sparkkafka_sink.errors import (
-    KafkaError,
     InvalidHeaderError,
     InvalidPartitionError,
     InvalidRecordError,
     InvalidRecordTimestampError,
     InvalidTopicError,
+    KafkaError,
     KafkaTimeoutError,
     ProducerClosedError,
     RecordTooLargeError,
@@ -37,16 +38,23 @@ from sparkkafka_sink.network.cluster import Cluster
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
 from sparkkafka_sink.producer.buffer_pool import BufferPool
 from sparkkafka_sink.producer.bulk import (
-    BulkEntry, BulkFuture, BulkSendError, check_sizes, group_rows, refused_before_queueing, resolve_partitions,
-    sub_calls)
+    BulkEntry,
+    BulkFuture,
+    BulkSendError,
+    check_sizes,
+    group_rows,
+    refused_before_queueing,
+    resolve_partitions,
+    sub_calls,
+)
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.future import FutureRecordMetadata
+from sparkkafka_sink.producer.handover import PreparedTransaction
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
 from sparkkafka_sink.producer.network_stack import network_stack
 from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2_partition
 from sparkkafka_sink.producer.sender import Sender
-from sparkkafka_sink.producer.handover import PreparedTransaction
 from sparkkafka_sink.producer.transactions import TransactionManager
 from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError, error_for_code
 from sparkkafka_sink.record.arrow import ColumnLike, HeadersColumnLike, IntColumnLike, RecordColumns
@@ -58,10 +66,10 @@ __all__ = ["Producer", "RecordValue", "RecordHeaders", "ColumnLike", "IntColumnL
 log = logging.getLogger(__name__)
 
 #: a record's key or value for ``send()``, or a header's value: bytes-like, or str (sent as UTF-8)
-RecordValue: TypeAlias = Union[bytes, bytearray, memoryview, str]
+RecordValue: TypeAlias = bytes | bytearray | memoryview | str
 #: a record's headers for ``send()``: ``{key: value}``, or ``(key, value)`` pairs (a key may
 #: repeat); a null value is None
-RecordHeaders: TypeAlias = Union[Mapping[str, Union[RecordValue, None]], Iterable[tuple[str, Union[RecordValue, None]]]]
+RecordHeaders: TypeAlias = Mapping[str, RecordValue | None] | Iterable[tuple[str, RecordValue | None]]
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _MAX_TIMESTAMP = 2**63 - 1
@@ -163,7 +171,7 @@ class Producer:
         self._sender.start()
 
     # -- context manager ---------------------------------------------------------------
-    def __enter__(self) -> "Producer":
+    def __enter__(self) -> Producer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -8,11 +8,16 @@ an idempotent duplicate by its sequence number.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from sparkkafka_sink.producer.future import FutureRecordMetadata, ProduceRequestResult
 from sparkkafka_sink.record.batch import (
-    BuiltBatch, EncodedRecordsBuilder, RecordBatchBuilder, set_producer_state, split_batch)
+    BuiltBatch,
+    EncodedRecordsBuilder,
+    RecordBatchBuilder,
+    set_producer_state,
+    split_batch,
+)
 
 
 class ProducerBatch:
@@ -50,7 +55,7 @@ class ProducerBatch:
 
     @classmethod
     def prebuilt(cls, topic: str, partition: int, data: BuiltBatch, record_count: int,
-                 created_ms: float, reserved: int, stamped: bool = True) -> "ProducerBatch":
+                 created_ms: float, reserved: int, stamped: bool = True) -> ProducerBatch:
         """A batch encoded elsewhere (the Arrow bulk path): sealed, ready to drain;
         ``stamped=False``: its producer state and CRC are still to be written (``close``)."""
         batch = cls(topic, partition, None, len(data), created_ms, reserved)
@@ -134,7 +139,7 @@ class ProducerBatch:
         self._full = True
         return self.built
 
-    def split(self, compression_level: int | None = None) -> list["ProducerBatch"]:
+    def split(self, compression_level: int | None = None) -> list[ProducerBatch]:
         """This built batch as two of its records each (in order), for a broker that refused it
         as too large, compressed again at ``compression_level`` (the codec's; None: its default).  They keep its place: its sequence range and producer state, creation
         time and attempts; its memory goes with the first.  Its result completes when theirs

@@ -31,11 +31,19 @@ import enum
 import logging
 import threading
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, again
 from sparkkafka_sink.producer.control_requests import (
-    AddPartitionsToTxn, ControlRequest, DescribeTransactions, EndTxn, InitProducerId, Outcome, fenced_error)
+    AddPartitionsToTxn,
+    ControlRequest,
+    DescribeTransactions,
+    EndTxn,
+    InitProducerId,
+    Outcome,
+    fenced_error,
+)
 from sparkkafka_sink.producer.handover import PreparedTransaction
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.producer_batch import ProducerBatch

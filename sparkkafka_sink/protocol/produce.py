@@ -10,8 +10,8 @@ declared ``ProduceResponse`` classes.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sparkkafka_sink.protocol.api import ApiKey, check_version, first_flexible_version

@@ -14,7 +14,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field, make_dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ class Field:
     tagged: Versions | None
     tag: int | None
     default: Any
-    struct: "StructSchema | None" = None  # element/struct schema for struct types
+    struct: StructSchema | None = None  # element/struct schema for struct types
 
     @property
     def is_array(self) -> bool:
@@ -197,7 +197,7 @@ def _make_class(name: str, fields: list[Field]) -> type:
     return make_dataclass(name, spec, slots=True)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> MessageSchema:
     """The schema of spec ``specs/<name>.json`` (e.g. ``"ProduceRequest"``)."""
     spec = json.loads(_strip_comments((SPECS / f"{name}.json").read_text()))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
-from typing import NamedTuple, TypeAlias, Union
+from typing import NamedTuple, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -69,16 +69,15 @@ HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]
 # read in place; anything else is converted to one first.
 #: keys or values: an Arrow binary, large_binary, string or view array (chunked or not), or a
 #: sequence (a numpy object array included) of bytes-like or str items, None for a null
-ColumnLike: TypeAlias = Union[pa.Array, pa.ChunkedArray, np.ndarray,
-                              Sequence[Union[bytes, bytearray, memoryview, str, None]]]
+ColumnLike: TypeAlias = pa.Array | pa.ChunkedArray | np.ndarray | Sequence[bytes | bytearray | memoryview | str | None]
 #: partitions or timestamps (int64 milliseconds): an Arrow integer array (timestamps: a timestamp
 #: array too), a numpy integer array, or a sequence of ints, None for a null (the default)
-IntColumnLike: TypeAlias = Union[pa.Array, pa.ChunkedArray, np.ndarray, Sequence[Union[int, None]]]
+IntColumnLike: TypeAlias = pa.Array | pa.ChunkedArray | np.ndarray | Sequence[int | None]
 #: one record's headers, in order: ``(key, value)`` pairs (a key may repeat; a value may be null)
-HeaderPairs: TypeAlias = Sequence[tuple[str, Union[bytes, bytearray, memoryview, None]]]
+HeaderPairs: TypeAlias = Sequence[tuple[str, bytes | bytearray | memoryview | None]]
 #: headers of many records: a ``HEADERS_TYPE`` Arrow column (``list<struct<key, value>>``, Spark's
 #: layout), or one ``HeaderPairs`` per record (None or empty: no headers)
-HeadersColumnLike: TypeAlias = Union[pa.Array, pa.ChunkedArray, Sequence[Union[HeaderPairs, None]]]
+HeadersColumnLike: TypeAlias = pa.Array | pa.ChunkedArray | Sequence[HeaderPairs | None]
 
 @functools.cache
 def _scalar(data: bytes) -> pa.Scalar:
@@ -148,16 +147,16 @@ class RecordColumns:
         partitions at the same records on both paths."""
         return MAX_RECORD_OVERHEAD + self.tail_size
 
-    def take(self, indices: np.ndarray) -> "RecordColumns":
+    def take(self, indices: np.ndarray) -> RecordColumns:
         """The records at ``indices`` (int64), in that order."""
         arrow_indices = pa.array(indices)
         return self._with(len(indices), lambda col: col.take(arrow_indices), lambda a: a.take(indices))
 
-    def slice(self, start: int, stop: int) -> "RecordColumns":
+    def slice(self, start: int, stop: int) -> RecordColumns:
         """Records ``start..stop`` (no copy)."""
         return self._with(max(min(stop, self.n) - start, 0), lambda col: col[start:stop], lambda a: a[start:stop])
 
-    def _with(self, n: int, arrow, numpy) -> "RecordColumns":
+    def _with(self, n: int, arrow, numpy) -> RecordColumns:
         out = object.__new__(RecordColumns)
         out.n, out.keys, out.values = n, arrow(self.keys), arrow(self.values)
         out.headers = self.headers if isinstance(self.headers, pa.Scalar) else arrow(self.headers)

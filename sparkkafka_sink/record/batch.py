@@ -258,7 +258,7 @@ class BatchBuffers:
         return b"".join(self.parts)
 
     def restamp(self, producer_id: int, producer_epoch: int, base_sequence: int,
-                is_transactional: bool | None) -> "BatchBuffers":
+                is_transactional: bool | None) -> BatchBuffers:
         """``set_producer_state`` on the header, the CRC run over the chunks where they are."""
         head = self.head
         _stamp_header(head, producer_id, producer_epoch, base_sequence, is_transactional)
@@ -420,7 +420,7 @@ class EncodedRecordsBuilder:
         return False
 
     def build(self, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-              is_transactional: bool = False) -> "BatchBuffers":
+              is_transactional: bool = False) -> BatchBuffers:
         chunks, self._chunks = self._chunks, []
         ctype = self.compression_type
         records = [compress(ctype, b"".join(chunks), self.compression_level)] if ctype else chunks  # uncompressed: no copy at all

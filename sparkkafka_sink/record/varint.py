@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 __all__ = [
     "zigzag",
     "unzigzag",
@@ -51,7 +50,6 @@ from sparkkafka_sink.varint import (  # the scalar codec, re-exported
     varint_bytes,
     zigzag,
 )
-
 
 # ----------------------------------------------------------------------------- vectorized (numpy)
 

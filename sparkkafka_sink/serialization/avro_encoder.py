@@ -18,13 +18,15 @@ a fixed.  Those rows come back in ``EncodedColumn.bad_rows``, their value null.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, Callable, Sequence, Union
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkkafka_sink.record.arrow import binary_view_of
 from sparkkafka_sink.record.varint import encode_unsigned_varint, encode_varints, varint_words, zigzag
 from sparkkafka_sink.serialization.avro_schema import (
     NO_DEFAULT,
@@ -35,7 +37,6 @@ from sparkkafka_sink.serialization.avro_schema import (
     avro_schema,
     check_avro_schema,
 )
-from sparkkafka_sink.record.arrow import binary_view_of
 from sparkkafka_sink.serialization.columns import (
     BadRows,
     Part,
@@ -44,8 +45,8 @@ from sparkkafka_sink.serialization.columns import (
     constant_column,
     join,
     lengths,
-    planned_input,
     list_offsets,
+    planned_input,
     raw_values,
     time_values,
     validity,
@@ -93,11 +94,11 @@ class _Words:
         self.top = top
 
     @classmethod
-    def constant(cls, data: bytes) -> "_Words":
+    def constant(cls, data: bytes) -> _Words:
         return cls(np.uint64(int.from_bytes(data, "little")), np.uint64(8 * len(data)), 8 * len(data))
 
     @classmethod
-    def varints(cls, values: np.ndarray, nonnegative: bool = False) -> "_Words | pa.Array":
+    def varints(cls, values: np.ndarray, nonnegative: bool = False) -> _Words | pa.Array:
         """Zigzag varints of int64 values; a binary column when one needs more than 8 bytes."""
         word, bits = varint_words(values, nonnegative)
         if word is None:
@@ -105,11 +106,11 @@ class _Words:
             return binary_view_of(data, offsets)
         return cls(word, bits, int(bits.max()) if bits.shape[0] else 0)
 
-    def then(self, other: "_Words") -> "_Words":
+    def then(self, other: _Words) -> _Words:
         """This row's bytes followed by ``other``'s (``top`` of both at most 64)."""
         return _Words(self.word | (other.word << self.bits), self.bits + other.bits, self.top + other.top)
 
-    def masked(self, valid: np.ndarray) -> "_Words":
+    def masked(self, valid: np.ndarray) -> _Words:
         return _Words(np.where(valid, self.word, np.uint64(0)), np.where(valid, self.bits, np.uint64(0)), self.top)
 
     def column(self, n: int) -> Part:
@@ -137,7 +138,7 @@ class _Words:
 
 _VIEWS = hasattr(pa, "binary_view")
 #: a part of each row's bytes, or words still to be packed with their neighbours
-_Piece = Union[pa.Array, bytes, _Words]
+_Piece: TypeAlias = pa.Array | bytes | _Words
 
 
 def _columns(parts: Sequence[_Piece], n: int) -> list[Part]:

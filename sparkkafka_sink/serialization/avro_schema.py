@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import pyarrow as pa
 
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: a schema in its JSON form: a type name, a union (list) or a type object
-AvroJson = Union[str, list[Any], dict[str, Any]]
+AvroJson = str | list[Any] | dict[str, Any]
 
 PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -82,9 +82,9 @@ class AvroType:
     scale: int = 0
     size: int = 0  # a fixed's
     symbols: tuple[str, ...] = ()  # an enum's
-    fields: list["AvroField"] = field(default_factory=list)  # a record's
-    items: "AvroType | None" = None  # an array's items, a map's values
-    branches: tuple["AvroType", ...] = ()  # a union's
+    fields: list[AvroField] = field(default_factory=list)  # a record's
+    items: AvroType | None = None  # an array's items, a map's values
+    branches: tuple[AvroType, ...] = ()  # a union's
 
     def __str__(self) -> str:
         logical = ""
@@ -144,7 +144,7 @@ def parse_avro_schema(text: str) -> AvroSchema:
     return AvroSchema(value, _Parser().parse(value, "", "the schema"), text)
 
 
-def avro_schema(schema: "AvroSchema | AvroJson") -> AvroSchema:
+def avro_schema(schema: AvroSchema | AvroJson) -> AvroSchema:
     """``schema`` as an :class:`AvroSchema`: one already, its JSON form (a dict, a list, a type
     name) or JSON text (a string starting with ``{``, ``[`` or ``"``)."""
     if isinstance(schema, AvroSchema):
@@ -490,8 +490,8 @@ class AvroBinding:
     write: str
     branch: int | None = None
     null_branch: int | None = None
-    item: "AvroBinding | None" = None  # array items, map values
-    fields: tuple["FieldBinding", ...] = ()  # a record's, in the schema's order
+    item: AvroBinding | None = None  # array items, map values
+    fields: tuple[FieldBinding, ...] = ()  # a record's, in the schema's order
 
 
 @dataclass(frozen=True, eq=False)
@@ -504,7 +504,7 @@ class FieldBinding:
     binding: AvroBinding | None
 
 
-def check_avro_schema(schema: "AvroSchema | AvroJson", arrow_type: pa.DataType, nullable: bool = True,
+def check_avro_schema(schema: AvroSchema | AvroJson, arrow_type: pa.DataType, nullable: bool = True,
                       column: str = "value") -> AvroBinding:
     """Check that ``schema`` can hold a column of ``arrow_type`` (``column``: its name in
     messages); raise :class:`InvalidSchemaError` naming the field, both types and the fix.

@@ -10,7 +10,8 @@ belongs to -- computed only when a bad value has to be named, so a clean column 
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +43,7 @@ EMPTY = pa.scalar(b"", pa.binary())
 
 #: one piece of each row's bytes: a binary column (nulls count as empty) or the same bytes on
 #: every row
-Part = Union[pa.Array, bytes]
+Part: TypeAlias = pa.Array | bytes
 
 
 def validity(arr: pa.Array) -> np.ndarray | None:
@@ -149,7 +150,7 @@ class Rows:
             self._written_cache = (self._written() if self._written is not None else None,)
         return self._written_cache[0]
 
-    def where(self, valid: np.ndarray | None) -> "Rows":
+    def where(self, valid: np.ndarray | None) -> Rows:
         """The same slots, written only where ``valid`` too (the children of a struct)."""
         if valid is None:
             return self
@@ -159,7 +160,7 @@ class Rows:
             return valid if mine is None else mine & valid
         return Rows(self.n, self.top, written)
 
-    def elements(self, offsets: np.ndarray, valid: np.ndarray | None) -> "Rows":
+    def elements(self, offsets: np.ndarray, valid: np.ndarray | None) -> Rows:
         """The slots of a list column's elements (``offsets`` rebased to 0): an element is
         written when its list is."""
         counts = np.diff(offsets)

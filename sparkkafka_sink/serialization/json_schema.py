@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import pyarrow as pa
 
@@ -36,7 +36,7 @@ __all__ = ["DRAFT_07", "JsonSchema", "JsonBinding", "JsonFieldBinding", "json_sc
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 
 #: a schema: an object, or true (anything) / false (nothing)
-JsonSchema = Union[dict[str, Any], bool]
+JsonSchema = dict[str, Any] | bool
 
 
 def json_schema_of(arrow_type: pa.DataType, nullable: bool = False, column: str = "value") -> dict[str, Any]:
@@ -129,8 +129,8 @@ class JsonBinding:
     path: str
     arrow_type: pa.DataType
     null_allowed: bool
-    item: "JsonBinding | None" = None
-    fields: tuple["JsonFieldBinding", ...] = ()
+    item: JsonBinding | None = None
+    fields: tuple[JsonFieldBinding, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

@@ -23,9 +23,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http.client import HTTPException
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 from sparkkafka_sink.errors import AuthenticationError, KafkaError
 from sparkkafka_sink.serialization.registry_settings import Endpoint, RegistrySettings, strip_credentials

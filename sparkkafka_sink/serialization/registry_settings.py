@@ -19,8 +19,9 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.network.sasl.bearer_token import OAuthBearerToken
@@ -401,7 +402,7 @@ def strip_credentials(url: str) -> str:
 
 
 def _basic_header(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode("utf-8")).decode("ascii")
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 
 def _reject_unknown(config: Mapping[str, Any]) -> None:

@@ -7,7 +7,6 @@ Spark passes the tasks' ``WriterCommitMessage`` objects to ``commit()`` (all suc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -24,4 +23,4 @@ class TaskCommitMessage(WriterCommitMessage):
     metrics: dict = field(default_factory=dict)
     #: exactly-once: the task's open transaction, for the driver to commit (JSON of a
     #: ``PreparedTransaction``), or None
-    transaction: Optional[str] = None
+    transaction: str | None = None

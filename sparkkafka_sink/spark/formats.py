@@ -16,8 +16,9 @@ The registry client's settings take the prefix ``schema.registry.`` with conflue
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Literal
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY

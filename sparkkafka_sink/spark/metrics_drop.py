@@ -19,7 +19,6 @@ import pickle
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Optional
 
 from sparkkafka_sink.spark.sink_metrics import merged
 
@@ -63,11 +62,11 @@ class MetricsDrop:
         return str(path)
 
     @classmethod
-    def new(cls) -> "MetricsDrop":
+    def new(cls) -> MetricsDrop:
         return cls(tempfile.mkdtemp(prefix="sparkkafka-sink-metrics-"))
 
 
-def drop_of_context() -> Optional[str]:
+def drop_of_context() -> str | None:
     """In a Python process Spark started for the context (planning or ending a write): the
     directory ``register`` named in the context's files, or None (not registered that way)."""
     from pyspark import SparkFiles

@@ -17,8 +17,9 @@ A new sink option is one :class:`SinkOption` in ``SINK_OPTIONS`` or ``SERIALIZAT
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, STRATEGY_NAMES, strategy_named
 from sparkkafka_sink.spark.errors import SinkValidationError
@@ -142,7 +143,7 @@ class SinkOption:
             return str(self.default).lower()
         return str(self.default)
 
-    def doc_entry(self) -> "OptionDoc":
+    def doc_entry(self) -> OptionDoc:
         return OptionDoc(self.name, self.type, self.default_text, self.doc)
 
 

@@ -15,8 +15,9 @@ import logging
 import os
 import re
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig

@@ -30,7 +30,8 @@ micro-batch records its decision in the query's checkpoint instead, which its re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from sparkkafka_sink.producer import dead_writes
 from sparkkafka_sink.spark.options import SinkOptions
@@ -60,17 +61,17 @@ def commit_marker(options: SinkOptions) -> str:
 
 
 # -- the driver -----------------------------------------------------------------------------------
-def close_write(admin: "TransactionAdmin", options: SinkOptions, batch_id: int | None, deadline: float) -> None:
+def close_write(admin: TransactionAdmin, options: SinkOptions, batch_id: int | None, deadline: float) -> None:
     """Step 1, before anything of the write is committed or aborted: the marker exists."""
     admin.fence(closed_marker(options, batch_id), deadline)
 
 
-def decide_commit(admin: "TransactionAdmin", options: SinkOptions, deadline: float) -> None:
+def decide_commit(admin: TransactionAdmin, options: SinkOptions, deadline: float) -> None:
     """After the losers are aborted, before the first commit: the write is to be committed."""
     admin.fence(commit_marker(options), deadline)
 
 
-def fence_idle_attempts(admin: "TransactionAdmin", options: SinkOptions, batch_id: int | None,
+def fence_idle_attempts(admin: TransactionAdmin, options: SinkOptions, batch_id: int | None,
                         keep: Iterable[str], deadline: float) -> None:
     """Step 3: fence the write's producers initialised but not in a transaction (those that
     looked for the marker before it existed); their open transactions the caller aborts."""
@@ -78,7 +79,7 @@ def fence_idle_attempts(admin: "TransactionAdmin", options: SinkOptions, batch_i
 
 
 # -- a task attempt -------------------------------------------------------------------------------
-def write_closed(producer: "Producer", options: SinkOptions, batch_id: int | None) -> bool:
+def write_closed(producer: Producer, options: SinkOptions, batch_id: int | None) -> bool:
     """Step 2, after ``init_transactions`` and before ``begin_transaction``: the driver closed the
     write (the attempt then writes nothing).  Asked through the attempt's own producer (its
     connections)."""

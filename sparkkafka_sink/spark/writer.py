@@ -12,8 +12,6 @@ happened and what to do, so they are raised from these entry points without the 
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pyspark.sql.datasource import DataSourceArrowWriter
 
 from sparkkafka_sink.errors import KafkaError
@@ -31,7 +29,7 @@ class SinkWriter:
     accumulator channel (``metrics_drop.py``), else None.
     """
 
-    def __init__(self, plan: WritePlan, metrics_total=None, metrics_drop: Optional[str] = None):
+    def __init__(self, plan: WritePlan, metrics_total=None, metrics_drop: str | None = None):
         self.plan = plan
         self.metrics_total = metrics_total
         self.metrics_drop = metrics_drop

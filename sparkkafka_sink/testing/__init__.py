@@ -14,9 +14,21 @@ from sparkkafka_sink.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers and IDEs
     from sparkkafka_sink.testing.apache_kafka import (
-        KAFKA_3_VERSION, KAFKA_VERSION, ApacheKafka, KafkaNode, resolve_kafka)
+        KAFKA_3_VERSION,
+        KAFKA_VERSION,
+        ApacheKafka,
+        KafkaNode,
+        resolve_kafka,
+    )
     from sparkkafka_sink.testing.brokers import (
-        BROKER_KINDS, BrokerStartError, EmbeddedBroker, NoidaBroker, TansuBroker, create_topics, start_broker)
+        BROKER_KINDS,
+        BrokerStartError,
+        EmbeddedBroker,
+        NoidaBroker,
+        TansuBroker,
+        create_topics,
+        start_broker,
+    )
     from sparkkafka_sink.testing.schema_registry import APICURIO_VERSION, SchemaRegistry, resolve_registry
     from sparkkafka_sink.testing.waiting import wait_until
 

@@ -28,12 +28,12 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Type, Union
+from typing import TYPE_CHECKING
 
-from sparkkafka_sink.testing.brokers import (
-    HOST, BrokerStartError, EmbeddedBroker, free_port, wait_for_kafka)
+from sparkkafka_sink.testing.brokers import HOST, BrokerStartError, EmbeddedBroker, free_port, wait_for_kafka
 from sparkkafka_sink.testing.local_process import Leftovers, file_tail, serve_in_foreground
 from sparkkafka_sink.testing.zookeeper import LOG4J1_FILE, ZooKeeper
 
@@ -81,8 +81,8 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "sparkkafka-sink"
 
 
-def run_maven(args: List[str], timeout: float, error: Type[Exception] = KafkaResolveError,
-              cwd: Optional[Path] = None) -> None:
+def run_maven(args: list[str], timeout: float, error: type[Exception] = KafkaResolveError,
+              cwd: Path | None = None) -> None:
     """``mvn -q -B <args>``; ``error`` carrying Maven's last lines when it fails."""
     cmd = ["mvn", "-q", "-B", *args]
     try:
@@ -214,13 +214,13 @@ class KafkaNode(EmbeddedBroker):
     term_grace = 60.0
     port: int  # chosen by the cluster before the node exists
 
-    def __init__(self, cluster: "ApacheKafka", node_id: int, port: int, controller_port: int,
-                 extra_ports: Optional[Dict[str, int]] = None):
+    def __init__(self, cluster: ApacheKafka, node_id: int, port: int, controller_port: int,
+                 extra_ports: dict[str, int] | None = None):
         self.cluster = cluster
         self.node_id = node_id
         self.controller_port = controller_port
         #: ``{listener name: port}`` of the extra (secured) listeners, kept across restarts
-        self.extra_ports: Dict[str, int] = dict(extra_ports or {})
+        self.extra_ports: dict[str, int] = dict(extra_ports or {})
         self.dir = cluster.base_dir / f"node-{node_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.dir / "data"
@@ -232,7 +232,7 @@ class KafkaNode(EmbeddedBroker):
     def properties_file(self) -> Path:
         return self.dir / "server.properties"
 
-    def properties(self) -> Dict[str, str]:
+    def properties(self) -> dict[str, str]:
         c = self.cluster
         n = len(c.nodes)
         replicas = str(min(n, 3))
@@ -292,7 +292,7 @@ class KafkaNode(EmbeddedBroker):
         else:
             (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.server_log))
 
-    def format_command(self, cluster_id: str) -> List[str]:
+    def format_command(self, cluster_id: str) -> list[str]:
         extra = self.cluster.security.format_args() if self.cluster.security is not None else []
         for name, level in self.cluster.features.items():
             extra += ["--feature", f"{name}={level}"]
@@ -300,14 +300,14 @@ class KafkaNode(EmbeddedBroker):
                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties_file),
                 *extra]
 
-    def _log_opts(self) -> List[str]:
+    def _log_opts(self) -> list[str]:
         if self.cluster.log4j1:
             return [f"-Dlog4j.configuration=file:{self.dir / 'log4j.properties'}", f"-Dkafka.logs.dir={self.dir}"]
         cfg = self.dir / "log4j2.properties"
         return [f"-Dlog4j2.configurationFile={cfg}", f"-Dlog4j.configurationFile={cfg}",
                 f"-Dkafka.logs.dir={self.dir}"]
 
-    def _command(self) -> List[str]:
+    def _command(self) -> list[str]:
         # the JVM's temporary files (lz4's and snappy's native libraries it unpacks) in the node's
         # own directory, removed with the cluster: none left in the system's temp directory
         tmp = self.dir / "tmp"
@@ -318,11 +318,11 @@ class KafkaNode(EmbeddedBroker):
     def _cwd(self) -> str:
         return str(self.dir)
 
-    def stop(self, timeout: Optional[float] = None) -> None:
+    def stop(self, timeout: float | None = None) -> None:
         """Clean shutdown (SIGTERM, SIGKILL after ``timeout``); data and ports are kept."""
         self._terminate(timeout=self.term_grace if timeout is None else timeout)
 
-    def restart(self, timeout: Optional[float] = None) -> "KafkaNode":
+    def restart(self, timeout: float | None = None) -> KafkaNode:
         self.stop(timeout)
         return self.start()
 
@@ -368,10 +368,10 @@ class ApacheKafka:
     kind = "apache"
 
     def __init__(self, nodes: int = 1, *, version: str = KAFKA_VERSION,
-                 broker_config: Optional[Dict[str, object]] = None, startup_timeout: float = 120.0,
-                 base_dir: Optional[str] = None, keep_files: Optional[bool] = None,
-                 security: Optional[BrokerSecurity] = None, features: Optional[Dict[str, int]] = None,
-                 zookeeper: Optional[bool] = None):
+                 broker_config: dict[str, object] | None = None, startup_timeout: float = 120.0,
+                 base_dir: str | None = None, keep_files: bool | None = None,
+                 security: BrokerSecurity | None = None, features: dict[str, int] | None = None,
+                 zookeeper: bool | None = None):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         line = release(version)
@@ -388,7 +388,7 @@ class ApacheKafka:
         self.version = version
         #: logs through log4j 1 (reload4j) rather than log4j2
         self.log4j1 = logs_through_log4j1(version)
-        self.zookeeper: Optional[ZooKeeper] = None
+        self.zookeeper: ZooKeeper | None = None
         self.broker_config = dict(broker_config or {})
         self.security = security
         #: feature levels the storage is formatted with (``{"transaction.version": 1}``)
@@ -400,10 +400,10 @@ class ApacheKafka:
             keep_files = bool(os.environ.get("SPARKKAFKA_KEEP_BROKER_LOGS"))
         self.keep_files = keep_files
         self.java = shutil.which("java") or "java"
-        self.lib: Optional[Path] = None
+        self.lib: Path | None = None
         self.cluster_id = kafka_uuid()
-        self.startup_seconds: Optional[float] = None
-        self.nodes: List[KafkaNode] = []
+        self.startup_seconds: float | None = None
+        self.nodes: list[KafkaNode] = []
         self._requested_nodes = nodes
         self._closed = False
 
@@ -413,7 +413,7 @@ class ApacheKafka:
         return ",".join(n.bootstrap_servers for n in self.nodes)
 
     @property
-    def listener_names(self) -> List[str]:
+    def listener_names(self) -> list[str]:
         """"PLAINTEXT" and the names of the extra listeners of ``security``."""
         return ["PLAINTEXT", *(self.security.protocols if self.security is not None else ())]
 
@@ -440,7 +440,7 @@ class ApacheKafka:
         return f"<ApacheKafka {self.version} [{states}] {self.base_dir}>"
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> "ApacheKafka":
+    def start(self) -> ApacheKafka:
         """Resolve the jars (first run only), format KRaft storage and start every node."""
         started = time.monotonic()
         self.lib = resolve_kafka(self.version)
@@ -515,7 +515,7 @@ class ApacheKafka:
             return
         assert self.zookeeper is not None
         connect = self.zookeeper.connect
-        users: Dict[str, List[str]] = {}
+        users: dict[str, list[str]] = {}
         for mech, passwords in self.security.scram_users.items():
             for user, password in passwords.items():
                 iterations = self.security.scram_iterations.get((mech, user))
@@ -558,7 +558,7 @@ class ApacheKafka:
         running = [n for n in self.nodes if n.running and not n.paused]
         client = admin.AdminClient({"bootstrap.servers": ",".join(n.bootstrap_servers for n in running)})
         deadline = time.monotonic() + timeout
-        seen: Union[int, str] = -1  # brokers listed, or why none could be
+        seen: int | str = -1  # brokers listed, or why none could be
         while True:
             try:
                 seen = len(client.list_topics(timeout=5).brokers)
@@ -605,14 +605,14 @@ class ApacheKafka:
             shutil.rmtree(self.base_dir, ignore_errors=True)
         self._closed = True
 
-    def __enter__(self) -> "ApacheKafka":
+    def __enter__(self) -> ApacheKafka:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def main(argv: Optional[Iterable[str]] = None) -> int:
+def main(argv: Iterable[str] | None = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m sparkkafka_sink.testing.apache_kafka",
@@ -628,7 +628,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
         return 0
     cluster = ApacheKafka(args.nodes, version=args.version).start()
 
-    def exited() -> Optional[str]:
+    def exited() -> str | None:
         down = [n.log_tail() for n in cluster.nodes if not n.running]
         return "# a node exited:\n" + "\n".join(down) if down else None
 

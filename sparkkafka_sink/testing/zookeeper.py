@@ -12,7 +12,6 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import List, Optional
 
 from sparkkafka_sink.testing.brokers import HOST, BrokerStartError, free_port
 from sparkkafka_sink.testing.local_process import file_tail, spawn_logged, terminate
@@ -43,12 +42,12 @@ def ruok(port: int, timeout: float = 1.0) -> bool:
 class ZooKeeper:
     """One standalone ZooKeeper server on 127.0.0.1 from the jars in ``lib``; files under ``directory``."""
 
-    def __init__(self, java: str, lib: Path, directory: Path, jvm_opts: List[str]):
+    def __init__(self, java: str, lib: Path, directory: Path, jvm_opts: list[str]):
         self.java, self.lib, self.dir, self.jvm_opts = java, lib, directory, jvm_opts
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port(HOST)
         self.log = self.dir / "zookeeper.log"
-        self._proc: Optional[subprocess.Popen[bytes]] = None
+        self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def connect(self) -> str:

@@ -8,10 +8,10 @@ least once and exactly once."""
 from __future__ import annotations
 
 import pytest
-
 from broker_kinds import APACHE_SOURCE, running_apache_kafka
 from kafka_helpers import consume_all
 from tier_scenarios import idempotent_sends, round_trip, transactions_and_hand_over
+
 from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.testing.apache_kafka import KAFKA_3_VERSION
 from sparkkafka_sink.testing.brokers import create_topics

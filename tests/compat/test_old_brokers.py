@@ -12,10 +12,10 @@ the broker's release."""
 from __future__ import annotations
 
 import pytest
-
 from broker_kinds import APACHE_SOURCE, running_apache_kafka
 from kafka_helpers import consume_all
 from tier_scenarios import idempotent_sends, round_trip, transactions_and_hand_over
+
 from sparkkafka_sink import Producer, abort_lingering
 from sparkkafka_sink.errors import AuthenticationError, UnsupportedVersionError
 from sparkkafka_sink.producer.handover import HANDOVER_APIS, TransactionAdmin

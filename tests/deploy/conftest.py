@@ -20,9 +20,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List
 
 import pytest
 
@@ -44,7 +44,7 @@ class PackedEnv:
     wheel_sha256: str
 
 
-def _run(cmd: List[str], **kwargs) -> None:
+def _run(cmd: list[str], **kwargs) -> None:
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kwargs)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({out.returncode}):\n{out.stdout[-3000:]}"
@@ -153,7 +153,7 @@ class StandaloneCluster:
                         PYSPARK_PYTHON=str(self.default_python),
                         PATH=f"{self.default_python.parent}{os.pathsep}{env.get('PATH', '')}",
                         PYTHONPATH=str(PROBE_CODE), SPARKKAFKA_PYTHON_PROBE=str(self.probe_dir))
-        self.procs: List[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen] = []
         self.url = ""
 
     def _start(self, name: str, *args: str) -> subprocess.Popen:

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from kafka_helpers import consume_all
+
 from sparkkafka_sink.testing.brokers import create_topics
 
 SPARK_SUBMIT = Path(sys.executable).with_name("spark-submit")

@@ -28,8 +28,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Union
 
 import pyarrow as pa
 import pytest
@@ -44,8 +44,8 @@ from pyspark.sql.types import (
 
 from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.producer.producer import Producer
-from sparkkafka_sink.spark.driver import transactions
 from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource
+from sparkkafka_sink.spark.driver import transactions
 from sparkkafka_sink.spark.driver.planning import plan_write
 from sparkkafka_sink.spark.driver.transactions import TransactionCommitError
 from sparkkafka_sink.spark.errors import SinkValidationError, SinkWriteError
@@ -88,7 +88,7 @@ def page_entries() -> list[tuple[str, str]]:
     return entries
 
 
-def pattern(kind: Optional[str], heading: str) -> str:
+def pattern(kind: str | None, heading: str) -> str:
     """The regular expression a message of the entry ``heading`` matches from its start."""
     text = ".*?".join(re.escape(part) for part in heading.split("…"))
     if kind == "task" and not heading.startswith("write task"):
@@ -104,8 +104,8 @@ ENTRIES = page_entries()
 
 
 # -- the functions that produce each entry's message -------------------------------------------------
-Messages = Union[str, list[str]]
-PRODUCERS: dict[str, Callable[["World"], Messages]] = {}
+Messages = str | list[str]
+PRODUCERS: dict[str, Callable[[World], Messages]] = {}
 #: the session resources each entry's function uses (declared, so that pytest starts them for its
 #: test and ``session_resources`` stops them after their last user)
 NEEDS: dict[str, tuple[str, ...]] = {}
@@ -147,7 +147,7 @@ class World:
     def bootstrap(self) -> str:
         return self.kafka.bootstrap_servers
 
-    def topic(self, partitions: int = 1, config: Optional[dict] = None, bootstrap: Optional[str] = None) -> str:
+    def topic(self, partitions: int = 1, config: dict | None = None, bootstrap: str | None = None) -> str:
         name = f"troubleshooting-{uuid.uuid4().hex[:10]}"
         create_topics(bootstrap or self.bootstrap, {name: partitions}, config=config)
         return name
@@ -937,7 +937,7 @@ class _Module:
     def __init__(self, path: Path):
         self.path = path.relative_to(SPARK_PACKAGE).as_posix()
         self.tree = ast.parse(path.read_text(encoding="utf-8"))
-        self.enclosing: dict[ast.AST, Optional[ast.FunctionDef]] = {}
+        self.enclosing: dict[ast.AST, ast.FunctionDef | None] = {}
         self._walk(self.tree, None)
 
     def _walk(self, node: ast.AST, function) -> None:
@@ -965,12 +965,12 @@ class _Module:
         return found
 
 
-def _called(call: ast.Call) -> Optional[str]:
+def _called(call: ast.Call) -> str | None:
     f = call.func
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
 
 
-def _argument(call: ast.Call, name: str, params: list[str]) -> Optional[ast.AST]:
+def _argument(call: ast.Call, name: str, params: list[str]) -> ast.AST | None:
     for keyword in call.keywords:
         if keyword.arg == name:
             return keyword.value

@@ -5,7 +5,6 @@ good share of two cores from every other test."""
 from __future__ import annotations
 
 import pytest
-
 from broker_kinds import running_apache_kafka
 
 #: the 3-node cluster notices a dead node within seconds, and checks for expired producer state

@@ -25,9 +25,9 @@ import time
 import uuid
 
 import pytest
-
 from broker_kinds import APACHE_SOURCE
 from kafka_helpers import consume_all, describe_producers, produce_all, producer_for
+
 from sparkkafka_sink.errors import KafkaTimeoutError
 from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.protocol.api import ApiKey

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, List
+from collections.abc import Callable
 
 import pytest
 
@@ -17,7 +17,7 @@ def proxied_broker(request) -> Callable[..., ProxiedBroker]:
     new proxy (starting a JVM per test would cost seconds each); whatever the test does to it
     (pause, kill) is undone afterwards.  Proxies and own brokers are closed at the end.
     """
-    started: List[ProxiedBroker] = []
+    started: list[ProxiedBroker] = []
     shared = []
 
     def factory(kind: str = "tansu", **kwargs) -> ProxiedBroker:

@@ -23,7 +23,7 @@ import struct
 import sys
 import threading
 import time
-from typing import Callable, Deque, Dict, List, Optional, Tuple
+from collections.abc import Callable
 
 _repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if _repo not in sys.path:  # pragma: no cover - only when run outside pytest's rootdir
@@ -34,8 +34,7 @@ from sparkkafka_sink.protocol import codec  # noqa: E402
 from sparkkafka_sink.protocol.framing import FrameReader  # noqa: E402
 from sparkkafka_sink.protocol.header import decode_response_header  # noqa: E402
 from sparkkafka_sink.protocol.messages import schema_of  # noqa: E402
-from sparkkafka_sink.testing.brokers import (  # noqa: E402
-    HOST, EmbeddedBroker, NoidaBroker, TansuBroker, free_port)
+from sparkkafka_sink.testing.brokers import HOST, EmbeddedBroker, NoidaBroker, TansuBroker, free_port  # noqa: E402
 
 __all__ = ["FaultProxy", "FaultHandle", "ProxiedBroker", "start_proxied_broker", "proxy_existing_broker",
            "PRODUCE", "METADATA", "FIND_COORDINATOR", "API_VERSIONS", "INIT_PRODUCER_ID"]
@@ -51,12 +50,12 @@ _REQUEST_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 class FaultHandle:
     """Returned by one-shot faults: ``wait(timeout)`` until the fault hit a response."""
 
-    def __init__(self, kind: str, api_key: Optional[int], **params):
+    def __init__(self, kind: str, api_key: int | None, **params):
         self.kind = kind
         self.api_key = api_key
         self.params = params
         self.fired = threading.Event()
-        self.hit_api_key: Optional[int] = None
+        self.hit_api_key: int | None = None
         self.hits = 0
 
     def wait(self, timeout: float = 10.0) -> bool:
@@ -72,19 +71,19 @@ class _Pair:
     __slots__ = ("id", "client", "server", "out", "delayed", "delayed_bytes", "inflight",
                  "requests", "responses", "blackholed", "closing", "dead", "cut_on_response")
 
-    def __init__(self, pid: int, client: socket.socket, server: Optional[socket.socket]):
+    def __init__(self, pid: int, client: socket.socket, server: socket.socket | None):
         self.id = pid
         self.client = client
         self.server = server
         # out[sock] = bytes ready to write to sock; delayed[sock] = (due, bytes) under latency
-        self.out: Dict[socket.socket, bytearray] = {client: bytearray()}
-        self.delayed: Dict[socket.socket, Deque[Tuple[float, bytes]]] = {client: collections.deque()}
-        self.delayed_bytes: Dict[socket.socket, int] = {client: 0}
+        self.out: dict[socket.socket, bytearray] = {client: bytearray()}
+        self.delayed: dict[socket.socket, collections.deque[tuple[float, bytes]]] = {client: collections.deque()}
+        self.delayed_bytes: dict[socket.socket, int] = {client: 0}
         if server is not None:
             self.out[server] = bytearray()
             self.delayed[server] = collections.deque()
             self.delayed_bytes[server] = 0
-        self.inflight: Dict[int, Tuple[int, int]] = {}  # correlation id -> (api_key, version)
+        self.inflight: dict[int, tuple[int, int]] = {}  # correlation id -> (api_key, version)
         # whole frames in each direction (the protocol layer's own frame reader)
         self.requests = FrameReader(_MAX_FRAME)
         self.responses = FrameReader(_MAX_FRAME)
@@ -93,7 +92,7 @@ class _Pair:
         self.closing = False       # close once everything queued for the client is written
         self.dead = False
 
-    def other(self, sock: socket.socket) -> Optional[socket.socket]:
+    def other(self, sock: socket.socket) -> socket.socket | None:
         return self.server if sock is self.client else self.client
 
     def pending(self, sock: socket.socket) -> int:
@@ -109,7 +108,7 @@ class FaultProxy:
     ``stats()`` returns counters.  ``close()`` stops the thread and closes every socket.
     """
 
-    def __init__(self, listen_port: int = 0, target_host: str = HOST, target_port: Optional[int] = None,
+    def __init__(self, listen_port: int = 0, target_host: str = HOST, target_port: int | None = None,
                  *, rewrite_metadata: bool = False, name: str = "proxy"):
         if target_port is None:
             raise ValueError("target_port is required")
@@ -127,20 +126,20 @@ class FaultProxy:
         self._wake_r.setblocking(False)
         self._sel.register(self._listener, selectors.EVENT_READ, None)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
-        self._pairs: Dict[int, _Pair] = {}
-        self._by_sock: Dict[socket.socket, _Pair] = {}
-        self._events: Dict[socket.socket, int] = {}
-        self._commands: Deque[Tuple[Callable[[], object], threading.Event, list]] = collections.deque()
+        self._pairs: dict[int, _Pair] = {}
+        self._by_sock: dict[socket.socket, _Pair] = {}
+        self._events: dict[socket.socket, int] = {}
+        self._commands: collections.deque[tuple[Callable[[], object], threading.Event, list]] = collections.deque()
         self._lock = threading.Lock()
-        self._armed: List[FaultHandle] = []
-        self._armed_requests: List[FaultHandle] = []
-        self._hangs: List[FaultHandle] = []  # blackhole_request()
-        self._cutter: Optional[FaultHandle] = None   # cut_in_flight()
-        self._blackhole_trigger: Optional[FaultHandle] = None  # blackhole_after_next_request()
-        self._blackhole_after: Optional[tuple] = None  # (trigger, pair) once its request arrived
+        self._armed: list[FaultHandle] = []
+        self._armed_requests: list[FaultHandle] = []
+        self._hangs: list[FaultHandle] = []  # blackhole_request()
+        self._cutter: FaultHandle | None = None   # cut_in_flight()
+        self._blackhole_trigger: FaultHandle | None = None  # blackhole_after_next_request()
+        self._blackhole_after: tuple | None = None  # (trigger, pair) once its request arrived
         self._blackhole = False
         self._latency = 0.0
-        self._cut_interval: Optional[float] = None
+        self._cut_interval: float | None = None
         self._next_cut = 0.0
         self._cut_reset = False
         self._cut_jitter = 0.0
@@ -157,7 +156,7 @@ class FaultProxy:
 
     bootstrap_servers = address
 
-    def stats(self) -> Dict[str, int]:
+    def stats(self) -> dict[str, int]:
         """Counters: connections, active_connections, bytes_to_server, bytes_to_client,
         bytes_dropped, requests, responses, cuts (inflight_cuts of them by cut_in_flight),
         refused, truncated, corrupted, rewritten."""
@@ -193,8 +192,8 @@ class FaultProxy:
             self._cutter = None
         self._call(go)
 
-    def cut_in_flight(self, api_key: Optional[int] = None, every: int = 1, at: str = "alternate",
-                      times: Optional[int] = None) -> FaultHandle:
+    def cut_in_flight(self, api_key: int | None = None, every: int = 1, at: str = "alternate",
+                      times: int | None = None) -> FaultHandle:
         """Each time ``every`` requests (of ``api_key`` if given) have been answered, cut the
         connection of the next one while it is in flight -- driven by what the proxy sees, never
         by a timer, and never before ``every`` answers got through (a client that pipelines
@@ -211,7 +210,7 @@ class FaultProxy:
         self._call(lambda: setattr(self, "_cutter", handle))
         return handle
 
-    def blackhole_after_next_request(self, api_key: Optional[int] = None) -> FaultHandle:
+    def blackhole_after_next_request(self, api_key: int | None = None) -> FaultHandle:
         """Forward the next request (of ``api_key`` if given) whole to the broker, then blackhole
         everything: its response is lost in the network, as in a crash with a request in
         flight.  ``handle.wait()`` returns once the blackhole is on; ``blackhole(False)`` ends it."""
@@ -219,7 +218,7 @@ class FaultProxy:
         self._call(lambda: setattr(self, "_blackhole_trigger", handle))
         return handle
 
-    def blackhole_request(self, predicate: Callable[[bytes], bool], api_key: Optional[int] = None) -> FaultHandle:
+    def blackhole_request(self, predicate: Callable[[bytes], bool], api_key: int | None = None) -> FaultHandle:
         """The first request (of ``api_key`` if given) whose frame satisfies ``predicate`` hangs
         its connection: neither it nor anything after it on that connection reaches the broker,
         and nothing comes back (answers to earlier requests included) -- a network path that died
@@ -248,26 +247,26 @@ class FaultProxy:
         """Delay every forwarded chunk by ``ms`` in each direction (a round trip gets 2x)."""
         self._call(lambda: setattr(self, "_latency", max(0.0, float(ms)) / 1000.0))
 
-    def truncate_next_response(self, nbytes: int, api_key: Optional[int] = None) -> FaultHandle:
+    def truncate_next_response(self, nbytes: int, api_key: int | None = None) -> FaultHandle:
         """Forward only the first ``nbytes`` (counted from the 4-byte size prefix) of the next
         broker response (of ``api_key`` if given), then close that connection."""
         return self._arm(FaultHandle("truncate", api_key, nbytes=int(nbytes)))
 
-    def corrupt_next_response(self, api_key: Optional[int] = None, offset: int = 8,
+    def corrupt_next_response(self, api_key: int | None = None, offset: int = 8,
                               length: int = 4) -> FaultHandle:
         """XOR 0xFF ``length`` bytes of the next broker response (of ``api_key`` if given),
         starting ``offset`` bytes into the frame (8 = after size + correlation id)."""
         return self._arm(FaultHandle("corrupt", api_key, offset=int(offset), length=int(length)))
 
-    def mutate_next_response(self, fn: Callable[[bytes, Optional[int], Optional[int]], bytes],
-                             api_key: Optional[int] = None, times: int = 1) -> FaultHandle:
+    def mutate_next_response(self, fn: Callable[[bytes, int | None, int | None], bytes],
+                             api_key: int | None = None, times: int = 1) -> FaultHandle:
         """Replace the next ``times`` broker responses (of ``api_key`` if given) by
         ``fn(frame, api_key, version)``: ``frame`` is the response without its size prefix
         (correlation id first); the proxy writes the new size.  ``handle.hits`` counts them."""
         return self._arm(FaultHandle("mutate", api_key, fn=fn, times=int(times)))
 
     def mutate_next_request(self, fn: Callable[[bytes, int, int], bytes],
-                            api_key: Optional[int] = None, times: int = 1) -> FaultHandle:
+                            api_key: int | None = None, times: int = 1) -> FaultHandle:
         """Replace the next ``times`` client requests (of ``api_key`` if given) by
         ``fn(frame, api_key, version)`` before they reach the broker (``frame`` without its size
         prefix, api key first); e.g. flip a record byte so the broker sees a bad CRC."""
@@ -294,7 +293,7 @@ class FaultProxy:
         self._wake()
         self._thread.join(timeout=10)
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -600,7 +599,7 @@ class FaultProxy:
         self._close_pair(pair, cut=True)
         h.fired.set()
 
-    def _take_hang(self, frame: bytes, api_key: int) -> Optional[FaultHandle]:
+    def _take_hang(self, frame: bytes, api_key: int) -> FaultHandle | None:
         with self._lock:
             for h in self._hangs:
                 if h.api_key in (None, api_key) and h.params["predicate"](frame):
@@ -609,7 +608,7 @@ class FaultProxy:
                     return h
         return None
 
-    def _take_armed(self, armed: List[FaultHandle], api_key: Optional[int]) -> Optional[FaultHandle]:
+    def _take_armed(self, armed: list[FaultHandle], api_key: int | None) -> FaultHandle | None:
         with self._lock:
             for h in armed:
                 if h.api_key is None or h.api_key == api_key:
@@ -714,7 +713,7 @@ class ProxiedBroker:
             if self.owns_broker:
                 self.broker.stop()
 
-    def __enter__(self) -> "ProxiedBroker":
+    def __enter__(self) -> ProxiedBroker:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -731,7 +730,7 @@ def proxy_existing_broker(broker: EmbeddedBroker) -> ProxiedBroker:
     return ProxiedBroker(broker, proxy, owns_broker=False)
 
 
-def start_proxied_broker(kind: str = "tansu", rewrite_metadata: Optional[bool] = None,
+def start_proxied_broker(kind: str = "tansu", rewrite_metadata: bool | None = None,
                          **broker_kwargs) -> ProxiedBroker:
     """Start ``kind`` ("tansu" | "noida") behind a new FaultProxy.
 

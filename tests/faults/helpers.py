@@ -8,11 +8,12 @@ import functools
 import struct
 import threading
 import time
-from typing import Callable, Dict, Iterable, Optional
+from collections.abc import Callable, Iterable
 
 from kafka_helpers import producer_for
-from sparkkafka_sink.protocol.header import decode_response_header
+
 from sparkkafka_sink.protocol import messages
+from sparkkafka_sink.protocol.header import decode_response_header
 
 #: Small timeouts so every fault resolves in seconds (the suite must stay well under 3 minutes).
 FAST = {
@@ -65,8 +66,8 @@ def within(seconds: float, what: str):
 # Frame mutations
 # ---------------------------------------------------------------------------------------------
 
-def produce_error(code: int, message: Optional[str] = None,
-                  only: Optional[Iterable[int]] = None) -> Callable[[bytes, int, int], bytes]:
+def produce_error(code: int, message: str | None = None,
+                  only: Iterable[int] | None = None) -> Callable[[bytes, int, int], bytes]:
     """A ``FaultProxy.mutate_next_response`` function: the broker's Produce response with every
     partition's error code replaced by ``code`` (``only``: just those partition indexes).
 
@@ -115,8 +116,8 @@ def retarget_first_partition(topic: str, new_index: int) -> Callable[[bytes, int
     return fn
 
 
-def values_by_key(records) -> Dict[bytes, list]:
-    out: Dict[bytes, list] = {}
+def values_by_key(records) -> dict[bytes, list]:
+    out: dict[bytes, list] = {}
     for r in records:
         out.setdefault(r.key, []).append(r.value)
     return out

@@ -10,7 +10,7 @@ import pytest
 
 from sparkkafka_sink import Producer
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.producer.config import INT_MAX, LONG_MAX, KEYS, ProducerConfig
+from sparkkafka_sink.producer.config import INT_MAX, KEYS, LONG_MAX, ProducerConfig
 
 from .helpers import sender_threads
 

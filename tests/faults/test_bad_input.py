@@ -14,16 +14,17 @@ import time
 
 import pyarrow as pa
 import pytest
-
 from kafka_helpers import consume_all
-from sparkkafka_sink import BulkSendError, errors as E
+
+from sparkkafka_sink import BulkSendError
+from sparkkafka_sink import errors as E
 from sparkkafka_sink.protocol import errors as PE
-from sparkkafka_sink.protocol.header import decode_response_header
 from sparkkafka_sink.protocol import messages
+from sparkkafka_sink.protocol.header import decode_response_header
 from sparkkafka_sink.testing.brokers import create_topics
 
 from .harness import METADATA, PRODUCE
-from .helpers import BROKERS, assert_no_sender_threads, flip_byte_after, make_producer, produce_error, fresh_topic
+from .helpers import BROKERS, assert_no_sender_threads, flip_byte_after, fresh_topic, make_producer, produce_error
 
 
 @pytest.fixture

@@ -16,8 +16,7 @@ from sparkkafka_sink.errors import ProtocolError
 from sparkkafka_sink.protocol import SUPPORTED_VERSIONS, ApiKey
 from sparkkafka_sink.protocol.framing import FrameReader
 from sparkkafka_sink.protocol.header import decode_response_header
-from sparkkafka_sink.record.batch import (ATTRIBUTES_OFFSET, BATCH_OVERHEAD, RecordBatchBuilder,
-                                          decode_batches)
+from sparkkafka_sink.record.batch import ATTRIBUTES_OFFSET, BATCH_OVERHEAD, RecordBatchBuilder, decode_batches
 from sparkkafka_sink.record.compression import CompressionType, compress
 from sparkkafka_sink.record.crc import crc32c
 

@@ -13,13 +13,13 @@ import logging
 import struct
 
 import pytest
-
 from kafka_helpers import consume_all
+
 from sparkkafka_sink.protocol.api import is_flexible
 from sparkkafka_sink.protocol.header import decode_response_header
 
 from .harness import API_VERSIONS, INIT_PRODUCER_ID, METADATA, PRODUCE
-from .helpers import BROKERS, assert_no_sender_threads, make_producer, within, fresh_topic
+from .helpers import BROKERS, assert_no_sender_threads, fresh_topic, make_producer, within
 
 
 def _cut_body(fraction: float):

@@ -15,7 +15,6 @@ import collections
 import time
 
 import pytest
-
 from kafka_helpers import consume_all
 
 from .harness import PRODUCE

@@ -15,9 +15,9 @@ from __future__ import annotations
 import collections
 
 import pytest
-
 from broker_kinds import FAULT_KINDS
 from kafka_helpers import consume_all, describe_producers
+
 from sparkkafka_sink.testing.waiting import wait_until
 
 from .harness import PRODUCE

@@ -16,8 +16,8 @@ import threading
 import time
 
 import pytest
-
 from kafka_helpers import consume_all
+
 from sparkkafka_sink import BulkSendError
 from sparkkafka_sink.errors import BufferExhaustedError, KafkaTimeoutError
 from sparkkafka_sink.testing.waiting import wait_until

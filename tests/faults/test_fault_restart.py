@@ -22,7 +22,6 @@ import threading
 import time
 
 import pytest
-
 from kafka_helpers import consume_all
 
 from .harness import PRODUCE

@@ -16,8 +16,8 @@ import threading
 import time
 
 import pytest
-
 from kafka_helpers import consume_all
+
 from sparkkafka_sink import KafkaTimeoutError
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.testing.waiting import wait_until

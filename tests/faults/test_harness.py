@@ -12,14 +12,13 @@ import time
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
-
 from kafka_helpers import consume_all, produce_all, producer_for
+
 from sparkkafka_sink.testing.brokers import _recv_exact, free_port
 from sparkkafka_sink.testing.brokers import _request as request_frame
 
 from .harness import FIND_COORDINATOR, METADATA, PRODUCE, FaultProxy, _rewrite_addresses
 from .helpers import BROKERS, fresh_topic
-
 
 # ---------------------------------------------------------------------------------------------
 # A fake "broker" speaking only Kafka framing: answers each request with a fixed payload.
@@ -275,6 +274,7 @@ def test_close_joins_thread(fake):
 def _rewritten(name: str, api_key: int, version: int, seed: int):
     """A full response (every field the version has) before and after the rewrite."""
     from message_values import sample
+
     from sparkkafka_sink.protocol import codec
     from sparkkafka_sink.protocol.header import response_header_version
     from sparkkafka_sink.protocol.messages import schema_of

@@ -12,8 +12,8 @@ import time
 
 import pytest
 from confluent_kafka import Producer as CKProducer
-
 from kafka_helpers import consume_all, producer_for
+
 from sparkkafka_sink import Producer
 from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, RecordTooLargeError
 from sparkkafka_sink.producer.partitioner import murmur2_partition

@@ -6,13 +6,12 @@ import functools
 
 import pyarrow as pa
 import pytest
-
 from kafka_helpers import consume_all, producer_for
+
 from sparkkafka_sink import BulkSendError
 from sparkkafka_sink.errors import InvalidPartitionError, RecordTooLargeError
 from sparkkafka_sink.producer.partitioner import murmur2_partition
 from sparkkafka_sink.record.arrow import HEADERS_TYPE
-
 
 _producer = functools.partial(producer_for, defaults={"max.block.ms": 20000, "linger.ms": 5})
 

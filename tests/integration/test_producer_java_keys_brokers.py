@@ -8,9 +8,9 @@ import socket
 import uuid
 
 import pytest
-
 from kafka_helpers import consume_all
 from oracle.raw_fetch import RawFetchClient
+
 from sparkkafka_sink import Producer
 from sparkkafka_sink.network import connection
 from sparkkafka_sink.record.batch import decode_batches

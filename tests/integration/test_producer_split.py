@@ -12,8 +12,8 @@ import uuid
 
 import pyarrow as pa
 import pytest
-
 from kafka_helpers import consume_all, producer_for
+
 from sparkkafka_sink import Producer
 from sparkkafka_sink.testing.brokers import create_topics
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
-from typing import List, Tuple
 
 API_FETCH, API_VERSIONS = 1, 18
 FETCH_VERSIONS = (4, 11)
@@ -54,7 +53,7 @@ class RawFetchClient:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "RawFetchClient":
+    def __enter__(self) -> RawFetchClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -94,7 +93,7 @@ class RawFetchClient:
                 return version
         raise ValueError("broker does not list Fetch")
 
-    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 8 << 20) -> Tuple[int, bytes]:
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 8 << 20) -> tuple[int, bytes]:
         """One Fetch from ``offset``: (high watermark, the records bytes as the broker sent them)."""
         v = self.version
         body = struct.pack(">iiii", -1, 500, 1, max_bytes) + struct.pack(">b", 0)  # read_uncommitted
@@ -133,9 +132,9 @@ class RawFetchClient:
         size = r.take("i")
         return high_watermark, (r.raw(size) if size > 0 else b"")
 
-    def batches(self, topic: str, partition: int) -> List[bytes]:
+    def batches(self, topic: str, partition: int) -> list[bytes]:
         """Every record batch of the partition, in offset order, as stored."""
-        out: List[bytes] = []
+        out: list[bytes] = []
         offset, high_watermark = 0, None
         while high_watermark is None or offset < high_watermark:
             high_watermark, data = self.fetch(topic, partition, offset)

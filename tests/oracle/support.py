@@ -11,18 +11,17 @@ import os
 import random
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
 
 import pytest
-
 from broker_kinds import APACHE_SOURCE
 
 JAVA_SOURCES = Path(__file__).with_name("java")
 JVM_OPTS = ("-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
 
-Headers = List[Tuple[str, Optional[bytes]]]
+Headers = list[tuple[str, bytes | None]]
 
 #: every oracle test module carries this mark: Kafka's jars come from Maven, javac compiles
 needs_java_oracle = pytest.mark.skipif(
@@ -30,7 +29,7 @@ needs_java_oracle = pytest.mark.skipif(
     reason="the Java oracle needs java, javac and mvn on PATH (Apache Kafka from Maven jars)")
 
 
-def tok(data: Optional[bytes]) -> str:
+def tok(data: bytes | None) -> str:
     return "-" if data is None else "x" + bytes(data).hex()
 
 
@@ -39,10 +38,10 @@ class Rec:
     """A record as a test sends it; ``partition`` None leaves the choice to the producer."""
 
     timestamp: int
-    key: Optional[bytes]
-    value: Optional[bytes]
+    key: bytes | None
+    value: bytes | None
     headers: Headers = field(default_factory=list)
-    partition: Optional[int] = None
+    partition: int | None = None
 
     def content(self) -> str:
         """Key, value and headers as Java's ``Canon.content`` writes them."""
@@ -58,7 +57,7 @@ class Rec:
 
 
 def sample_records(seed: int, n: int, partitions: int = 3, now_ms: int = 1_700_000_000_000,
-                   large: bool = True) -> List[Rec]:
+                   large: bool = True) -> list[Rec]:
     """Records covering what the format allows: null and empty keys and values, null header
     values, repeated, empty and non-ASCII header keys, timestamps before the first one (negative
     deltas) and far apart, keys with every tail length of murmur2, large random and large
@@ -67,10 +66,10 @@ def sample_records(seed: int, n: int, partitions: int = 3, now_ms: int = 1_700_0
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        key: Optional[bytes] = rng.randbytes(rng.randrange(0, 24))
+        key: bytes | None = rng.randbytes(rng.randrange(0, 24))
         if i % 7 == 0:
             key = None
-        value: Optional[bytes] = rng.randbytes(rng.randrange(0, 300))
+        value: bytes | None = rng.randbytes(rng.randrange(0, 300))
         if i % 11 == 0:
             value = None  # a tombstone
         elif i % 17 == 0:
@@ -124,7 +123,7 @@ class JavaPrograms:
         self.classpath = f"{classes}{os.pathsep}{lib}/*"
 
     @classmethod
-    def compile(cls, lib: Path, work: Path) -> "JavaPrograms":
+    def compile(cls, lib: Path, work: Path) -> JavaPrograms:
         classes = work / "classes"
         classes.mkdir(parents=True, exist_ok=True)
         sources = sorted(str(p) for p in JAVA_SOURCES.glob("*.java"))

@@ -11,13 +11,13 @@ import subprocess
 
 import pyarrow as pa
 import pytest
+from unit.arrow_samples import EVERY_TYPE, ORDER, ORDER_SCHEMA, every_type_rows, order_rows
 
 from sparkkafka_sink.serialization.avro_encoder import AvroEncoder
 from sparkkafka_sink.serialization.avro_schema import avro_schema_of
 from sparkkafka_sink.testing.apache_kafka import resolve_maven_artifacts
 
 from .support import JAVA_SOURCES, JVM_OPTS, needs_java_oracle
-from unit.arrow_samples import EVERY_TYPE, ORDER, ORDER_SCHEMA, every_type_rows, order_rows
 
 pytestmark = needs_java_oracle
 

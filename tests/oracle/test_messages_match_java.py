@@ -16,14 +16,13 @@ import random
 from typing import Any
 
 import pytest
+from message_values import sample
 
 from sparkkafka_sink.protocol import codec
 from sparkkafka_sink.protocol.api import SUPPORTED_VERSIONS
 from sparkkafka_sink.protocol.messages import SPEC_NAMES
 from sparkkafka_sink.protocol.schema import Field, MessageSchema, StructSchema, load
 from sparkkafka_sink.record.batch import RecordBatchBuilder
-
-from message_values import sample
 
 from .support import needs_java_oracle
 

@@ -10,8 +10,8 @@ by confluent-kafka as a super user)."""
 from __future__ import annotations
 
 import pytest
-
 from kafka_helpers import consume_all
+
 from sparkkafka_sink import Producer
 from sparkkafka_sink.errors import BrokerResponseError
 

@@ -11,11 +11,11 @@ import time
 import uuid
 
 import pytest
+from kafka_helpers import consume_all
 
 from sparkkafka_sink import Producer
 from sparkkafka_sink.errors import AuthenticationError, ConfigError, KafkaTimeoutError, SslError
 from sparkkafka_sink.testing.security import OAUTH_CLIENT_SECRET, WRONG_PASSWORD
-from kafka_helpers import consume_all
 
 pytestmark = [pytest.mark.broker, pytest.mark.security]
 

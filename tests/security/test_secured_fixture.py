@@ -16,14 +16,20 @@ import urllib.error
 import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import List
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from sparkkafka_sink.testing.security import (
-    HOST, LISTENERS, OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, SASL_MECHANISMS, TestPki, sasl_probe,
-    unsecured_jwt)
+    HOST,
+    LISTENERS,
+    OAUTH_CLIENT_ID,
+    OAUTH_CLIENT_SECRET,
+    SASL_MECHANISMS,
+    TestPki,
+    sasl_probe,
+    unsecured_jwt,
+)
 
 #: fail fast: nothing here should take long on a local broker
 _FAST = {"socket.timeout.ms": 5000, "reconnect.backoff.ms": 100, "reconnect.backoff.max.ms": 500,
@@ -32,7 +38,7 @@ _FAST = {"socket.timeout.ms": 5000, "reconnect.backoff.ms": 100, "reconnect.back
 
 def round_trip(conf: dict, topic: str, count: int = 3, timeout: float = 15.0) -> None:
     """Produce ``count`` records with ``conf`` and read them back (assign(), CRCs checked)."""
-    errors: List[object] = []
+    errors: list[object] = []
     sent = [(f"k{i}".encode(), f"value {i} {uuid.uuid4().hex}".encode()) for i in range(count)]
     delivered = []
     producer = Producer({**conf, **_FAST, "error_cb": errors.append, "acks": "all"})
@@ -65,7 +71,7 @@ def round_trip(conf: dict, topic: str, count: int = 3, timeout: float = 15.0) ->
 def connect_fails(conf: dict, timeout: float = 10.0) -> str:
     """The client must report a connection or authentication error (error_cb) within
     ``timeout`` and know no broker; returns the errors' text."""
-    errors: List[object] = []
+    errors: list[object] = []
     producer = Producer({**conf, **_FAST, "error_cb": errors.append})
     deadline = time.monotonic() + timeout
     while not errors and time.monotonic() < deadline:
@@ -165,7 +171,7 @@ def test_librdkafka_reauthenticates_on_reauth_listener(secured_kafka, secured_to
     """Past connections.max.reauth.ms the client re-authenticates on its open connections
     (librdkafka >= 2.2 does, KIP-368): records still flow and no connection was made again."""
     topic = secured_topic()
-    stats: List[dict] = []
+    stats: list[dict] = []
     producer = Producer({**confluent_config("REAUTH", "PLAIN"), **_FAST, "statistics.interval.ms": 200,
                          "stats_cb": lambda s: stats.append(json.loads(s))})
 

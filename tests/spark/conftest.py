@@ -11,7 +11,6 @@ import os
 import sys
 
 import pytest
-
 from session_resources import stop_after_last_use
 
 os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -3,12 +3,17 @@ shaped like the sink's input, so chispa can compare what was written with what a
 
 from __future__ import annotations
 
+from kafka_helpers import consume_all
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
 )
-
-from kafka_helpers import consume_all
 
 HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 READ_SCHEMA = StructType([

@@ -17,9 +17,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from pyspark.sql import functions as F
-
 from kafka_helpers import consume_all
+from pyspark.sql import functions as F
 
 pytestmark = [pytest.mark.broker, pytest.mark.security]
 

@@ -10,7 +10,6 @@ import sys
 import textwrap
 
 import pytest
-
 from broker_kinds import KAFKA_KINDS
 from readback import read_records
 

@@ -15,8 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from kafka_helpers import consume_all, open_transactions
+
 from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.testing.brokers import create_topics
 

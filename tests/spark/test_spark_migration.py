@@ -16,10 +16,10 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
-
 import migration_jobs as jobs
+import pytest
 from kafka_helpers import consume_all
+
 from sparkkafka_sink.producer.config import read_properties
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.testing.brokers import create_topics

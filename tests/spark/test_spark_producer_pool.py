@@ -10,9 +10,9 @@ import time
 import uuid
 
 import pytest
+from kafka_helpers import consume_all
 from pyspark.sql import functions as F
 
-from kafka_helpers import consume_all
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow]

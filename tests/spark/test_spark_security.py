@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
-
 from kafka_helpers import consume_all
+from pyspark.sql import functions as F
+from test_spark_streaming import rate, run_until
+
 from sparkkafka_sink.testing.security import WRONG_PASSWORD
 from sparkkafka_sink.testing.waiting import wait_until
-from test_spark_streaming import rate, run_until
 
 pytestmark = [pytest.mark.broker, pytest.mark.security]
 

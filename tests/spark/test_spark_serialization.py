@@ -11,9 +11,8 @@ import time
 
 import pytest
 from chispa import assert_df_equality
-from pyspark.sql import functions as F
-
 from kafka_helpers import consume_all
+from pyspark.sql import functions as F
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -326,10 +325,9 @@ def test_a_given_schema_that_does_not_fit_the_dataframe_names_the_field_and_both
 # --- streaming ---------------------------------------------------------------------------------
 @pytest.mark.pyspark_lines
 def test_write_stream_and_foreach_batch_write_avro(spark, kafka, schema_registry, tmp_path):
-    from test_spark_streaming import rate, run_until
-
     from confluent_kafka.schema_registry.avro import AvroDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
+    from test_spark_streaming import rate, run_until
 
     deserialize = AvroDeserializer(registry_client(schema_registry))
     direct, per_batch = kafka.create_topic(partitions=2), kafka.create_topic(partitions=2)

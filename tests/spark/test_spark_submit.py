@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from broker_kinds import KAFKA_KINDS
 from readback import read_records
 

@@ -2,14 +2,21 @@
 
 import pytest
 from pyspark.sql.types import (
-    ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
 )
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.producer.config import read_properties
-from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.driver.validation import check_save_mode, validate_schema
 from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import ColumnLayout
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))

@@ -9,8 +9,8 @@ import uuid
 
 import pyarrow as pa
 import pytest
-
 from kafka_helpers import consume_all
+
 from sparkkafka_sink.errors import BufferExhaustedError, InvalidPartitionError
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage

@@ -21,8 +21,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from kafka_helpers import consume_all, open_transactions
+
 from sparkkafka_sink import Producer
 from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.protocol.api import ApiKey

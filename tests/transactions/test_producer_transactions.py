@@ -11,9 +11,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
 from broker_kinds import running_apache_kafka
 from kafka_helpers import consume_all
+
 from sparkkafka_sink import Producer, abort_lingering, complete_transaction
 from sparkkafka_sink.errors import KafkaError, ProducerFencedError
 from sparkkafka_sink.producer.handover import PreparedTransaction

@@ -11,8 +11,8 @@ import uuid
 
 import pyarrow as pa
 import pytest
-
 from kafka_helpers import consume_all, open_transactions
+
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.driver import transactions
 from sparkkafka_sink.spark.errors import SinkWriteError

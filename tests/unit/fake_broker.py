@@ -34,8 +34,9 @@ import struct
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sparkkafka_sink.errors import ProtocolError
 from sparkkafka_sink.protocol import messages
@@ -113,7 +114,7 @@ class FakeCluster:
     """Brokers, topics and leaders shared by the FakeBrokers of one test."""
 
     def __init__(self):
-        self.brokers: dict[int, "FakeBroker"] = {}
+        self.brokers: dict[int, FakeBroker] = {}
         self.topics: dict[str, dict[int, int]] = {}     # topic -> {partition: leader node id}
         self.topic_errors: dict[str, int] = {}          # topic -> error code in Metadata
         #: topic -> authorized operations answered when a Metadata request asks for them
@@ -187,7 +188,7 @@ class FakeBroker:
         self.requests: list[Received] = []
         self.logs = self.cluster.logs
         self.default_behavior: dict[int, Behavior] = {}
-        self.handlers: dict[int, Callable[["FakeBroker", Received], Any]] = {}
+        self.handlers: dict[int, Callable[[FakeBroker, Received], Any]] = {}
         self.init_pid_errors: deque[int] = deque()
         self.connections: list[_Conn] = []
         self.max_outstanding = 0
@@ -292,7 +293,7 @@ class FakeBroker:
         while not self._stop.is_set():
             try:
                 sock, _ = self._listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return

@@ -8,13 +8,13 @@ import os
 import time
 
 import pytest
-
 from fake_broker import API_VERSIONS, INIT_PRODUCER_ID, METADATA, PRODUCE, Behavior, refusing_port
+
 from sparkkafka_sink.errors import KafkaTimeoutError, UnsupportedVersionError
 from sparkkafka_sink.network.client import NetworkClient, now_ms
 from sparkkafka_sink.network.connection import BrokerConnection
-from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
 from sparkkafka_sink.network.metadata import Metadata
+from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
 
 
 def versions(b, api_key):
@@ -336,9 +336,9 @@ WRITE_AND_DESCRIBE = (1 << 4) | (1 << 8)     # WRITE, DESCRIBE
 @pytest.mark.parametrize("metadata_max", [12, 7], ids=["metadata-v12", "metadata-v7-cannot-ask"])
 def test_a_topic_without_write_permission_fails_send_before_anything_is_sent(make_broker, cluster, make_producer,
                                                                              metadata_max):
-    from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError
-
     from fake_broker import DEFAULT_API_VERSIONS
+
+    from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError
 
     b = make_broker(api_versions={**DEFAULT_API_VERSIONS, METADATA: (0, metadata_max)})
     for name in ("ro", "rw", "unknown-ops", "zero-ops"):

@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-
 from fake_broker import DEFAULT_API_VERSIONS, PRODUCE, Behavior, FakeBroker
+
 from sparkkafka_sink.errors import AuthenticationError, KafkaTimeoutError
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import ApiKey

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-
 from fake_broker import INVALID_REQUIRED_ACKS
 
 PARTITIONS = 4
@@ -120,11 +119,10 @@ def test_a_request_ends_at_the_first_batch_that_does_not_fit():
     fits max.request.size, and the next request starts at that one.  Smaller batches further on
     are not taken to fill the gap (an open batch would be sealed early: at many partitions the
     requests then carried many small batches)."""
+    from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
     from sparkkafka_sink.producer.accumulator import RecordAccumulator
     from sparkkafka_sink.producer.buffer_pool import BufferPool
     from sparkkafka_sink.producer.producer_batch import ProducerBatch
-
-    from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
 
     def OneNode():  # every partition led by node 1
         return Cluster(brokers={1: BrokerNode(1, "127.0.0.1", 9092)},

@@ -9,8 +9,18 @@ import pytest
 
 from sparkkafka_sink.errors import KafkaError, ProducerFencedError
 from sparkkafka_sink.producer.control_requests import (
-    AddPartitionsToTxn, Coordinators, DescribeTransactions, EndTxn, FindCoordinator, InitProducerId,
-    ListTransactions, Outcome, TopicCheckError, TopicMetadata, outcome_of)
+    AddPartitionsToTxn,
+    Coordinators,
+    DescribeTransactions,
+    EndTxn,
+    FindCoordinator,
+    InitProducerId,
+    ListTransactions,
+    Outcome,
+    TopicCheckError,
+    TopicMetadata,
+    outcome_of,
+)
 from sparkkafka_sink.producer.handover import PreparedTransaction
 from sparkkafka_sink.producer.transactions import TransactionManager, TransactionState
 from sparkkafka_sink.protocol import errors as perr

@@ -7,8 +7,8 @@ import pytest
 from sparkkafka_sink import errors as base
 from sparkkafka_sink.errors import BrokerResponseError, UnsupportedVersionError
 from sparkkafka_sink.protocol import SUPPORTED_VERSIONS, ApiKey, check_version, is_flexible, negotiate
-from sparkkafka_sink.protocol.api import TRANSACTIONS_V1_MAX, first_flexible_version
 from sparkkafka_sink.protocol import errors as perr
+from sparkkafka_sink.protocol.api import TRANSACTIONS_V1_MAX, first_flexible_version
 
 
 def test_api_key_values():

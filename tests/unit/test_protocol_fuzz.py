@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from message_values import sample, values
+
 from sparkkafka_sink.errors import ProtocolError
 from sparkkafka_sink.protocol import SUPPORTED_VERSIONS, ApiKey, codec
 from sparkkafka_sink.protocol.messages import SPEC_NAMES, schema_of

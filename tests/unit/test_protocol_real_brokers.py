@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from sparkkafka_sink.protocol import ApiKey, decode_response_header, messages, negotiate
-from sparkkafka_sink.protocol.broker_protocol import decode_response
 from sparkkafka_sink.protocol.api import TRANSACTIONS_V1_MAX
+from sparkkafka_sink.protocol.broker_protocol import decode_response
 
 FRAMES = {
     ("tansu", "api_versions_v3"): (

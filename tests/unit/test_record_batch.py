@@ -215,7 +215,7 @@ def _random_records(rng, n):
         key = None if rng.random() < 0.2 else rng.randbytes(rng.randint(0, 40))
         value = None if rng.random() < 0.1 else rng.randbytes(rng.randint(0, 3000))
         headers = [
-            ("h%d-\u00fc" % j, None if rng.random() < 0.3 else rng.randbytes(rng.randint(0, 20)))
+            (f"h{j}-\u00fc", None if rng.random() < 0.3 else rng.randbytes(rng.randint(0, 20)))
             for j in range(rng.randint(0, 3))
         ]
         out.append((TS + rng.randint(-10_000, 10_000), key, value, headers))

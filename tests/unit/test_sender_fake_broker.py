@@ -8,11 +8,21 @@ import threading
 import time
 
 import pytest
-
 from fake_broker import (
-    CORRUPT_MESSAGE, DUPLICATE_SEQUENCE_NUMBER, INIT_PRODUCER_ID, INVALID_REQUIRED_ACKS, MESSAGE_TOO_LARGE,
-    METADATA, NOT_LEADER_OR_FOLLOWER, OUT_OF_ORDER_SEQUENCE_NUMBER, PRODUCE, TOPIC_AUTHORIZATION_FAILED,
-    UNKNOWN_TOPIC_OR_PARTITION, Behavior)
+    CORRUPT_MESSAGE,
+    DUPLICATE_SEQUENCE_NUMBER,
+    INIT_PRODUCER_ID,
+    INVALID_REQUIRED_ACKS,
+    MESSAGE_TOO_LARGE,
+    METADATA,
+    NOT_LEADER_OR_FOLLOWER,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    PRODUCE,
+    TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    Behavior,
+)
+
 from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError
 from sparkkafka_sink.protocol import errors as perrors
 from sparkkafka_sink.testing.waiting import wait_until

@@ -7,8 +7,9 @@ token of each.  The token's value never reaches a repr, a log line or an error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any
 
 from sparkkafka_sink.errors import AuthenticationError
 from sparkkafka_sink.network.sasl.jwt import claim_ms, claims_subject, jwt_claims
@@ -42,7 +43,7 @@ class OAuthBearerToken:
     __str__ = __repr__
 
 
-ProviderResult = Union[str, tuple, OAuthBearerToken]
+ProviderResult = str | tuple | OAuthBearerToken
 TokenProvider = Callable[[], ProviderResult]
 
 

@@ -16,8 +16,8 @@ Option values are secrets: errors say which option and what is wrong, never a va
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from sparkkafka_sink.errors import ConfigError
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def _b64url_decode(part: str) -> bytes:

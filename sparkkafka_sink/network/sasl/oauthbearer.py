@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError
 from sparkkafka_sink.network.sasl.client import SaslClient

@@ -15,7 +15,7 @@ import hmac
 import logging
 import re
 import secrets
-from typing import Callable
+from collections.abc import Callable
 
 from sparkkafka_sink.errors import AuthenticationError
 from sparkkafka_sink.network.sasl.client import SaslClient
@@ -124,11 +124,11 @@ class ScramClient(SaslClient):
         stored_key = hashlib.new(self._hash, client_key).digest()
         without_proof = f"c={base64.b64encode(GS2_HEADER.encode()).decode()},r={nonce}"
         # RFC 5802 AuthMessage: the server-first message exactly as received
-        auth_message = f"{self._client_first_bare},{text},{without_proof}".encode("utf-8")
+        auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
         client_signature = self._hmac(stored_key, auth_message)
         proof = bytes(a ^ b for a, b in zip(client_key, client_signature, strict=True))
         self._expected_server_signature = self._hmac(self._hmac(salted, b"Server Key"), auth_message)
-        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode("utf-8")
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def _check_server_final(self, server_final: bytes) -> None:
         text = self._decode(server_final, "server-final")

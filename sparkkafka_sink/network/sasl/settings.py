@@ -14,8 +14,9 @@ import logging
 import types
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TypeGuard
+from typing import Any, TypeGuard
 
 from sparkkafka_sink import security_protocol as protocols
 from sparkkafka_sink.errors import ConfigError

@@ -23,8 +23,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Mapping
 from http.client import HTTPException
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError
 from sparkkafka_sink.network.sasl.bearer_token import (
@@ -177,7 +178,7 @@ class ClientCredentialsTokenProvider:
             _NoRedirect, _TimedHTTPHandler(self.read_timeout_s),
             _TimedHTTPSHandler(self.read_timeout_s, context=ssl_context or ssl.create_default_context()))
         quote = urllib.parse.quote_plus if urlencode_credentials else (lambda s: s)
-        basic = base64.b64encode(f"{quote(client_id)}:{quote(client_secret)}".encode("utf-8")).decode()
+        basic = base64.b64encode(f"{quote(client_id)}:{quote(client_secret)}".encode()).decode()
         self._authorization = f"Basic {basic}"
         body = "grant_type=client_credentials"
         if self.scope:

@@ -12,7 +12,8 @@ import logging
 import random
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError
 from sparkkafka_sink.network.sasl.bearer_token import (

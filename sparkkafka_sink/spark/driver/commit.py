@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
@@ -22,7 +22,7 @@ log = logging.getLogger("sparkkafka_sink.spark")
 _MAX_LISTED = 8
 
 
-def commit_write(messages, plan: Optional[WritePlan], batch_id: Optional[int] = None) -> None:
+def commit_write(messages, plan: WritePlan | None, batch_id: int | None = None) -> None:
     """Spark's ``commit()`` of a write (``batch_id``: of a streaming micro-batch)."""
     if plan is not None and plan.options.exactly_once:
         replay = _replay_of_a_committed_batch(plan.options, batch_id)
@@ -32,7 +32,7 @@ def commit_write(messages, plan: Optional[WritePlan], batch_id: Optional[int] = 
     log_line(logging.INFO, commit_summary(messages, what=_what(batch_id)))
 
 
-def abort_write(messages, plan: Optional[WritePlan], batch_id: Optional[int] = None) -> None:
+def abort_write(messages, plan: WritePlan | None, batch_id: int | None = None) -> None:
     """Spark's ``abort()`` of a write (``batch_id``: of a streaming micro-batch)."""
     if plan is not None and plan.options.exactly_once:
         log_line(logging.WARNING, _end_transactions(messages, plan.options, batch_id, commit=False))
@@ -40,7 +40,7 @@ def abort_write(messages, plan: Optional[WritePlan], batch_id: Optional[int] = N
     log_line(logging.WARNING, abort_summary(messages, what=_what(batch_id)))
 
 
-def _end_transactions(messages, options, batch_id: Optional[int], commit: bool) -> str:
+def _end_transactions(messages, options, batch_id: int | None, commit: bool) -> str:
     """Exactly-once: commit (or abort) the tasks' transactions; the line saying what was done."""
     from sparkkafka_sink.spark.driver import transactions  # the network stack: exactly-once only
 
@@ -53,18 +53,18 @@ def _end_transactions(messages, options, batch_id: Optional[int], commit: bool) 
     return "pyprod-kafka: exactly-once: " + text
 
 
-def _replay_of_a_committed_batch(options, batch_id: Optional[int]) -> bool:
+def _replay_of_a_committed_batch(options, batch_id: int | None) -> bool:
     from sparkkafka_sink.spark.driver import transactions
 
     micro_batch = batch_id if batch_id is not None else options.batch_id
     return micro_batch is not None and transactions.committed_before(options, micro_batch)
 
 
-def _what(batch_id: Optional[int]) -> str:
+def _what(batch_id: int | None) -> str:
     return "write" if batch_id is None else f"micro-batch {batch_id}"
 
 
-def merge_offsets(messages: Iterable[Optional[TaskCommitMessage]]) -> dict:
+def merge_offsets(messages: Iterable[TaskCommitMessage | None]) -> dict:
     """Combine the tasks' per topic-partition stats: counts add, offsets span."""
     out: dict = {}
     for m in messages:

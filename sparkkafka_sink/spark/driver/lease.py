@@ -39,7 +39,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer import dead_writes
@@ -123,7 +123,7 @@ def _files(prefix: str, token: str) -> tuple[Path, Path, Path]:
     return d / f"{stem}.pid", d / f"{stem}.lock", d / f"{stem}.log"
 
 
-def keeper_pid(prefix: str, token: str) -> Optional[int]:
+def keeper_pid(prefix: str, token: str) -> int | None:
     """The pid of the live keeper of ``prefix`` on the driver ``token``, if one beats."""
     pid_file = _files(prefix, token)[0]
     try:
@@ -135,7 +135,7 @@ def keeper_pid(prefix: str, token: str) -> Optional[int]:
 
 # -- the planning process ---------------------------------------------------------------------------
 def ensure_lease(config: Any, prefix: str, token: str, process: tuple[int, int],
-                 commit_log_dir: Optional[str] = None) -> None:
+                 commit_log_dir: str | None = None) -> None:
     """A keeper beats for ``prefix`` on this driver before any task of the write begins: the
     running one, or one started now (waiting for its first beat).  ``commit_log_dir``: a
     streaming query's record of its micro-batches' commits (``transactions.MicroBatchLog``)."""
@@ -168,7 +168,7 @@ def ensure_lease(config: Any, prefix: str, token: str, process: tuple[int, int],
 
 
 def end_dead_writes(admin: Any, prefix: str, token: str, deadline: float,
-                    commit_log_dir: Optional[str] = None) -> list[str]:
+                    commit_log_dir: str | None = None) -> list[str]:
     """Before a write's tasks begin: end the open transactions under ``prefix`` of every other
     driver that is gone (:func:`settle`); the ids ended."""
     ended = end_dead(admin, f"{prefix}-r", deadline, spare=(token,),
@@ -176,7 +176,7 @@ def end_dead_writes(admin: Any, prefix: str, token: str, deadline: float,
     return [t.transactional_id for t in ended]
 
 
-def settle(admin: Any, transactional_ids: list[str], commit_log_dir: Optional[str], deadline: float) -> list[str]:
+def settle(admin: Any, transactional_ids: list[str], commit_log_dir: str | None, deadline: float) -> list[str]:
     """End a gone driver's open transactions as it would have (``dead_writes.settle``): what it
     had decided to commit committed -- a batch write's after its commit marker, and what a
     micro-batch's intent in ``commit_log_dir`` records (the query's restart would commit it) --
@@ -184,7 +184,7 @@ def settle(admin: Any, transactional_ids: list[str], commit_log_dir: Optional[st
     return dead_writes.settle(admin, transactional_ids, deadline, _recorded(transactional_ids, commit_log_dir))
 
 
-def _recorded(transactional_ids: list[str], commit_log_dir: Optional[str]) -> dict[str, Any]:
+def _recorded(transactional_ids: list[str], commit_log_dir: str | None) -> dict[str, Any]:
     """The transactions among these that a micro-batch's intent records: ``{id: prepared}``."""
     if not commit_log_dir:
         return {}
@@ -198,7 +198,7 @@ def _recorded(transactional_ids: list[str], commit_log_dir: Optional[str]) -> di
 
 # -- the keeper -----------------------------------------------------------------------------------
 def keep(config: Any, prefix: str, token: str, process: tuple[int, int], pid_file: str,
-         commit_log_dir: Optional[str] = None) -> int:
+         commit_log_dir: str | None = None) -> int:
     """Beat under the driver's lease until its JVM is gone (then end its writes), idle, or the
     cluster unreachable for :data:`UNREACHABLE_S` (the coordinator then times out what is left)."""
     from sparkkafka_sink.producer.handover import TransactionAdmin
@@ -247,7 +247,7 @@ def _planned_at(pid_file: str) -> float:
         return 0.0
 
 
-def _end_all(admin: Any, mine: str, commit_log_dir: Optional[str]) -> None:
+def _end_all(admin: Any, mine: str, commit_log_dir: str | None) -> None:
     """The driver is gone: settle its open transactions, fence its idle producers."""
     deadline = time.monotonic() + _ABORT_TIMEOUT_S
     found = admin.open_transactions(mine, deadline, ("Ongoing", "Empty"))

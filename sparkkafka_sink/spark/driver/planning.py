@@ -8,7 +8,7 @@ naming what to fix.
 from __future__ import annotations
 
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 from pyspark.sql.types import StructType
 

@@ -16,8 +16,8 @@ unknown subject or version, an incompatible (409) or invalid (422) schema.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from pyspark.sql.types import DataType, StructType
 

@@ -14,8 +14,8 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Iterable, Optional
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.handover import HANDOVER_APIS, BrokerLacking, PreparedTransaction, TransactionAdmin
@@ -55,7 +55,7 @@ class _DriverTransactions:
             self.admin.close()
             raise
 
-    def __enter__(self) -> "_DriverTransactions":
+    def __enter__(self) -> _DriverTransactions:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -80,7 +80,7 @@ class _DriverTransactions:
         return aborted
 
 
-def _prepared(messages: Iterable[Optional[TaskCommitMessage]]) -> list[tuple[TaskCommitMessage, PreparedTransaction]]:
+def _prepared(messages: Iterable[TaskCommitMessage | None]) -> list[tuple[TaskCommitMessage, PreparedTransaction]]:
     return [(m, PreparedTransaction.from_json(m.transaction)) for m in messages
             if m is not None and m.transaction]
 

@@ -9,7 +9,7 @@ each column is (``ColumnLayout``).
 
 from __future__ import annotations
 
-from typing import Collection
+from collections.abc import Collection
 
 from pyspark.sql.types import (
     ArrayType,

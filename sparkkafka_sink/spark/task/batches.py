@@ -8,7 +8,7 @@ row count plus a row's index in a batch is still its position in the task's inpu
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 import pyarrow as pa
 
@@ -35,7 +35,7 @@ def coalesced(batches: Iterator, limit: int) -> Iterator:
         yield _concat(pending)
 
 
-def paced(batches: Iterator, limiter: Optional[RateLimiter], layout: ColumnLayout) -> Iterator:
+def paced(batches: Iterator, limiter: RateLimiter | None, layout: ColumnLayout) -> Iterator:
     """``batches`` as they are, or cut into slices each sent at its turn under the rate limits."""
     if limiter is None:
         yield from batches

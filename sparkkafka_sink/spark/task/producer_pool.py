@@ -22,7 +22,8 @@ import atexit
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from sparkkafka_sink.producer.producer import Producer
 

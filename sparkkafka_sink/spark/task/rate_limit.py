@@ -11,7 +11,7 @@ Bytes are what the records carry: key, value and header bytes, before compressio
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -71,7 +71,7 @@ class RateLimiter:
         self._next = now + cost
 
 
-def rate_limiter(options: SinkOptions) -> Optional[RateLimiter]:
+def rate_limiter(options: SinkOptions) -> RateLimiter | None:
     """The task's limiter under ``maxRecordsPerSecond`` / ``maxBytesPerSecond``, or None."""
     if not options.max_records_per_s and not options.max_bytes_per_s:
         return None

@@ -9,8 +9,6 @@ authorized).  What the producer accepted is followed by the ``DeliveryTracker``.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,8 +24,8 @@ from sparkkafka_sink.spark.task.serialization import TaskSerializers
 
 
 def send_arrow_batch(producer, batch, layout: ColumnLayout, topic_option, row_offset: int,
-                     tracker: DeliveryTracker, dead_letters: Optional[DeadLetters] = None,
-                     serializers: Optional[TaskSerializers] = None) -> None:
+                     tracker: DeliveryTracker, dead_letters: DeadLetters | None = None,
+                     serializers: TaskSerializers | None = None) -> None:
     """Hand every row of ``batch`` (rows ``row_offset``.. of the task) to the producer, one
     ``send_batch`` per topic; rejections and failures go to ``tracker`` with their rows.
 
@@ -60,7 +58,7 @@ def send_arrow_batch(producer, batch, layout: ColumnLayout, topic_option, row_of
 
 
 def _serialized(part, rows, topic: str, layout: ColumnLayout, serializers: TaskSerializers, row_offset: int,
-                tracker: DeliveryTracker, dead_letters: Optional[DeadLetters]):
+                tracker: DeliveryTracker, dead_letters: DeadLetters | None):
     """``(part, rows)`` with the key and value serialized; a row its schema cannot hold goes to
     the dead letters (the rest is sent), or stops the task before any row of the part is sent
     (``(None, None)``, the failure with the tracker)."""
@@ -100,7 +98,7 @@ def _topic_groups(batch, layout: ColumnLayout, topic_option):
 
 
 def _send_part(producer, part, layout: ColumnLayout, topic: str, rows, row_offset: int, tracker: DeliveryTracker,
-               dead_letters: Optional[DeadLetters]) -> None:
+               dead_letters: DeadLetters | None) -> None:
     """One ``send_batch`` of ``part`` (``rows``: its rows' positions in the original batch, None
     for all in order); under tolerance a row the producer refuses is taken out and the rest
     sent again, and a topic it refuses (not authorized) makes every row of the part a bad row."""

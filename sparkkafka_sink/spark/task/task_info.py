@@ -6,7 +6,6 @@ Client ids, transactional ids, metrics per micro-batch and every failure message
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from pyspark import TaskContext
 
@@ -20,12 +19,12 @@ class TaskInfo:
     stage: int = 0
     partition: int = 0
     attempt: int = 0
-    micro_batch: Optional[tuple] = None  # (query id, batch id) when streaming
+    micro_batch: tuple | None = None  # (query id, batch id) when streaming
     #: Spark's id of this task attempt, unique in the application (transactional ids use it)
     attempt_id: int = 0
 
     @classmethod
-    def current(cls) -> "TaskInfo":
+    def current(cls) -> TaskInfo:
         ctx = TaskContext.get()
         if ctx is None:
             return cls()

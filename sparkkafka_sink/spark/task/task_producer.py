@@ -11,7 +11,7 @@ made for the attempt, which writes only while the driver has not ended the write
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from pyspark import SparkFiles
 
@@ -87,7 +87,7 @@ class TaskProducer:
                 out[key] = now[key] - self._baseline.get(key, 0)
         return out
 
-    def prepare(self) -> Optional[str]:
+    def prepare(self) -> str | None:
         """Exactly-once: the task's open transaction, for the driver to commit with the job (JSON)."""
         if self.current is None or not self.options.exactly_once:
             return None
@@ -132,7 +132,7 @@ def transactional_id(options: SinkOptions, task: TaskInfo) -> str:
     return f"{attempts_prefix(options, _micro_batch_id(options, task))}{task.partition}-t{task.attempt_id}"
 
 
-def _micro_batch_id(options: SinkOptions, task: TaskInfo) -> Optional[int]:
+def _micro_batch_id(options: SinkOptions, task: TaskInfo) -> int | None:
     if options.batch_id is not None:  # foreachBatch: the batch id the user passed
         return options.batch_id
     return task.micro_batch[1] if task.micro_batch else None

@@ -16,8 +16,8 @@ and aborts the others (``driver/transactions.py``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Callable, Iterator, Optional
 
 from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
 from sparkkafka_sink.producer.config import ProducerConfig
@@ -48,7 +48,7 @@ def run_write_task(
     plan: WritePlan,
     metrics_total=None,
     producer_factory: Callable[[ProducerConfig], Producer] = default_producer_factory,
-    task: Optional[TaskInfo] = None,
+    task: TaskInfo | None = None,
 ) -> TaskCommitMessage:
     task = task or TaskInfo.current()
     options = plan.options

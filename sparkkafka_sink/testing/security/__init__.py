@@ -27,12 +27,22 @@ Use::
 
 from sparkkafka_sink.testing.brokers import HOST  # noqa: F401 (the address every listener binds)
 from sparkkafka_sink.testing.security.broker_security import (
-    LISTENERS, SASL_MECHANISMS, SCRAM_MECHANISMS, WRONG_PASSWORD, BrokerSecurity, Listener)
+    LISTENERS,
+    SASL_MECHANISMS,
+    SCRAM_MECHANISMS,
+    WRONG_PASSWORD,
+    BrokerSecurity,
+    Listener,
+)
 from sparkkafka_sink.testing.security.client_config import librdkafka_config
 from sparkkafka_sink.testing.security.pki import CertKey, TestPki
 from sparkkafka_sink.testing.security.sasl_probe import SaslProbeResult, sasl_probe
 from sparkkafka_sink.testing.security.token_endpoint import (
-    OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, TokenEndpoint, unsecured_jwt)
+    OAUTH_CLIENT_ID,
+    OAUTH_CLIENT_SECRET,
+    TokenEndpoint,
+    unsecured_jwt,
+)
 
 __all__ = [
     "TestPki", "CertKey", "TokenEndpoint", "unsecured_jwt", "BrokerSecurity", "Listener",

@@ -9,7 +9,7 @@ import signal
 import sys
 import tempfile
 import threading
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from sparkkafka_sink.testing.apache_kafka import ApacheKafka
 from sparkkafka_sink.testing.security.broker_security import LISTENERS, SASL_MECHANISMS, BrokerSecurity
@@ -17,7 +17,7 @@ from sparkkafka_sink.testing.security.pki import TestPki
 from sparkkafka_sink.testing.security.token_endpoint import TokenEndpoint
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m sparkkafka_sink.testing.security [--dir DIR]``: one secured Apache Kafka node
     in the foreground; prints its listeners, the PKI's files and the users."""
     p = argparse.ArgumentParser(prog="python -m sparkkafka_sink.testing.security",

@@ -6,8 +6,8 @@ KRaft storage is formatted) and the authorizer.  Every listener except PLAINTEXT
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
 
 from sparkkafka_sink.testing.security.pki import CertKey, TestPki
 
@@ -24,14 +24,14 @@ class Listener:
 
     name: str
     protocol: str
-    cert: Optional[str] = None
+    cert: str | None = None
     client_auth: bool = False
     sasl: bool = False
     reauth: bool = False
 
 
 #: every extra listener :class:`BrokerSecurity` can add, by name
-LISTENERS: Dict[str, Listener] = {l.name: l for l in [
+LISTENERS: dict[str, Listener] = {l.name: l for l in [
     Listener("SSL", "SSL", "broker"),                          # server auth only
     Listener("MTLS", "SSL", "broker", client_auth=True),       # ssl.client.auth=required
     Listener("BADHOST", "SSL", "wrong_host"),                  # cert for wrong-host.invalid only
@@ -81,14 +81,14 @@ class BrokerSecurity:
     pki: TestPki
     listeners: Sequence[str] = tuple(LISTENERS)
     reauth_ms: int = 3000
-    plain_users: Dict[str, str] = field(default_factory=lambda: {
+    plain_users: dict[str, str] = field(default_factory=lambda: {
         "alice": "alice-secret", "carol": "carol-secret"})
-    scram_users: Dict[str, Dict[str, str]] = field(default_factory=lambda: {
+    scram_users: dict[str, dict[str, str]] = field(default_factory=lambda: {
         "SCRAM-SHA-256": {"alice": "alice-secret"},
         "SCRAM-SHA-512": {"alice": "alice-secret", "bob": "bob-secret"}})
-    scram_iterations: Dict[Tuple[str, str], int] = field(default_factory=lambda: {
+    scram_iterations: dict[tuple[str, str], int] = field(default_factory=lambda: {
         ("SCRAM-SHA-512", "bob"): 8192})
-    oauth_required_scope: Optional[str] = None
+    oauth_required_scope: str | None = None
     #: the user tests log in as by default, per mechanism
     default_user: str = "alice"
     wrong_password: str = WRONG_PASSWORD
@@ -102,14 +102,14 @@ class BrokerSecurity:
 
     # -- what ApacheKafka asks ------------------------------------------------------------------
     @property
-    def protocols(self) -> Dict[str, str]:
+    def protocols(self) -> dict[str, str]:
         """``{listener name: security protocol}``, in listener order."""
         return {n: LISTENERS[n].protocol for n in self.listeners}
 
-    def broker_properties(self) -> Dict[str, str]:
+    def broker_properties(self) -> dict[str, str]:
         """``server.properties`` keys for the extra listeners (not ``listeners``,
         ``advertised.listeners`` or ``listener.security.protocol.map``: the cluster writes those)."""
-        props: Dict[str, str] = {}
+        props: dict[str, str] = {}
         if self.authorizer:
             props["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
             props["super.users"] = "User:ANONYMOUS"
@@ -142,11 +142,11 @@ class BrokerSecurity:
                     props[p + "connections.max.reauth.ms"] = str(self.reauth_ms)
         return props
 
-    def format_args(self) -> List[str]:
+    def format_args(self) -> list[str]:
         """Extra ``kafka.tools.StorageTool format`` arguments: the SCRAM credentials."""
         if not any(LISTENERS[n].sasl for n in self.listeners):
             return []
-        args: List[str] = []
+        args: list[str] = []
         for mech, users in self.scram_users.items():
             for user, pw in users.items():
                 for ch in ',[]="':
@@ -158,7 +158,7 @@ class BrokerSecurity:
         return args
 
     # -- credentials ----------------------------------------------------------------------------
-    def users(self, mechanism: str) -> Dict[str, str]:
+    def users(self, mechanism: str) -> dict[str, str]:
         """``{name: password}`` of the users of a SASL mechanism (OAUTHBEARER: none, any
         unsecured token's ``sub`` is accepted)."""
         mechanism = mechanism.upper()
@@ -170,7 +170,7 @@ class BrokerSecurity:
             return {}
         raise ValueError(f"unknown SASL mechanism {mechanism!r}")
 
-    def credentials(self, mechanism: str, user: Optional[str] = None) -> Tuple[str, str]:
+    def credentials(self, mechanism: str, user: str | None = None) -> tuple[str, str]:
         """``(user, password)`` for ``mechanism`` (default user :attr:`default_user`)."""
         user = user or self.default_user
         users = self.users(mechanism)

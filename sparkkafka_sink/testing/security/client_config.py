@@ -4,17 +4,17 @@ listener, so what our producer wrote is checked by a client that shares none of 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Optional, Union
 
 from sparkkafka_sink.testing.security.broker_security import LISTENERS, SASL_MECHANISMS, BrokerSecurity
 from sparkkafka_sink.testing.security.token_endpoint import TokenEndpoint
 
-def librdkafka_config(cluster, listener: str, mechanism: Optional[str] = None, *,
-                      user: Optional[str] = None, password: Optional[str] = None,
-                      client_cert: Optional[bool] = None, verify_hostname: bool = True,
-                      ca: Optional[Union[str, Path]] = None,
-                      token_endpoint: Optional[TokenEndpoint] = None,
-                      oauth_principal: Optional[str] = None, **extra) -> Dict[str, object]:
+
+def librdkafka_config(cluster, listener: str, mechanism: str | None = None, *,
+                      user: str | None = None, password: str | None = None,
+                      client_cert: bool | None = None, verify_hostname: bool = True,
+                      ca: str | Path | None = None,
+                      token_endpoint: TokenEndpoint | None = None,
+                      oauth_principal: str | None = None, **extra) -> dict[str, object]:
     """confluent-kafka settings to reach ``cluster`` (an :class:`ApacheKafka` with
     ``security``) on ``listener``.
 
@@ -34,7 +34,7 @@ def librdkafka_config(cluster, listener: str, mechanism: Optional[str] = None, *
         raise ValueError(f"unknown listener {listener!r}")
     spec = LISTENERS.get(listener)
     protocol = spec.protocol if spec else "PLAINTEXT"
-    conf: Dict[str, object] = {"bootstrap.servers": cluster.bootstrap(listener),
+    conf: dict[str, object] = {"bootstrap.servers": cluster.bootstrap(listener),
                                "security.protocol": protocol.lower()}
     if protocol in ("SSL", "SASL_SSL"):
         conf["ssl.ca.location"] = str(ca or security.pki.ca_cert_path)

@@ -11,7 +11,7 @@ import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Union
+from typing import TYPE_CHECKING
 
 from sparkkafka_sink.testing.brokers import HOST
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # cryptography is imported when a PKI is made, not with this 
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     #: the keys ``key_type`` makes
-    PrivateKey = Union[rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey]
+    PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
 
 
 @dataclass
@@ -35,7 +35,7 @@ class CertKey:
     name: str
     cert: x509.Certificate
     key: PrivateKey
-    chain: List[x509.Certificate]  # [leaf, issuer, ...]
+    chain: list[x509.Certificate]  # [leaf, issuer, ...]
     cert_path: Path    # the leaf alone
     chain_path: Path   # leaf + issuer
     key_path: Path     # PKCS#8, unencrypted
@@ -60,7 +60,7 @@ def _cert_pem(cert: x509.Certificate) -> str:
     return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
-def _key_pem(key: PrivateKey, password: Optional[str] = None) -> str:
+def _key_pem(key: PrivateKey, password: str | None = None) -> str:
     from cryptography.hazmat.primitives import serialization
 
     enc = (serialization.BestAvailableEncryption(password.encode()) if password
@@ -101,7 +101,7 @@ class TestPki:
 
     __test__ = False
 
-    def __init__(self, directory: Union[str, Path], *, key_type: str = "rsa",
+    def __init__(self, directory: str | Path, *, key_type: str = "rsa",
                  key_password: str = "key-secret", store_password: str = "store-secret",
                  jks: bool = True, expired_days: int = 1):
         from cryptography import x509
@@ -157,9 +157,9 @@ class TestPki:
         self.client_keystore_p12_path.write_bytes(pkcs12.serialize_key_and_certificates(
             b"client", self.client.key, self.client.cert, [self.ca.cert], enc))
 
-        self.truststore_jks_path: Optional[Path] = None
-        self.client_keystore_jks_path: Optional[Path] = None
-        self.client_keystore_jks_key_password_path: Optional[Path] = None
+        self.truststore_jks_path: Path | None = None
+        self.client_keystore_jks_path: Path | None = None
+        self.client_keystore_jks_key_password_path: Path | None = None
         if jks and shutil.which("keytool"):
             self.truststore_jks_path = self.dir / "truststore.jks"
             self._keytool_import(self.truststore_jks_path, "JKS")
@@ -177,10 +177,10 @@ class TestPki:
             return ec.generate_private_key(ec.SECP256R1())
         return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
-    def _make(self, name: str, cn: str, issuer: Optional[CertKey], *, is_ca: bool = False,
-              san: Optional[List[x509.GeneralName]] = None, eku: Optional[List[x509.ObjectIdentifier]] = None,
-              not_before: Optional[_dt.datetime] = None,
-              not_after: Optional[_dt.datetime] = None) -> CertKey:
+    def _make(self, name: str, cn: str, issuer: CertKey | None, *, is_ca: bool = False,
+              san: list[x509.GeneralName] | None = None, eku: list[x509.ObjectIdentifier] | None = None,
+              not_before: _dt.datetime | None = None,
+              not_after: _dt.datetime | None = None) -> CertKey:
         x509, hashes, NameOID = self._x509, self._hashes, self._NameOID
         key = self._new_key()
         subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "sparkkafka-sink tests"),
@@ -235,8 +235,8 @@ class TestPki:
                  "-keystore", str(path), "-storetype", store_type, "-storepass", self.store_password)
 
     def keytool_convert(self, source: Path, dest: Path, dest_type: str, *, source_type: str = "PKCS12",
-                        alias: Optional[str] = None, key_password: Optional[str] = None,
-                        dest_alias: Optional[str] = None) -> Path:
+                        alias: str | None = None, key_password: str | None = None,
+                        dest_alias: str | None = None) -> Path:
         """``keytool -importkeystore`` of ``source`` into ``dest`` (added to it if it exists), both
         under ``store_password``; when ``alias`` is given only that entry, its key under
         ``key_password`` and named ``dest_alias`` if those are given.  Needs ``keytool`` on PATH."""
@@ -254,7 +254,7 @@ class TestPki:
 
     # -- conveniences for Python clients --------------------------------------------------------
     def client_ssl_context(self, *, client_cert: bool = False, check_hostname: bool = True,
-                           ca: Optional[CertKey] = None) -> ssl.SSLContext:
+                           ca: CertKey | None = None) -> ssl.SSLContext:
         """A Python ``ssl.SSLContext`` trusting ``ca`` (default the test CA), optionally with
         the client certificate for mutual TLS."""
         ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH,

@@ -9,7 +9,6 @@ import ssl
 import struct
 import time
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 from sparkkafka_sink.testing.brokers import _recv_exact, _request
 
@@ -24,27 +23,27 @@ class SaslProbeResult:
     re-authentication required) and ``challenge``."""
 
     handshake_error: int
-    mechanisms: Tuple[str, ...]
-    error_code: Optional[int] = None
-    error_message: Optional[str] = None
-    session_lifetime_ms: Optional[int] = None
+    mechanisms: tuple[str, ...]
+    error_code: int | None = None
+    error_message: str | None = None
+    session_lifetime_ms: int | None = None
     #: the server's first SaslAuthenticate bytes (OAUTHBEARER: the error JSON of a refused token)
-    challenge: Optional[str] = None
+    challenge: str | None = None
     #: with ``hold_s``: whether the connection still answered after the hold
-    alive_after_hold: Optional[bool] = None
+    alive_after_hold: bool | None = None
 
 
-def _kstr(s: Optional[str]) -> bytes:
+def _kstr(s: str | None) -> bytes:
     if s is None:
         return struct.pack(">h", -1)
     b = s.encode()
     return struct.pack(">h", len(b)) + b
 
 
-def sasl_probe(host: str, port: int, mechanism: str, *, user: Optional[str] = None,
-               password: Optional[str] = None, token: Optional[str] = None,
-               ssl_context: Optional[ssl.SSLContext] = None, server_hostname: Optional[str] = None,
-               timeout: float = 5.0, hold_s: Optional[float] = None) -> SaslProbeResult:
+def sasl_probe(host: str, port: int, mechanism: str, *, user: str | None = None,
+               password: str | None = None, token: str | None = None,
+               ssl_context: ssl.SSLContext | None = None, server_hostname: str | None = None,
+               timeout: float = 5.0, hold_s: float | None = None) -> SaslProbeResult:
     """Authenticate once with PLAIN (``user``/``password``) or OAUTHBEARER (``token``) and
     return the broker's answers.  ``ssl_context`` for SASL_SSL listeners.  With ``hold_s``,
     a successful authentication is followed, ``hold_s`` seconds later, by an ApiVersions

@@ -10,8 +10,8 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import List, Optional, Sequence, Union
 
 from sparkkafka_sink.testing.brokers import HOST
 from sparkkafka_sink.testing.security.pki import TestPki
@@ -24,8 +24,8 @@ def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
-def unsecured_jwt(sub: str, lifetime_s: float = 3600.0, scope: Union[str, Sequence[str], None] = "kafka",
-                  *, now: Optional[float] = None, extra_claims: Optional[dict] = None) -> str:
+def unsecured_jwt(sub: str, lifetime_s: float = 3600.0, scope: str | Sequence[str] | None = "kafka",
+                  *, now: float | None = None, extra_claims: dict | None = None) -> str:
     """An unsecured JWS (``{"alg":"none"}``, empty signature: ``header.payload.``) with claims
     ``sub``, ``iat``, ``exp = iat + lifetime_s`` and ``scope`` (omitted when None), the form
     Kafka's ``OAuthBearerUnsecuredValidatorCallbackHandler`` accepts.  ``iat``/``exp`` are
@@ -59,7 +59,7 @@ class TokenEndpoint:
 
     def __init__(self, client_id: str = OAUTH_CLIENT_ID, client_secret: str = OAUTH_CLIENT_SECRET,
                  *, lifetime_s: float = 3600.0, default_scope: str = "kafka", path: str = "/token",
-                 pki: Optional[TestPki] = None):
+                 pki: TestPki | None = None):
         self.client_id = client_id
         self.client_secret = client_secret
         self.lifetime_s = lifetime_s
@@ -68,12 +68,12 @@ class TokenEndpoint:
         self.delay_s = 0.0
         self.pki = pki
         self.calls = 0
-        self.tokens: List[str] = []
-        self.requests: List[dict] = []
-        self._fail: List[int] = []
+        self.tokens: list[str] = []
+        self.requests: list[dict] = []
+        self._fail: list[int] = []
         self._lock = threading.Lock()
-        self._server: Optional[ThreadingHTTPServer] = None
-        self._thread: Optional[threading.Thread] = None
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -96,7 +96,7 @@ class TokenEndpoint:
             self._fail.clear()
             self.delay_s = 0.0
 
-    def start(self) -> "TokenEndpoint":
+    def start(self) -> TokenEndpoint:
         if self._server is not None:
             return self
         endpoint = self
@@ -113,7 +113,7 @@ class TokenEndpoint:
             def do_POST(self) -> None:
                 endpoint._handle(self)
 
-            def _send(self, status: int, body: dict, headers: Optional[dict] = None) -> None:
+            def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -145,7 +145,7 @@ class TokenEndpoint:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> "TokenEndpoint":
+    def __enter__(self) -> TokenEndpoint:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -164,7 +164,7 @@ class TokenEndpoint:
         if delay:
             time.sleep(delay)
 
-        def send(status: int, body: dict, headers: Optional[dict] = None) -> None:
+        def send(status: int, body: dict, headers: dict | None = None) -> None:
             record["status"] = status
             h._send(status, body, headers)
 

@@ -110,7 +110,8 @@ class SinkOption:
             return "one of " + ", ".join(self.choices)
         unit = _UNIT_WORDS.get(self.unit, self.unit)
         if self.kind == "number":
-            what = "a positive number" if self.above == 0 else f"a number above {_num(self.above or 0)}"
+            what = ("a number" if self.above is None else "a positive number" if self.above == 0
+                    else f"a number above {_num(self.above)}")
             return f"{what} ({unit})" if unit else what
         what = f"a whole number of {unit}" if unit else "a whole number"
         if self.minimum is not None and self.maximum is not None:

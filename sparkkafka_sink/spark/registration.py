@@ -102,8 +102,3 @@ def _context_metrics(sc) -> SinkMetrics:
     _by_context[id(sc)] = (sc, metrics)
     return metrics
 
-
-def registered_source(spark):
-    """The DataSource class ``register(spark)`` registered in ``spark`` (None if not yet)."""
-    known = _registered.get(id(spark))
-    return known[2] if known is not None and known[0] is spark else None

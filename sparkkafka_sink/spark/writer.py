@@ -35,10 +35,11 @@ class SinkWriter:
         self.metrics_drop = metrics_drop
 
     def write(self, iterator):
-        from sparkkafka_sink.spark.task.write_task import run_write_task  # in a task: the heavy half
+        from sparkkafka_sink.spark.task.task_info import TaskInfo  # in a task: the heavy half
+        from sparkkafka_sink.spark.task.write_task import run_write_task
 
         try:
-            return run_write_task(iterator, self.plan, self.metrics_total)
+            return run_write_task(iterator, self.plan, self.metrics_total, TaskInfo.current())
         except SinkWriteError as failed:
             raise failed.with_traceback(None) from None  # it names the rows and the cause
 

@@ -51,9 +51,9 @@ from sparkkafka_sink.spark.driver.transactions import TransactionCommitError
 from sparkkafka_sink.spark.errors import SinkValidationError, SinkWriteError
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
-from sparkkafka_sink.spark.task import write_task
+from sparkkafka_sink.spark.task import task_producer, write_task
 from sparkkafka_sink.spark.task.task_info import TaskInfo
-from sparkkafka_sink.spark.task.task_producer import default_producer_factory, transactional_id
+from sparkkafka_sink.spark.task.task_producer import TaskProducer, transactional_id
 from sparkkafka_sink.testing.brokers import create_topics
 from sparkkafka_sink.testing.waiting import wait_until
 
@@ -175,11 +175,16 @@ def values(*texts: str) -> pa.RecordBatch:
     return pa.record_batch({"value": pa.array(list(texts))})
 
 
-def failed_task(plan: WritePlan, batches: Iterable, factory=default_producer_factory,
+def failed_task(plan: WritePlan, batches: Iterable, producers: Producers | None = None,
                 task: TaskInfo = TASK) -> str:
-    """The failure of a write task of ``plan`` over ``batches`` (the real producer, ``factory``)."""
-    with pytest.raises(SinkWriteError) as info:
-        write_task.run_write_task(iter(batches), plan, None, factory, task)
+    """The failure of a write task of ``plan`` over ``batches`` (``producers``: the task's own
+    producers, remembered)."""
+    with pytest.MonkeyPatch.context() as patch:
+        if producers is not None:
+            assert not TaskProducer(plan.options, task).pooled, "remembered producers need producerCacheTimeoutMs=0"
+            patch.setattr(task_producer, "Producer", producers)
+        with pytest.raises(SinkWriteError) as info:
+            write_task.run_write_task(iter(batches), plan, None, task)
     return str(info.value)
 
 
@@ -192,8 +197,7 @@ def task_plan(options: dict, layout: ColumnLayout = VALUE_ONLY) -> WritePlan:
 
 
 class Producers:
-    """A producer factory (the task's own ``Producer(config)``, ``changes`` applied) that
-    remembers what it made."""
+    """The task's ``Producer(config)`` (``changes`` applied), remembering what it made."""
 
     def __init__(self, **changes):
         self.made: list[Producer] = []
@@ -601,7 +605,7 @@ def _(w: World) -> str:
     """More rows than buffer.memory holds in front of a paused broker; resumed once the task
     stopped sending and waits in its flush, so the rows queued before are delivered."""
     node, producers = w.kafka.nodes[0], Producers()
-    plan = task_plan(w.options(topic=w.topic(partitions=3), coalesceBytes="0",
+    plan = task_plan(w.options(topic=w.topic(partitions=3), coalesceBytes="0", producerCacheTimeoutMs="0",
                                **{"kafka.buffer.memory": str(1 << 20), "kafka.max.block.ms": "1000"}))
 
     def rows():
@@ -644,7 +648,7 @@ def _(w: World) -> str:
        "(kafka.delivery.timeout.ms=…)", needs=KAFKA)
 def _(w: World) -> str:
     node, producers = w.kafka.nodes[0], Producers()
-    plan = task_plan(w.options(topic=w.topic(), coalesceBytes="0", **{
+    plan = task_plan(w.options(topic=w.topic(), coalesceBytes="0", producerCacheTimeoutMs="0", **{
         "kafka.linger.ms": "0", "kafka.request.timeout.ms": "1000", "kafka.delivery.timeout.ms": "1500"}))
 
     def rows():
@@ -767,7 +771,7 @@ def _(w: World) -> str:
     longer) in front of a paused broker; the margin after the bound shortened to half a second."""
     w.fixture("monkeypatch").setattr(write_task, "_FLUSH_MARGIN_S", 0.5)
     node, producers = w.kafka.nodes[0], Producers(**{"delivery.timeout.ms": 120_000})
-    plan = task_plan(w.options(topic=w.topic(), coalesceBytes="0", **{
+    plan = task_plan(w.options(topic=w.topic(), coalesceBytes="0", producerCacheTimeoutMs="0", **{
         "kafka.linger.ms": "0", "kafka.request.timeout.ms": "1000", "kafka.delivery.timeout.ms": "1500"}))
 
     def rows():

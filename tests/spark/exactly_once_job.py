@@ -44,8 +44,10 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from pyspark import TaskContext
 
+from sparkkafka_sink import Producer
 from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource
-from sparkkafka_sink.spark.task.task_producer import default_producer_factory
+from sparkkafka_sink.spark.task import task_producer
+from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.write_task import run_write_task
 from sparkkafka_sink.spark.writer import PyprodKafkaWriter
 from sparkkafka_sink.testing import waiting
@@ -235,9 +237,11 @@ class KilledMidWriteWriter(PyprodKafkaWriter):
             return super().write(iterator)
         producers = []
 
-        def producer_factory(config):
-            producers.append(default_producer_factory(config))
+        def make(config):
+            producers.append(Producer(config))
             return producers[-1]
+
+        task_producer.Producer = make  # this worker is killed below: it makes no other task's producer
 
         def batches():
             for i, batch in enumerate(iterator):
@@ -247,7 +251,7 @@ class KilledMidWriteWriter(PyprodKafkaWriter):
                     os.kill(os.getpid(), signal.SIGKILL)
                 yield batch
 
-        return run_write_task(batches(), self.plan, self.metrics_total, producer_factory=producer_factory)
+        return run_write_task(batches(), self.plan, self.metrics_total, TaskInfo.current())
 
 
 class KilledMidWriteSource(PyprodKafkaDataSource):

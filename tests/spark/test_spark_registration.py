@@ -22,10 +22,10 @@ def test_registered_class_pickles_by_value_with_its_accumulator(spark, sink_metr
 
     from pyspark import cloudpickle
 
-    from sparkkafka_sink.spark.registration import registered_source
+    from sparkkafka_sink.spark import registration
 
     acc = sink_metrics.total
-    dynamic = registered_source(spark)
+    dynamic = registration._registered[id(spark)][2]  # the class register(spark) made
     assert dynamic.metrics_total is acc and dynamic is not PyprodKafkaDataSource
     (tmp_path / "cls.pkl").write_bytes(cloudpickle.dumps(dynamic))
     code = ("import pickle, sys; cls = pickle.loads(open(sys.argv[1], 'rb').read()); "

@@ -50,7 +50,7 @@ from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.write_task import run_write_task
 options = {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t", "tuneAllocator": sys.argv[1]}
-run_write_task(iter([]), WritePlan(parse_options(options), ColumnLayout("value")), task=TaskInfo(0, 0, 0, attempt_id=1))
+run_write_task(iter([]), WritePlan(parse_options(options), ColumnLayout("value")), None, TaskInfo(0, 0, 0, attempt_id=1))
 print(worker_memory._applied)
 """
 

@@ -39,7 +39,7 @@ class ListAccumulator:
 
 
 def plan(bootstrap, topic, coalesce=None, layout=LAYOUT, **kafka):
-    opts = {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k.replace('_', '.')}": str(v) for k, v in kafka.items()}}
+    opts = {"kafka.bootstrap.servers": bootstrap, "producerCacheTimeoutMs": "0", **{f"kafka.{k.replace('_', '.')}": str(v) for k, v in kafka.items()}}
     if topic:
         opts["topic"] = topic
     if coalesce is not None:
@@ -59,41 +59,44 @@ def batches(n_batches, size, partition=None, topic=None, big=(), big_size=5000):
     return out
 
 
-def real_producers():
-    """A producer factory (the task's own path, ``Producer(config)``) that remembers what it made."""
-    made = []
+@pytest.fixture
+def made(monkeypatch):
+    """The producers the tasks make (the task's own ``Producer(config)``), remembered; the plans
+    here pool none (``producerCacheTimeoutMs=0``), so each task makes its own."""
+    from sparkkafka_sink.spark.task import task_producer
+
+    producers: list[Producer] = []
 
     def make(config):
-        made.append(Producer(config))
-        return made[-1]
+        producers.append(Producer(config))
+        return producers[-1]
 
-    make.made = made
-    return make
+    monkeypatch.setattr(task_producer, "Producer", make)
+    return producers
 
 
 def values(records):
     return [r.value.decode() for r in records]
 
 
-def test_commit_message_counts_offsets_and_metrics(kafka):
+def test_commit_message_counts_offsets_and_metrics(kafka, made):
     topic = kafka.create_topic(partitions=2)
-    make, acc = real_producers(), ListAccumulator()
-    msg = run_write_task(iter(batches(3, 4, partition=1)), plan(kafka.bootstrap_servers, topic), acc, make, TASK)
+    acc = ListAccumulator()
+    msg = run_write_task(iter(batches(3, 4, partition=1)), plan(kafka.bootstrap_servers, topic), acc, TASK)
     assert isinstance(msg, TaskCommitMessage)
     assert (msg.partition_id, msg.attempt, msg.records) == (5, 1, 12)
     assert msg.offsets == {(topic, 1): (12, 0, 11)}
-    producer = make.made[0]
+    producer = made[0]
     assert producer.closed and producer.config["client.id"] == "pyprod-kafka-s3-p5-a1"
     assert acc.value["records_sent"] == 12 and acc.value["records_failed"] == 0
     assert acc.value["write_tasks"] == 1 and acc.value["produce_latency_max_ms"] > 0
     assert values(consume_all(kafka.bootstrap_servers, topic, 12, partitions=[1])) == [f"v{i}" for i in range(12)]
 
 
-def test_empty_partition_opens_no_producer(kafka):
-    make = real_producers()
+def test_empty_partition_opens_no_producer(kafka, made):
     msg = run_write_task(iter([pa.record_batch({"value": pa.array([], pa.string())})]),
-                         plan(kafka.bootstrap_servers, "unused"), None, make, TASK)
-    assert msg.records == 0 and msg.offsets == {} and make.made == []
+                         plan(kafka.bootstrap_servers, "unused"), None, TASK)
+    assert msg.records == 0 and msg.offsets == {} and made == []
 
 
 def _refusing_topic(apache_kafka):
@@ -108,17 +111,16 @@ def _topic(apache_kafka, partitions=1, config=None):
     return name
 
 
-def test_a_record_the_broker_refuses_fails_the_task_naming_count_first_row_and_place(apache_kafka):
+def test_a_record_the_broker_refuses_fails_the_task_naming_count_first_row_and_place(apache_kafka, made):
     topic = _refusing_topic(apache_kafka)
-    make = real_producers()
     with pytest.raises(SinkWriteError) as e:
         run_write_task(iter(batches(2, 6, partition=0, big={5, 2, 9})), plan(apache_kafka.bootstrap_servers, topic),
-                       None, make, TASK)
+                       None, TASK)
     text = str(e.value)
     assert "Spark partition 5 (attempt 1)" in text
     assert "3 record(s) failed, 9 delivered" in text
     assert re.search(rf"row 2 of this task's input, topic '{topic}', partition 0: \w+: .*MESSAGE_TOO_LARGE", text), text
-    assert make.made[0].closed
+    assert made[0].closed
     landed = values(consume_all(apache_kafka.bootstrap_servers, topic, 9))
     assert landed == [f"v{i}" for i in range(12) if i not in (2, 5, 9)]
 
@@ -126,29 +128,28 @@ def test_a_record_the_broker_refuses_fails_the_task_naming_count_first_row_and_p
 def test_failed_row_position_counts_rows_across_coalesced_batches(apache_kafka):
     topic = _refusing_topic(apache_kafka)
     with pytest.raises(SinkWriteError, match=r"row 9 of this task's input"):
-        run_write_task(iter(batches(3, 4, big={9})), plan(apache_kafka.bootstrap_servers, topic), None,
-                       real_producers(), TASK)
+        run_write_task(iter(batches(3, 4, big={9})), plan(apache_kafka.bootstrap_servers, topic), None, TASK)
 
 
-def test_stops_sending_after_a_failed_batch(apache_kafka):
+def test_stops_sending_after_a_failed_batch(apache_kafka, made):
     """The task checks for failures after each batch it hands over: once the broker refused a
     record of the first batch, the second batch is the last one the task takes."""
     topic = _refusing_topic(apache_kafka)
-    make, taken = real_producers(), []
+    taken = []
 
     def batches_after_the_first_failure():
         for i, batch in enumerate(batches(3, 4, big={0})):
             if i == 1:
                 # observed: the broker refused row 0 and every callback of the batch ran (a batch
                 # leaves the producer's incomplete ones after its callbacks)
-                wait_until("the broker refused row 0", lambda: make.made[0].metrics()["records_failed"] > 0
-                           and not make.made[0]._accumulator.has_incomplete())
+                wait_until("the broker refused row 0", lambda: made[0].metrics()["records_failed"] > 0
+                           and not made[0]._accumulator.has_incomplete())
             taken.append(i)
             yield batch
 
     with pytest.raises(SinkWriteError, match=r"row 0 of this task's input"):
         run_write_task(batches_after_the_first_failure(), plan(apache_kafka.bootstrap_servers, topic, coalesce=0),
-                       None, make, TASK)
+                       None, TASK)
     assert taken == [0, 1]
     assert values(consume_all(apache_kafka.bootstrap_servers, topic, 7)) == [f"v{i}" for i in range(1, 8)]
 
@@ -168,8 +169,7 @@ def test_coalesced_batches_keep_rows_in_order_up_to_the_byte_limit():
 def test_partition_out_of_range_is_a_row_error_named_by_the_producer(kafka):
     topic = kafka.create_topic(partitions=2)
     with pytest.raises(SinkWriteError) as e:
-        run_write_task(iter(batches(1, 3, partition=7)), plan(kafka.bootstrap_servers, topic), None,
-                       real_producers(), TASK)
+        run_write_task(iter(batches(1, 3, partition=7)), plan(kafka.bootstrap_servers, topic), None, TASK)
     assert f"row 0 of this task's input, topic '{topic}', partition 7: InvalidPartitionError" in str(e.value)
     assert isinstance(e.value.__cause__, InvalidPartitionError)
     assert consume_all(kafka.bootstrap_servers, topic) == []
@@ -182,30 +182,29 @@ def test_null_topic_fails_before_the_batch_is_sent(kafka):
         "partition": pa.array([None, None], pa.int32()), "topic": pa.array([topic, None])})]
     with pytest.raises(SinkWriteError, match=r"row 4 of this task's input, topic None.*topic is null and no "
                                              r"'topic' option is set"):
-        run_write_task(iter(b), plan(kafka.bootstrap_servers, None, coalesce=0), None, real_producers(), TASK)
+        run_write_task(iter(b), plan(kafka.bootstrap_servers, None, coalesce=0), None, TASK)
     assert values(consume_all(kafka.bootstrap_servers, topic, 3)) == ["v0", "v1", "v2"]
     second = kafka.create_topic()
     b = [batch.set_column(3, "topic", pa.array([second if t else None for t in batch.column(3).to_pylist()]))
          for batch in b]
     with pytest.raises(SinkWriteError, match=r"row 4 of this task's input, topic None"):  # coalesced: one batch,
-        run_write_task(iter(b), plan(kafka.bootstrap_servers, None), None, real_producers(), TASK)  # none sent
+        run_write_task(iter(b), plan(kafka.bootstrap_servers, None), None, TASK)  # none sent
     assert consume_all(kafka.bootstrap_servers, second) == []
 
 
-def test_buffer_memory_running_out_fails_the_task_with_the_producers_error_and_loses_nothing(apache_kafka):
+def test_buffer_memory_running_out_fails_the_task_with_the_producers_error_and_loses_nothing(apache_kafka, made):
     """A task whose producer runs out of buffer.memory part-way through a bulk call, in front of
     a paused broker: the task fails with the producer's own error (what ran out, for how long,
     and whether the brokers are reachable); the rows it queued before are still delivered once
     the broker answers again, and the task's count of them is the topic's."""
     topic = _topic(apache_kafka, partitions=3)
     node = apache_kafka.nodes[0]
-    make = real_producers()
     rows = 20_000
     failure = []
 
     def first_a_row_then_more_than_memory_holds():
         yield pa.record_batch({"value": pa.array(["warm-up"])})
-        wait_until("the first row delivered", lambda: make.made[0].metrics()["records_sent"] == 1)
+        wait_until("the first row delivered", lambda: made[0].metrics()["records_sent"] == 1)
         node.pause()
         yield pa.record_batch({"value": pa.array([f"{i:06d}" + "v" * 1018 for i in range(rows)])})
 
@@ -213,7 +212,7 @@ def test_buffer_memory_running_out_fails_the_task_with_the_producers_error_and_l
         try:
             run_write_task(first_a_row_then_more_than_memory_holds(),
                            plan(apache_kafka.bootstrap_servers, topic, coalesce=0, layout=ColumnLayout("value"),
-                                buffer_memory=1 << 20, max_block_ms=1000), None, make, TASK)
+                                buffer_memory=1 << 20, max_block_ms=1000), None, TASK)
         except SinkWriteError as e:
             failure.append(e)
 
@@ -222,7 +221,7 @@ def test_buffer_memory_running_out_fails_the_task_with_the_producers_error_and_l
         runner.start()
         # observed: memory ran out, the task stopped sending and waits in its final flush
         wait_until("the task to flush after the memory ran out",
-                   lambda: make.made and make.made[0]._accumulator._flushes_in_progress > 0, timeout=60)
+                   lambda: made and made[0]._accumulator._flushes_in_progress > 0, timeout=60)
     finally:
         if node.paused:
             node.resume()

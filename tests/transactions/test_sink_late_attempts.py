@@ -41,20 +41,20 @@ def write(apache_kafka):
 
 def test_an_attempt_starting_after_the_commit_writes_nothing(apache_kafka, write):
     topic, plan = write
-    winner = run_write_task(iter(rows(0, 100)), plan, task=TaskInfo(0, 1, 0, attempt_id=11))
+    winner = run_write_task(iter(rows(0, 100)), plan, None, TaskInfo(0, 1, 0, attempt_id=11))
     transactions.commit_all([winner], plan.options)
     with pytest.raises(SinkWriteError, match="the driver already ended this write"):
-        run_write_task(iter(rows(1000, 100)), plan, task=TaskInfo(0, 1, 1, attempt_id=12))
+        run_write_task(iter(rows(1000, 100)), plan, None, TaskInfo(0, 1, 1, attempt_id=12))
     assert open_transactions(apache_kafka.bootstrap_servers, plan.options.transactional_id_prefix) == []
     got = consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed", timeout=30)
     assert sorted(int(r.value) for r in got) == list(range(100))
 
 
-def test_an_attempt_initialised_before_the_commit_is_fenced(apache_kafka, write):
+def test_an_attempt_initialised_before_the_commit_is_fenced(apache_kafka, write, monkeypatch):
     """The late attempt's producer was initialised (and found no marker) just before the driver
     closed the write; it sends afterwards: the sweep fenced it, so it fails and nothing stays open."""
     topic, plan = write
-    winner = run_write_task(iter(rows(0, 100)), plan, task=TaskInfo(0, 1, 0, attempt_id=21))
+    winner = run_write_task(iter(rows(0, 100)), plan, None, TaskInfo(0, 1, 0, attempt_id=21))
     late_task = TaskInfo(0, 1, 1, attempt_id=22)
 
     def commit_after_init(config):
@@ -76,13 +76,10 @@ def test_an_attempt_initialised_before_the_commit_is_fenced(apache_kafka, write)
     import sparkkafka_sink.spark.task.task_producer as task_producer
 
     checked = []
-    real_check = task_producer.write_closed
-    task_producer.write_closed = lambda *a: checked.append(a)  # looked too early: saw nothing
-    try:
-        with pytest.raises(SinkWriteError) as info:
-            run_write_task(iter(rows(1000, 100)), plan, producer_factory=commit_after_init, task=late_task)
-    finally:
-        task_producer.write_closed = real_check
+    monkeypatch.setattr(task_producer, "write_closed", lambda *a: checked.append(a))  # looked too early
+    monkeypatch.setattr(task_producer, "Producer", commit_after_init)
+    with pytest.raises(SinkWriteError) as info:
+        run_write_task(iter(rows(1000, 100)), plan, None, late_task)
     assert checked and "was fenced" in str(info.value)
     assert open_transactions(apache_kafka.bootstrap_servers, plan.options.transactional_id_prefix) == []
     got = consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed", timeout=30)

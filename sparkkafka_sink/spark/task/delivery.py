@@ -2,12 +2,14 @@
 
 Each ``send_batch`` call reports once, with the failed rows' indices.  Callbacks run on the
 producer's Sender thread (or inline when a future is already done), so they only append to a
-``collections.deque``, whose ``append`` and ``popleft`` are atomic; the task thread folds the
-results into per topic-partition counts and offsets in ``drain()``.
+``collections.deque``, whose ``append`` and ``popleft`` are atomic, and wake the task thread
+waiting in ``wait_all``; the task thread folds the results into per topic-partition counts and
+offsets in ``drain()``.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ class DeliveryTracker:
 
     def __init__(self, dead_letters: DeadLetters | None = None, layout=None, transactional: bool = False):
         self._bulk_done: deque = deque()
+        self._arrived = threading.Event()  # set by each callback: wait_all looks again
         self.dead_letters = dead_letters
         self.layout = layout
         self.transactional = transactional
@@ -74,6 +77,7 @@ class DeliveryTracker:
 
     def _on_bulk_done(self, entry, _result, _error):
         self._bulk_done.append(entry)
+        self._arrived.set()
 
     def _fold_bulk(self, entry) -> None:
         future, topic, row_offset, row_map, source = entry
@@ -123,8 +127,10 @@ class DeliveryTracker:
         deadline = time.monotonic() + timeout_s
         self.drain()
         while self.pending > 0:
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return False
-            time.sleep(0.002)
+            self._arrived.wait(left)
+            self._arrived.clear()  # before draining: a callback after this sets it again
             self.drain()
         return True

@@ -25,7 +25,9 @@ from sparkkafka_sink.spark.plan import ColumnEncoding, WritePlan
 if TYPE_CHECKING:
     from sparkkafka_sink.serialization.registry import SchemaRegistryClient
 
-#: (registry settings, the column's spec, topic) -> the schema and id, for this Python worker
+#: (registry settings, the column's spec, topic) -> the schema and id.  Process-wide on purpose:
+#: Spark reuses a Python worker for many tasks, and without it each task of a topic-column write
+#: would ask the registry again for every topic (ids of a subject's schema never change)
 _WRITERS: dict[tuple, WriterSchema] = {}
 _WRITERS_LOCK = threading.Lock()
 

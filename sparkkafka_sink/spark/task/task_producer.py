@@ -11,7 +11,6 @@ made for the attempt, which writes only while the driver has not ended the write
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 from pyspark import SparkFiles
 
@@ -31,21 +30,14 @@ _PRODUCER_COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_fai
                       "requests", "request_latency_sum_ms")
 
 
-def default_producer_factory(config: ProducerConfig) -> Producer:
-    return Producer(config)
-
-
 class TaskProducer:
     """The task's producer, opened at the task's first rows (an empty partition opens none)."""
 
-    def __init__(self, options: SinkOptions, task: TaskInfo,
-                 factory: Callable[[ProducerConfig], Producer] = default_producer_factory):
+    def __init__(self, options: SinkOptions, task: TaskInfo):
         self.options = options
         self.task = task
-        self.factory = factory
         # at-least-once tasks of one Python worker share producers (producer_pool.py)
-        self.pooled = (not options.exactly_once and options.producer_cache_timeout_ms > 0
-                       and factory is default_producer_factory)
+        self.pooled = not options.exactly_once and options.producer_cache_timeout_ms > 0
         self.config = task_config(options, task, self.pooled)
         #: the open producer (None until the first rows)
         self.current: Producer | None = None
@@ -57,10 +49,10 @@ class TaskProducer:
         """The producer, taken from the pool or made at the task's first rows."""
         if self.current is None:
             if self.pooled:
-                producer, reused = POOL.acquire(self.config, self.factory, self._idle_timeout_s)
+                producer, reused = POOL.acquire(self.config, Producer, self._idle_timeout_s)
                 self._baseline = _producer_metrics(producer) if reused else {}
             else:
-                producer, reused = self.factory(self.config), False
+                producer, reused = Producer(self.config), False
             self.current = producer
             self.created = 0 if reused else 1
         return self.current

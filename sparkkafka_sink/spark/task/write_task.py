@@ -16,12 +16,11 @@ and aborts the others (``driver/transactions.py``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from typing import Any
 
 from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
-from sparkkafka_sink.producer.config import ProducerConfig
-from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.options import SinkOptions, in_option_names
@@ -35,7 +34,7 @@ from sparkkafka_sink.spark.task.routing import send_arrow_batch
 from sparkkafka_sink.spark.task.row_checks import RowError
 from sparkkafka_sink.spark.task.serialization import TaskSerializers
 from sparkkafka_sink.spark.task.task_info import TaskInfo
-from sparkkafka_sink.spark.task.task_producer import TaskProducer, default_producer_factory
+from sparkkafka_sink.spark.task.task_producer import TaskProducer
 from sparkkafka_sink.spark.task.worker_memory import raise_malloc_thresholds
 
 # Slack on top of delivery.timeout.ms for the final flush: by then the producer
@@ -43,14 +42,9 @@ from sparkkafka_sink.spark.task.worker_memory import raise_malloc_thresholds
 _FLUSH_MARGIN_S = 15.0
 
 
-def run_write_task(
-    batches: Iterator,
-    plan: WritePlan,
-    metrics_total=None,
-    producer_factory: Callable[[ProducerConfig], Producer] = default_producer_factory,
-    task: TaskInfo | None = None,
-) -> TaskCommitMessage:
-    task = task or TaskInfo.current()
+def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task: TaskInfo) -> TaskCommitMessage:
+    """Write ``batches`` as Spark's task ``task`` (``TaskInfo.current()``); ``metrics_total``: the
+    session's metrics accumulator, or None."""
     options = plan.options
     if options.tune_allocator:
         raise_malloc_thresholds()
@@ -59,7 +53,7 @@ def run_write_task(
                     if options.tolerate_bad_rows else None)
     tracker = DeliveryTracker(dead_letters, plan.layout, transactional=options.exactly_once)
     dlq_tracker = DeliveryTracker()  # the dead-letter records: each must land, or the task fails
-    producer = TaskProducer(options, task, producer_factory)
+    producer = TaskProducer(options, task)
     serializers = TaskSerializers(plan)  # valueFormat/keyFormat avro or json
     rows_seen = 0
     ok = False

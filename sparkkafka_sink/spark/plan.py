@@ -3,7 +3,7 @@
 ``SinkOptions`` (``options.py``) says where and how to write; ``ColumnLayout`` where each Kafka
 column is in the Arrow batches Spark hands the tasks (``driver/validation.py`` finds them);
 ``ColumnEncoding`` how a key or value written as Avro or JSON becomes bytes
-(``driver/serializers.py`` plans it).
+(``driver/schema_plan.py`` plans it).
 """
 
 from __future__ import annotations

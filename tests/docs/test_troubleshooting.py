@@ -912,7 +912,7 @@ PASSED_ON = {
         "not authorized to write to topic '…'"],
     ("option_catalog.py", "f\"option '{self.name}' must be {self._accepted()}{hint}, got {raw!r}\""): [
         "option '…' must be …"],
-    ("driver/serializers.py", "f'{column.option}={column.format}: {where}: {e}'"): [
+    ("driver/schema_plan.py", "f'{column.option}={column.format}: {where}: {e}'"): [
         "…Format=…: option '…Schema': …", "…Format=…: the … column: …"],
 }
 

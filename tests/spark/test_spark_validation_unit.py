@@ -218,7 +218,8 @@ def test_dead_letter_record_context_and_truncation():
     from sparkkafka_sink.errors import RecordTooLargeError
     from sparkkafka_sink.spark.task.dead_letters import BadRow, DeadLetters, is_bad_row
 
-    dl = DeadLetters("dlq", True, False, spark_partition=3, attempt=1, max_request_size=10_000)
+    dl = DeadLetters("dlq", True, False, spark_partition=3, attempt=1, max_request_size=10_000,
+                     layout=ColumnLayout("value"))
     bad = BadRow(42, "events", 2, RecordTooLargeError("too big"), "producer", b"k", b"x" * 50_000, [("h", b"1")])
     dl.reject(bad)
     assert dl.skipped == 1 and dl.take() == [bad] and dl.take() == []
@@ -230,7 +231,7 @@ def test_dead_letter_record_context_and_truncation():
     assert h["__connect.errors.exception.class.name"] == b"sparkkafka_sink.errors.RecordTooLargeError"
     assert (h["__pyprod.errors.spark.partition"], h["__pyprod.errors.spark.attempt"], h["h"]) == (b"3", b"1", b"1")
     assert is_bad_row(bad.error) and not is_bad_row(TimeoutError())
-    plain = DeadLetters("dlq", False, False, 0, 0, max_request_size=1048576)
+    plain = DeadLetters("dlq", False, False, 0, 0, max_request_size=1048576, layout=ColumnLayout("value"))
     assert plain.record_of(BadRow(1, "t", None, bad.error, "producer", None, b"v", []))[2] == []
 
 

@@ -33,7 +33,7 @@ def plan_write(option_map: Mapping[str, str], schema: StructType, streaming: boo
         options = start_exactly_once(options, streaming)
     key_encoding = value_encoding = None
     if options.formats.serialized:  # the registry is asked here, once: the tasks need the ids
-        from sparkkafka_sink.spark.driver.serializers import plan_serialization
+        from sparkkafka_sink.spark.driver.schema_plan import plan_serialization
 
         key_encoding, value_encoding = plan_serialization(options, schema, layout)
     return WritePlan(options=options, layout=layout, key_encoding=key_encoding, value_encoding=value_encoding,

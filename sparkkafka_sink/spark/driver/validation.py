@@ -75,7 +75,7 @@ def validate_schema(schema: StructType, topic_option: str | None, serialized: Co
 
     Columns other than value/key/topic/partition/headers/timestamp are ignored,
     as Spark's Kafka sink does.  The ``serialized`` columns ("key", "value": valueFormat or
-    keyFormat avro or json) may be of any type: their schema is checked by ``driver.serializers``.
+    keyFormat avro or json) may be of any type: their schema is checked by ``driver.schema_plan``.
     """
     present = ", ".join(f"{f.name}:{f.dataType.simpleString()}" for f in schema.fields) or "none"
     found = {}

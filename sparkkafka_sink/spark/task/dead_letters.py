@@ -17,7 +17,8 @@ any other: one that fails fails the task.
 
 Bad rows are found at four stages -- the row checks, serialization (a key or value its Avro or
 JSON schema cannot hold: dead-lettered as JSON text of its data), the producer's refusal before
-sending, the broker's refusal -- and each hands them over with ``reject_rows``.
+sending, the broker's refusal -- and each hands them over with ``reject_rows``, naming them in
+the part they were found in (``part.Part``).
 """
 
 from __future__ import annotations
@@ -25,10 +26,20 @@ from __future__ import annotations
 import base64
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
 
 from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, RecordTooLargeError
-from sparkkafka_sink.spark.task.row_checks import task_row
+from sparkkafka_sink.spark.plan import ColumnLayout
+from sparkkafka_sink.spark.task.part import Part
+
+if TYPE_CHECKING:
+    from sparkkafka_sink.producer.producer import Producer
+    from sparkkafka_sink.spark.task.delivery import DeliveryTracker
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +79,9 @@ class DeadLetters:
     """One task's bad rows: counted, logged, and queued for the dead-letter topic."""
 
     def __init__(self, topic: str | None, context_headers: bool, log_each: bool, spark_partition: int, attempt: int,
-                 max_request_size: int):
+                 max_request_size: int, layout: ColumnLayout):
         self.topic = topic
+        self.layout = layout
         self.max_request_size = max_request_size
         self.context_headers = context_headers
         self.log_each = log_each
@@ -88,13 +100,13 @@ class DeadLetters:
         if self.topic is not None:
             self._queued.append(bad)
 
-    def reject_rows(self, batch, layout, indices, row_offset: int, row_map, topic, partition, error: BaseException,
-                    stage: str, with_headers: bool = True) -> None:
-        """Rows ``indices`` of ``batch`` are bad rows, with their contents as far as they can be read
-        (``row_offset``, ``row_map``: where the batch's rows sit in the task's input, ``task_row``)."""
+    def reject_rows(self, part: Part, indices: Sequence[int] | np.ndarray, error: BaseException, stage: str,
+                    topic: str | None = None, partition: int | None = None, with_headers: bool = True) -> None:
+        """Rows ``indices`` of ``part`` are bad rows (meant for ``topic`` and ``partition``, where
+        known), with their contents as far as they can be read."""
         for i in indices:
-            self.reject(BadRow(task_row(row_offset, row_map, i), topic, partition, error, stage,
-                               *_row_contents(batch, layout, i, with_headers)))
+            self.reject(BadRow(part.task_row(int(i)), topic, partition, error, stage,
+                               *_row_contents(part.batch, self.layout, int(i), with_headers)))
 
     def take(self) -> list[BadRow]:
         queued, self._queued = self._queued, []
@@ -117,21 +129,21 @@ class DeadLetters:
                         (H_ROW, _text(bad.row))]
         return bad.key, value, headers
 
-    def send(self, producer, tracker) -> int:
+    def send(self, producer: Producer, tracker: DeliveryTracker) -> int:
         """Send the bad rows queued so far to the dead-letter topic (``tracker`` follows them);
         how many."""
-        queued = self.take()
-        if not queued:
+        queued, topic = self.take(), self.topic
+        if not queued or topic is None:  # (rows are queued only with a topic)
             return 0
         records = [self.record_of(b) for b in queued]
-        future = producer.send_batch(self.topic, values=[v for _, v, _ in records],
+        future = producer.send_batch(topic, values=[v for _, v, _ in records],
                                      keys=[k for k, _, _ in records], headers=[h for _, _, h in records])
         # a failure names the bad row by its place in the task's input, as every task failure does
-        tracker.track_bulk(future, self.topic, 0, row_map=[b.row for b in queued])
+        tracker.track_bulk(future, topic, np.array([b.row for b in queued], dtype=np.int64))
         return len(records)
 
 
-def _json_default(value) -> object:
+def _json_default(value: Any) -> object:
     """What JSON cannot hold as it is: bytes as base64 (Spark's to_json writes them so), the rest
     (decimals, dates, timestamps) as their text."""
     if isinstance(value, (bytes, bytearray)):
@@ -139,13 +151,14 @@ def _json_default(value) -> object:
     return str(value)
 
 
-def _text(value) -> bytes | None:
+def _text(value: Any) -> bytes | None:
     return None if value is None else str(value).encode("utf-8", "replace")
 
 
-def _row_contents(batch, layout, index: int, with_headers: bool = True) -> tuple[bytes | None, bytes | None, list]:
+def _row_contents(batch: pa.RecordBatch, layout: ColumnLayout, index: int, with_headers: bool = True
+                  ) -> tuple[bytes | None, bytes | None, list]:
     """Key, value and headers of row ``index`` of an Arrow batch, as far as they can be read."""
-    def as_bytes(name):
+    def as_bytes(name: str | None) -> bytes | None:
         if not name:
             return None
         v = batch.column(name)[index].as_py()

@@ -15,10 +15,13 @@ from collections import deque
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
+
 from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.producer.bulk import BulkFuture
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.spark.task.dead_letters import DeadLetters, is_bad_row
-from sparkkafka_sink.spark.task.row_checks import task_row
+from sparkkafka_sink.spark.task.part import Part
 
 
 @dataclass
@@ -45,11 +48,10 @@ class DeliveryTracker:
     except in a ``transactional`` task: Kafka never commits a transaction one of whose batches
     was refused, so such a record fails the task, saying how to have it refused before sending."""
 
-    def __init__(self, dead_letters: DeadLetters | None = None, layout=None, transactional: bool = False):
+    def __init__(self, dead_letters: DeadLetters | None = None, transactional: bool = False):
         self._bulk_done: deque = deque()
         self._arrived = threading.Event()  # set by each callback: wait_all looks again
         self.dead_letters = dead_letters
-        self.layout = layout
         self.transactional = transactional
         self.sent = 0  # records handed to the producer
         self.delivered = 0
@@ -60,27 +62,27 @@ class DeliveryTracker:
         # (topic, partition) -> [count, first_offset, last_offset]
         self.offsets: dict = {}
 
-    def fail_now(self, row: int, topic, partition, exc: BaseException, count: int = 1) -> None:
+    def fail_now(self, row: int, topic: str | None, partition: int | None, exc: BaseException, count: int = 1) -> None:
         """``count`` records rejected before they were handed over (``send_batch()`` raised)."""
         self.rejected += count
         self._record_failure(Failure(row, topic, partition, exc, count))
 
     # -- bulk futures ----------------------------------------------------------------------
-    def track_bulk(self, future, topic: str, row_offset: int, row_map=None, source=None) -> None:
-        """A ``send_batch`` future; ``row_map`` maps its rows to positions in the Arrow batch;
-        ``source`` is the Arrow batch of its rows (kept until it resolves only when bad rows are
-        dead-lettered)."""
+    def track_bulk(self, future: BulkFuture, topic: str, sent: Part | np.ndarray) -> None:
+        """A ``send_batch`` future of the rows of ``sent``: a part (kept until it resolves only
+        when bad rows are dead-lettered: their contents are read from it), or the rows' numbers in
+        the task's input."""
         self.sent += future.record_count
-        if self.dead_letters is None:
-            source = None
-        future.add_callback(partial(self._on_bulk_done, (future, topic, row_offset, row_map, source)))
+        rows = sent.rows if isinstance(sent, Part) else sent
+        source = sent if isinstance(sent, Part) and self.dead_letters is not None else None
+        future.add_callback(partial(self._on_bulk_done, (future, topic, rows, source)))
 
-    def _on_bulk_done(self, entry, _result, _error):
+    def _on_bulk_done(self, entry: tuple, _result: object, _error: object) -> None:
         self._bulk_done.append(entry)
         self._arrived.set()
 
-    def _fold_bulk(self, entry) -> None:
-        future, topic, row_offset, row_map, source = entry
+    def _fold_bulk(self, entry: tuple) -> None:
+        future, topic, task_rows, source = entry
         errors = future.errors()
         failed = 0
         for exc, partition, rows in errors:
@@ -94,10 +96,9 @@ class DeliveryTracker:
                        if getattr(exc, "too_large", False) else ""))
             elif self.dead_letters is not None and source is not None and is_bad_row(exc):
                 self.tolerated += len(rows)
-                self.dead_letters.reject_rows(source, self.layout, rows.tolist(), row_offset, row_map, topic,
-                                              partition, exc, "broker")
+                self.dead_letters.reject_rows(source, rows, exc, "broker", topic, partition)
                 continue
-            row = task_row(row_offset, row_map, int(rows.min()))
+            row = int(task_rows[int(rows.min())])
             self._record_failure(Failure(row, topic, partition, exc, len(rows)))
         self.delivered += future.record_count - failed
         for partition, (count, first, last) in future.landed().partitions.items():

@@ -29,10 +29,11 @@ from sparkkafka_sink.spark.sink_metrics import task_metrics
 from sparkkafka_sink.spark.task.batches import coalesced, paced
 from sparkkafka_sink.spark.task.dead_letters import DeadLetters
 from sparkkafka_sink.spark.task.delivery import DeliveryTracker
+from sparkkafka_sink.spark.task.encoders import TaskEncoders
+from sparkkafka_sink.spark.task.part import Part
 from sparkkafka_sink.spark.task.rate_limit import rate_limiter
 from sparkkafka_sink.spark.task.routing import send_arrow_batch
 from sparkkafka_sink.spark.task.row_checks import RowError
-from sparkkafka_sink.spark.task.serialization import TaskSerializers
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.task_producer import TaskProducer
 from sparkkafka_sink.spark.task.worker_memory import raise_malloc_thresholds
@@ -49,12 +50,12 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
     if options.tune_allocator:
         raise_malloc_thresholds()
     dead_letters = (DeadLetters(options.dead_letter_topic, options.dead_letter_context_headers, options.log_bad_rows,
-                                task.partition, task.attempt, options.producer_config["max.request.size"])
+                                task.partition, task.attempt, options.producer_config["max.request.size"], plan.layout)
                     if options.tolerate_bad_rows else None)
-    tracker = DeliveryTracker(dead_letters, plan.layout, transactional=options.exactly_once)
+    tracker = DeliveryTracker(dead_letters, transactional=options.exactly_once)
     dlq_tracker = DeliveryTracker()  # the dead-letter records: each must land, or the task fails
     producer = TaskProducer(options, task)
-    serializers = TaskSerializers(plan)  # valueFormat/keyFormat avro or json
+    encoders = TaskEncoders(plan)  # valueFormat/keyFormat avro or json
     rows_seen = 0
     ok = False
     limiter = rate_limiter(options)
@@ -71,11 +72,11 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
                 _within_transaction_timeout(plan, task)
             current = producer.open()
             try:
-                with _step(task, "could not serialize its rows") if serializers else nullcontext():
-                    send_arrow_batch(current, batch, plan.layout, options.topic, rows_seen, tracker, dead_letters,
-                                     serializers)
+                with _step(task, "could not serialize its rows") if encoders else nullcontext():
+                    send_arrow_batch(current, Part.of(batch, rows_seen), plan.layout, options.topic, tracker,
+                                     dead_letters, encoders)
             except RowError as exc:
-                tracker.fail_now(rows_seen + exc.index, None, None, InvalidRecordError(str(exc)))
+                tracker.fail_now(exc.row, None, None, InvalidRecordError(str(exc)))
                 break
             rows_seen += batch.num_rows
             tracker.drain()

@@ -1,4 +1,4 @@
-"""Plan the key's and value's serialization on the driver, before any task: schemas and ids.
+"""The driver's schema plan: the key's and value's schemas and ids, before any task.
 
 For each column written as Avro or JSON Schema (``valueFormat``/``keyFormat``), the schema is
 derived from the column's Spark type (Spark's ``to_avro`` mapping) or the user's is checked
@@ -6,7 +6,7 @@ against it (an error names the field and both types), and the registry is asked 
 id the column is written with (``SerializerSpec.resolve``: registered, the latest version, or
 looked up).  The tasks then encode with that schema and id and never call the registry -- unless
 the subject depends on a ``topic`` column's values (TopicNameStrategy without the ``topic``
-option), which only the tasks see: they ask once per topic (``task/serialization.py``).
+option), which only the tasks see: they ask once per topic (``task/encoders.py``).
 
 Everything that can fail here fails the write before it starts, in a few seconds, with the
 registry's own message and what to change: an unreachable registry, refused credentials, an

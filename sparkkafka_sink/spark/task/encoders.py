@@ -1,6 +1,6 @@
-"""A write task's keys and values serialized: Avro or JSON Schema in the registry's wire format.
+"""The task's encoders: keys and values as Avro or JSON Schema in the registry's wire format.
 
-The driver planned each serialized column (``driver/serializers.py``): its schema, and the id
+The driver planned each serialized column (``driver/schema_plan.py``): its schema, and the id
 it is written with.  The task encodes whole Arrow columns with them (``ColumnSerializer``:
 vectorised, each value framed with the id) before ``send_batch`` sees the rows.  When the
 subject depends on the values of a ``topic`` column, the driver could not know the ids: the
@@ -32,7 +32,7 @@ _WRITERS: dict[tuple, WriterSchema] = {}
 _WRITERS_LOCK = threading.Lock()
 
 
-class TaskSerializers:
+class TaskEncoders:
     """The serialized columns of one write task (none when key and value are written as they are)."""
 
     def __init__(self, plan: WritePlan):

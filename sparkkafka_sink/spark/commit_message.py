@@ -6,7 +6,9 @@ Spark passes the tasks' ``WriterCommitMessage`` objects to ``commit()`` (all suc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -24,3 +26,12 @@ class TaskCommitMessage(WriterCommitMessage):
     #: exactly-once: the task's open transaction, for the driver to commit (JSON of a
     #: ``PreparedTransaction``), or None
     transaction: str | None = None
+
+
+#: what Spark hands ``commit()`` and ``abort()``: one per task, None for a task that failed
+CommitMessages = Sequence[TaskCommitMessage | None]
+
+
+def task_messages(messages: Sequence[WriterCommitMessage | None]) -> CommitMessages:
+    """Spark's messages as what the tasks returned (``write()`` returns a ``TaskCommitMessage``)."""
+    return cast(CommitMessages, messages)

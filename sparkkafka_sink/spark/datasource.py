@@ -15,7 +15,15 @@ inner frames, so the user reads a few lines.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql.datasource import DataSource
+
+if TYPE_CHECKING:  # imported where a write is planned, not at Spark's lookup
+    from pyspark.sql.types import StructType
+
+    from sparkkafka_sink.spark.stream_writer import PyprodKafkaStreamWriter
+    from sparkkafka_sink.spark.writer import PyprodKafkaWriter
 
 FORMAT = "pyprod-kafka"
 
@@ -39,7 +47,7 @@ class PyprodKafkaDataSource(DataSource):
 
         return {"metrics_drop": drop_of_context()}
 
-    def writer(self, schema, overwrite: bool):
+    def writer(self, schema: StructType, overwrite: bool) -> PyprodKafkaWriter:
         from sparkkafka_sink.spark.driver.planning import plan_write
         from sparkkafka_sink.spark.driver.validation import check_save_mode
         from sparkkafka_sink.spark.errors import SinkValidationError
@@ -51,7 +59,7 @@ class PyprodKafkaDataSource(DataSource):
         except SinkValidationError as refused:
             raise refused.with_traceback(None) from None  # what to fix, not the sink's inner frames
 
-    def streamWriter(self, schema, overwrite: bool):
+    def streamWriter(self, schema: StructType, overwrite: bool) -> PyprodKafkaStreamWriter:
         from sparkkafka_sink.spark.driver.planning import plan_write
         from sparkkafka_sink.spark.errors import SinkValidationError
         from sparkkafka_sink.spark.stream_writer import PyprodKafkaStreamWriter

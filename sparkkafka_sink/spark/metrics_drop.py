@@ -18,6 +18,7 @@ import os
 import pickle
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from sparkkafka_sink.spark.sink_metrics import merged
@@ -44,7 +45,7 @@ class MetricsDrop:
     def total(self) -> dict:
         return merged(self._writes())
 
-    def _writes(self):
+    def _writes(self) -> Iterator[dict]:
         for path in sorted(self.directory.glob("*.metrics")):
             try:
                 yield pickle.loads(path.read_bytes())

@@ -285,7 +285,7 @@ def in_option_names(text: str, given: Iterable[str] = ()) -> str:
     return _DOTTED_KEY.sub(lambda m: KAFKA_PREFIX + m.group(1), text)
 
 
-def tls_files_here(config) -> bool:
+def tls_files_here(config: Mapping[str, Any]) -> bool:
     """The TLS files the producer options name exist here on the driver (on a cluster they may
     be shipped to the executors only, with --files or addFile, and named by their base name):
     only then can the driver check them, or connect as the tasks will."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import threading
+from typing import Any
 
 from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource
 from sparkkafka_sink.spark.metrics_drop import MetricsDrop
@@ -30,7 +31,7 @@ _registered: dict = {}  # id(session) -> (session, SinkMetrics, registered DataS
 _by_context: dict = {}  # id(SparkContext) -> (SparkContext, SinkMetrics) where Spark refused the subclass
 
 
-def _spark_context(spark):
+def _spark_context(spark: Any) -> Any:
     """The session's SparkContext, or None under Spark Connect (no driver-side context)."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return None
@@ -46,7 +47,7 @@ def _already_exists(error: Exception) -> bool:
     return condition is not None and condition() == "DATA_SOURCE_ALREADY_EXISTS"
 
 
-def register(spark) -> SinkMetrics:
+def register(spark: Any) -> SinkMetrics:
     """Register ``pyprod-kafka`` in ``spark`` and return its metrics handle.
 
     Optional: the format works without it (auto-discovery), only without
@@ -90,7 +91,7 @@ def register(spark) -> SinkMetrics:
         return metrics
 
 
-def _context_metrics(sc) -> SinkMetrics:
+def _context_metrics(sc: Any) -> SinkMetrics:
     """The context's metrics carried by commit messages into a directory (``metrics_drop``)."""
     known = _by_context.get(id(sc))
     if known is not None and known[0] is sc:

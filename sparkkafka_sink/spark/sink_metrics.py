@@ -11,9 +11,13 @@ when batches overlap.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from pyspark.accumulators import AccumulatorParam
+from pyspark.accumulators import Accumulator, AccumulatorParam
+
+if TYPE_CHECKING:
+    from sparkkafka_sink.spark.metrics_drop import MetricsDrop
 
 COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "records_skipped",
             "records_dead_lettered", "retries", "throttle_time_ms", "producers_created")
@@ -38,7 +42,7 @@ def _merge(into: dict, other: dict) -> dict:
     return into
 
 
-def merged(contributions) -> dict:
+def merged(contributions: Iterable[dict]) -> dict:
     """Tasks' contributions merged as the accumulator merges them."""
     total: dict = {}
     for contribution in contributions:
@@ -49,14 +53,14 @@ def merged(contributions) -> dict:
 class MetricsParam(AccumulatorParam):
     """Merges metric dicts: sums, except ``*_max_ms`` (max) and the per-batch sub-dict."""
 
-    def zero(self, value):
+    def zero(self, value: dict) -> dict:
         return {}
 
-    def addInPlace(self, value1, value2):
+    def addInPlace(self, value1: dict, value2: dict) -> dict:
         return _merge(value1, value2)
 
 
-def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batch=None,
+def task_metrics(producer_metrics: dict, delivered: int, failed: int, micro_batch: tuple | None = None,
                  throttled_s: float = 0.0, skipped: int = 0, dead_lettered: int = 0,
                  producers_created: int = 0) -> dict:
     """One task's contribution.  Record counts come from the task's own futures
@@ -115,7 +119,7 @@ class SinkMetrics:
     metrics instead, counted the same way (``metrics_drop.py``).
     """
 
-    def __init__(self, total=None, drop=None):
+    def __init__(self, total: Accumulator | None = None, drop: MetricsDrop | None = None):
         self._total = total
         self._drop = drop
 
@@ -124,7 +128,7 @@ class SinkMetrics:
         return self._total is not None or self._drop is not None
 
     @property
-    def total(self):
+    def total(self) -> Accumulator | None:
         """The Spark accumulator summing every task's metrics (None under Spark Connect)."""
         return self._total
 
@@ -140,7 +144,7 @@ class SinkMetrics:
         produce_latency_max_ms, produce_latency_avg_ms, write_tasks."""
         return snapshot_of(self._raw())
 
-    def micro_batches(self, query_id=None) -> list:
+    def micro_batches(self, query_id: object = None) -> list:
         """One dict per streaming micro-batch written (query_id, batch_id + snapshot fields)."""
         batches = self._raw().get(MICRO_BATCHES, {})
         rows = [

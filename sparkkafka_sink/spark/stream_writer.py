@@ -15,7 +15,10 @@ micro-batch is turned into a Python object and back.
 
 from __future__ import annotations
 
+from pyspark.sql.datasource import WriterCommitMessage
+
 from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.spark.commit_message import task_messages
 from sparkkafka_sink.spark.driver.commit import abort_write, commit_write
 from sparkkafka_sink.spark.writer import SinkWriter
 
@@ -30,13 +33,15 @@ except ImportError:  # pyspark 4.0: the row-based stream writer, fed Arrow as an
 
 
 class PyprodKafkaStreamWriter(SinkWriter, *_ARROW_STREAM_WRITER):  # type: ignore[misc]
-    def commit(self, messages, batchId):
-        self._drop_metrics(messages)
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        mine = task_messages(messages)
+        self._drop_metrics(mine)
         try:
-            commit_write(messages, self.plan, batchId)
+            commit_write(mine, self.plan, batchId)
         except KafkaError as failed:
             raise failed.with_traceback(None) from None  # it says what is visible and what is not
 
-    def abort(self, messages, batchId):
-        self._drop_metrics(messages)
-        abort_write(messages, self.plan, batchId)
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        mine = task_messages(messages)
+        self._drop_metrics(mine)
+        abort_write(mine, self.plan, batchId)

@@ -12,12 +12,20 @@ happened and what to do, so they are raised from these entry points without the 
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSourceArrowWriter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.spark.commit_message import CommitMessages, TaskCommitMessage, task_messages
 from sparkkafka_sink.spark.driver.commit import abort_write, commit_write
 from sparkkafka_sink.spark.errors import SinkWriteError
 from sparkkafka_sink.spark.plan import WritePlan
+
+if TYPE_CHECKING:  # the driver's processes load neither
+    import pyarrow as pa
+    from pyspark.accumulators import Accumulator
 
 
 class SinkWriter:
@@ -29,12 +37,12 @@ class SinkWriter:
     accumulator channel (``metrics_drop.py``), else None.
     """
 
-    def __init__(self, plan: WritePlan, metrics_total=None, metrics_drop: str | None = None):
+    def __init__(self, plan: WritePlan, metrics_total: Accumulator | None = None, metrics_drop: str | None = None):
         self.plan = plan
         self.metrics_total = metrics_total
         self.metrics_drop = metrics_drop
 
-    def write(self, iterator):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommitMessage:
         from sparkkafka_sink.spark.task.task_info import TaskInfo  # in a task: the heavy half
         from sparkkafka_sink.spark.task.write_task import run_write_task
 
@@ -43,7 +51,7 @@ class SinkWriter:
         except SinkWriteError as failed:
             raise failed.with_traceback(None) from None  # it names the rows and the cause
 
-    def _drop_metrics(self, messages) -> None:
+    def _drop_metrics(self, messages: CommitMessages) -> None:
         """Without an accumulator: the finished tasks' metrics, as the accumulator counts them."""
         if self.metrics_drop is not None:
             from sparkkafka_sink.spark.metrics_drop import MetricsDrop
@@ -53,13 +61,15 @@ class SinkWriter:
 
 
 class PyprodKafkaWriter(SinkWriter, DataSourceArrowWriter):
-    def commit(self, messages):
-        self._drop_metrics(messages)
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        mine = task_messages(messages)
+        self._drop_metrics(mine)
         try:
-            commit_write(messages, self.plan)
+            commit_write(mine, self.plan)
         except KafkaError as failed:
             raise failed.with_traceback(None) from None  # it says what is visible and what is not
 
-    def abort(self, messages):
-        self._drop_metrics(messages)
-        abort_write(messages, self.plan)
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        mine = task_messages(messages)
+        self._drop_metrics(mine)
+        abort_write(mine, self.plan)

@@ -12,17 +12,21 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from sparkkafka_sink.producer.offset_ranges import merge_range
-from sparkkafka_sink.spark.commit_message import TaskCommitMessage
+from sparkkafka_sink.spark.commit_message import CommitMessages, TaskCommitMessage
 from sparkkafka_sink.spark.plan import WritePlan
+
+if TYPE_CHECKING:
+    from sparkkafka_sink.spark.options import SinkOptions
 
 log = logging.getLogger("sparkkafka_sink.spark")
 
 _MAX_LISTED = 8
 
 
-def commit_write(messages, plan: WritePlan | None, batch_id: int | None = None) -> None:
+def commit_write(messages: CommitMessages, plan: WritePlan | None, batch_id: int | None = None) -> None:
     """Spark's ``commit()`` of a write (``batch_id``: of a streaming micro-batch)."""
     if plan is not None and plan.options.exactly_once:
         replay = _replay_of_a_committed_batch(plan.options, batch_id)
@@ -32,7 +36,7 @@ def commit_write(messages, plan: WritePlan | None, batch_id: int | None = None) 
     log_line(logging.INFO, commit_summary(messages, what=_what(batch_id)))
 
 
-def abort_write(messages, plan: WritePlan | None, batch_id: int | None = None) -> None:
+def abort_write(messages: CommitMessages, plan: WritePlan | None, batch_id: int | None = None) -> None:
     """Spark's ``abort()`` of a write (``batch_id``: of a streaming micro-batch)."""
     if plan is not None and plan.options.exactly_once:
         log_line(logging.WARNING, _end_transactions(messages, plan.options, batch_id, commit=False))
@@ -40,7 +44,7 @@ def abort_write(messages, plan: WritePlan | None, batch_id: int | None = None) -
     log_line(logging.WARNING, abort_summary(messages, what=_what(batch_id)))
 
 
-def _end_transactions(messages, options, batch_id: int | None, commit: bool) -> str:
+def _end_transactions(messages: CommitMessages, options: SinkOptions, batch_id: int | None, commit: bool) -> str:
     """Exactly-once: commit (or abort) the tasks' transactions; the line saying what was done."""
     from sparkkafka_sink.spark.driver import transactions  # the network stack: exactly-once only
 
@@ -53,7 +57,7 @@ def _end_transactions(messages, options, batch_id: int | None, commit: bool) -> 
     return "pyprod-kafka: exactly-once: " + text
 
 
-def _replay_of_a_committed_batch(options, batch_id: int | None) -> bool:
+def _replay_of_a_committed_batch(options: SinkOptions, batch_id: int | None) -> bool:
     from sparkkafka_sink.spark.driver import transactions
 
     micro_batch = batch_id if batch_id is not None else options.batch_id
@@ -85,19 +89,19 @@ def describe_offsets(offsets: dict) -> str:
     return ", ".join(parts) if parts else "nothing"
 
 
-def _finished(messages) -> tuple[list, dict, int]:
+def _finished(messages: CommitMessages) -> tuple[list, dict, int]:
     """The finished tasks' messages, their merged offsets and their records."""
     done = [m for m in messages if m is not None]
     return done, merge_offsets(done), sum(m.records for m in done)
 
 
-def commit_summary(messages, what: str = "write") -> str:
+def commit_summary(messages: CommitMessages, what: str = "write") -> str:
     done, offsets, records = _finished(messages)
     return (f"pyprod-kafka: {what} committed: {records} records to {len(offsets)} "
             f"topic-partitions from {len(done)} tasks: {describe_offsets(offsets)}")
 
 
-def abort_summary(messages, what: str = "write") -> str:
+def abort_summary(messages: CommitMessages, what: str = "write") -> str:
     """At-least-once, what an aborted write left in Kafka: the finished tasks' records, and those
     the unfinished ones had sent, which stay too but whose counts never reach the driver (Spark
     hands ``abort`` no message of a task that did not finish)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from pyspark.sql.types import DataType, StructType
 
@@ -27,6 +28,11 @@ from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.formats import REGISTRY_PREFIX, ColumnFormat
 from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.plan import ColumnEncoding, ColumnLayout
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from sparkkafka_sink.serialization.registry import SchemaRegistryClient
 
 
 def plan_serialization(options: SinkOptions, schema: StructType, layout: ColumnLayout
@@ -53,7 +59,7 @@ def plan_serialization(options: SinkOptions, schema: StructType, layout: ColumnL
     return planned.get("key"), planned.get("value")
 
 
-def _spec(column: ColumnFormat, options: SinkOptions, arrow_type, nullable: bool) -> SerializerSpec:
+def _spec(column: ColumnFormat, options: SinkOptions, arrow_type: pa.DataType, nullable: bool) -> SerializerSpec:
     """The column's serializer, its schema derived from the column's type or the user's checked
     against it."""
     formats = options.formats
@@ -75,7 +81,7 @@ def _spec(column: ColumnFormat, options: SinkOptions, arrow_type, nullable: bool
     return spec
 
 
-def _arrow_type(data_type: DataType, column: str):
+def _arrow_type(data_type: DataType, column: str) -> pa.DataType:
     """The Arrow type Spark hands the tasks a column of ``data_type`` in (timestamps in UTC)."""
     from pyspark.sql.pandas.types import to_arrow_type
 
@@ -89,7 +95,7 @@ def _arrow_type(data_type: DataType, column: str):
                                   f"{e}") from None
 
 
-def _client(options: SinkOptions):
+def _client(options: SinkOptions) -> SchemaRegistryClient:
     from sparkkafka_sink.serialization.registry import SchemaRegistryClient
 
     return SchemaRegistryClient(options.formats.registry_config)

@@ -20,7 +20,7 @@ from dataclasses import replace
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.handover import HANDOVER_APIS, BrokerLacking, PreparedTransaction, TransactionAdmin
 from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
-from sparkkafka_sink.spark.commit_message import TaskCommitMessage
+from sparkkafka_sink.spark.commit_message import CommitMessages, TaskCommitMessage
 from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.options import SinkOptions, in_option_names, tls_files_here
 from sparkkafka_sink.spark.write_fence import attempts_prefix, close_write, decide_commit, fence_idle_attempts
@@ -58,7 +58,7 @@ class _DriverTransactions:
     def __enter__(self) -> _DriverTransactions:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.admin.close()
 
     def end(self, prepared: PreparedTransaction, commit: bool) -> None:
@@ -159,7 +159,7 @@ def _answering(lacking: list[BrokerLacking]) -> str:
                      for b in lacking)
 
 
-def commit_all(messages, options: SinkOptions) -> str:
+def commit_all(messages: CommitMessages, options: SinkOptions) -> str:
     """Commit every prepared transaction; a summary line.  The losers go first (the write's
     other transactions aborted), then the decision is recorded at the coordinator
     (``write_fence.decide_commit``), then the winners are committed: a driver that dies in
@@ -186,7 +186,7 @@ def commit_all(messages, options: SinkOptions) -> str:
             + (f", {len(aborted)} left by failed or losing attempts aborted" if aborted else ""))
 
 
-def abort_all(messages, options: SinkOptions, batch_id: int | None = None) -> str:
+def abort_all(messages: CommitMessages, options: SinkOptions, batch_id: int | None = None) -> str:
     errors = []
     with _DriverTransactions(options, batch_id) as txns:
         for _, prepared in _prepared(messages):
@@ -257,7 +257,7 @@ class MicroBatchLog:
         self._write(batch_id, "done", "")
 
 
-def commit_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
+def commit_micro_batch(messages: CommitMessages, batch_id: int, options: SinkOptions) -> str:
     """Commit micro-batch ``batch_id`` exactly once, even when Spark calls this again for it or
     replays the batch after a driver restart."""
     log = MicroBatchLog(_commit_log_dir(options))
@@ -294,7 +294,7 @@ def commit_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
             + (f", {len(extra) + len(aborted)} others aborted" if extra or aborted else ""))
 
 
-def abort_micro_batch(messages, batch_id: int, options: SinkOptions) -> str:
+def abort_micro_batch(messages: CommitMessages, batch_id: int, options: SinkOptions) -> str:
     log = MicroBatchLog(_commit_log_dir(options))
     if log.done(batch_id) or log.intent(batch_id) is not None:
         # decided before: only this attempt's new transactions go

@@ -17,6 +17,7 @@ from pyspark.sql.types import (
     DataType,
     IntegerType,
     StringType,
+    StructField,
     StructType,
     TimestampType,
 )
@@ -46,7 +47,7 @@ def check_save_mode(overwrite: bool) -> None:
         )
 
 
-def _find(schema: StructType, name: str):
+def _find(schema: StructType, name: str) -> StructField | None:
     """The field named ``name``: exact match first, then case-insensitive (Spark's default)."""
     for f in schema.fields:
         if f.name == name:

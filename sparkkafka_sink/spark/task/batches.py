@@ -45,7 +45,7 @@ def paced(batches: Iterator, limiter: RateLimiter | None, layout: ColumnLayout) 
         yield from limiter.paced(batch, count)
 
 
-def _concat(batches: list):
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     if len(batches) == 1:
         return batches[0]
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.plan import ColumnLayout
 
 #: a slice holds this many seconds of the allowance
 SLICE_SECONDS = 0.1
@@ -37,7 +38,8 @@ class RateLimiter:
         #: seconds this task waited for its turn (a metric)
         self.throttled_s = 0.0
 
-    def paced(self, batch, payload_bytes: Callable[[object], int]) -> Iterator:
+    def paced(self, batch: pa.RecordBatch, payload_bytes: Callable[[pa.RecordBatch], int]
+              ) -> Iterator[pa.RecordBatch]:
         """Slices of ``batch`` (zero-copy, in order), each yielded when its turn came."""
         rows = batch.num_rows
         if rows == 0:
@@ -78,12 +80,12 @@ def rate_limiter(options: SinkOptions) -> RateLimiter | None:
     return RateLimiter(options.max_records_per_s, options.max_bytes_per_s)
 
 
-def payload_bytes(layout) -> Callable[[object], int]:
+def payload_bytes(layout: ColumnLayout) -> Callable[[pa.RecordBatch], int]:
     """``batch -> bytes`` of key, value and headers (the columns of ``layout``) in a batch.  A key
     or value serialized by the sink (Avro, JSON) counts its data before serialization: strings
     and binaries by their length, other values by their Arrow width."""
 
-    def lengths(col) -> int:
+    def lengths(col: pa.Array) -> int:
         t = col.type
         if pa.types.is_struct(t):
             return sum(lengths(col.field(i)) for i in range(t.num_fields))
@@ -95,7 +97,7 @@ def payload_bytes(layout) -> Callable[[object], int]:
             return int(pc.sum(pc.binary_length(col)).as_py() or 0)
         return len(col) * (t.bit_width // 8 if hasattr(t, "bit_width") and t.bit_width >= 8 else 1)
 
-    def count(batch) -> int:
+    def count(batch: pa.RecordBatch) -> int:
         names = [n for n in (layout.key, layout.value, layout.headers) if n]
         return sum(lengths(batch.column(n)) for n in names)
 

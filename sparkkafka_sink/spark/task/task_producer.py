@@ -142,7 +142,7 @@ def _local_file(path: str) -> str:
     return shipped if os.path.exists(shipped) else path
 
 
-def _abort_quietly(producer) -> None:
+def _abort_quietly(producer: Producer) -> None:
     """A failed exactly-once task aborts its transaction (best effort: the driver also aborts
     every transaction of the write that it does not commit)."""
     try:
@@ -151,7 +151,7 @@ def _abort_quietly(producer) -> None:
         pass
 
 
-def _producer_metrics(producer) -> dict:
+def _producer_metrics(producer: Producer | None) -> dict:
     if producer is None:
         return {}
     try:

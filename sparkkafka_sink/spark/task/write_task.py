@@ -21,6 +21,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
+from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.options import SinkOptions, in_option_names
@@ -140,7 +141,7 @@ def _within_transaction_timeout(plan: WritePlan, task: TaskInfo) -> None:
             "900000 by default: raise that too), or write less per job")
 
 
-def _flush(producer, tracker: DeliveryTracker, options: SinkOptions, task: TaskInfo) -> None:
+def _flush(producer: Producer, tracker: DeliveryTracker, options: SinkOptions, task: TaskInfo) -> None:
     """Flush, then wait for every callback; a timeout becomes a clear task error."""
     bound = options.producer_config["delivery.timeout.ms"] / 1000 + _FLUSH_MARGIN_S
     try:

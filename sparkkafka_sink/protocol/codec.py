@@ -152,7 +152,8 @@ def _write_value(w: Writer, f: Field, type_: str, value: Any, version: int, flex
 # decoding
 # ---------------------------------------------------------------------------------------------
 
-def decode(message: MessageSchema, body: bytes | bytearray | memoryview, version: int, declared_versions_only: bool = True) -> Any:
+def decode(message: MessageSchema, body: bytes | bytearray | memoryview, version: int,
+           declared_versions_only: bool = True) -> Any:
     """An instance of ``message.cls`` from ``body`` at ``version``; trailing bytes are an error."""
     _check(message, version, declared_versions_only)
     r = Reader(body)

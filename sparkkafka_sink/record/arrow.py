@@ -389,7 +389,7 @@ def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: 
         p1 = _binary_from_sizes(*encode_varint_rows(columns))
     else:
         p1 = _view_column(*packed)
-    p2 = _view_column(*pack_words([varint_words(rows.value_len)]))
+    p2 = _view_column(*pack_words([varint_words(rows.value_len)]))  # type: ignore[misc]  # int32 lengths: <= 5 bytes, never None
     parts = [p1, rows.keys, p2, rows.values, rows.headers]
     if gap_starts is not None and len(gap_starts):
         gap = np.zeros(n, dtype=np.int64)

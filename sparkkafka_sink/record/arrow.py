@@ -391,7 +391,8 @@ def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: 
         p1 = _binary_from_sizes(*encode_varint_rows(columns))
     else:
         p1 = _view_column(*packed)
-    p2 = _view_column(*pack_words([varint_words(rows.value_len)]))  # type: ignore[misc]  # int32 lengths: <= 5 bytes, never None
+    # int32 lengths take at most 5 bytes: pack_words never returns None here
+    p2 = _view_column(*pack_words([varint_words(rows.value_len)]))  # type: ignore[misc]
     parts = [p1, rows.keys, p2, rows.values, rows.headers]
     if gap_starts is not None and len(gap_starts):
         gap = np.zeros(n, dtype=np.int64)
@@ -623,7 +624,8 @@ def record_size_bounds(
     return ArrowRecords(RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms)).sizes
 
 
-def plan_batches(sizes: np.ndarray | Sequence[int], write_limit: int, groups: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+def plan_batches(sizes: np.ndarray | Sequence[int], write_limit: int,
+                 groups: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     """Split rows into ``[start, stop)`` slices whose ``61 + sum(sizes)`` fits ``write_limit``.
 
     Greedy like ``RecordBatchBuilder.try_append``: each slice takes as many rows as fit and at

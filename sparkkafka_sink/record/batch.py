@@ -134,7 +134,8 @@ def headers_size(headers: Headers | None) -> int:
     return size
 
 
-def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None,
+def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | bytearray | memoryview | None,
+                  value: bytes | bytearray | memoryview | None,
                   headers: Headers | None = None) -> bytes:
     """One complete record, length prefix included (the builder's hot path).
 
@@ -230,7 +231,8 @@ def _batch_crc(head: bytearray | memoryview, chunks: Iterable[bytes | bytearray 
     return crc
 
 
-def finish_batch(records: bytes | bytearray | memoryview | list | tuple, attributes: int, record_count: int, base_timestamp: int, max_timestamp: int,
+def finish_batch(records: bytes | bytearray | memoryview | list | tuple, attributes: int, record_count: int,
+                 base_timestamp: int, max_timestamp: int,
                  producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                  with_crc: bool = True) -> bytes:
     """The header and the records as one ``bytes`` (one copy, the join).  Positional and
@@ -337,7 +339,8 @@ class RecordBatchBuilder:
         """Bytes the batch would take uncompressed (header included)."""
         return BATCH_OVERHEAD + len(self._buf)
 
-    def try_append(self, timestamp_ms: int, key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None,
+    def try_append(self, timestamp_ms: int, key: bytes | bytearray | memoryview | None,
+                   value: bytes | bytearray | memoryview | None,
                    headers: Headers | None = None) -> bool:
         """Append one record; False (nothing appended) if it would pass ``write_limit``.
 
@@ -423,7 +426,8 @@ class EncodedRecordsBuilder:
         self._max_ts = max(self._max_ts, max_timestamp)
         return first
 
-    def try_append(self, timestamp_ms: int, key: bytes | bytearray | memoryview | None, value: bytes | bytearray | memoryview | None,
+    def try_append(self, timestamp_ms: int, key: bytes | bytearray | memoryview | None,
+                   value: bytes | bytearray | memoryview | None,
                    headers: Headers | None = None) -> bool:
         """Records one at a time (``send()``) start a batch of their own after this one."""
         return False

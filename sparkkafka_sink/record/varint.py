@@ -194,7 +194,8 @@ def encode_varint_rows(columns: Sequence[int | np.integer | np.ndarray]) -> tupl
     return out[:total], sizes
 
 
-def _encode_varint_rows_general(columns: Sequence[int | np.integer | np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+def _encode_varint_rows_general(columns: Sequence[int | np.integer | np.ndarray],
+                                n: int) -> tuple[np.ndarray, np.ndarray]:
     zz = [
         zigzag_np(np.full(n, c, np.int64) if isinstance(c, (int, np.integer)) else c)
         for c in columns

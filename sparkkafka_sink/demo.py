@@ -14,9 +14,13 @@ import os
 import sys
 import tempfile
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
-def parse_args(argv=None):
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="pyprod-kafka end-to-end demo")
     p.add_argument("--rows", type=int, default=100_000, help="rows of the batch write")
     p.add_argument("--stream-rows", type=int, default=5_000, help="rows of the streaming write")
@@ -53,7 +57,7 @@ def count_records(bootstrap: str, topic: str, partitions: int, expected: int, ti
         c.close()
 
 
-def run(spark, bootstrap: str, args) -> int:
+def run(spark: SparkSession, bootstrap: str, args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
     import sparkkafka_sink
@@ -117,7 +121,7 @@ def missing_packages() -> list[str]:
     return [dist for module, dist in _NEEDS.items() if importlib.util.find_spec(module) is None]
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     missing = missing_packages()
     if missing:

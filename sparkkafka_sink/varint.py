@@ -52,7 +52,7 @@ def encode_varlong(n: int) -> bytes:
     return encode_unsigned_varint(zigzag(n))
 
 
-def decode_unsigned_varint(buf, pos: int = 0, max_bytes: int = 10) -> tuple[int, int]:
+def decode_unsigned_varint(buf: bytes | bytearray | memoryview, pos: int = 0, max_bytes: int = 10) -> tuple[int, int]:
     """Return ``(value, next_pos)``; at most ``max_bytes`` bytes (5 for 32-bit, 10 for 64-bit)."""
     result = 0
     shift = 0
@@ -71,7 +71,7 @@ def decode_unsigned_varint(buf, pos: int = 0, max_bytes: int = 10) -> tuple[int,
         shift += 7
 
 
-def decode_varint(buf, pos: int = 0) -> tuple[int, int]:
+def decode_varint(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
     """Zigzag varint (int32): ``(value, next_pos)``."""
     u, pos = decode_unsigned_varint(buf, pos, 5)
     if u > 0xFFFFFFFF:
@@ -79,7 +79,7 @@ def decode_varint(buf, pos: int = 0) -> tuple[int, int]:
     return (u >> 1) ^ -(u & 1), pos
 
 
-def decode_varlong(buf, pos: int = 0) -> tuple[int, int]:
+def decode_varlong(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
     """Zigzag varint (int64): ``(value, next_pos)``."""
     u, pos = decode_unsigned_varint(buf, pos, 10)
     if u > 0xFFFFFFFFFFFFFFFF:

@@ -18,7 +18,7 @@ FILES = {"pipeline.py": HERE / "pipeline.py",
          "producer.properties": HERE / "conf" / "producer.properties"}
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args:
         for name, path in FILES.items():

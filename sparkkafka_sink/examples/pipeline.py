@@ -19,9 +19,13 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 
-def parse_args(argv=None):
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092"))
     p.add_argument("--topic", default="events")
@@ -33,7 +37,7 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def events(spark, rows: int, partitions: int):
+def events(spark: SparkSession, rows: int, partitions: int) -> DataFrame:
     """Synthetic click events: key = user, JSON value, a trace header, event time."""
     from pyspark.sql import functions as F
 
@@ -45,7 +49,7 @@ def events(spark, rows: int, partitions: int):
     )
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from pyspark.sql import SparkSession
 

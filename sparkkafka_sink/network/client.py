@@ -22,7 +22,7 @@ import selectors
 import socket
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sparkkafka_sink.errors import (
@@ -220,7 +220,7 @@ class NetworkClient:
                     return node_id
         return None
 
-    def _all_failing(self, nodes) -> bool:
+    def _all_failing(self, nodes: Iterable[int]) -> bool:
         return all(self._failures.get(n, 0) > 0 for n in nodes)
 
     # -- sending -----------------------------------------------------------------------

@@ -195,7 +195,7 @@ class BrokerConnection:
         self.last_activity_ms = now_ms
 
     # -- writing -----------------------------------------------------------------------
-    def enqueue(self, buffers, on_written: OnWritten | None = None) -> None:
+    def enqueue(self, buffers: list, on_written: OnWritten | None = None) -> None:
         """Queue one frame (a list of bytes-like parts); ``on_written(None)`` fires once it is all
         on the wire (``close`` returns it unfired when the connection closes first)."""
         if self.tls is not None:

@@ -8,7 +8,7 @@ connection forces us to resend) and request timeouts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +54,7 @@ class InFlightRequests:
         self.max_per_connection = max_per_connection
         self._connections = connections
 
-    def _pending(self, node_id: int):
+    def _pending(self, node_id: int) -> Sized:
         conn = self._connections.get(node_id)
         return conn.protocol.pending if conn is not None else ()
 

@@ -18,11 +18,15 @@ import ssl
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.network import key_stores
 from sparkkafka_sink.security_protocol import uses_tls
+
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 STORE_TYPES = ("PEM", "PKCS12", "JKS")
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -198,7 +202,8 @@ def _load_cadata(ctx: ssl.SSLContext, what: str, pem: str) -> None:
         raise ConfigError(f"Cannot load the certificates of {what}: {e}") from None
 
 
-def _pkcs12(key: str, path: str, data: bytes, password: bytes | None):
+def _pkcs12(key: str, path: str, data: bytes, password: bytes | None,
+            ) -> tuple[PrivateKeyTypes | None, x509.Certificate | None, list[x509.Certificate]]:
     from cryptography.hazmat.primitives.serialization import pkcs12
 
     try:
@@ -279,7 +284,7 @@ def _load_pem_identity(ctx: ssl.SSLContext, key: str, chain_pem: str, key_pem: b
     _load_key_object(ctx, key, chain_pem, private_key)
 
 
-def _load_key_object(ctx: ssl.SSLContext, key: str, chain_pem: str, private_key) -> None:
+def _load_key_object(ctx: ssl.SSLContext, key: str, chain_pem: str, private_key: PrivateKeyTypes) -> None:
     """Hand a key object to OpenSSL through a private, encrypted, immediately deleted file."""
     from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, Encoding, PrivateFormat
 

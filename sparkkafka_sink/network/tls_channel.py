@@ -69,7 +69,7 @@ class TlsChannel:
 
 
     # -- data -----------------------------------------------------------------------------
-    def encrypt(self, parts) -> bytes:
+    def encrypt(self, parts: list) -> bytes:
         """TLS records for plaintext ``parts`` (small ones joined first)."""
         tls = self._tls
         small: list = []

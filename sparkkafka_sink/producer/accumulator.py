@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +37,10 @@ from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD, EncodedRecordsBuilder, RecordBatchBuilder
 
+if TYPE_CHECKING:
+    from sparkkafka_sink.network.cluster import Cluster
+    from sparkkafka_sink.producer.idempotence import IdempotenceManager
+
 
 @dataclass
 class ReadyCheckResult:
@@ -47,14 +52,15 @@ class ReadyCheckResult:
 class _PartitionQueue:
     __slots__ = ("lock", "batches")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
         self.batches: deque[ProducerBatch] = deque()
 
 
 class RecordAccumulator:
     def __init__(self, *, batch_size: int, compression_type: int, linger_ms: int, retry_backoff_ms: int,
-                 retry_backoff_max_ms: int, delivery_timeout_ms: int, pool: BufferPool, idempotence=None,
+                 retry_backoff_max_ms: int, delivery_timeout_ms: int, pool: BufferPool,
+                 idempotence: IdempotenceManager | None = None,
                  compression_level: int | None = None, availability_timeout_ms: int = 0):
         self.batch_size = batch_size
         self.compression_type = compression_type
@@ -220,7 +226,8 @@ class RecordAccumulator:
                 self._incomplete[batch] = None
 
     @staticmethod
-    def _try_append(q: _PartitionQueue, timestamp, key, value, headers) -> FutureRecordMetadata | None:
+    def _try_append(q: _PartitionQueue, timestamp: int, key: bytes | None, value: bytes | None,
+                    headers: Sequence[tuple[str, bytes | None]] | None) -> FutureRecordMetadata | None:
         if not q.batches:
             return None
         return q.batches[-1].try_append(timestamp, key, value, headers)
@@ -244,7 +251,7 @@ class RecordAccumulator:
         return (len(q.batches) > 1 or batch.is_full or forced or batch.attempts > 0
                 or now_ms - batch.created_ms >= self.linger_ms)
 
-    def ready(self, cluster, now_ms: float) -> ReadyCheckResult:
+    def ready(self, cluster: Cluster, now_ms: float) -> ReadyCheckResult:
         ready_nodes: set[int] = set()
         unknown: set[str] = set()
         next_delay = float("inf")
@@ -309,7 +316,7 @@ class RecordAccumulator:
             return 0.0
         return min(self.retry_backoff_ms * (2 ** (batch.attempts - 1)), self.retry_backoff_max_ms)
 
-    def drain(self, cluster, nodes: Iterable[int], max_request_size: int, now_ms: float
+    def drain(self, cluster: Cluster, nodes: Iterable[int], max_request_size: int, now_ms: float
               ) -> dict[int, list[ProducerBatch]]:
         """At most one batch per partition for each ready node, up to max_request_size bytes.
 
@@ -430,10 +437,10 @@ class RecordAccumulator:
             del self._incomplete[batch]
         self.pool.deallocate(batch.reserved)
 
-    def mute(self, tp) -> None:
+    def mute(self, tp: tuple[str, int]) -> None:
         self._muted.add(tp)
 
-    def unmute(self, tp) -> None:
+    def unmute(self, tp: tuple[str, int]) -> None:
         self._muted.discard(tp)
 
     def has_undrained(self) -> bool:
@@ -507,7 +514,7 @@ class RecordAccumulator:
         return failed
 
 
-def _oldest_first(item) -> float:
+def _oldest_first(item: tuple[tuple[str, int], _PartitionQueue]) -> float:
     """Sort key: when a sender waits for memory, the drain frees it with the oldest batches
     first, which under a steady stream are the fullest (see ``drain``)."""
     batches = item[1].batches

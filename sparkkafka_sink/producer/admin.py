@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from sparkkafka_sink.errors import KafkaConnectionError, KafkaTimeoutError, again
 from sparkkafka_sink.network.client import now_ms
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.control_requests import ControlRequest, Coordinators, Outcome, TopicMetadata
 from sparkkafka_sink.producer.network_stack import network_stack
+
+_Admin = TypeVar("_Admin", bound="BlockingAdmin")
 
 
 class BlockingAdmin:
@@ -34,10 +36,10 @@ class BlockingAdmin:
     def close(self) -> None:
         self._network.close()
 
-    def __enter__(self):
+    def __enter__(self: _Admin) -> _Admin:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- one request ---------------------------------------------------------------------------

@@ -140,7 +140,7 @@ def fenced_error(transactional_id: str, error: BaseException) -> ProducerFencedE
 class TransactionalRequest(ControlRequest):
     """A request to a transactional id's coordinator."""
 
-    def __init__(self, transactional_id: str, on_outcome=None):
+    def __init__(self, transactional_id: str, on_outcome: Callable[[Any, Outcome], None] | None = None):
         super().__init__(on_outcome)
         self.transactional_id = transactional_id
         self.coordinator_key = transactional_id
@@ -149,7 +149,7 @@ class TransactionalRequest(ControlRequest):
 class FindCoordinator(ControlRequest):
     """Which broker coordinates ``key`` (a transactional id); ``result``: its node id."""
 
-    def __init__(self, key: str, on_outcome=None):
+    def __init__(self, key: str, on_outcome: Callable[[Any, Outcome], None] | None = None):
         super().__init__(on_outcome)
         self.key = key
 
@@ -171,7 +171,7 @@ class FindCoordinator(ControlRequest):
 class Coordinators:
     """Which broker coordinates each transactional id, as last found (the one lookup)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._nodes: dict[str, int] = {}
 
     def node(self, key: str) -> int | None:
@@ -196,7 +196,7 @@ class InitProducerId(ControlRequest):
     the same id gets a new epoch (KIP-360).  ``result``: ``(producer_id, producer_epoch)``."""
 
     def __init__(self, transactional_id: str | None, transaction_timeout_ms: int, producer_id: int = -1,
-                 producer_epoch: int = -1, on_outcome=None):
+                 producer_epoch: int = -1, on_outcome: Callable[[Any, Outcome], None] | None = None):
         super().__init__(on_outcome)
         self.transactional_id = transactional_id
         self.coordinator_key = transactional_id
@@ -235,7 +235,7 @@ class AddPartitionsToTxn(TransactionalRequest):
     ``result``: the partitions added; ``failed``: those refused (asked again unless fatal)."""
 
     def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                 partitions: Iterable[tuple[str, int]], on_outcome=None):
+                 partitions: Iterable[tuple[str, int]], on_outcome: Callable[[Any, Outcome], None] | None = None):
         super().__init__(transactional_id, on_outcome)
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -275,7 +275,7 @@ class EndTxn(TransactionalRequest):
     bumped epoch (``result``: ``(producer_id, producer_epoch)``, or None under v1)."""
 
     def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                 transaction_v2: bool, on_outcome=None):
+                 transaction_v2: bool, on_outcome: Callable[[Any, Outcome], None] | None = None):
         super().__init__(transactional_id, on_outcome)
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -342,7 +342,7 @@ class ListTransactions(ControlRequest):
     """The transactions the broker asked coordinates (each knows only its own) in ``states``
     whose ids start with ``prefix``; ``result``: ``[(transactional id, producer id, state)]``."""
 
-    def __init__(self, prefix: str, states: Iterable[str], on_outcome=None):
+    def __init__(self, prefix: str, states: Iterable[str], on_outcome: Callable[[Any, Outcome], None] | None = None):
         super().__init__(on_outcome)
         self.prefix = prefix
         self.states = list(states)
@@ -379,7 +379,8 @@ class TopicMetadata(ControlRequest):
 
     AUTO_CREATE_ANSWERS = 20
 
-    def __init__(self, topics: Iterable[str], allow_auto_create: bool = False, on_outcome=None):
+    def __init__(self, topics: Iterable[str], allow_auto_create: bool = False,
+                 on_outcome: Callable[[Any, Outcome], None] | None = None):
         super().__init__(on_outcome)
         self.topics = sorted(set(topics))
         self.allow_auto_create = allow_auto_create

@@ -132,7 +132,7 @@ class IdempotenceManager:
             else:
                 batch.close(batch.producer_id, batch.producer_epoch, batch.base_sequence, self.is_transactional)
 
-    def first_in_flight_sequence(self, tp) -> int:
+    def first_in_flight_sequence(self, tp: tuple[str, int]) -> int:
         with self._lock:
             flights = self._in_flight.get(tp)
             return flights[0].base_sequence if flights else -1

@@ -7,8 +7,10 @@ broker recognised as a duplicate): it counts records but widens no span.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 
-def merge_range(ranges: dict, key, count: int, first: int, last: int) -> None:
+
+def merge_range(ranges: dict, key: Hashable, count: int, first: int, last: int) -> None:
     """Fold ``count`` records at offsets ``first..last`` into ``ranges[key] = [count, first, last]``."""
     entry = ranges.get(key)
     if entry is None:

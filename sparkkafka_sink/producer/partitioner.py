@@ -13,9 +13,12 @@ import random
 import struct
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
@@ -107,7 +110,8 @@ def _mix(h: np.ndarray, k: np.ndarray, m: np.uint32) -> np.ndarray:
     return (h * m) ^ k
 
 
-def _tail_general(h, padded, tail_at, rem, m):
+def _tail_general(h: np.ndarray, padded: np.ndarray, tail_at: np.ndarray, rem: np.ndarray,
+                  m: np.uint32) -> np.ndarray:
     sel = rem == 3
     h[sel] ^= padded[tail_at[sel] + 2].astype(np.uint32) << 16
     sel = rem >= 2
@@ -118,7 +122,7 @@ def _tail_general(h, padded, tail_at, rem, m):
     return h
 
 
-def _finish(h, tail, m):
+def _finish(h: np.ndarray, tail: list[np.ndarray], m: np.uint32) -> np.ndarray:
     """Fold a uniform tail (bytes 0..2 of the last partial word) then the final avalanche."""
     if tail:
         for i in range(len(tail) - 1, -1, -1):
@@ -135,7 +139,7 @@ def murmur2_partitions(data: np.ndarray, offsets: np.ndarray, num_partitions: in
     return ((murmur2_many(data, offsets) & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int32)
 
 
-def key_buffers(keys) -> tuple[np.ndarray, np.ndarray]:
+def key_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(data uint8, offsets int64) of an Arrow binary column, zero-copy where possible."""
     offsets = np.frombuffer(keys.buffers()[1], np.int32, len(keys) + 1, keys.offset * 4).astype(np.int64)
     data_buf = keys.buffers()[2]
@@ -153,14 +157,14 @@ class Partitioner:
     encoded size bound (``record.batch.estimate_record_size``), the same on both paths.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
 
     def partition(self, topic: str, key: bytes | None, num_partitions: int,
                   available: Sequence[int], size: int) -> int:
         raise NotImplementedError
 
-    def partition_many(self, topic: str, keys, sizes: np.ndarray, num_partitions: int,
+    def partition_many(self, topic: str, keys: pa.Array | None, sizes: np.ndarray, num_partitions: int,
                        available: Sequence[int]) -> np.ndarray:
         raise NotImplementedError
 
@@ -207,7 +211,8 @@ class Murmur2Partitioner(Partitioner):
         self.load = load
         self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes since the switch]
 
-    def partition(self, topic, key, num_partitions, available, size):
+    def partition(self, topic: str, key: bytes | None, num_partitions: int,
+                  available: Sequence[int], size: int) -> int:
         if key is not None and not self.ignore_keys:
             return murmur2_partition(key, num_partitions)
         with self._lock:
@@ -215,7 +220,8 @@ class Murmur2Partitioner(Partitioner):
             state[1] += size
             return state[0]
 
-    def partition_many(self, topic, keys, sizes, num_partitions, available):
+    def partition_many(self, topic: str, keys: pa.Array | None, sizes: np.ndarray, num_partitions: int,
+                       available: Sequence[int]) -> np.ndarray:
         n = len(sizes)
         out = np.empty(n, dtype=np.int32)
         keyed = np.zeros(n, dtype=bool)
@@ -230,14 +236,14 @@ class Murmur2Partitioner(Partitioner):
                 out[rest] = self._sticky_many(topic, sizes[rest], available, num_partitions)
         return out
 
-    def _sticky_state(self, topic, available, num_partitions) -> list[int]:
+    def _sticky_state(self, topic: str, available: Sequence[int], num_partitions: int) -> list[int]:
         state = self._sticky.get(topic)
         if state is None or state[1] >= self.batch_size or state[0] >= num_partitions:
             previous = state[0] if state else -1
             state = self._sticky[topic] = [self._next(topic, previous, available, num_partitions), 0]
         return state
 
-    def _sticky_many(self, topic, sizes: np.ndarray, available, num_partitions) -> np.ndarray:
+    def _sticky_many(self, topic: str, sizes: np.ndarray, available: Sequence[int], num_partitions: int) -> np.ndarray:
         """Rows in order, switching partition whenever ~batch.size bytes went to the current one
         (the per-record rule, applied chunk by chunk)."""
         out = np.empty(len(sizes), dtype=np.int32)
@@ -253,7 +259,7 @@ class Murmur2Partitioner(Partitioner):
             start = stop
         return out
 
-    def _next(self, topic: str, previous: int, available, num_partitions) -> int:
+    def _next(self, topic: str, previous: int, available: Sequence[int], num_partitions: int) -> int:
         choices = self._choices(available, num_partitions)
         if self.load is not None and len(choices) > 1:
             lagging = self.load.lagging(topic, choices)
@@ -270,7 +276,7 @@ class Murmur2Partitioner(Partitioner):
 class RoundRobinPartitioner(Partitioner):
     """Each record to the next partition in turn (keys ignored), per topic."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self._counters: dict[str, int] = {}
 
@@ -280,11 +286,13 @@ class RoundRobinPartitioner(Partitioner):
             self._counters[topic] = start + count
         return start
 
-    def partition(self, topic, key, num_partitions, available, size):
+    def partition(self, topic: str, key: bytes | None, num_partitions: int,
+                  available: Sequence[int], size: int) -> int:
         choices = self._choices(available, num_partitions)
         return choices[self._take(topic, 1) % len(choices)]
 
-    def partition_many(self, topic, keys, sizes, num_partitions, available):
+    def partition_many(self, topic: str, keys: pa.Array | None, sizes: np.ndarray, num_partitions: int,
+                       available: Sequence[int]) -> np.ndarray:
         choices = np.asarray(self._choices(available, num_partitions), dtype=np.int32)
         start = self._take(topic, len(sizes))
         return choices[(start + np.arange(len(sizes))) % len(choices)]
@@ -293,10 +301,12 @@ class RoundRobinPartitioner(Partitioner):
 class RandomPartitioner(Partitioner):
     """A random partition with a leader for each record (keys ignored)."""
 
-    def partition(self, topic, key, num_partitions, available, size):
+    def partition(self, topic: str, key: bytes | None, num_partitions: int,
+                  available: Sequence[int], size: int) -> int:
         return random.choice(self._choices(available, num_partitions))
 
-    def partition_many(self, topic, keys, sizes, num_partitions, available):
+    def partition_many(self, topic: str, keys: pa.Array | None, sizes: np.ndarray, num_partitions: int,
+                       available: Sequence[int]) -> np.ndarray:
         choices = np.asarray(self._choices(available, num_partitions), dtype=np.int32)
         return np.random.default_rng().choice(choices, len(sizes)).astype(np.int32)
 
@@ -308,10 +318,12 @@ class CallablePartitioner(Partitioner):
         super().__init__()
         self.fn = fn
 
-    def partition(self, topic, key, num_partitions, available, size):
+    def partition(self, topic: str, key: bytes | None, num_partitions: int,
+                  available: Sequence[int], size: int) -> int:
         return int(self.fn(topic, key, num_partitions))
 
-    def partition_many(self, topic, keys, sizes, num_partitions, available):
+    def partition_many(self, topic: str, keys: pa.Array | None, sizes: np.ndarray, num_partitions: int,
+                       available: Sequence[int]) -> np.ndarray:
         key_list = keys.to_pylist() if keys is not None else [None] * len(sizes)
         return np.fromiter((int(self.fn(topic, k, num_partitions)) for k in key_list),
                            dtype=np.int32, count=len(sizes))

@@ -82,7 +82,7 @@ class ProducerBatch:
                                     len(key) if key is not None else -1,
                                     len(value) if value is not None else -1)
 
-    def append_records(self, records, count: int, max_timestamp: int, reserved: int) -> int:
+    def append_records(self, records: memoryview | bytes, count: int, max_timestamp: int, reserved: int) -> int:
         """Add ``count`` encoded records (the bulk path's open batch, an
         ``EncodedRecordsBuilder``) holding ``reserved`` more bytes; returns the first's index."""
         first = self.encoded_builder.append(records, count, max_timestamp)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
+from typing import Any
 
 from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, ProtocolError
 from sparkkafka_sink.network.client import NetworkClient, now_ms
@@ -384,7 +385,7 @@ class Sender(threading.Thread):
         self.accumulator.deallocate(batch)
 
 
-def _describe(batch: ProducerBatch, p) -> str:
+def _describe(batch: ProducerBatch, p: Any) -> str:
     """The topic-partition and whatever the broker said about the refused batch."""
     detail = f"{batch.topic}-{batch.partition}"
     if p.error_message:

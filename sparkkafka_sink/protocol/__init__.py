@@ -9,6 +9,8 @@ frames bytes with ``FrameReader`` and adds headers with ``encode_request`` /
 
 from __future__ import annotations
 
+from typing import Any
+
 from sparkkafka_sink.protocol.api import (  # noqa: F401
     DECLARED,
     SUPPORTED_VERSIONS,
@@ -24,7 +26,7 @@ from sparkkafka_sink.protocol.primitives import Reader, Writer  # noqa: F401
 from sparkkafka_sink.protocol.produce import ProduceRequest, decode_produce_response  # noqa: F401
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """Declared message classes (``ApiVersionsResponse``, ``MetadataRequest``, ...), on first use."""
     import importlib
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import functools
 from enum import IntEnum
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from sparkkafka_sink.errors import UnsupportedVersionError
+
+if TYPE_CHECKING:
+    from sparkkafka_sink.protocol.schema import MessageSchema
 
 
 class ApiKey(IntEnum):
@@ -94,7 +97,7 @@ TRANSACTION_VERSION_FEATURE = "transaction.version"
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {k: (d.min_version, d.max_version) for k, d in DECLARED.items()}
 
 
-def request_schema(api_key: int):
+def request_schema(api_key: int) -> MessageSchema:
     """The declared request schema of ``api_key`` (``UnsupportedVersionError`` if undeclared)."""
     from sparkkafka_sink.protocol.schema import load
 

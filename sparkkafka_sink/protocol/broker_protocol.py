@@ -48,7 +48,7 @@ def encode_body(request: Any, version: int) -> list:
     return messages.encode_body(request, version)
 
 
-def decode_response(api_key: int, body, version: int) -> Any:
+def decode_response(api_key: int, body: bytes | bytearray | memoryview, version: int) -> Any:
     """A response body of a declared API: the Produce fast path, else the generic codec."""
     if api_key == ApiKey.PRODUCE:
         return decode_produce_response(body, version)
@@ -79,7 +79,7 @@ class BrokerProtocol:
             self._unanswered.append(correlation_id)
         return pending, frame
 
-    def receive(self, data) -> list[tuple[PendingRequest, Any]]:
+    def receive(self, data: bytes | bytearray | memoryview) -> list[tuple[PendingRequest, Any]]:
         """Feed received bytes; returns ``(request, decoded response)`` for each answer
         completed by them, in order.  Raises ``ProtocolError`` on anything malformed; the
         answers decoded before it travel on the exception (``answers``), so none is lost."""

@@ -152,7 +152,8 @@ def _write_value(w: Writer, f: Field, type_: str, value: Any, version: int, flex
 # decoding
 # ---------------------------------------------------------------------------------------------
 
-def decode(message: MessageSchema, body, version: int, declared_versions_only: bool = True) -> Any:
+def decode(message: MessageSchema, body: bytes | bytearray | memoryview, version: int,
+           declared_versions_only: bool = True) -> Any:
     """An instance of ``message.cls`` from ``body`` at ``version``; trailing bytes are an error."""
     _check(message, version, declared_versions_only)
     r = Reader(body)
@@ -189,7 +190,7 @@ def _read_struct(r: Reader, schema: StructSchema, version: int, flexible: bool) 
     return obj
 
 
-def read_tagged_value(f: Field, raw, version: int) -> Any:
+def read_tagged_value(f: Field, raw: bytes | bytearray | memoryview, version: int) -> Any:
     """The value of tagged field ``f`` from its raw bytes (hand-written decoders use it)."""
     sub = Reader(raw)
     value = _read_field(sub, f, version, True)

@@ -44,7 +44,7 @@ class FrameReader:
             raise ProtocolError(f"frame size {size} exceeds max_frame_bytes {self.max_frame_bytes}")
         return size
 
-    def feed(self, data) -> list[memoryview]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         mv = data if isinstance(data, memoryview) else memoryview(data)
         if mv.format != "B" or mv.ndim != 1:
             mv = mv.cast("B")

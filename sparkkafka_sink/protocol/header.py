@@ -7,6 +7,7 @@ untouched so that record batches reach ``socket.sendmsg`` without being copied.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from sparkkafka_sink.errors import ProtocolError, UnsupportedVersionError
 from sparkkafka_sink.protocol.api import ApiKey, is_flexible
@@ -30,7 +31,7 @@ def response_header_version(api_key: int, version: int) -> int:
     return 1 if is_flexible(api_key, version) else 0
 
 
-def _nbytes(part) -> int:
+def _nbytes(part: Any) -> int:
     return part.nbytes if isinstance(part, memoryview) else len(part)
 
 
@@ -52,7 +53,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     return [head, *body_parts]
 
 
-def decode_request_header(frame) -> tuple[int, int, int, str | None, int]:
+def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int, str | None, int]:
     """``(api_key, version, correlation_id, client_id, body_offset)`` of a request frame
     (without size prefix).  For fake brokers in tests."""
     r = Reader(frame)

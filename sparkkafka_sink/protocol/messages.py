@@ -10,7 +10,8 @@ any of them; ``protocol.produce`` keeps hand-written fast paths for the Produce 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sparkkafka_sink.protocol import codec
 from sparkkafka_sink.protocol.api import DECLARED, ApiKey
@@ -19,6 +20,7 @@ from sparkkafka_sink.protocol.schema import MessageSchema, load
 #: the spec names of every declared message, requests and responses
 SPEC_NAMES: tuple[str, ...] = tuple(f"{d.spec}{kind}" for d in DECLARED.values()
                                     for kind in ("Request", "Response"))
+_C = TypeVar("_C", bound=Any)  # a class; Any: install sets API_KEY on it
 _API_OF = {f"{d.spec}{kind}": key for key, d in DECLARED.items() for kind in ("Request", "Response")}
 
 
@@ -35,13 +37,13 @@ def encode_body(message: Any, version: int) -> list:
     return codec.encode(schema_of(type(message).__name__), message, version)
 
 
-def decode_body(name: str, body, version: int) -> Any:
+def decode_body(name: str, body: bytes | bytearray | memoryview, version: int) -> Any:
     return codec.decode(schema_of(name), body, version)
 
 
-def _extend(name: str):
+def _extend(name: str) -> Callable[[_C], _C]:
     """Install a subclass (behaviour only, no new fields) as the class ``name`` decodes to."""
-    def install(cls):
+    def install(cls: _C) -> _C:
         message = schema_of(name)
         cls.API_KEY = _API_OF[name]
         message.cls = cls

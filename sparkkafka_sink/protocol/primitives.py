@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import struct
 import uuid as _uuid
+from typing import Any
 
 from sparkkafka_sink.errors import ProtocolError
 from sparkkafka_sink.varint import decode_unsigned_varint
@@ -75,7 +76,7 @@ class Writer:
     def uuid(self, v: _uuid.UUID | None) -> None:
         self._buf += (v or ZERO_UUID).bytes
 
-    def raw(self, data) -> None:
+    def raw(self, data: builtins.bytes | bytearray | memoryview) -> None:
         """Copy ``data`` into the buffer (small payloads)."""
         self._buf += data
 
@@ -110,27 +111,27 @@ class Writer:
             self.compact_string(v)
 
     # -- bytes (int32 length / compact). ``external=True`` keeps a reference, no copy. -------
-    def bytes(self, v, external: bool = False) -> None:
+    def bytes(self, v: Any, external: bool = False) -> None:
         self._buf += _I32.pack(_nbytes(v))
         self._payload(v, external)
 
-    def nullable_bytes(self, v, external: bool = False) -> None:
+    def nullable_bytes(self, v: Any, external: bool = False) -> None:
         if v is None:
             self._buf += b"\xff\xff\xff\xff"
         else:
             self.bytes(v, external)
 
-    def compact_bytes(self, v, external: bool = False) -> None:
+    def compact_bytes(self, v: Any, external: bool = False) -> None:
         self.uvarint(_nbytes(v) + 1)
         self._payload(v, external)
 
-    def compact_nullable_bytes(self, v, external: bool = False) -> None:
+    def compact_nullable_bytes(self, v: Any, external: bool = False) -> None:
         if v is None:
             self._buf.append(0)
         else:
             self.compact_bytes(v, external)
 
-    def _payload(self, v, external: bool) -> None:
+    def _payload(self, v: Any, external: bool) -> None:
         if external:
             self.external(v)
         else:
@@ -150,7 +151,7 @@ class Writer:
         self._buf.append(0)
 
     # -- output ------------------------------------------------------------------------------
-    def external(self, data) -> None:
+    def external(self, data: Any) -> None:
         """Append ``data`` by reference: it becomes its own element of ``parts()`` (a value with
         ``parts``, a record batch kept as its buffers, becomes one element per buffer)."""
         if self._buf:
@@ -176,7 +177,7 @@ class Writer:
         return sum(map(_nbytes, self._parts)) + len(self._buf)
 
 
-def _nbytes(data) -> int:
+def _nbytes(data: Any) -> int:
     return data.nbytes if isinstance(data, memoryview) else len(data)
 
 
@@ -193,7 +194,7 @@ class Reader:
 
     __slots__ = ("_buf", "pos", "_end")
 
-    def __init__(self, data, pos: int = 0) -> None:
+    def __init__(self, data: builtins.bytes | bytearray | memoryview, pos: int = 0) -> None:
         buf = data if isinstance(data, memoryview) else memoryview(data)
         if buf.format != "B" or buf.ndim != 1:
             buf = buf.cast("B")
@@ -209,7 +210,7 @@ class Reader:
     def remaining(self) -> int:
         return self._end - self.pos
 
-    def _unpack(self, st: struct.Struct):
+    def _unpack(self, st: struct.Struct) -> tuple[Any, ...]:
         pos = self.pos
         try:
             value = st.unpack_from(self._buf, pos)

@@ -84,7 +84,7 @@ class ProduceRequest:
                                  for t, parts in self.topic_data])
 
 
-def decode_produce_response(body, version: int) -> Any:
+def decode_produce_response(body: bytes | bytearray | memoryview, version: int) -> Any:
     """The declared ``ProduceResponse`` from ``body``, read field by field in one pass."""
     from sparkkafka_sink.protocol.messages import schema_of
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
-from typing import NamedTuple, TypeAlias
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -156,7 +156,8 @@ class RecordColumns:
         """Records ``start..stop`` (no copy)."""
         return self._with(max(min(stop, self.n) - start, 0), lambda col: col[start:stop], lambda a: a[start:stop])
 
-    def _with(self, n: int, arrow, numpy) -> RecordColumns:
+    def _with(self, n: int, arrow: Callable[[pa.Array], pa.Array],
+              numpy: Callable[[np.ndarray], np.ndarray]) -> RecordColumns:
         out = object.__new__(RecordColumns)
         out.n, out.keys, out.values = n, arrow(self.keys), arrow(self.values)
         out.headers = self.headers if isinstance(self.headers, pa.Scalar) else arrow(self.headers)
@@ -176,7 +177,7 @@ def _field_sizes(lengths: np.ndarray) -> np.ndarray:
     return length_varint_sizes_np(lengths) + np.maximum(lengths, 0)
 
 
-def _nbytes(words) -> np.ndarray:
+def _nbytes(words: tuple[Any, Any]) -> np.ndarray:
     """Byte sizes from a :func:`varint_words` pair."""
     return (words[1] >> np.uint64(3)).astype(np.int64)
 
@@ -282,7 +283,7 @@ def _header_column(headers: HeadersColumnLike | None, n: int) -> tuple[pa.Array 
     return col, _lengths(col)
 
 
-def _arrow_headers(headers: pa.Array, n: int):
+def _arrow_headers(headers: pa.Array, n: int) -> tuple[pa.Array | pa.Scalar, np.ndarray]:
     """Vectorized headers from a ``list<struct<key, value>>`` column (Spark's layout)."""
     if len(headers) != n:
         raise InvalidRecordError(f"{len(headers)} header rows for {n} records")
@@ -337,7 +338,7 @@ def _view_column(word: np.ndarray, sizes: np.ndarray) -> pa.Array:
     return view_array.cast(pa.binary())
 
 
-def _compact_words(word: np.ndarray, sizes: np.ndarray):
+def _compact_words(word: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     groups = word.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8)  # low bytes first
     return groups[np.arange(8) < sizes[:, None]], sizes
 
@@ -356,7 +357,8 @@ def _offsets(sizes: np.ndarray) -> np.ndarray:
 
 
 def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: np.ndarray | int = 0,
-                    base_ts: np.ndarray | None = None, gap_starts: np.ndarray | None = None):
+                    base_ts: np.ndarray | None = None, gap_starts: np.ndarray | None = None,
+                    ) -> tuple[pa.Buffer, np.ndarray]:
     """All records, each with deltas relative to its batch: offset delta ``i - batch_start[i] +
     first_offset[i]`` (records already in an open batch it extends), timestamp delta from
     ``base_ts[i]`` (None: its batch's first row's).
@@ -389,7 +391,8 @@ def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: 
         p1 = _binary_from_sizes(*encode_varint_rows(columns))
     else:
         p1 = _view_column(*packed)
-    p2 = _view_column(*pack_words([varint_words(rows.value_len)]))
+    # int32 lengths take at most 5 bytes: pack_words never returns None here
+    p2 = _view_column(*pack_words([varint_words(rows.value_len)]))  # type: ignore[misc]
     parts = [p1, rows.keys, p2, rows.values, rows.headers]
     if gap_starts is not None and len(gap_starts):
         gap = np.zeros(n, dtype=np.int64)
@@ -429,10 +432,10 @@ def _finish_batches(rows: RecordColumns, data: pa.Buffer, offsets: np.ndarray, s
 
 
 def encode_batch_from_arrow(
-    keys,
-    values,
-    timestamps_ms,
-    headers=None,
+    keys: ColumnLike | None,
+    values: ColumnLike | None,
+    timestamps_ms: IntColumnLike | int | None,
+    headers: HeadersColumnLike | None = None,
     compression_type: CompressionType | int = CompressionType.NONE,
     *,
     producer_id: int = -1,
@@ -462,14 +465,14 @@ def encode_batch_from_arrow(
 
 
 def encode_batches_from_arrow(
-    keys,
-    values,
-    timestamps_ms,
-    headers=None,
+    keys: ColumnLike | None,
+    values: ColumnLike | None,
+    timestamps_ms: IntColumnLike | int | None,
+    headers: HeadersColumnLike | None = None,
     compression_type: CompressionType | int = CompressionType.NONE,
     write_limit: int = 16384,
     *,
-    group_starts=None,
+    group_starts: Iterable[int] | None = None,
     default_timestamp_ms: int | None = None,
     compression_level: int | None = None,
 ) -> list[tuple[int, int, bytes | memoryview]]:
@@ -510,7 +513,7 @@ class ArrowRecords:
     ``size_bounds`` gives the bounds for rows that extend open batches.
     """
 
-    def __init__(self, columns: RecordColumns, group_starts=None):
+    def __init__(self, columns: RecordColumns, group_starts: Iterable[int] | None = None):
         self._rows = columns
         self.n = columns.n
         self.groups = _group_bounds(group_starts, self.n) if self.n else []
@@ -519,7 +522,8 @@ class ArrowRecords:
     def sizes(self) -> np.ndarray:
         return _size_bounds(self._rows, self.groups)
 
-    def size_bounds(self, group_first_offsets, base_timestamps=()) -> np.ndarray:
+    def size_bounds(self, group_first_offsets: Sequence[int] | np.ndarray | None,
+                    base_timestamps: Sequence[int] = ()) -> np.ndarray:
         """``sizes`` for rows that may extend open batches holding ``group_first_offsets``
         records (one per group) and based at ``base_timestamps``: their offset and timestamp
         deltas run on from those batches'."""
@@ -548,7 +552,7 @@ class ArrowRecords:
                        None if stamped_later else (-1, -1, -1))
 
 
-def _group_bounds(group_starts, n: int) -> list[tuple[int, int]]:
+def _group_bounds(group_starts: Iterable[int] | None, n: int) -> list[tuple[int, int]]:
     if group_starts is None:
         return [(0, n)]
     starts = [int(x) for x in group_starts]
@@ -557,7 +561,8 @@ def _group_bounds(group_starts, n: int) -> list[tuple[int, int]]:
     return list(zip(starts, starts[1:] + [n], strict=False))
 
 
-def _encode(rows, slices: list[Slice], ctype, level, attributes, producer_state):
+def _encode(rows: RecordColumns, slices: list[Slice], ctype: int, level: int | None, attributes: int,
+            producer_state: tuple[int, int, int] | None) -> list[tuple[memoryview | bytes, int]]:
     """Encode ``slices`` (covering ``rows`` in order, possibly skipping none) in one pass."""
     starts = np.fromiter((sl.start for sl in slices), np.int64, len(slices))
     lengths = np.fromiter((sl.stop - sl.start for sl in slices), np.int64, len(slices))
@@ -581,8 +586,9 @@ def _encode(rows, slices: list[Slice], ctype, level, attributes, producer_state)
 _NOW_SLACK_MS = 3_600_000
 
 
-def _size_bounds(rows: RecordColumns, groups: list[tuple[int, int]], group_first_offsets=None,
-                 base_timestamps=()) -> np.ndarray:
+def _size_bounds(rows: RecordColumns, groups: list[tuple[int, int]],
+                 group_first_offsets: Sequence[int] | np.ndarray | None = None,
+                 base_timestamps: Sequence[int] = ()) -> np.ndarray:
     """Per-row encoded size bound; the offset delta is bounded by the row's index in its group
     plus the records of the open batch it may extend, the timestamp delta by the spread of the
     rows' and those batches' timestamps."""
@@ -606,7 +612,8 @@ def _size_bounds(rows: RecordColumns, groups: list[tuple[int, int]], group_first
 
 
 def record_size_bounds(
-    keys, values, timestamps_ms=None, headers=None, *, default_timestamp_ms=None
+    keys: ColumnLike | None, values: ColumnLike | None, timestamps_ms: IntColumnLike | int | None = None,
+    headers: HeadersColumnLike | None = None, *, default_timestamp_ms: int | None = None
 ) -> np.ndarray:
     """Per-row upper bound of the encoded record size, wherever a batch starts before it.
 
@@ -617,7 +624,8 @@ def record_size_bounds(
     return ArrowRecords(RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms)).sizes
 
 
-def plan_batches(sizes, write_limit: int, groups: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+def plan_batches(sizes: np.ndarray | Sequence[int], write_limit: int,
+                 groups: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     """Split rows into ``[start, stop)`` slices whose ``61 + sum(sizes)`` fits ``write_limit``.
 
     Greedy like ``RecordBatchBuilder.try_append``: each slice takes as many rows as fit and at

@@ -19,7 +19,9 @@ null key/value has length -1 and a header is ``keyLength varint | key utf-8 | va
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from sparkkafka_sink.errors import InvalidRecordError, ProtocolError
 from sparkkafka_sink.record.compression import CompressionType, compress, decompress
@@ -87,6 +89,9 @@ _CRC = struct.Struct(">I")
 _PRODUCER_STATE = struct.Struct(">qhi")
 assert _HEAD_CRC.size + _TAIL.size == BATCH_OVERHEAD == _HEADER.size
 
+#: a record's headers: ``(key, value)`` pairs, the value bytes-like or None
+Headers: TypeAlias = Sequence[tuple[str, bytes | bytearray | memoryview | None]]
+
 _NULL = b"\x01"  # zigzag varint of -1
 _NO_HEADERS = b"\x00"
 _ATTR = b"\x00"  # record attributes are unused in v2
@@ -95,13 +100,13 @@ _ATTR = b"\x00"  # record attributes are unused in v2
 # ------------------------------------------------------------------------------------- records
 
 
-def encode_headers(headers) -> bytes:
+def encode_headers(headers: Headers | None) -> bytes:
     """Header count plus headers; ``headers`` is a sequence of ``(str, bytes | None)``."""
     if not headers:
         return _NO_HEADERS
     t, s = SMALL_VARINTS, SMALL_LIMIT
     n = len(headers)
-    parts = [t[n] if n < s else varint_bytes(n)]
+    parts: list[bytes | bytearray | memoryview] = [t[n] if n < s else varint_bytes(n)]
     append = parts.append
     for hkey, hval in headers:
         kb = hkey.encode("utf-8")
@@ -117,7 +122,7 @@ def encode_headers(headers) -> bytes:
     return b"".join(parts)
 
 
-def headers_size(headers) -> int:
+def headers_size(headers: Headers | None) -> int:
     """Encoded size of :func:`encode_headers`' output, without building it."""
     if not headers:
         return 1
@@ -129,7 +134,9 @@ def headers_size(headers) -> int:
     return size
 
 
-def encode_record(offset_delta: int, timestamp_delta: int, key, value, headers=None) -> bytes:
+def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | bytearray | memoryview | None,
+                  value: bytes | bytearray | memoryview | None,
+                  headers: Headers | None = None) -> bytes:
     """One complete record, length prefix included (the builder's hot path).
 
     Small varints come from a lookup table and the parts are joined once: about twice as fast
@@ -155,7 +162,7 @@ def encode_record(offset_delta: int, timestamp_delta: int, key, value, headers=N
     )
 
 
-def estimate_record_size(key_len: int | None, value_len: int | None, headers=None) -> int:
+def estimate_record_size(key_len: int | None, value_len: int | None, headers: Headers | None = None) -> int:
     """Upper bound of one record's encoded size; ``None`` (or -1) means a null key/value.
 
     Uses the worst-case sizes for the length, offset delta and timestamp delta, so the result
@@ -170,7 +177,8 @@ def estimate_record_size(key_len: int | None, value_len: int | None, headers=Non
     return size
 
 
-def estimate_batch_size_upper_bound(key_len, value_len, headers=None) -> int:
+def estimate_batch_size_upper_bound(key_len: int | None, value_len: int | None,
+                                    headers: Headers | None = None) -> int:
     """Size bound of a batch holding only this record (what ``max.request.size`` is checked
     against at ``send()``, before compression)."""
     return BATCH_OVERHEAD + estimate_record_size(key_len, value_len, headers)
@@ -184,15 +192,15 @@ def batch_attributes(compression_type: int, is_transactional: bool = False) -> i
     return int(compression_type) | (TRANSACTIONAL_FLAG if is_transactional else 0)
 
 
-def _tail_fields(attributes, record_count, base_timestamp, max_timestamp, producer_id, producer_epoch,
-                 base_sequence) -> tuple:
+def _tail_fields(attributes: int, record_count: int, base_timestamp: int, max_timestamp: int, producer_id: int,
+                 producer_epoch: int, base_sequence: int) -> tuple:
     """The header fields after the CRC, in ``_TAIL``'s order (both ways of finishing a batch)."""
     return (attributes, record_count - 1, base_timestamp, max_timestamp, producer_id, producer_epoch,
             base_sequence, record_count)
 
 
 def batch_header(
-    records,
+    records: bytes | bytearray | memoryview | list | tuple,
     attributes: int,
     record_count: int,
     base_timestamp: int,
@@ -214,7 +222,7 @@ def batch_header(
     return head
 
 
-def _batch_crc(head, chunks=()) -> int:
+def _batch_crc(head: bytearray | memoryview, chunks: Iterable[bytes | bytearray | memoryview] = ()) -> int:
     """A batch's CRC-32C: from its attributes to the end of ``head``, then over ``chunks`` where
     they are (a header alone, or a whole batch in one buffer with no chunks)."""
     crc = crc32c(memoryview(head)[ATTRIBUTES_OFFSET:])
@@ -223,7 +231,8 @@ def _batch_crc(head, chunks=()) -> int:
     return crc
 
 
-def finish_batch(records, attributes: int, record_count: int, base_timestamp: int, max_timestamp: int,
+def finish_batch(records: bytes | bytearray | memoryview | list | tuple, attributes: int, record_count: int,
+                 base_timestamp: int, max_timestamp: int,
                  producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                  with_crc: bool = True) -> bytes:
     """The header and the records as one ``bytes`` (one copy, the join).  Positional and
@@ -330,7 +339,9 @@ class RecordBatchBuilder:
         """Bytes the batch would take uncompressed (header included)."""
         return BATCH_OVERHEAD + len(self._buf)
 
-    def try_append(self, timestamp_ms: int, key, value, headers=None) -> bool:
+    def try_append(self, timestamp_ms: int, key: bytes | bytearray | memoryview | None,
+                   value: bytes | bytearray | memoryview | None,
+                   headers: Headers | None = None) -> bool:
         """Append one record; False (nothing appended) if it would pass ``write_limit``.
 
         ``key``/``value`` are bytes-like or None; ``headers`` a sequence of ``(str, bytes|None)``.
@@ -406,7 +417,7 @@ class EncodedRecordsBuilder:
         """Bytes the batch takes uncompressed (header included)."""
         return self._size
 
-    def append(self, records, count: int, max_timestamp: int) -> int:
+    def append(self, records: memoryview | bytes, count: int, max_timestamp: int) -> int:
         """Add ``count`` encoded records; returns the index of the first."""
         first = self._count
         self._chunks.append(records)
@@ -415,7 +426,9 @@ class EncodedRecordsBuilder:
         self._max_ts = max(self._max_ts, max_timestamp)
         return first
 
-    def try_append(self, timestamp_ms: int, key, value, headers=None) -> bool:
+    def try_append(self, timestamp_ms: int, key: bytes | bytearray | memoryview | None,
+                   value: bytes | bytearray | memoryview | None,
+                   headers: Headers | None = None) -> bool:
         """Records one at a time (``send()``) start a batch of their own after this one."""
         return False
 
@@ -454,7 +467,8 @@ def set_producer_state(batch_bytes: BuiltBatch, producer_id: int, producer_epoch
     return out
 
 
-def _stamp_header(out, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool | None):
+def _stamp_header(out: bytearray | memoryview, producer_id: int, producer_epoch: int, base_sequence: int,
+                  is_transactional: bool | None) -> None:
     """Producer state (and, unless None, the transactional flag) into a writable header."""
     if len(out) < BATCH_OVERHEAD or out[MAGIC_OFFSET] != MAGIC:
         raise ValueError("not a record batch v2")
@@ -465,7 +479,7 @@ def _stamp_header(out, producer_id: int, producer_epoch: int, base_sequence: int
         out[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2] = attributes.to_bytes(2, "big")
 
 
-def split_batch(data, parts: int = 2, compression_level: int | None = None) -> list[tuple[bytes, int]]:
+def split_batch(data: BuiltBatch, parts: int = 2, compression_level: int | None = None) -> list[tuple[bytes, int]]:
     """One built batch re-encoded as up to ``parts`` batches of consecutive records, each
     ``(bytes, record count)``: what a batch a broker refused as too large becomes.  Same
     compression (at ``compression_level``), timestamps, keys, values and headers; producer
@@ -523,7 +537,7 @@ class DecodedBatch:
         return len(self.records)
 
 
-def _read_bytes(buf, pos):
+def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
     n, pos = decode_varint(buf, pos)
     if n < 0:
         return None, pos
@@ -533,7 +547,7 @@ def _read_bytes(buf, pos):
     return bytes(buf[pos:end]), end
 
 
-def _decode_record(buf, pos, base_timestamp):
+def _decode_record(buf: bytes, pos: int, base_timestamp: int) -> tuple[DecodedRecord, int]:
     length, pos = decode_varint(buf, pos)
     end = pos + length
     if length < 1 or end > len(buf):
@@ -564,7 +578,7 @@ def _decode_record(buf, pos, base_timestamp):
     return rec, end
 
 
-def decode_batches(data) -> list[DecodedBatch]:
+def decode_batches(data: BuiltBatch) -> list[DecodedBatch]:
     """Parse and verify (CRC, lengths, record count) every batch in ``data`` (bytes-like, or one
     batch kept as its buffers).
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import IntEnum
 from typing import Any
 
@@ -61,12 +61,12 @@ def from_name(name: str | CompressionType) -> CompressionType:
 GZIP_DEFAULT_LEVEL = 6  # what zlib makes of Deflater.DEFAULT_COMPRESSION (-1), Kafka's default
 
 
-def _gzip_compress(data, level):
+def _gzip_compress(data: bytes | bytearray | memoryview, level: int | None) -> bytes:
     c = zlib.compressobj(GZIP_DEFAULT_LEVEL if level is None or level == -1 else level, zlib.DEFLATED, 31)
     return c.compress(data) + c.flush()
 
 
-def _gzip_decompress(data):
+def _gzip_decompress(data: bytes | bytearray | memoryview) -> bytes:
     d = zlib.decompressobj(47)  # gzip or zlib header, auto-detected
     out = d.decompress(data)
     if not d.eof:
@@ -81,7 +81,7 @@ XERIAL_BLOCK = 32 * 1024
 _BE_INT = struct.Struct(">i")
 
 
-def _snappy_compress(data, level):
+def _snappy_compress(data: bytes | bytearray | memoryview, level: int | None) -> bytes:
     mv = memoryview(data).cast("B")
     parts = [XERIAL_HEADER]
     for start in range(0, len(mv), XERIAL_BLOCK):
@@ -91,7 +91,7 @@ def _snappy_compress(data, level):
     return b"".join(parts)
 
 
-def _snappy_decompress(data):
+def _snappy_decompress(data: bytes | bytearray | memoryview) -> bytes:
     mv = memoryview(data).cast("B")
     if bytes(mv[:8]) != XERIAL_HEADER[:8]:
         return bytes(cramjam.snappy.decompress_raw(mv))
@@ -115,7 +115,7 @@ def _snappy_decompress(data):
 LZ4_DEFAULT_LEVEL = 9
 
 
-def _lz4_compress(data, level):
+def _lz4_compress(data: bytes | bytearray | memoryview, level: int | None) -> bytes:
     return lz4.frame.compress(
         data,
         compression_level=0 if level is None or level == LZ4_DEFAULT_LEVEL else level,
@@ -127,7 +127,7 @@ def _lz4_compress(data, level):
     )
 
 
-def _lz4_decompress(data):
+def _lz4_decompress(data: bytes | bytearray | memoryview) -> bytes:
     return lz4.frame.decompress(data)
 
 
@@ -137,7 +137,7 @@ ZSTD_DEFAULT_LEVEL = 3
 _local = threading.local()
 
 
-def _zstd_compressor(level):
+def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
     cache = getattr(_local, "zstd_c", None)
     if cache is None:
         cache = _local.zstd_c = {}
@@ -147,11 +147,11 @@ def _zstd_compressor(level):
     return c
 
 
-def _zstd_compress(data, level):
+def _zstd_compress(data: bytes | bytearray | memoryview, level: int | None) -> bytes:
     return _zstd_compressor(ZSTD_DEFAULT_LEVEL if level is None else level).compress(data)
 
 
-def _zstd_decompress(data):
+def _zstd_decompress(data: bytes | bytearray | memoryview) -> bytes:
     d = getattr(_local, "zstd_d", None)
     if d is None:
         d = _local.zstd_d = zstandard.ZstdDecompressor()
@@ -174,7 +174,7 @@ LEVELS: dict[int, tuple[str, int, int, int]] = {
 }
 
 
-def level_setting(ctype: CompressionType | int, config) -> int | None:
+def level_setting(ctype: CompressionType | int, config: Mapping[str, Any]) -> int | None:
     """The level ``config`` (a mapping with Kafka's key names) sets for ``ctype``; None for a
     codec without levels (none, snappy)."""
     entry = LEVELS.get(ctype)
@@ -196,7 +196,7 @@ _DECOMPRESS: dict[int, Callable[[Any], bytes]] = {
 }
 
 
-def compress(ctype: CompressionType | int, data, level: int | None = None) -> bytes:
+def compress(ctype: CompressionType | int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
     """Compress ``data`` (bytes-like) into ``ctype``'s Kafka container; NONE returns it as bytes."""
     if ctype == CompressionType.NONE:
         return data if isinstance(data, bytes) else bytes(data)
@@ -207,7 +207,7 @@ def compress(ctype: CompressionType | int, data, level: int | None = None) -> by
     return fn(data, level)
 
 
-def decompress(ctype: CompressionType | int, data) -> bytes:
+def decompress(ctype: CompressionType | int, data: bytes | bytearray | memoryview) -> bytes:
     """Inverse of :func:`compress`; corrupt or truncated input raises ``ProtocolError``."""
     if ctype == CompressionType.NONE:
         return data if isinstance(data, bytes) else bytes(data)

@@ -12,6 +12,6 @@ from crc32c import crc32c as _crc32c
 __all__ = ["crc32c"]
 
 
-def crc32c(data, value: int = 0) -> int:
+def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     """CRC-32C of a bytes-like object; pass a previous result as ``value`` to continue it."""
     return _crc32c(data, value)

@@ -6,7 +6,13 @@ numpy functions encode zigzag varints of many values in one pass.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = [
     "zigzag",
@@ -54,7 +60,7 @@ from sparkkafka_sink.varint import (  # the scalar codec, re-exported
 # ----------------------------------------------------------------------------- vectorized (numpy)
 
 
-def zigzag_np(values) -> np.ndarray:
+def zigzag_np(values: npt.ArrayLike) -> np.ndarray:
     """Zigzag an int64 column to uint64."""
     a = np.asarray(values, dtype=np.int64)
     return ((a << 1) ^ (a >> 63)).view(np.uint64)
@@ -72,7 +78,7 @@ def unsigned_varint_sizes_np(u: np.ndarray) -> np.ndarray:
     return sizes
 
 
-def length_varint_sizes_np(x) -> np.ndarray:
+def length_varint_sizes_np(x: npt.ArrayLike) -> np.ndarray:
     """Encoded byte count of the zigzag varint of each int64 >= -1 (lengths, -1 for null; offset
     deltas; record sizes), as int64.  zigzag(x) is 2x (1 for -1), so the size is counted on x
     itself: no zigzag pass, one compare per byte actually used."""
@@ -112,7 +118,7 @@ def encode_unsigned_varints_np(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return groups[np.arange(groups.shape[-1]) < sizes[..., None]], sizes
 
 
-def varint_words(col, nonnegative: bool = False):
+def varint_words(col: npt.ArrayLike, nonnegative: bool = False) -> tuple[Any, Any]:  # arrays, scalars or None
     """``(word, bits)``: each value's zigzag varint as a little-endian uint64 and its size in
     bits -- scalars for an int ``col`` -- or ``(None, None)`` if some encoding needs more than 8
     bytes.  ``nonnegative`` skips the sign handling of zigzag when the caller knows."""
@@ -135,7 +141,7 @@ def varint_words(col, nonnegative: bool = False):
     return _words_of(z)
 
 
-def pack_words(pairs):
+def pack_words(pairs: Sequence[tuple[Any, Any]]) -> tuple[np.ndarray, np.ndarray] | None:
     """Concatenate per-row varints given as ``(word, bits)`` pairs (see :func:`varint_words`).
 
     Returns ``(words uint64[n], sizes int64[n])`` -- row i's bytes are the low ``sizes[i]``
@@ -158,12 +164,12 @@ def pack_words(pairs):
     return word, sizes
 
 
-def pack_varint_rows(columns):
+def pack_varint_rows(columns: Iterable[npt.ArrayLike]) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`pack_words` of the zigzag varints of several columns (ints are constants)."""
     return pack_words([varint_words(c) for c in columns])
 
 
-def encode_varint_rows(columns) -> tuple[np.ndarray, np.ndarray]:
+def encode_varint_rows(columns: Sequence[int | np.integer | np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Zigzag varints of several int64 columns, concatenated per row: ``(data, sizes)``.
 
     Row i of the result is ``varint(c0[i]) + varint(c1[i]) + ...``; data holds the rows back to
@@ -188,7 +194,8 @@ def encode_varint_rows(columns) -> tuple[np.ndarray, np.ndarray]:
     return out[:total], sizes
 
 
-def _encode_varint_rows_general(columns, n):
+def _encode_varint_rows_general(columns: Sequence[int | np.integer | np.ndarray],
+                                n: int) -> tuple[np.ndarray, np.ndarray]:
     zz = [
         zigzag_np(np.full(n, c, np.int64) if isinstance(c, (int, np.integer)) else c)
         for c in columns
@@ -204,14 +211,14 @@ _LUT_LIMIT = 1 << 14
 _LUTS: tuple | None = None
 
 
-def _luts():
+def _luts() -> tuple[np.ndarray, np.ndarray]:
     global _LUTS
     if _LUTS is None:  # a racing thread just builds the same tables
         _LUTS = _words_of(np.arange(_LUT_LIMIT, dtype=np.uint64))
     return _LUTS
 
 
-def _words_of(z):
+def _words_of(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     groups, sizes = _varint_bytes(z)  # bytes past a value's size are zero
     word = np.zeros(z.shape, dtype=np.uint64)
     for k in range(groups.shape[1]):
@@ -219,7 +226,7 @@ def _words_of(z):
     return word, (sizes * 8).astype(np.uint64)
 
 
-def encode_varints(values) -> tuple[np.ndarray, np.ndarray]:
+def encode_varints(values: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Zigzag-encode an int64 column: ``(data uint8, offsets int64[n+1])``.
 
     Record ``i``'s bytes are ``data[offsets[i]:offsets[i+1]]``.

@@ -14,6 +14,7 @@ Ids and registrations never change once made, so they are cached; nothing else i
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import random
@@ -26,7 +27,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http.client import HTTPException
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from sparkkafka_sink.errors import AuthenticationError, KafkaError
 from sparkkafka_sink.serialization.registry_settings import Endpoint, RegistrySettings, strip_credentials
@@ -149,7 +150,8 @@ class _Operation:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """urllib would follow a redirect with our Authorization header, to any host: refuse."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: http.client.HTTPMessage, newurl: str) -> urllib.request.Request | None:
         return None
 
 

@@ -25,7 +25,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from http.client import HTTPException
-from typing import Any
+from typing import IO, Any
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError
 from sparkkafka_sink.network.sasl.bearer_token import (
@@ -77,7 +77,8 @@ def load_token_provider(spec: Any) -> TokenProvider:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """urllib would follow a redirect with our Authorization header, to any host: refuse."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: http.client.HTTPMessage, newurl: str) -> urllib.request.Request | None:
         return None
 
 
@@ -98,7 +99,7 @@ class _TimedHTTPHandler(urllib.request.HTTPHandler):
         super().__init__()
         self._connection = _timed(http.client.HTTPConnection, read_timeout_s)
 
-    def http_open(self, req):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         return self.do_open(self._connection, req)
 
 
@@ -108,7 +109,7 @@ class _TimedHTTPSHandler(urllib.request.HTTPSHandler):
         self._tls_context = context
         self._connection = _timed(http.client.HTTPSConnection, read_timeout_s)
 
-    def https_open(self, req):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         return self.do_open(self._connection, req, context=self._tls_context)
 
 

@@ -4,17 +4,21 @@ listener, so what our producer wrote is checked by a client that shares none of 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparkkafka_sink.testing.security.broker_security import LISTENERS, SASL_MECHANISMS, BrokerSecurity
 from sparkkafka_sink.testing.security.token_endpoint import TokenEndpoint
 
+if TYPE_CHECKING:
+    from sparkkafka_sink.testing.apache_kafka import ApacheKafka
 
-def librdkafka_config(cluster, listener: str, mechanism: str | None = None, *,
+
+def librdkafka_config(cluster: ApacheKafka, listener: str, mechanism: str | None = None, *,
                       user: str | None = None, password: str | None = None,
                       client_cert: bool | None = None, verify_hostname: bool = True,
                       ca: str | Path | None = None,
                       token_endpoint: TokenEndpoint | None = None,
-                      oauth_principal: str | None = None, **extra) -> dict[str, object]:
+                      oauth_principal: str | None = None, **extra: object) -> dict[str, object]:
     """confluent-kafka settings to reach ``cluster`` (an :class:`ApacheKafka` with
     ``security``) on ``listener``.
 
@@ -27,7 +31,7 @@ def librdkafka_config(cluster, listener: str, mechanism: str | None = None, *,
     ``extra`` settings are added last (they override): pass dotted names through a dict,
     ``librdkafka_config(c, "SSL", **{"client.id": "x"})``.
     """
-    security: BrokerSecurity = cluster.security
+    security: BrokerSecurity | None = cluster.security
     if security is None:
         raise ValueError("the cluster has no security (ApacheKafka(..., security=BrokerSecurity(...)))")
     if listener not in LISTENERS and listener != "PLAINTEXT":

@@ -57,7 +57,7 @@ def sasl_probe(host: str, port: int, mechanism: str, *, user: str | None = None,
     else:
         raise ValueError(f"sasl_probe does PLAIN and OAUTHBEARER, not {mechanism}")
 
-    def call(sock, api_key: int, version: int, cid: int, body: bytes) -> bytes:
+    def call(sock: socket.socket, api_key: int, version: int, cid: int, body: bytes) -> bytes:
         sock.sendall(_request(api_key, version, cid, _CLIENT_ID, body))
         (size,) = struct.unpack(">i", _recv_exact(sock, 4))
         payload = _recv_exact(sock, size)
@@ -81,7 +81,7 @@ def sasl_probe(host: str, port: int, mechanism: str, *, user: str | None = None,
             off += 2 + ln
         if herr != 0:
             return SaslProbeResult(herr, tuple(mechs))
-        def authenticate(cid: int, data: bytes):
+        def authenticate(cid: int, data: bytes) -> tuple[int, str | None, bytes, int]:
             r = call(sock, 36, 1, cid, struct.pack(">i", len(data)) + data)  # SaslAuthenticate v1
             (err, mlen), off = struct.unpack_from(">hh", r, 0), 4
             msg = None

@@ -12,6 +12,7 @@ import time
 import urllib.parse
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from sparkkafka_sink.testing.brokers import HOST
 from sparkkafka_sink.testing.security.pki import TestPki
@@ -104,7 +105,7 @@ class TokenEndpoint:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args) -> None:  # keep test output clean
+            def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
 
             def do_GET(self) -> None:
@@ -148,10 +149,10 @@ class TokenEndpoint:
     def __enter__(self) -> TokenEndpoint:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _handle(self, h) -> None:
+    def _handle(self, h: Any) -> None:  # the Handler class start() makes
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length).decode("utf-8", "replace") if length else ""
         form = {k: v[-1] for k, v in urllib.parse.parse_qs(raw, keep_blank_values=True).items()}

@@ -1,7 +1,8 @@
 """Request and response headers, and the 4-byte size prefix of every frame.
 
-The header is the only part of a request this module builds; the body parts are passed through
-untouched so that record batches reach ``socket.sendmsg`` without being copied.
+The client's side: the header is the only part of a request this module builds (the body parts
+are passed through untouched, so that record batches reach ``socket.sendmsg`` without being
+copied), and the only part of a response it reads.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from sparkkafka_sink.errors import ProtocolError, UnsupportedVersionError
 from sparkkafka_sink.protocol.api import ApiKey, is_flexible
 from sparkkafka_sink.protocol.primitives import Reader
 
@@ -53,21 +53,6 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     return [head, *body_parts]
 
 
-def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int, str | None, int]:
-    """``(api_key, version, correlation_id, client_id, body_offset)`` of a request frame
-    (without size prefix).  For fake brokers in tests."""
-    r = Reader(frame)
-    api_key, version, correlation_id = r.int16(), r.int16(), r.int32()
-    client_id = r.nullable_string()
-    try:
-        flexible = is_flexible(api_key, version)
-    except UnsupportedVersionError:
-        raise ProtocolError(f"request for unknown api key {api_key}") from None
-    if flexible:
-        r.skip_tagged_fields()
-    return api_key, version, correlation_id, client_id, r.pos
-
-
 def decode_response_header(frame: memoryview, api_key: int, version: int) -> tuple[int, int]:
     """``(correlation_id, body_offset)`` of a response frame (without size prefix)."""
     r = Reader(frame)
@@ -76,12 +61,3 @@ def decode_response_header(frame: memoryview, api_key: int, version: int) -> tup
         r.skip_tagged_fields()
     return correlation_id, r.pos
 
-
-def encode_response_header(api_key: int, version: int, correlation_id: int,
-                           body_parts: list) -> list:
-    """A complete response frame ``[size prefix + header, *body_parts]`` (fake brokers)."""
-    head = _I32.pack(correlation_id)
-    if response_header_version(api_key, version) == 1:
-        head += b"\x00"
-    size = len(head) + sum(map(_nbytes, body_parts))
-    return [_I32.pack(size) + head, *body_parts]

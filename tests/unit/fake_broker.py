@@ -38,10 +38,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_frames import decode_request_header, encode_response_header
+
 from sparkkafka_sink.errors import ProtocolError
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import DECLARED, ApiKey
-from sparkkafka_sink.protocol.header import decode_request_header, encode_response_header
 from sparkkafka_sink.record.batch import decode_batches
 
 PRODUCE, METADATA, API_VERSIONS, INIT_PRODUCER_ID = (

@@ -6,11 +6,11 @@ from __future__ import annotations
 import struct
 
 import pytest
+from broker_frames import encode_response_header
 
 from sparkkafka_sink.errors import ProtocolError
 from sparkkafka_sink.protocol import ApiKey, messages
 from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
-from sparkkafka_sink.protocol.header import encode_response_header
 from sparkkafka_sink.protocol.produce import ProduceRequest
 
 

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from broker_frames import decode_request_header, encode_response_header
 
 from sparkkafka_sink.errors import ProtocolError
 from sparkkafka_sink.protocol import ApiKey, decode_response_header, encode_request
-from sparkkafka_sink.protocol.header import (
-    decode_request_header,
-    encode_response_header,
-    request_header_version,
-    response_header_version,
-)
+from sparkkafka_sink.protocol.header import request_header_version, response_header_version
 
 
 def test_request_header_v1_golden():
@@ -62,7 +58,7 @@ def test_decode_response_header_malformed(frame):
         decode_response_header(memoryview(bytes.fromhex(frame)), ApiKey.PRODUCE, 9)
 
 
-def test_fake_broker_helpers_roundtrip():
+def test_the_broker_side_of_the_tests_reads_our_requests_and_writes_what_we_read():
     frame = b"".join(encode_request(ApiKey.PRODUCE, 9, 5, "me", [b"body"]))[4:]
     assert decode_request_header(frame) == (0, 9, 5, "me", 13)
     resp = b"".join(encode_response_header(ApiKey.PRODUCE, 9, 5, [b"xy"]))

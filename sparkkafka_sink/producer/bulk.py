@@ -36,6 +36,7 @@ from sparkkafka_sink.producer.partitioner import Partitioner
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.record.arrow import ArrowRecords, IntColumnLike, RecordColumns, Slice
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
+from sparkkafka_sink.record.refusals import Refused
 
 #: one piece of a bulk call, queued: records ``first..first + len(rows)`` of ``batch`` are the
 #: call's ``rows`` (a batch filled by several calls holds other records too)
@@ -62,11 +63,13 @@ class BulkResult:
 class BulkFuture:
     """One future for a whole ``send_batch`` call, resolved batch by batch.  Its records are
     ``(batch, first, rows)``: records ``first..first+len(rows)`` of ``batch`` are the call's
-    ``rows`` (a batch filled by several calls holds other records too)."""
+    ``rows`` (a batch filled by several calls holds other records too).  ``refused``: the rows
+    the call took out before queueing (``send_batch(..., refused="return")``), never sent."""
 
-    def __init__(self, topic: str, batches: list[BulkEntry]):
+    def __init__(self, topic: str, batches: list[BulkEntry], refused: Refused | None = None):
         self.topic = topic
         self._batches = batches
+        self.refused = refused if refused is not None else Refused()
         self.record_count = sum(len(rows) for _, _, rows in batches)
 
     def done(self) -> bool:
@@ -137,12 +140,14 @@ class BulkSendError(KafkaError):
     none were): they travel on, and must be waited for like any others."""
 
     def __init__(self, error: KafkaError, rows_not_sent: np.ndarray, partial: BulkFuture | None = None,
-                 row: int | None = None, partition: int | None = None):
+                 row: int | None = None, partition: int | None = None, refused: Refused | None = None):
         self.error = error
         self.rows_not_sent = rows_not_sent
         self.partial = partial
         self.row = row
         self.partition = partition
+        #: the rows taken out before queueing (``refused="return"``): not sent either
+        self.refused = refused if refused is not None else Refused()
         self.retriable = error.retriable
         first = self.first_row_not_sent
         sent = (f"rows 0..{first - 1} were queued and travel on (BulkSendError.partial)" if partial is not None
@@ -232,16 +237,14 @@ def group_rows(parts: np.ndarray, columns: RecordColumns, first_row: int = 0) ->
                            None if order is None else order + first_row, group_starts, group_partitions, first_row)
 
 
-def check_sizes(topic: str, sizes: np.ndarray, max_request_size: int) -> None:
-    """``RecordTooLargeError`` naming the first row no request could carry (sizes: the records'
-    bounds, ``RecordColumns.size_upper_bounds``, as ``send()`` counts them)."""
+def oversized(topic: str, sizes: np.ndarray, max_request_size: int) -> Refused:
+    """The rows no request could carry (sizes: the records' bounds,
+    ``RecordColumns.size_upper_bounds``, as ``send()`` counts them)."""
     too_big = np.flatnonzero(sizes + BATCH_OVERHEAD > max_request_size)
-    if len(too_big):
-        row = int(too_big[0])
-        raise _refused_row(RecordTooLargeError(
-            f"Row {row} for topic {topic!r} is {int(sizes[row]) + BATCH_OVERHEAD} bytes when serialized, which is "
-            f"larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)"),
-            len(sizes), row)
+    return Refused.of([(row, RecordTooLargeError(
+        f"Row {row} for topic {topic!r} is {int(sizes[row]) + BATCH_OVERHEAD} bytes when serialized, which is "
+        f"larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)"), None)
+        for row in too_big.tolist()])
 
 
 def plan_pieces(rows: PartitionedRows, opens: dict[int, OpenBatch], batch_size: int) -> list[Piece]:
@@ -291,14 +294,10 @@ def encode_pieces(rows: PartitionedRows, pieces: list[Piece], compression_type: 
         piece.data, piece.max_timestamp = data, max_ts
 
 
-def _refused_row(error: KafkaError, n: int, row: int, partition: int | None = None) -> BulkSendError:
-    """A check refused ``row`` of a call of ``n`` rows, before any row was queued."""
+def refused_before_queueing(refused: Refused, n: int) -> BulkSendError:
+    """A check refused rows of a call of ``n`` rows: its first, before any row was queued."""
+    row, error, partition = next(iter(refused))
     return BulkSendError(error, np.arange(n), None, row, partition)
-
-
-def refused_before_queueing(error: InvalidRecordError, n: int) -> BulkSendError:
-    """A check of the call's columns (``RecordColumns``) refused the row it names."""
-    return BulkSendError(error, np.arange(n), None, error.row)
 
 
 def group_by_partition(parts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
@@ -318,11 +317,13 @@ def group_by_partition(parts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray
 
 
 def resolve_partitions(topic: str, partitions: IntColumnLike | int | None, keys: pa.Array, sizes: np.ndarray,
-                       num_partitions: int, available: list[int], partitioner: Partitioner) -> np.ndarray:
-    """Each row's partition: the given one (checked), else the partitioner's choice."""
+                       num_partitions: int, available: list[int], partitioner: Partitioner
+                       ) -> tuple[np.ndarray, Refused]:
+    """Each row's partition: the given one, else the partitioner's choice; and the rows whose
+    given partition does not exist."""
     n = len(sizes)
     if partitions is None:
-        return partitioner.partition_many(topic, keys, sizes, num_partitions, available)
+        return partitioner.partition_many(topic, keys, sizes, num_partitions, available), Refused()
     if isinstance(partitions, int):
         parts_arr = pa.array(np.full(n, partitions, dtype=np.int64))
     elif isinstance(partitions, (pa.Array, pa.ChunkedArray)):
@@ -334,13 +335,15 @@ def resolve_partitions(topic: str, partitions: IntColumnLike | int | None, keys:
     valid = parts_arr.is_valid().to_numpy(zero_copy_only=False)
     explicit = pc.fill_null(parts_arr.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
     bad = valid & ((explicit < 0) | (explicit >= num_partitions))
+    refused = Refused()
     if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise _refused_row(InvalidPartitionError(
+        count = int(bad.sum())
+        refused = Refused.of([(row, InvalidPartitionError(
             f"Row {row}: partition {int(explicit[row])} of topic {topic!r} does not exist: the topic has "
-            f"{num_partitions} partition(s) [0..{num_partitions - 1}] ({int(bad.sum())} row(s) out of range)"),
-            n, row, int(explicit[row]))
+            f"{num_partitions} partition(s) [0..{num_partitions - 1}] ({count} row(s) out of range)"),
+            int(explicit[row])) for row in np.flatnonzero(bad).tolist()])
+        explicit = np.where(bad, 0, explicit)  # (refused: the caller leaves them out)
     if valid.all():
-        return explicit.astype(np.int32)
+        return explicit.astype(np.int32), refused
     chosen = partitioner.partition_many(topic, keys, sizes, num_partitions, available)
-    return np.where(valid, explicit, chosen).astype(np.int32)
+    return np.where(valid, explicit, chosen).astype(np.int32), refused

@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
@@ -41,8 +41,8 @@ from sparkkafka_sink.producer.bulk import (
     BulkEntry,
     BulkFuture,
     BulkSendError,
-    check_sizes,
     group_rows,
+    oversized,
     refused_before_queueing,
     resolve_partitions,
     sub_calls,
@@ -243,7 +243,8 @@ class Producer:
 
     def send_batch(self, topic: str, values: ColumnLike | None = None, keys: ColumnLike | None = None,
                    headers: HeadersColumnLike | None = None, partitions: IntColumnLike | int | None = None,
-                   timestamps: IntColumnLike | int | None = None) -> BulkFuture:
+                   timestamps: IntColumnLike | int | None = None,
+                   refused: Literal["raise", "return"] = "raise") -> BulkFuture:
         """Queue many records at once from Arrow columns (or sequences); one future for all.
 
         ``values``/``keys``: binary or string columns (nulls allowed: tombstones, null keys);
@@ -254,11 +255,14 @@ class Producer:
         partition's open batch (filled across calls up to ``batch.size``, as ``send()`` fills
         it) and whole batches beyond.  Blocks up to max.block.ms for metadata and buffer memory.
 
-        Raises ``BulkSendError`` when it cannot queue every row: a row it refuses (too large, a
-        partition that does not exist, a header without a key) is named before any row is
-        queued; buffer memory that stays full for max.block.ms stops the call part-way, and the
-        rows queued before travel on under the error's ``partial`` future.  Errors about the
-        call as a whole (the topic, the columns' types, a closed producer) are raised as they are.
+        Every row is checked before any is queued: a row no request could carry, a partition
+        that does not exist, a header without a key.  ``refused="raise"`` (the default): such a
+        row raises ``BulkSendError`` naming it, and no row is queued.  ``refused="return"``: the
+        refused rows are left out, each with its error, in the future's ``refused``, and the
+        others are queued -- however many rows are refused, one call.  Buffer memory that stays
+        full for max.block.ms stops the call part-way with ``BulkSendError``, and the rows queued
+        before travel on under its ``partial`` future.  Errors about the call as a whole (the
+        topic, the columns' types, a closed producer) are raised as they are.
         """
         if self._closed:
             raise ProducerClosedError("Cannot send: the producer is closed")
@@ -267,36 +271,47 @@ class Producer:
         start = now_ms()
         validate_topic(topic)
         cluster = self._wait_on_metadata(topic, None, self._max_block_ms)
-        try:
-            columns = RecordColumns(keys, values, timestamps, headers)  # checked and measured once, for every step
-        except InvalidRecordError as exc:
-            column = values if values is not None else keys
-            if exc.row is None or column is None:
-                raise  # the columns as a whole (types, lengths)
-            raise refused_before_queueing(exc, len(column)) from exc
+        columns = RecordColumns(keys, values, timestamps, headers)  # checked and measured once, for every step
         if columns.n == 0:
             return BulkFuture(topic, [])
-        # every row is checked before any is queued: a rejection names its row and sends none
+        n, returning = columns.n, refused == "return"
+        left_out = columns.refused
+        if left_out and not returning:
+            raise refused_before_queueing(left_out, n)
         sizes = columns.size_upper_bounds()
-        check_sizes(topic, sizes, self.config["max.request.size"])
-        parts = resolve_partitions(topic, partitions, columns.keys, sizes, cluster.partition_count(topic),
-                                   cluster.available_partitions(topic), self._partitioner)
+        too_large = oversized(topic, sizes, self.config["max.request.size"])
+        if too_large and not returning:
+            raise refused_before_queueing(too_large, n)
+        parts, no_partition = resolve_partitions(topic, partitions, columns.keys, sizes,
+                                                 cluster.partition_count(topic), cluster.available_partitions(topic),
+                                                 self._partitioner)
+        if no_partition and not returning:
+            raise refused_before_queueing(no_partition, n)
+        left_out = left_out | too_large | no_partition
+        rows = np.arange(n)  # the call's row of each row queued
+        if left_out:
+            rows = np.delete(rows, left_out.rows)
+            columns, sizes, parts = columns.take(rows), sizes[rows], parts[rows]
+            if not len(rows):
+                return BulkFuture(topic, [], left_out)
         if self._transactions is not None:
             for partition in np.unique(parts).tolist():
                 self._transactions.check_can_send(topic, partition)
         queued: list[BulkEntry] = []
         for lo, hi in sub_calls(sizes, self._bulk_range_bytes):
             try:
-                queued += self._accumulator.append_rows(
+                entries = self._accumulator.append_rows(
                     topic, group_rows(parts[lo:hi], columns.slice(lo, hi), lo), sizes[lo:hi],
                     max(self._max_block_ms - (now_ms() - start), 0))
+                # numbered as the call's rows (those left out leave gaps)
+                queued += [(b, first, rows[taken]) for b, first, taken in entries] if left_out else entries
             except KafkaError as exc:
                 # the ranges before are queued: they travel on, under ``partial``
-                raise BulkSendError(exc, np.arange(lo, columns.n),
-                                    BulkFuture(topic, queued) if queued else None) from exc
+                raise BulkSendError(exc, rows[lo:], BulkFuture(topic, queued, left_out) if queued else None,
+                                    refused=left_out) from exc
             finally:
                 self._sender.wakeup()  # the next range may wait for the memory these batches free
-        return BulkFuture(topic, queued)
+        return BulkFuture(topic, queued, left_out)
 
     def _ensure_valid_size(self, topic: str, size: int) -> None:
         c = self.config

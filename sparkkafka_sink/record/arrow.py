@@ -36,6 +36,7 @@ from sparkkafka_sink.record.batch import (
     finish_batch_in_place,
 )
 from sparkkafka_sink.record.compression import CompressionType, compress
+from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.record.varint import (
     encode_varint_rows,
     encode_varints,
@@ -120,7 +121,7 @@ class RecordColumns:
     None)`` pairs per row.  A bad column raises ``InvalidRecordError`` naming it."""
 
     __slots__ = ("n", "keys", "values", "key_len", "value_len", "ts", "ts_spread", "ts_mixed_default", "headers",
-                 "tail_size")
+                 "tail_size", "refused")
 
     def __init__(self, keys: ColumnLike | None, values: ColumnLike | None,
                  timestamps_ms: IntColumnLike | int | None = None, headers: HeadersColumnLike | None = None,
@@ -137,8 +138,16 @@ class RecordColumns:
         self.value_len = _lengths(self.values)
         self.ts, self.ts_mixed_default = _timestamps(timestamps_ms, n, default_timestamp_ms)
         self.ts_spread = _spread(self.ts)
-        self.headers, header_size = _header_column(headers, n)
+        #: rows whose headers cannot be encoded (a header without a key): measured without them
+        self.headers, header_size, self.refused = _header_column(headers, n)
         self.tail_size = _field_sizes(self.key_len) + _field_sizes(self.value_len) + header_size
+
+    def checked(self) -> RecordColumns:
+        """These columns, or the error of their first refused row (for callers that encode
+        every row or none)."""
+        if self.refused:
+            raise next(iter(self.refused))[1]
+        return self
 
     def size_upper_bounds(self) -> np.ndarray:
         """Each record's ``record.batch.estimate_record_size``: its encoded size wherever it lands
@@ -165,6 +174,7 @@ class RecordColumns:
                                                                                 self.tail_size, self.ts))
         out.ts_spread = _spread(out.ts) if self.ts_spread else 0
         out.ts_mixed_default = self.ts_mixed_default  # (some rows may have left: still a safe bound)
+        out.refused = Refused()  # (the refused rows are the caller's to leave out)
         return out
 
 
@@ -262,28 +272,30 @@ def _timestamps(timestamps_ms: IntColumnLike | int | None, n: int, default_ms: i
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64), mixed
 
 
-def _header_column(headers: HeadersColumnLike | None, n: int) -> tuple[pa.Array | pa.Scalar, np.ndarray]:
-    """Encoded headers per row (``P3``: count + headers) and their sizes."""
+def _header_column(headers: HeadersColumnLike | None, n: int) -> tuple[pa.Array | pa.Scalar, np.ndarray, Refused]:
+    """Encoded headers per row (``P3``: count + headers), their sizes, and the rows whose headers
+    cannot be encoded (encoded as none)."""
     if headers is None:
-        return _scalar(b"\x00"), np.ones(n, dtype=np.int64)
+        return _scalar(b"\x00"), np.ones(n, dtype=np.int64), Refused()
     if isinstance(headers, pa.ChunkedArray):
         headers = headers.combine_chunks()
     if isinstance(headers, pa.Array):
         return _arrow_headers(headers, n)
     # Python objects: one sequence of (str, bytes | None) per row.  The slower path.
-    encoded = []
+    encoded, refused = [], []
     for row, h in enumerate(headers):
         try:
             encoded.append(encode_headers(h))
         except (TypeError, AttributeError, ValueError) as exc:
-            raise InvalidHeaderError(f"Row {row}: cannot encode its headers: {exc}", row) from exc
+            encoded.append(b"\x00")
+            refused.append((row, InvalidHeaderError(f"Row {row}: cannot encode its headers: {exc}", row), None))
     if len(encoded) != n:
         raise InvalidRecordError(f"{len(encoded)} header rows for {n} records")
     col = pa.array(encoded, pa.binary())
-    return col, _lengths(col)
+    return col, _lengths(col), Refused.of(refused)
 
 
-def _arrow_headers(headers: pa.Array, n: int) -> tuple[pa.Array | pa.Scalar, np.ndarray]:
+def _arrow_headers(headers: pa.Array, n: int) -> tuple[pa.Array | pa.Scalar, np.ndarray, Refused]:
     """Vectorized headers from a ``list<struct<key, value>>`` column (Spark's layout)."""
     if len(headers) != n:
         raise InvalidRecordError(f"{len(headers)} header rows for {n} records")
@@ -292,17 +304,22 @@ def _arrow_headers(headers: pa.Array, n: int) -> tuple[pa.Array | pa.Scalar, np.
     counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
     items = pc.list_flatten(headers)  # headers of non-null rows, in row order
     if len(items) == 0:
-        return _scalar(b"\x00"), np.ones(n, dtype=np.int64)
+        return _scalar(b"\x00"), np.ones(n, dtype=np.int64), Refused()
     try:
         hkeys = binary_column(items.field("key"), len(items), "header key")
         hvals = binary_column(items.field("value"), len(items), "header value")
     except (KeyError, ValueError, AttributeError, pa.ArrowInvalid) as exc:
         raise InvalidRecordError(f"header structs need 'key' and 'value' fields: {exc}") from exc
     if hkeys.null_count or items.null_count:
-        bad = int(np.flatnonzero(pc.or_(items.is_null(), hkeys.is_null()).to_numpy(zero_copy_only=False))[0])
-        row = int(np.searchsorted(np.cumsum(counts), bad, side="right"))
-        raise InvalidHeaderError(f"Row {row}: its headers hold a null element or a null key (each header needs "
-                                 "a key)", row)
+        bad = np.flatnonzero(pc.or_(items.is_null(), hkeys.is_null()).to_numpy(zero_copy_only=False))
+        rows = np.unique(np.searchsorted(np.cumsum(counts), bad, side="right"))
+        refused = Refused.of([(row, InvalidHeaderError(
+            f"Row {row}: its headers hold a null element or a null key (each header needs a key)", row), None)
+            for row in rows.tolist()])
+        mask = np.zeros(n, dtype=bool)
+        mask[rows] = True
+        col, sizes, _ = _arrow_headers(pc.if_else(pa.array(mask), pa.scalar(None, headers.type), headers), n)
+        return col, sizes, refused
     each = pc.binary_join_element_wise(
         binary_view_of(*encode_varints(_lengths(hkeys))), hkeys,
         binary_view_of(*encode_varints(_lengths(hvals))), hvals, _scalar(b""), options=_JOIN,
@@ -311,7 +328,7 @@ def _arrow_headers(headers: pa.Array, n: int) -> tuple[pa.Array | pa.Scalar, np.
     col = pc.binary_join_element_wise(
         binary_view_of(*encode_varints(counts)), pc.binary_join(grouped, _scalar(b"")), _scalar(b""), options=_JOIN
     )
-    return col, _lengths(col)
+    return col, _lengths(col), Refused()
 
 
 def binary_view_of(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
@@ -453,7 +470,7 @@ def encode_batch_from_arrow(
     ``headers``: ``None``, a ``list<struct<key: string, value: binary>>`` column, or per-row
     sequences of ``(str, bytes | None)``.  Byte-identical to ``RecordBatchBuilder``.
     """
-    rows = RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms)
+    rows = RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms).checked()
     ctype = CompressionType(compression_type)
     attributes = batch_attributes(ctype, is_transactional)
     if rows.n == 0:
@@ -486,7 +503,7 @@ def encode_batches_from_arrow(
     one call.  Uncompressed batches are memoryviews sharing one buffer (no copy), others are
     bytes.
     """
-    return ArrowRecords(RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms),
+    return ArrowRecords(RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms).checked(),
                         group_starts).encode(
         compression_type, write_limit, compression_level)
 
@@ -621,7 +638,7 @@ def record_size_bounds(
     timestamp delta by the column's timestamp spread, so slices planned from these sizes stay
     within the limit once encoded (null timestamps: within an hour of this call).
     """
-    return ArrowRecords(RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms)).sizes
+    return ArrowRecords(RecordColumns(keys, values, timestamps_ms, headers, default_timestamp_ms).checked()).sizes
 
 
 def plan_batches(sizes: np.ndarray | Sequence[int], write_limit: int,

@@ -131,6 +131,32 @@ def test_send_batch_rejects_a_bad_row_naming_it_and_sends_none(broker, kwargs, r
     _only(broker, "good", [b"ok"])
 
 
+def test_send_batch_returns_every_refused_row_and_sends_the_others(broker):
+    """``refused="return"``: one call over rows of each kind the producer refuses (a partition
+    that does not exist, a record no request could carry, a header without a key) leaves them
+    all out, each with its own error, and delivers the rest; failures after sending are still
+    numbered as the call's rows."""
+    n = 12
+    values = [b"v%d" % i for i in range(n)]
+    values[4] = b"x" * 300_000
+    headers = [[("h", b"1")] for _ in range(n)]
+    headers[7] = [(None, b"2")]
+    headers[9] = [(None, b"3")]
+    partitions = [0] * n
+    partitions[2] = partitions[10] = 7
+    with make_producer(broker.bootstrap_servers, **{"max.request.size": 200_000}) as p:
+        future = p.send_batch("good", values=values, headers=headers, partitions=partitions, refused="return")
+        future.get(30)
+        refused = list(future.refused)
+        assert [(row, type(error)) for row, error, _ in refused] == [
+            (2, E.InvalidPartitionError), (4, E.RecordTooLargeError), (7, E.InvalidHeaderError),
+            (9, E.InvalidHeaderError), (10, E.InvalidPartitionError)]
+        assert [partition for _, _, partition in refused] == [7, None, None, None, 7]
+        assert all(str(error).startswith(f"Row {row}") for row, error, _ in refused)
+        assert future.record_count == n - 5 and future.errors() == []
+    _only(broker, "good", [values[i] for i in range(n) if i not in (2, 4, 7, 9, 10)])
+
+
 def test_send_batch_refuses_columns_that_are_not_records(broker):
     with make_producer(broker.bootstrap_servers) as p:
         with pytest.raises(E.InvalidRecordError, match="value"):

@@ -310,25 +310,29 @@ def test_taken_and_sliced_columns_equal_measuring_again(table, arrow_headers, da
                     == [bytes(b) for _, _, b in ArrowRecords(fresh).encode(write_limit=1 << 20)])
 
 
-# --- headers no record can carry: the check names the row ------------------------------------
-def test_a_null_header_element_or_key_names_its_row():
+# --- headers no record can carry: every such row refused, named; the others measured ------------
+def test_null_header_elements_or_keys_are_refused_row_by_row():
     from sparkkafka_sink.errors import InvalidHeaderError
     from sparkkafka_sink.record.arrow import HEADERS_TYPE, RecordColumns
 
-    values = pa.array([b"a", b"b", b"c"])
+    values = pa.array([b"a", b"b", b"c", b"d"])
     for bad in ([None], [{"key": None, "value": b"2"}]):
-        headers = pa.array([[{"key": "a", "value": b"0"}], None, bad], HEADERS_TYPE)
-        with pytest.raises(InvalidHeaderError, match="Row 2: its headers hold a null element or a null key") as e:
-            RecordColumns(None, values, headers=headers)
-        assert e.value.row == 2
+        headers = pa.array([[{"key": "a", "value": b"0"}], bad, None, bad], HEADERS_TYPE)
+        columns = RecordColumns(None, values, headers=headers)
+        assert columns.refused.rows.tolist() == [1, 3]
+        assert [str(e) for _, e, _ in columns.refused] == [
+            f"Row {r}: its headers hold a null element or a null key (each header needs a key)" for r in (1, 3)]
+        kept = columns.take(np.array([0, 2]))  # the others encode as they would alone
+        alone = RecordColumns(None, pa.array([b"a", b"c"]), headers=headers.take(pa.array([0, 2])))
+        assert kept.size_upper_bounds().tolist() == alone.size_upper_bounds().tolist()
+        with pytest.raises(InvalidHeaderError, match="Row 1: its headers hold") as e:
+            columns.checked()  # for callers that encode every row or none
+        assert e.value.row == 1
 
 
 def test_sliced_headers_are_checked_by_their_own_offsets():
-    from sparkkafka_sink.errors import InvalidHeaderError
     from sparkkafka_sink.record.arrow import HEADERS_TYPE, RecordColumns
 
     h = pa.array([[None], [{"key": "b", "value": b"1"}], [{"key": None, "value": b"2"}]], HEADERS_TYPE).slice(1)
-    with pytest.raises(InvalidHeaderError) as e:
-        RecordColumns(None, pa.array([b"x", b"y"]), headers=h)
-    assert e.value.row == 1
-    RecordColumns(None, pa.array([b"x"]), headers=h.slice(0, 1))  # row 1 of the original alone is fine
+    assert RecordColumns(None, pa.array([b"x", b"y"]), headers=h).refused.rows.tolist() == [1]
+    assert not RecordColumns(None, pa.array([b"x"]), headers=h.slice(0, 1)).refused  # row 1 of the original is fine

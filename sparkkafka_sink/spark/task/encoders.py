@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from sparkkafka_sink.record.refusals import Refused
+from sparkkafka_sink.serialization.encoded import RecordSchemaError
 from sparkkafka_sink.serialization.serializer import ColumnSerializer, WriterSchema
 from sparkkafka_sink.spark.plan import ColumnEncoding, WritePlan
+from sparkkafka_sink.spark.task.part import Part
 
 if TYPE_CHECKING:
     from sparkkafka_sink.serialization.registry import SchemaRegistryClient
@@ -46,17 +49,20 @@ class TaskEncoders:
     def __bool__(self) -> bool:
         return bool(self._columns)
 
-    def encode(self, part: pa.RecordBatch, topic: str) -> tuple[pa.RecordBatch, list[tuple[int, str, str]]]:
-        """``part`` with its serialized columns replaced by their encodings, and its bad rows:
-        ``(position in part, field, what is wrong)``, ascending (their encodings are null)."""
+    def encode(self, part: Part, topic: str) -> tuple[Part, Refused]:
+        """``part`` with its serialized columns replaced by their encodings, and the rows its
+        schemas cannot hold (positions in ``part``, ascending; their encodings are null), each
+        with a ``RecordSchemaError`` naming the row (its number in the task's input) and field."""
+        batch = part.batch
         bad: dict[int, tuple[str, str]] = {}
         for name, encoding in self._columns:
-            array = part.column(name)
+            array = batch.column(name)
             encoded = self._serializer(name, encoding, topic, array.type).encode(array)
             for i, row in enumerate(encoded.bad_rows.tolist()):
                 bad.setdefault(row, (encoded.fields[i], encoded.reasons[i]))
-            part = part.set_column(part.schema.get_field_index(name), name, encoded.values)
-        return part, [(row, field, reason) for row, (field, reason) in sorted(bad.items())]
+            batch = batch.set_column(batch.schema.get_field_index(name), name, encoded.values)
+        return part.with_batch(batch), Refused.of([(row, RecordSchemaError(reason, part.task_row(row), field), None)
+                                                   for row, (field, reason) in bad.items()])
 
     def _serializer(self, name: str, encoding: ColumnEncoding, topic: str, arrow_type: pa.DataType
                     ) -> ColumnSerializer:

@@ -1,14 +1,15 @@
-"""Rows to the producer: serialize, split by topic, send, route the refusals.
+"""Rows to the producer: out what has no topic, split by topic, encode, send, route refusals.
 
 A part of an Arrow batch (``part.Part``) goes through four steps, each handling a row once:
 rows without a topic are taken out (``row_checks``); the rest are split by topic; each topic's
-rows are serialized when a column is written in a registry format (rows the schema cannot hold
-taken out); each topic's rows go to the producer in one ``send_batch``.  A row taken out stops
-the task (its first, named) -- or, under ``errors.tolerance=all``, goes to the dead letters and
-the rest goes on.  So does a row the producer refuses (its ``BulkSendError`` names the row: too
-large, a partition that does not exist, a header without a key) and, tolerated, every row of a
-topic it refuses (not authorized).  What the producer accepted is followed by the
-``DeliveryTracker``.
+rows are encoded when a column is written in a registry format (``encoders``: the rows their
+schema cannot hold come back as data); each topic's rows go to the producer in one
+``send_batch`` (the rows it refuses -- too large, a partition that does not exist, a header
+without a key -- come back as data too, under ``errors.tolerance=all``).  Under the default
+tolerance the first refused row stops the task, named, before any row of its part is sent;
+under ``all`` the refused rows go to the dead letters (``_route``) and the rest goes on, as do
+all the rows of a topic the producer refuses (not authorized).  What the producer accepted is
+followed by the ``DeliveryTracker``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pyarrow.compute as pc
 from sparkkafka_sink.errors import InvalidHeaderError, InvalidRecordError, KafkaError
 from sparkkafka_sink.producer.bulk import BulkSendError
 from sparkkafka_sink.producer.producer import Producer
-from sparkkafka_sink.serialization.encoded import RecordSchemaError
+from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.plan import ColumnLayout
 from sparkkafka_sink.spark.task.dead_letters import DeadLetters, is_bad_row
 from sparkkafka_sink.spark.task.delivery import DeliveryTracker
@@ -35,15 +36,20 @@ def send_arrow_batch(producer: Producer, part: Part, layout: ColumnLayout, topic
     failures go to ``tracker`` with their rows.
 
     Raises ``RowError`` for a row without a topic, before any row of the part is sent.  With
-    ``dead_letters`` (errors.tolerance=all) such rows, and rows the producer refuses, are taken
-    out and handed there, and the rest is sent."""
+    ``dead_letters`` (errors.tolerance=all) such rows, rows their schema cannot hold and rows the
+    producer refuses are handed there, each once, and the rest is sent."""
     part = _with_topics(part, layout, topic_option, dead_letters)
     for topic, group in _topic_groups(part, layout, topic_option):
         if encoders:
-            serialized = _serialized(group, topic, encoders, tracker, dead_letters)
-            if serialized is None:
+            encoded, refused = encoders.encode(group, topic)
+            if refused and dead_letters is None:  # the task stops before any row of the group is sent
+                row, error, _ = next(iter(refused))
+                tracker.fail_now(group.task_row(row), topic, None, error, count=group.num_rows)
                 continue
-            group = serialized
+            _route(dead_letters, group, refused, "serialization", topic)  # read as the user gave them
+            group = encoded.without(refused.rows) if refused else encoded
+            if not group.num_rows:
+                continue
         _send(producer, group, layout, topic, tracker, dead_letters)
 
 
@@ -76,63 +82,46 @@ def _topic_groups(part: Part, layout: ColumnLayout, topic_option: str | None) ->
     return [(t, part.take(np.flatnonzero(pc.equal(col, t).to_numpy(zero_copy_only=False)))) for t in topics]
 
 
-def _serialized(part: Part, topic: str, encoders: TaskEncoders, tracker: DeliveryTracker,
-                dead_letters: DeadLetters | None) -> Part | None:
-    """``part`` with its key and value serialized; a row its schema cannot hold goes to the dead
-    letters (the rest is sent), or stops the task before any row of the part is sent (None, the
-    failure with the tracker)."""
-    encoded, bad = encoders.encode(part.batch, topic)
-    if not bad:
-        return part.with_batch(encoded)
-    errors = [(i, RecordSchemaError(reason, part.task_row(i), field)) for i, field, reason in bad]
-    if dead_letters is None:
-        first, error = errors[0]
-        tracker.fail_now(part.task_row(first), topic, None, error, count=part.num_rows)
-        return None
-    for i, error in errors:  # dead-lettered as the user gave them, before serialization
-        dead_letters.reject_rows(part, [i], error, "serialization", topic)
-    rest = part.with_batch(encoded).without([i for i, _ in errors])
-    return rest if rest.num_rows else None
-
-
 def _send(producer: Producer, part: Part, layout: ColumnLayout, topic: str, tracker: DeliveryTracker,
           dead_letters: DeadLetters | None) -> None:
-    """One ``send_batch`` of ``part``; under tolerance a row the producer refuses is taken out and
-    the rest sent again, and a topic it refuses (not authorized) makes every row of the part a
-    bad row."""
-    while True:
-        col = part.column
-        try:
-            future = producer.send_batch(
-                topic,
-                values=col(layout.value),
-                keys=col(layout.key) if layout.key else None,
-                headers=col(layout.headers) if layout.headers else None,
-                partitions=col(layout.partition) if layout.partition else None,
-                timestamps=col(layout.timestamp) if layout.timestamp else None,
-            )
-        except BulkSendError as exc:
-            if exc.partial is not None:  # the rows queued before the error travel on
-                tracker.track_bulk(exc.partial, topic, part)
-            if dead_letters is not None and exc.row is not None and is_bad_row(exc.error):
-                # a row the producer refused, before any row was queued: out, and the rest again
-                dead_letters.reject_rows(part, [exc.row], exc.error, "producer", topic, exc.partition,
-                                         with_headers=not isinstance(exc.error, InvalidHeaderError))
-                part = part.without([exc.row])
-                if part.num_rows == 0:
-                    return
-                continue
-            first = exc.row if exc.row is not None else exc.first_row_not_sent  # the row at fault, or the first left
-            tracker.fail_now(part.task_row(first), topic, exc.partition, exc.error, count=len(exc.rows_not_sent))
-            return
-        except KafkaError as exc:  # the call as a whole: nothing of it was queued
-            if dead_letters is not None and is_bad_row(exc):
-                # the topic itself is refused (TOPIC_AUTHORIZATION_FAILED from Metadata): every row
-                dead_letters.reject_rows(part, np.arange(part.num_rows), exc, "producer", topic)
-                return
-            tracker.fail_now(part.task_row(0), topic, None, exc, count=part.num_rows)
-            return
-        tracker.track_bulk(future, topic, part)
+    """One ``send_batch`` of ``part``.  Under tolerance the producer leaves out the rows it
+    refuses and returns them (routed to the dead letters), and a topic it refuses (not
+    authorized) makes every row of the part a bad row; otherwise the first refused row fails
+    the task, nothing of the part sent."""
+    col = part.column
+    try:
+        future = producer.send_batch(
+            topic,
+            values=col(layout.value),
+            keys=col(layout.key) if layout.key else None,
+            headers=col(layout.headers) if layout.headers else None,
+            partitions=col(layout.partition) if layout.partition else None,
+            timestamps=col(layout.timestamp) if layout.timestamp else None,
+            refused="raise" if dead_letters is None else "return",
+        )
+    except BulkSendError as exc:
+        if exc.partial is not None:  # the rows queued before the error travel on
+            tracker.track_bulk(exc.partial, topic, part)
+        _route(dead_letters, part, exc.refused, "producer", topic)
+        first = exc.row if exc.row is not None else exc.first_row_not_sent  # the row at fault, or the first left
+        tracker.fail_now(part.task_row(first), topic, exc.partition, exc.error, count=len(exc.rows_not_sent))
         return
+    except KafkaError as exc:  # the call as a whole: nothing of it was queued
+        if dead_letters is not None and is_bad_row(exc):
+            # the topic itself is refused (TOPIC_AUTHORIZATION_FAILED from Metadata): every row
+            dead_letters.reject_rows(part, np.arange(part.num_rows), exc, "producer", topic)
+            return
+        tracker.fail_now(part.task_row(0), topic, None, exc, count=part.num_rows)
+        return
+    _route(dead_letters, part, future.refused, "producer", topic)
+    tracker.track_bulk(future, topic, part)
 
 
+def _route(dead_letters: DeadLetters | None, part: Part, refused: Refused, stage: str, topic: str) -> None:
+    """Rows of ``part`` a call refused, to the dead letters (a header without a key: without its
+    headers, which cannot be read)."""
+    if dead_letters is None:
+        return
+    for row, error, partition in refused:
+        dead_letters.reject_rows(part, [row], error, stage, topic, partition,
+                                 with_headers=not isinstance(error, InvalidHeaderError))

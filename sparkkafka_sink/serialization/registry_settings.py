@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.network.sasl.bearer_token import OAuthBearerToken
-from sparkkafka_sink.network.sasl.token_providers import ClientCredentialsTokenProvider
-from sparkkafka_sink.network.sasl.token_source import refresh_at
+from sparkkafka_sink.oauth.bearer_token import OAuthBearerToken
+from sparkkafka_sink.oauth.token_providers import ClientCredentialsTokenProvider
+from sparkkafka_sink.oauth.token_source import refresh_at
 
 BASIC_AUTH_SOURCES = ("USER_INFO", "URL")
 BEARER_AUTH_SOURCES = ("STATIC_TOKEN", "OAUTHBEARER")

@@ -15,14 +15,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError
-from sparkkafka_sink.network.sasl.bearer_token import OAuthBearerToken, TokenUnavailableError, coerce_token
-from sparkkafka_sink.network.sasl.jwt import jwt_claims
-from sparkkafka_sink.network.sasl.token_providers import (
+from sparkkafka_sink.oauth.bearer_token import OAuthBearerToken, TokenUnavailableError, coerce_token
+from sparkkafka_sink.oauth.jwt import jwt_claims
+from sparkkafka_sink.oauth.token_providers import (
     ClientCredentialsTokenProvider,
     UnsecuredTokenProvider,
     load_token_provider,
 )
-from sparkkafka_sink.network.sasl.token_source import TokenSource, refresh_at
+from sparkkafka_sink.oauth.token_source import TokenSource, refresh_at
 from sparkkafka_sink.testing import waiting
 
 SECRET = "s3cr+t/=&ü-SECRET"

@@ -11,9 +11,9 @@ import pytest
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
-from sparkkafka_sink.network.sasl.bearer_token import OAuthBearerToken
 from sparkkafka_sink.network.sasl.settings import sasl_settings
-from sparkkafka_sink.network.sasl.token_source import refresh_at
+from sparkkafka_sink.oauth.bearer_token import OAuthBearerToken
+from sparkkafka_sink.oauth.token_source import refresh_at
 from sparkkafka_sink.producer import java_keys
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
 from sparkkafka_sink.producer.buffer_pool import BufferPool

@@ -2,6 +2,6 @@
 
 ``settings`` turns ``security.protocol`` and the ``sasl.*`` keys into :class:`SaslSettings`;
 ``client`` is the interface each mechanism implements (``plain``, ``scram``, ``oauthbearer``);
-``jaas`` reads ``sasl.jaas.config``; OAUTHBEARER tokens come from ``token_providers`` through a
-``token_source`` that keeps them fresh (``bearer_token``, ``jwt``: what a token is).
+``jaas`` reads ``sasl.jaas.config``; OAUTHBEARER tokens come from ``sparkkafka_sink.oauth``
+(shared with the Schema Registry client).
 """

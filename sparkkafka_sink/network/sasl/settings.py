@@ -25,7 +25,7 @@ from sparkkafka_sink.network.sasl.jaas import JaasConfig, parse_jaas
 from sparkkafka_sink.network.sasl.oauthbearer import OAuthBearerClient, validate_extensions
 from sparkkafka_sink.network.sasl.plain import PlainClient
 from sparkkafka_sink.network.sasl.scram import SCRAM_HASHES, ScramClient
-from sparkkafka_sink.network.sasl.token_providers import (
+from sparkkafka_sink.oauth.token_providers import (
     UNSECURED_EXTENSION_PREFIX,
     ClientCredentialsTokenProvider,
     FileTokenProvider,
@@ -33,7 +33,7 @@ from sparkkafka_sink.network.sasl.token_providers import (
     is_unsecured_claim_option,
     load_token_provider,
 )
-from sparkkafka_sink.network.sasl.token_source import TokenSource
+from sparkkafka_sink.oauth.token_source import TokenSource
 
 log = logging.getLogger(__name__)
 

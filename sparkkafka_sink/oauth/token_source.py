@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError
-from sparkkafka_sink.network.sasl.bearer_token import (
+from sparkkafka_sink.oauth.bearer_token import (
     OAuthBearerToken,
     TokenProvider,
     TokenUnavailableError,

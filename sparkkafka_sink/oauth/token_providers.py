@@ -28,13 +28,13 @@ from http.client import HTTPException
 from typing import IO, Any
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError
-from sparkkafka_sink.network.sasl.bearer_token import (
+from sparkkafka_sink.oauth.bearer_token import (
     OAuthBearerToken,
     TokenProvider,
     TokenUnavailableError,
     token_from_jwt,
 )
-from sparkkafka_sink.network.sasl.jwt import claim_ms, claims_subject, jwt_claims, unsigned_jwt
+from sparkkafka_sink.oauth.jwt import claim_ms, claims_subject, jwt_claims, unsigned_jwt
 
 log = logging.getLogger(__name__)
 

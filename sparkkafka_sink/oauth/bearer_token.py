@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkkafka_sink.errors import AuthenticationError
-from sparkkafka_sink.network.sasl.jwt import claim_ms, claims_subject, jwt_claims
+from sparkkafka_sink.oauth.jwt import claim_ms, claims_subject, jwt_claims
 
 #: a (token, expiry) tuple's expiry above this is in milliseconds (aws-msk-iam-sasl-signer
 #: returns ms); as seconds it would be past the year 5000

@@ -2,7 +2,7 @@
 
 The one scalar varint codec of the package, at the bottom beside ``errors``: the protocol layer
 (compact strings, arrays and tagged fields) and the record layer (record batch v2, whose column
-encoders in ``record.varint`` build on it) both use it.  Signed values use zigzag encoding, so
+encoders in ``varint_columns`` build on it) both use it.  Signed values use zigzag encoding, so
 small negatives (``-1`` for a null key) stay one byte.  Decoders raise
 :class:`~sparkkafka_sink.errors.ProtocolError` on truncated or overlong input, never
 ``IndexError``.

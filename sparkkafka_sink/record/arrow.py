@@ -3,7 +3,7 @@
 Each record is ``P1 | key | P2 | value | P3`` with
 ``P1 = length, attributes, timestampDelta, offsetDelta, keyLength`` (varints), ``P2 =
 valueLength`` and ``P3`` the headers.  The varints of whole columns are packed into one uint64
-per row with numpy (:func:`~sparkkafka_sink.record.varint.pack_words`), handed to Arrow as
+per row with numpy (:func:`~sparkkafka_sink.varint_columns.pack_words`), handed to Arrow as
 inline binary views, and Arrow's ``binary_join_element_wise`` kernel interleaves them with the
 key/value bytes in one C++ pass.  :func:`encode_batches_from_arrow` does this once for all rows
 of a table, every batch at once (deltas are taken from each row's batch start, and uncompressed
@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkkafka_sink.arrow_views import binary_view_of
 from sparkkafka_sink.errors import InvalidHeaderError, InvalidRecordError
 from sparkkafka_sink.record.batch import (
     BATCH_OVERHEAD,
@@ -37,7 +38,7 @@ from sparkkafka_sink.record.batch import (
 )
 from sparkkafka_sink.record.compression import CompressionType, compress
 from sparkkafka_sink.record.refusals import Refused
-from sparkkafka_sink.record.varint import (
+from sparkkafka_sink.varint_columns import (
     encode_varint_rows,
     encode_varints,
     length_varint_sizes_np,
@@ -329,14 +330,6 @@ def _arrow_headers(headers: pa.Array, n: int) -> tuple[pa.Array | pa.Scalar, np.
         binary_view_of(*encode_varints(counts)), pc.binary_join(grouped, _scalar(b"")), _scalar(b""), options=_JOIN
     )
     return col, _lengths(col), Refused()
-
-
-def binary_view_of(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
-    """A binary array viewing concatenated bytes (no copy); row i is ``data[offsets[i]:offsets[i + 1]]``."""
-    offsets = offsets.astype(np.int32)
-    return pa.Array.from_buffers(
-        pa.binary(), offsets.shape[0] - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
 
 
 def _view_column(word: np.ndarray, sizes: np.ndarray) -> pa.Array:

@@ -26,7 +26,7 @@ from typing import TypeAlias
 from sparkkafka_sink.errors import InvalidRecordError, ProtocolError
 from sparkkafka_sink.record.compression import CompressionType, compress, decompress
 from sparkkafka_sink.record.crc import crc32c
-from sparkkafka_sink.record.varint import (
+from sparkkafka_sink.varint_columns import (
     SMALL_LIMIT,
     SMALL_VARINTS,
     decode_varint,

@@ -5,7 +5,7 @@ decimals) and :class:`_Words` (varints, floats, booleans, union indexes: each ro
 one little-endian uint64) -- and a record's parts are concatenated row by row by Arrow's
 ``binary_join_element_wise`` in one C++ pass, neighbouring words packed into one first (an id,
 a string's length and a union index are one column).  Avro's int and long are the zigzag varints
-Kafka's records use (``record.varint``); an array or map is one block (its count, the items, a
+Kafka's records use (``varint_columns``); an array or map is one block (its count, the items, a
 0), its items encoded as one column and regrouped by the list's offsets without a copy; a union
 is its branch index then the value.  A null slot's bytes are whatever its buffer holds and get
 masked; nothing is ever skipped row by row.
@@ -26,8 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkkafka_sink.record.arrow import binary_view_of
-from sparkkafka_sink.record.varint import encode_unsigned_varint, encode_varints, varint_words, zigzag
+from sparkkafka_sink.arrow_views import binary_view_of
 from sparkkafka_sink.serialization.avro_schema import (
     NO_DEFAULT,
     AvroBinding,
@@ -53,6 +52,7 @@ from sparkkafka_sink.serialization.columns import (
     with_validity,
 )
 from sparkkafka_sink.serialization.encoded import EncodedColumn
+from sparkkafka_sink.varint_columns import encode_unsigned_varint, encode_varints, varint_words, zigzag
 
 __all__ = ["AvroEncoder", "encode_avro_datum"]
 

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkkafka_sink.record.arrow import binary_view_of
+from sparkkafka_sink.arrow_views import binary_view_of
 from sparkkafka_sink.serialization.arrow_types import is_binary, is_list, is_string
 from sparkkafka_sink.serialization.columns import (
     BadRows,

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkkafka_sink import varint_columns as v
 from sparkkafka_sink.errors import ProtocolError
-from sparkkafka_sink.record import varint as v
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

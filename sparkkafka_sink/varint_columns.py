@@ -1,7 +1,9 @@
-"""Varints of whole columns at once, for the Arrow path of record batch v2.
+"""Varints of whole columns at once: numpy functions that encode zigzag varints of many values
+in one pass.
 
-The scalar codec (row path, protocol) is ``sparkkafka_sink.varint``, re-exported here; these
-numpy functions encode zigzag varints of many values in one pass.
+Beside the layers: the record batch encoder (``record.arrow``, ``record.batch``) and the Avro
+encoder (``serialization.avro_encoder``) both build on them.  The scalar codec (row path,
+protocol) is ``sparkkafka_sink.varint``, re-exported here.
 """
 
 from __future__ import annotations

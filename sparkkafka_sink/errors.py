@@ -8,10 +8,73 @@ subclass of :class:`BrokerResponseError` each, generated in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 _Error = TypeVar("_Error", bound=BaseException)
+
+
+class Setting:
+    """A configuration key named in a message, kept as data: the layer that knows what its users
+    call the key (the Spark sink's ``kafka.linger.ms`` for the producer's ``linger.ms``) renders
+    the message with its names (:func:`named`), and no one rewrites message text afterwards."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __str__(self) -> str:
+        return self.key
+
+    def __repr__(self) -> str:
+        return repr(self.key)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.key, spec)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Setting) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+class Message(str):
+    """An error message built from a ``str.format`` template and its arguments, which it keeps:
+    as a str it reads with the keys as the raising layer names them; :meth:`named` renders it
+    again with another name for each :class:`Setting` (arguments that are messages or errors
+    carrying one are renamed the same way).  Arguments are never parsed again, so a value
+    that happens to look like a key stays as it was."""
+
+    template: str
+    parts: tuple[Any, ...]
+
+    def __new__(cls, template: str, *parts: Any) -> Message:
+        text = super().__new__(cls, template.format(*parts))
+        text.template = template
+        text.parts = parts
+        return text
+
+    def named(self, name: Callable[[str], str]) -> str:
+        return self.template.format(*(_renamed(part, name) for part in self.parts))
+
+
+def _renamed(part: Any, name: Callable[[str], str]) -> Any:
+    if isinstance(part, Setting):
+        return Setting(name(part.key))
+    if isinstance(part, Message):
+        return part.named(name)
+    if isinstance(part, BaseException):
+        return named(part, name)
+    return part
+
+
+def named(error: BaseException, name: Callable[[str], str]) -> str:
+    """``str(error)`` with each configuration key its message names as ``name(key)`` (the text
+    as it is when the message was not built as a :class:`Message`)."""
+    text = error.args[0] if len(error.args) == 1 else None
+    return text.named(name) if isinstance(text, Message) else str(error)
 
 
 class KafkaError(Exception):
@@ -156,10 +219,10 @@ class BrokerResponseError(KafkaError):
 
     def __init__(self, message: str | None = None):
         self.message = message
-        text = f"[Error {self.code}] {self.name}: {self.description}"
         if message:
-            text += f" ({message})"
-        super().__init__(text)
+            super().__init__(Message("[Error {}] {}: {} ({})", self.code, self.name, self.description, message))
+        else:
+            super().__init__(f"[Error {self.code}] {self.name}: {self.description}")
 
 
 def again(error: _Error) -> _Error:

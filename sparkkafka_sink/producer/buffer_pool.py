@@ -13,7 +13,7 @@ import threading
 import time
 from collections import deque
 
-from sparkkafka_sink.errors import BufferExhaustedError, KafkaError, RecordTooLargeError
+from sparkkafka_sink.errors import BufferExhaustedError, KafkaError, Message, RecordTooLargeError, Setting
 
 
 class BufferPool:
@@ -36,9 +36,8 @@ class BufferPool:
     def allocate(self, size: int, max_time_ms: float) -> None:
         """Reserve ``size`` bytes, waiting up to ``max_time_ms`` for them."""
         if size > self.total_memory:
-            raise RecordTooLargeError(
-                f"Attempt to allocate {size} bytes, but buffer.memory is only {self.total_memory} bytes"
-            )
+            raise RecordTooLargeError(Message("Attempt to allocate {} bytes, but {} is only {} bytes", size,
+                                              Setting("buffer.memory"), self.total_memory))
         with self._lock:
             if self._closed:
                 raise KafkaError("Producer closed while allocating memory")
@@ -57,12 +56,12 @@ class BufferPool:
                         return
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise BufferExhaustedError(
-                            f"Failed to allocate {size} bytes within the configured max blocking time "
-                            f"{max_time_ms:.0f} ms (max.block.ms). Total memory: {self.total_memory} bytes "
-                            f"(buffer.memory). Available memory: {self._available} bytes. The broker is not "
-                            "keeping up with send(): raise buffer.memory or max.block.ms, or slow down."
-                        )
+                        memory, block = Setting("buffer.memory"), Setting("max.block.ms")
+                        raise BufferExhaustedError(Message(
+                            "Failed to allocate {} bytes within the configured max blocking time {:.0f} ms ({}). "
+                            "Total memory: {} bytes ({}). Available memory: {} bytes. The broker is not keeping up "
+                            "with send(): raise {} or {}, or slow down.", size, max_time_ms, block,
+                            self.total_memory, memory, self._available, memory, block))
                     cond.wait(remaining)
             finally:
                 self._waiters.remove(cond)

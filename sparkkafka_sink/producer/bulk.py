@@ -27,7 +27,9 @@ from sparkkafka_sink.errors import (
     InvalidRecordError,
     KafkaError,
     KafkaTimeoutError,
+    Message,
     RecordTooLargeError,
+    Setting,
     again,
 )
 from sparkkafka_sink.producer.future import ProduceRequestResult
@@ -241,10 +243,10 @@ def oversized(topic: str, sizes: np.ndarray, max_request_size: int) -> Refused:
     """The rows no request could carry (sizes: the records' bounds,
     ``RecordColumns.size_upper_bounds``, as ``send()`` counts them)."""
     too_big = np.flatnonzero(sizes + BATCH_OVERHEAD > max_request_size)
-    return Refused.of([(row, RecordTooLargeError(
-        f"Row {row} for topic {topic!r} is {int(sizes[row]) + BATCH_OVERHEAD} bytes when serialized, which is "
-        f"larger than {max_request_size}, the value of max.request.size ({len(too_big)} row(s) too large)"), None)
-        for row in too_big.tolist()])
+    return Refused.of([(row, RecordTooLargeError(Message(
+        "Row {} for topic {!r} is {} bytes when serialized, which is larger than {}, the value of {} ({} row(s) "
+        "too large)", row, topic, int(sizes[row]) + BATCH_OVERHEAD, max_request_size, Setting("max.request.size"),
+        len(too_big))), None) for row in too_big.tolist()])
 
 
 def plan_pieces(rows: PartitionedRows, opens: dict[int, OpenBatch], batch_size: int) -> list[Piece]:

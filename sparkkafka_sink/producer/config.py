@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.producer import java_keys
 from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
 from sparkkafka_sink.security_protocol import parse_security_protocol
@@ -34,7 +34,7 @@ class _Key:
 
 def _fail(key: str, value: Any, allowed: str) -> ConfigError:
     shown = REDACTED if is_secret_key(key) else repr(value)
-    return ConfigError(f"Invalid value {shown} for configuration '{key}': expected {allowed}")
+    return ConfigError(Message("Invalid value {} for configuration {!r}: expected {}", shown, Setting(key), allowed))
 
 
 def _int(lo: int, hi: int = INT_MAX) -> Callable[[str, Any], int]:
@@ -140,10 +140,8 @@ def parse_bootstrap(key: str, value: Any) -> list[tuple[str, int]]:
         host, sep, port = item.rpartition(":")
         host = host.strip("[]")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(
-                f"Invalid value {value!r} for configuration '{key}': "
-                f"{item!r} is not host:port with a port in [1, 65535]"
-            )
+            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: {!r} is not host:port with a port "
+                                      "in [1, 65535]", value, Setting(key), item))
         out.append((host, int(port)))
     if not out:
         raise _fail(key, value, "at least one host:port")
@@ -278,7 +276,7 @@ class ProducerConfig(Mapping[str, Any]):
         #: the settings as given (before parsing): what ``updated`` starts from
         self._given: dict[str, Any] = given
         values: dict[str, Any] = {}
-        noted: dict[str, str] = {}
+        noted: dict[str, Message] = {}
         for key, raw in given.items():
             spec = KEYS.get(key)
             if spec is None:
@@ -287,15 +285,17 @@ class ProducerConfig(Mapping[str, Any]):
                     raise ConfigError(_unknown_key_message(key))
                 status, why = verdict
                 if status == java_keys.REFUSED:
-                    raise ConfigError(f"Configuration '{key}' of the Java producer is not supported: {why}")
+                    raise ConfigError(Message("Configuration {!r} of the Java producer is not supported: {}",
+                                              Setting(key), why))
                 noted[key] = why
                 continue
             values[key] = spec.parse(key, raw) if raw is not None or spec.default is None else spec.parse(key, spec.default)
         if values.get("bootstrap.servers") is None:
-            raise ConfigError("Missing required configuration 'bootstrap.servers' (a comma-separated host:port list)")
+            raise ConfigError(Message("Missing required configuration {!r} (a comma-separated host:port list)",
+                                      Setting("bootstrap.servers")))
         self.explicit = frozenset(values)
         #: the Java producer's keys given that have no effect here -> why (``producer.java_keys``)
-        self.noted: Mapping[str, str] = noted  # (a dict: the config is pickled into Spark tasks)
+        self.noted: Mapping[str, Message] = noted  # (a dict: the config is pickled into Spark tasks)
         for spec in _KEYS:
             if spec.name not in values:
                 values[spec.name] = spec.parse(spec.name, spec.default) if spec.default is not None else None
@@ -307,39 +307,37 @@ class ProducerConfig(Mapping[str, Any]):
         linger_plus_request = v["linger.ms"] + v["request.timeout.ms"]
         if v["delivery.timeout.ms"] < linger_plus_request:
             if "delivery.timeout.ms" in self.explicit:
-                raise ConfigError(
-                    f"delivery.timeout.ms ({v['delivery.timeout.ms']}) must be >= linger.ms + request.timeout.ms "
-                    f"({v['linger.ms']} + {v['request.timeout.ms']} = {linger_plus_request})"
-                )
+                raise ConfigError(Message(
+                    "{} ({}) must be >= {} + {} ({} + {} = {})", Setting("delivery.timeout.ms"),
+                    v["delivery.timeout.ms"], Setting("linger.ms"), Setting("request.timeout.ms"), v["linger.ms"],
+                    v["request.timeout.ms"], linger_plus_request))
             v["delivery.timeout.ms"] = linger_plus_request
         if v["enable.idempotence"]:
             conflicts = []
             if v["acks"] != -1:
-                conflicts.append(f"acks must be 'all' (got {v['acks']})")
+                conflicts.append(Message("{} must be 'all' (got {})", Setting("acks"), v["acks"]))
             if v["max.in.flight.requests.per.connection"] > 5:
-                conflicts.append(
-                    "max.in.flight.requests.per.connection must be <= 5 "
-                    f"(got {v['max.in.flight.requests.per.connection']})"
-                )
+                conflicts.append(Message("{} must be <= 5 (got {})", Setting("max.in.flight.requests.per.connection"),
+                                         v["max.in.flight.requests.per.connection"]))
             if v["retries"] == 0:
-                conflicts.append("retries must be > 0")
+                conflicts.append(Message("{} must be > 0", Setting("retries")))
             if conflicts:
                 if "enable.idempotence" in self.explicit:
-                    raise ConfigError(
-                        "enable.idempotence=true conflicts with the configuration: " + "; ".join(conflicts)
-                        + ". Set enable.idempotence=false or fix those keys."
-                    )
+                    idempotence = Setting("enable.idempotence")
+                    raise ConfigError(Message(
+                        "{}=true conflicts with the configuration: " + "; ".join(["{}"] * len(conflicts))
+                        + ". Set {}=false or fix those keys.", idempotence, *conflicts, idempotence))
                 # As the Java client (>= 3.2): idempotence is on by default but silently
                 # yields to settings the user chose explicitly.
                 v["enable.idempotence"] = False
         if v["transactional.id"] is not None and not v["enable.idempotence"]:
-            raise ConfigError(
-                "transactional.id needs idempotence: enable.idempotence must be true (and acks=all, "
-                "retries > 0, max.in.flight.requests.per.connection <= 5)")
+            raise ConfigError(Message(
+                "{} needs idempotence: {} must be true (and {}=all, {} > 0, {} <= 5)", Setting("transactional.id"),
+                Setting("enable.idempotence"), Setting("acks"), Setting("retries"),
+                Setting("max.in.flight.requests.per.connection")))
         if v["buffer.memory"] < v["batch.size"]:
-            raise ConfigError(
-                f"buffer.memory ({v['buffer.memory']}) must be >= batch.size ({v['batch.size']})"
-            )
+            raise ConfigError(Message("{} ({}) must be >= {} ({})", Setting("buffer.memory"), v["buffer.memory"],
+                                      Setting("batch.size"), v["batch.size"]))
 
     def updated(self, changes: Mapping[str, Any]) -> ProducerConfig:
         """This configuration with ``changes`` given too (a None value unsets the key), checked
@@ -363,15 +361,18 @@ class ProducerConfig(Mapping[str, Any]):
         return f"ProducerConfig({redact(self._values)!r})"
 
 
-def _unknown_key_message(key: str) -> str:
+def _unknown_key_message(key: str) -> Message:
     """The unknown key, the likeliest meant, and a few near it -- not all of them (a message
     read in a Spark error must fit in a few lines; every key is in the configuration reference)."""
     known = [*KEYS, *java_keys.accepted_or_explained()]  # a Java key we refuse or note is meant too
     close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
     near = [k for k in difflib.get_close_matches(str(key), known, n=5, cutoff=0.3) if k not in close][:4]
-    others = f" Near it: {', '.join(repr(k) for k in near)}." if near else ""
-    return f"Unknown configuration '{key}'.{hint}{others} Every key: the configuration reference."
+    template = "Unknown configuration {!r}."
+    if close:
+        template += " Did you mean {!r}?"
+    if near:
+        template += " Near it: " + ", ".join(["{!r}"] * len(near)) + "."
+    return Message(template + " Every key: the configuration reference.", *map(Setting, [key, *close, *near]))
 
 
 def describe() -> list[tuple[str, Any, str]]:

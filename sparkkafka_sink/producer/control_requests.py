@@ -19,7 +19,7 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from sparkkafka_sink.errors import KafkaError, ProducerFencedError
+from sparkkafka_sink.errors import KafkaError, Message, ProducerFencedError, Setting
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
 from sparkkafka_sink.protocol.errors import (
@@ -223,10 +223,10 @@ class InitProducerId(ControlRequest):
 
     def fatal(self, error: BaseException) -> BaseException:
         if isinstance(error, InvalidTransactionTimeoutError):
-            return InvalidTransactionTimeoutError(
-                f"transaction.timeout.ms={self.transaction_timeout_ms} is more than the brokers allow (their "
-                "transaction.max.timeout.ms, 900000 by default): lower transaction.timeout.ms or raise the "
-                "brokers' transaction.max.timeout.ms")
+            timeout = Setting("transaction.timeout.ms")
+            return InvalidTransactionTimeoutError(Message(
+                "{}={} is more than the brokers allow (their transaction.max.timeout.ms, 900000 by default): lower "
+                "{} or raise the brokers' transaction.max.timeout.ms", timeout, self.transaction_timeout_ms, timeout))
         return super().fatal(error)
 
 

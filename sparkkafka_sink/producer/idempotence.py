@@ -24,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.errors import KafkaError, Message, Setting
 from sparkkafka_sink.producer.control_requests import ControlRequest, Coordinators, InitProducerId, Outcome
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 
@@ -86,8 +86,8 @@ class IdempotenceManager:
             self.set_producer_id(*handler.result)
         elif outcome is Outcome.FATAL:
             if self.required:
-                self.fatal_error = KafkaError(
-                    f"enable.idempotence=true but the broker cannot give a producer id: {handler.error}")
+                self.fatal_error = KafkaError(Message("{}=true but the broker cannot give a producer id: {}",
+                                                      Setting("enable.idempotence"), handler.error))
             else:
                 log.warning("broker cannot give a producer id (%s); continuing without idempotence", handler.error)
                 self.unavailable = True

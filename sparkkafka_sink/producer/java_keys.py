@@ -24,9 +24,12 @@ listed here.  ``migration_table()`` is the docs' table of them (``docs/reference
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from sparkkafka_sink.errors import Message, Setting
 
 HONOURED = "honoured"
 NOTED = "noted"
@@ -100,36 +103,47 @@ JAVA_PRODUCER_KEYS: dict[str, str] = {
 class _Rule:
     status: str
     #: noted: why it has no effect here; refused: why it cannot work here
-    reason: str
+    reason: Message
     #: refused: what to do here instead
-    way: str = ""
+    way: Message = Message("")
     #: refused keys: values (lower-cased, stripped) accepted as noted, since they ask for what
     #: happens here anyway; "" stands for an empty value
     accepted_values: tuple[str, ...] = ()
     #: why those values are accepted
-    accepted_reason: str = ""
+    accepted_reason: Message = Message("")
+
+
+_MARKED_KEY = re.compile(r"`([^`]+)`")
+
+
+def _text(written: str) -> Message:
+    """A rule's text as written here, the producer keys it names in backticks, as a message that
+    keeps them as settings (the Spark sink shows them as its options)."""
+    pieces = _MARKED_KEY.split(written)  # text, key, text, key, ..., text
+    template = "{}".join(p.replace("{", "{{").replace("}", "}}") for p in pieces[::2])
+    return Message(template, *map(Setting, pieces[1::2]))
 
 
 def _noted(reason: str) -> _Rule:
-    return _Rule(NOTED, reason)
+    return _Rule(NOTED, _text(reason))
 
 
 def _refused(reason: str, way: str, accepted: Iterable[str] = (), accepted_reason: str = "") -> _Rule:
-    return _Rule(REFUSED, reason, way, tuple(v.lower() for v in accepted), accepted_reason)
+    return _Rule(REFUSED, _text(reason), _text(way), tuple(v.lower() for v in accepted), _text(accepted_reason))
 
 
 _METRICS = _noted("this producer keeps no JMX/Kafka metrics registry: its metrics are Producer.metrics() "
                   "(and the Spark sink's task metrics)")
 _JSSE = ("TLS here is Python's ssl module (OpenSSL), not Java's JSSE, so a JSSE algorithm or provider "
          "name has nothing to select")
-_KERBEROS = ("Kerberos (GSSAPI) is not supported here (sasl.mechanism=GSSAPI is refused), and this only "
+_KERBEROS = ("Kerberos (GSSAPI) is not supported here (`sasl.mechanism`=GSSAPI is refused), and this only "
              "applies to it")
 _NOT_VALIDATED = ("the client does not validate its own token here (Kafka's 3.x client does not either): "
                   "the broker validates it with its own settings")
 _ASSERTION = _refused(
     "the OAuth jwt-bearer grant (a client assertion signed with a private key, KIP-1139) is not "
-    "implemented here", "sasl.oauthbearer.token.provider naming a Python 'module:function' that returns "
-    "the token, or sasl.oauthbearer.token.endpoint.url with a client id and secret")
+    "implemented here", "`sasl.oauthbearer.token.provider` naming a Python 'module:function' that returns "
+    "the token, or `sasl.oauthbearer.token.endpoint.url` with a client id and secret")
 _JAVA_CLASS = "and this producer runs no Java"
 _KAFKA_DEFAULT_HANDLER = (
     "org.apache.kafka.common.security.oauthbearer.oauthbearerlogincallbackhandler",
@@ -140,9 +154,9 @@ _RULES: dict[str, _Rule] = {
     "auto.include.jmx.reporter": _METRICS,
     "bootstrap.resolve.timeout.ms": _noted(
         "bootstrap host names are resolved when a connection is made, each try bounded by "
-        "socket.connection.setup.timeout.ms and the whole wait by max.block.ms"),
+        "`socket.connection.setup.timeout.ms` and the whole wait by `max.block.ms`"),
     "buffer.memory.allocation.strategy": _noted(
-        "buffer.memory is a byte budget here, taken as batches are made (as the 'incremental' "
+        "`buffer.memory` is a byte budget here, taken as batches are made (as the 'incremental' "
         "strategy); nothing is allocated up front"),
     "client.dns.lookup": _noted(
         "each connection tries every address its host name resolves to, in turn (use_all_dns_ips, "
@@ -176,7 +190,7 @@ _RULES: dict[str, _Rule] = {
         "when no broker it knows answers; Spark retries the task with a new producer, which "
         "bootstraps again"),
     "metadata.recovery.rebootstrap.trigger.ms": _noted(
-        "no rebootstrap here (see metadata.recovery.strategy)"),
+        "no rebootstrap here (see `metadata.recovery.strategy`)"),
     "metric.reporters": _METRICS,
     "metrics.num.samples": _METRICS,
     "metrics.recording.level": _METRICS,
@@ -184,26 +198,26 @@ _RULES: dict[str, _Rule] = {
     "partitioner.class": _refused(
         f"a custom partitioner is a Java class, {_JAVA_CLASS}",
         "a 'partition' column (Spark) or the partition argument of send(); for Kafka's "
-        "RoundRobinPartitioner partitioner=round_robin, for its UniformStickyPartitioner "
-        "partitioner.ignore.keys=true; or a Python callable given as partitioner",
+        "RoundRobinPartitioner `partitioner`=round_robin, for its UniformStickyPartitioner "
+        "`partitioner.ignore.keys`=true; or a Python callable given as `partitioner`",
         accepted=("", "org.apache.kafka.clients.producer.internals.defaultpartitioner"),
         accepted_reason="Kafka's default partitioning is what happens here: murmur2 of the key, "
                         "sticky batches for null keys"),
     "partitioner.rack.aware": _noted("partitions are chosen without regard to racks here"),
     "sasl.client.callback.handler.class": _refused(
         f"a SASL callback handler is a Java class, {_JAVA_CLASS}",
-        "sasl.mechanism PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER; for AWS MSK IAM, OAUTHBEARER with "
-        "sasl.oauthbearer.token.provider naming a function that returns "
+        "`sasl.mechanism` PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER; for AWS MSK IAM, OAUTHBEARER with "
+        "`sasl.oauthbearer.token.provider` naming a function that returns "
         "aws-msk-iam-sasl-signer's token", accepted=("",), accepted_reason="no handler given"),
     "sasl.login.callback.handler.class": _refused(
         f"a login callback handler is a Java class, {_JAVA_CLASS}",
-        "sasl.oauthbearer.token.endpoint.url (the client-credentials grant, built in) or "
-        "sasl.oauthbearer.token.provider naming a Python 'module:function'",
+        "`sasl.oauthbearer.token.endpoint.url` (the client-credentials grant, built in) or "
+        "`sasl.oauthbearer.token.provider` naming a Python 'module:function'",
         accepted=_KAFKA_DEFAULT_HANDLER,
         accepted_reason="Kafka's OAuthBearerLoginCallbackHandler is built in here: "
-                        "sasl.oauthbearer.token.endpoint.url selects it"),
+                        "`sasl.oauthbearer.token.endpoint.url` selects it"),
     "sasl.login.class": _refused(
-        f"a login class is a Java class, {_JAVA_CLASS}", "the sasl.* keys of the mechanism",
+        f"a login class is a Java class, {_JAVA_CLASS}", "the `sasl.*` keys of the mechanism",
         accepted=("",), accepted_reason="no class given"),
     "sasl.kerberos.kinit.cmd": _noted(_KERBEROS),
     "sasl.kerberos.min.time.before.relogin": _noted(_KERBEROS),
@@ -221,9 +235,9 @@ _RULES: dict[str, _Rule] = {
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": _noted(_NOT_VALIDATED + " (no JWKS is fetched)"),
     "sasl.oauthbearer.jwt.retriever.class": _refused(
         f"a JWT retriever is a Java class, {_JAVA_CLASS}",
-        "sasl.oauthbearer.token.provider naming a Python 'module:function' that returns the token",
+        "`sasl.oauthbearer.token.provider` naming a Python 'module:function' that returns the token",
         accepted=("", "org.apache.kafka.common.security.oauthbearer.defaultjwtretriever"),
-        accepted_reason="Kafka's default retriever is built in here (sasl.oauthbearer.token.endpoint.url)"),
+        accepted_reason="Kafka's default retriever is built in here (`sasl.oauthbearer.token.endpoint.url`)"),
     "sasl.oauthbearer.jwt.validator.class": _refused(
         f"a JWT validator is a Java class, {_JAVA_CLASS}", "leave it out: " + _NOT_VALIDATED,
         accepted=("", "org.apache.kafka.common.security.oauthbearer.defaultjwtvalidator"),
@@ -231,7 +245,7 @@ _RULES: dict[str, _Rule] = {
     "security.providers": _noted(_JSSE),
     "ssl.engine.factory.class": _refused(
         f"an SSL engine factory is a Java class, {_JAVA_CLASS}",
-        "the ssl.* keys (PEM or PKCS12 stores, or PEM text)", accepted=("",), accepted_reason="no class given"),
+        "the `ssl.*` keys (PEM or PKCS12 stores, or PEM text)", accepted=("",), accepted_reason="no class given"),
     "ssl.keymanager.algorithm": _noted(_JSSE),
     "ssl.trustmanager.algorithm": _noted(_JSSE),
     "ssl.provider": _noted(_JSSE),
@@ -264,18 +278,18 @@ def accepted_or_explained() -> list[str]:
     return [*_RULES, *sorted(OTHER_CLIENT_KEYS)]
 
 
-def judge(key: str, value: Any) -> tuple[str, str] | None:
+def judge(key: str, value: Any) -> tuple[str, Message] | None:
     """For a key ``producer.config`` does not know: ``(NOTED, why it has no effect here)``,
     ``(REFUSED, why and the way here)``, or None when Java's producer has no such key either."""
     rule = _RULES.get(key)
     if rule is None:
-        return (NOTED, _OTHER_CLIENT_REASON) if key in OTHER_CLIENT_KEYS else None
+        return (NOTED, Message(_OTHER_CLIENT_REASON)) if key in OTHER_CLIENT_KEYS else None
     if rule.status == NOTED:
         return NOTED, rule.reason
     text = ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
     if text.strip().lower() in rule.accepted_values:
         return NOTED, rule.accepted_reason
-    return REFUSED, f"{rule.reason}. Here: {rule.way}"
+    return REFUSED, Message("{}. Here: {}", rule.reason, rule.way)
 
 
 def _here(key: str, docs: dict[str, str]) -> str:

@@ -26,9 +26,11 @@ from sparkkafka_sink.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
+    Message,
     ProducerClosedError,
     RecordTooLargeError,
     SerializationError,
+    Setting,
     UnknownTopicError,
     again,
 )
@@ -315,14 +317,11 @@ class Producer:
 
     def _ensure_valid_size(self, topic: str, size: int) -> None:
         c = self.config
-        if size > c["max.request.size"]:
-            raise RecordTooLargeError(
-                f"The record for topic {topic!r} is {size} bytes when serialized, which is larger than "
-                f"{c['max.request.size']}, the value of max.request.size")
-        if size > c["buffer.memory"]:
-            raise RecordTooLargeError(
-                f"The record for topic {topic!r} is {size} bytes when serialized, which is larger than "
-                f"{c['buffer.memory']}, the value of buffer.memory")
+        for key in ("max.request.size", "buffer.memory"):
+            if size > c[key]:
+                raise RecordTooLargeError(Message(
+                    "The record for topic {!r} is {} bytes when serialized, which is larger than {}, the value of {}",
+                    topic, size, c[key], Setting(key)))
 
     def _wait_on_metadata(self, topic: str, partition: int | None, max_block_ms: float) -> Cluster:
         """The cluster once it knows ``topic`` (and ``partition``), waiting up to max_block_ms."""
@@ -369,23 +368,26 @@ class Producer:
     def _metadata_timeout(self, topic: str, partition: int | None, max_block_ms: float,
                           code: int | None) -> KafkaError:
         what = f"Topic {topic!r}" if partition is None else f"Partition {partition} of topic {topic!r}"
-        msg = f"{what} not present in metadata after {max_block_ms:.0f} ms (max.block.ms)"
+        template, parts = "{} not present in metadata after {:.0f} ms ({})", [what, max_block_ms, Setting("max.block.ms")]
         if isinstance(error_for_code(code) if code else None, UnknownTopicOrPartitionError):
-            return UnknownTopicError(
-                f"{msg}: the broker says UNKNOWN_TOPIC_OR_PARTITION; create the topic first"
-                + ("" if self.config["allow.auto.create.topics"] else " (allow.auto.create.topics is false)"))
+            template += ": the broker says UNKNOWN_TOPIC_OR_PARTITION; create the topic first"
+            if not self.config["allow.auto.create.topics"]:
+                template, parts = template + " ({} is false)", [*parts, Setting("allow.auto.create.topics")]
+            return UnknownTopicError(Message(template, *parts))
         md = self._metadata
         if md.last_error is not None:
-            msg += f"; last error: {md.last_error}"
+            template, parts = template + "; last error: {}", [*parts, md.last_error]
         elif md.cluster.is_bootstrap:
             addrs = ", ".join(f"{h}:{p}" for h, p in md.bootstrap)
-            msg += f"; no metadata could be fetched from bootstrap.servers {addrs}"
-        return KafkaTimeoutError(msg)
+            template, parts = template + "; no metadata could be fetched from {} {}", [
+                *parts, Setting("bootstrap.servers"), addrs]
+        return KafkaTimeoutError(Message(template, *parts))
 
     # -- transactions ------------------------------------------------------------------
     def _transaction_manager(self) -> TransactionManager:
         if self._transactions is None:
-            raise KafkaError("Transactions need transactional.id in the producer's configuration")
+            raise KafkaError(Message("Transactions need {} in the producer's configuration",
+                                     Setting("transactional.id")))
         return self._transactions
 
     def _block_s(self, timeout: float | None) -> float:

@@ -17,7 +17,7 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, ProtocolError
+from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, Message, ProtocolError, Setting
 from sparkkafka_sink.network.client import NetworkClient, now_ms
 from sparkkafka_sink.network.in_flight import ClientResponse
 from sparkkafka_sink.network.metadata import Metadata
@@ -169,11 +169,12 @@ class Sender(threading.Thread):
                         self.idempotence.request_reset()
         for batch in expired:
             elapsed = now - batch.created_ms
-            cause = f"; last error: {batch.last_error}" if batch.last_error is not None else ""
-            self._fail_batch(batch, KafkaTimeoutError(
-                f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
-                f"{elapsed:.0f} ms has passed since batch creation (delivery.timeout.ms="
-                f"{self.delivery_timeout_ms}){cause}"), now)
+            template = "Expiring {} record(s) for {}-{}: {:.0f} ms has passed since batch creation ({}={})"
+            parts = [batch.record_count, batch.topic, batch.partition, elapsed, Setting("delivery.timeout.ms"),
+                     self.delivery_timeout_ms]
+            if batch.last_error is not None:
+                template, parts = template + "; last error: {}", [*parts, batch.last_error]
+            self._fail_batch(batch, KafkaTimeoutError(Message(template, *parts)), now)
 
     # -- control requests: producer id and transactions, one at a time -------------------
     def _maybe_send_control_request(self, control: IdempotenceManager, now: float) -> float:

@@ -34,7 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, again
+from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, Message, Setting, again
 from sparkkafka_sink.producer.control_requests import (
     AddPartitionsToTxn,
     ControlRequest,
@@ -79,7 +79,8 @@ class TransactionalResult:
 
     def wait(self, timeout_s: float | None) -> Any:
         if not self._done.wait(timeout_s):
-            raise KafkaTimeoutError(f"{self.what} did not complete within {timeout_s:.0f} s (max.block.ms)")
+            raise KafkaTimeoutError(Message("{} did not complete within {:.0f} s ({})", self.what, timeout_s,
+                                            Setting("max.block.ms")))
         if self.error is not None:
             raise again(self.error)
         return self.value

@@ -22,10 +22,9 @@ from typing import Literal
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY
-from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.errors import REGISTRY_PREFIX, SinkValidationError, in_option_names
 from sparkkafka_sink.spark.option_catalog import SERIALIZATION_OPTIONS, column_options, fields, parse_all
 
-REGISTRY_PREFIX = "schema.registry."
 ColumnFormatName = Literal["binary", "avro", "json"]
 #: the serialization options of both columns together (the serializer's settings)
 FORMATS_OPTIONS = tuple(o for o in SERIALIZATION_OPTIONS if not o.key.startswith(("key", "value")))
@@ -123,12 +122,9 @@ def _column(lowered: Mapping[str, str], column: Literal["key", "value"]) -> Colu
 def _check_registry(config: Mapping[str, str]) -> None:
     """The registry client's settings, checked as the client reads them; errors speak in the
     sink's option names ('url' -> 'schema.registry.url')."""
-    from sparkkafka_sink.serialization.registry_settings import KNOWN_KEYS, RegistrySettings
+    from sparkkafka_sink.serialization.registry_settings import RegistrySettings
 
     try:
         RegistrySettings(config)
     except ConfigError as e:
-        text = str(e)
-        for key in sorted(set(config) | set(KNOWN_KEYS), key=len, reverse=True):
-            text = text.replace(f"'{key}'", f"'{REGISTRY_PREFIX}{key}'")
-        raise SinkValidationError(f"invalid Schema Registry option: {text}") from None
+        raise SinkValidationError(f"invalid Schema Registry option: {in_option_names(e, REGISTRY_PREFIX)}") from None

@@ -13,17 +13,16 @@ import difflib
 import hashlib
 import logging
 import os
-import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig
 from sparkkafka_sink.spark import option_catalog as catalog
-from sparkkafka_sink.spark.errors import SinkValidationError
-from sparkkafka_sink.spark.formats import REGISTRY_PREFIX, Formats, parse_formats
+from sparkkafka_sink.spark.errors import KAFKA_PREFIX, REGISTRY_PREFIX, SinkValidationError, in_option_names
+from sparkkafka_sink.spark.formats import Formats, parse_formats
 from sparkkafka_sink.spark.option_catalog import (
     DEFAULT_CACHE_TIMEOUT_MS,
     DEFAULT_CLUSTER_CHECK_TIMEOUT_MS,
@@ -35,7 +34,6 @@ from sparkkafka_sink.spark.option_catalog import (
 
 log = logging.getLogger(__name__)
 
-KAFKA_PREFIX = "kafka."
 
 #: options Spark itself may add (``save(path)``, ``start(path)``): not ours, not a typo
 _SPARK_OPTIONS = ("path",)
@@ -160,7 +158,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
         raw.setdefault("transaction.timeout.ms", str(EXACTLY_ONCE_TIMEOUT_MS))
     config = _producer_config(raw)
     for key, why in config.noted.items():  # Java producer keys with no effect here (producer/java_keys.py)
-        log.warning("option '%s%s' has no effect with pyprod-kafka: %s", KAFKA_PREFIX, key, why)
+        log.warning("option '%s%s' has no effect with pyprod-kafka: %s", KAFKA_PREFIX, key, in_option_names(why))
     prefix = _exactly_once(values, lowered, config, streaming)
     per_query = prefix is not None and (streaming or values["batchid"] is not None)
     _check_dead_letters(values)
@@ -265,24 +263,9 @@ def _producer_config(raw: dict) -> ProducerConfig:
         return config
     except ConfigError as exc:
         raise SinkValidationError(
-            f"invalid producer option: {in_option_names(str(exc), raw)} (kafka.* options are producer settings "
+            f"invalid producer option: {in_option_names(exc)} (kafka.* options are producer settings "
             f"with the prefix stripped)"
         ) from exc
-
-
-#: a dotted producer key standing alone in a message ('linger.ms', not 'kafka.linger.ms' nor
-#: the broker's 'transaction.max.timeout.ms'); longest first, so no key is cut short
-_DOTTED_KEY = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(k) for k in sorted(KEYS, key=len, reverse=True)
-                                                    if "." in k) + r")(?![\w-]|\.\w)")
-
-
-def in_option_names(text: str, given: Iterable[str] = ()) -> str:
-    """A producer message (it names its own keys) as Spark users set them: ``linger.ms`` ->
-    ``kafka.linger.ms``.  Dotted keys are rewritten wherever they stand; keys without a dot
-    ('acks') and ``given`` ones the producer did not know (a typo) only when quoted."""
-    for key in set(given) | {k for k in KEYS if "." not in k}:
-        text = text.replace(f"'{key}'", f"'{KAFKA_PREFIX}{key}'")
-    return _DOTTED_KEY.sub(lambda m: KAFKA_PREFIX + m.group(1), text)
 
 
 def tls_files_here(config: Mapping[str, Any]) -> bool:

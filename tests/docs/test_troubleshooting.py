@@ -907,7 +907,7 @@ LEAST = 16
 #: messages made of another error's text, by (module, source of the message): the entries that
 #: document them
 PASSED_ON = {
-    ("driver/cluster_check.py", "f\"{in_option_names(str(e))} (option '{option}'; at {where})\""): [
+    ("driver/cluster_check.py", "f\"{in_option_names(e)} (option '{option}'; at {where})\""): [
         "topic '…' does not exist", "'…' is not a valid topic name", "not authorized to access topic '…'",
         "not authorized to write to topic '…'"],
     ("option_catalog.py", "f\"option '{self.name}' must be {self._accepted()}{hint}, got {raw!r}\""): [

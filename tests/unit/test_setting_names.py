@@ -87,8 +87,9 @@ def test_a_plain_message_is_left_as_it_is():
 @pytest.mark.parametrize("raw, shown", [
     ({"bootstrap.servers": "x:1", "linger.ms": "-1"}, "'kafka.linger.ms'"),
     ({"bootstrap.servers": "x:1", "linger.mss": "1"}, "'kafka.linger.mss'"),
-    ({"bootstrap.servers": "x:1", "security.protocol": "SSL", "ssl.truststore.type": "XYZ"},
-     "'kafka.ssl.truststore.type'"),
+    ({"bootstrap.servers": "x:1", "security.protocol": "SSL", "ssl.endpoint.identification.algorithm": "dns"},
+     "'kafka.ssl.endpoint.identification.algorithm'"),
+    ({"bootstrap.servers": "x:1", "acks": "1", "enable.idempotence": "true"}, "kafka.acks must be 'all'"),
 ])
 def test_the_sink_names_producer_settings_as_its_options(raw, shown):
     from sparkkafka_sink.spark.errors import SinkValidationError

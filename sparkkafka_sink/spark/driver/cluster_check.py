@@ -16,8 +16,8 @@ import time
 from sparkkafka_sink.errors import AuthenticationError, KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
 from sparkkafka_sink.producer.admin import BlockingAdmin
 from sparkkafka_sink.producer.control_requests import TopicCheckError
-from sparkkafka_sink.spark.errors import SinkValidationError
-from sparkkafka_sink.spark.options import SinkOptions, in_option_names, tls_files_here
+from sparkkafka_sink.spark.errors import SinkValidationError, in_option_names
+from sparkkafka_sink.spark.options import SinkOptions, tls_files_here
 
 
 def check_cluster(options: SinkOptions) -> None:
@@ -41,13 +41,13 @@ def check_cluster(options: SinkOptions) -> None:
     except TopicCheckError as e:
         option = ("errors.deadletterqueue.topic.name" if options.dead_letter_topic and repr(options.dead_letter_topic)
                   in str(e) else "topic")
-        raise SinkValidationError(f"{in_option_names(str(e))} (option '{option}'; at {where})") from None
+        raise SinkValidationError(f"{in_option_names(e)} (option '{option}'; at {where})") from None
     except (AuthenticationError, SslError) as e:
-        raise SinkValidationError(f"the cluster at {where} refused this client: {in_option_names(str(e))} "
+        raise SinkValidationError(f"the cluster at {where} refused this client: {in_option_names(e)} "
                                   "(check the kafka.security.protocol, kafka.sasl.* and kafka.ssl.* options)") from None
     except KafkaConnectionError as e:
         if not e.refused:
-            raise SinkValidationError(f"the cluster check at {where} failed: {in_option_names(str(e))}") from None
+            raise SinkValidationError(f"the cluster check at {where} failed: {in_option_names(e)}") from None
         raise SinkValidationError(
             f"nothing listens at {where}: every address refused the connection; is the host and port "
             "right (a Kafka listener, reachable from the driver)?") from None
@@ -58,4 +58,4 @@ def check_cluster(options: SinkOptions) -> None:
             "address right and reachable from the driver? (option clusterCheckTimeoutMs bounds this check; "
             "0 skips it)") from None
     except KafkaError as e:
-        raise SinkValidationError(f"the cluster check at {where} failed: {in_option_names(str(e))}") from None
+        raise SinkValidationError(f"the cluster check at {where} failed: {in_option_names(e)}") from None

@@ -24,8 +24,8 @@ from pyspark.sql.types import DataType, StructType
 
 from sparkkafka_sink.errors import ConfigError, KafkaError
 from sparkkafka_sink.serialization.serializer import SerializerSpec, derived_schema, record_name_of
-from sparkkafka_sink.spark.errors import SinkValidationError
-from sparkkafka_sink.spark.formats import REGISTRY_PREFIX, ColumnFormat
+from sparkkafka_sink.spark.errors import REGISTRY_PREFIX, SinkValidationError, in_option_names
+from sparkkafka_sink.spark.formats import ColumnFormat
 from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.plan import ColumnEncoding, ColumnLayout
 
@@ -108,10 +108,7 @@ def _registry_errors(column: ColumnFormat, options: SinkOptions) -> Iterator[Non
     try:
         yield
     except (KafkaError, ConfigError) as e:  # SchemaRegistryError, InvalidSchemaError
-        text = str(e)
-        for key in ("url", "basic.auth.user.info", "basic.auth.credentials.source", "bearer.auth.credentials.source",
-                    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "timeout.ms"):
-            text = text.replace(f" {key}", f" {REGISTRY_PREFIX}{key}").replace(f"'{key}'", f"'{REGISTRY_PREFIX}{key}'")
+        text = in_option_names(e, REGISTRY_PREFIX)
         subject_of = options.topic or "the records"
         raise SinkValidationError(f"{column.option}={column.format}: the Schema Registry could not give the "
                                   f"{column.column} schema's id for {subject_of}: {text}") from None

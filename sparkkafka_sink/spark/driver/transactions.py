@@ -21,8 +21,8 @@ from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.handover import HANDOVER_APIS, BrokerLacking, PreparedTransaction, TransactionAdmin
 from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
 from sparkkafka_sink.spark.commit_message import CommitMessages, TaskCommitMessage
-from sparkkafka_sink.spark.errors import SinkValidationError
-from sparkkafka_sink.spark.options import SinkOptions, in_option_names, tls_files_here
+from sparkkafka_sink.spark.errors import SinkValidationError, in_option_names
+from sparkkafka_sink.spark.options import SinkOptions, tls_files_here
 from sparkkafka_sink.spark.write_fence import attempts_prefix, close_write, decide_commit, fence_idle_attempts
 
 log = logging.getLogger("sparkkafka_sink.spark")
@@ -105,7 +105,7 @@ def start_exactly_once(options: SinkOptions, streaming: bool = False, timeout_s:
         try:
             lease.ensure_lease(config, prefix, token, process, options.commit_log_dir)
         except KafkaError as e:
-            raise SinkValidationError(f"deliveryGuarantee=exactly-once: {e}") from None
+            raise SinkValidationError(f"deliveryGuarantee=exactly-once: {in_option_names(e)}") from None
         try:
             ended = lease.end_dead_writes(admin, prefix, token, time.monotonic() + _END_TIMEOUT_S,
                                           options.commit_log_dir)
@@ -113,7 +113,7 @@ def start_exactly_once(options: SinkOptions, streaming: bool = False, timeout_s:
             if not streaming:
                 raise SinkValidationError(
                     f"deliveryGuarantee=exactly-once: the driver could not end the open transactions of earlier "
-                    f"writes under {prefix!r} whose driver is gone: {type(e).__name__}: {in_option_names(str(e))}"
+                    f"writes under {prefix!r} whose driver is gone: {type(e).__name__}: {in_option_names(e)}"
                 ) from None
             log.warning("pyprod-kafka: could not end the open transactions of dead writes under %r: %s", prefix, e)
             ended = []
@@ -143,7 +143,7 @@ def _probe(admin: TransactionAdmin, options: SinkOptions, timeout_s: float) -> N
         raise SinkValidationError(
             f"deliveryGuarantee=exactly-once: the transaction coordinator refused the driver's probe under "
             f"transactional id {options.transactional_id_prefix!r}-probe: {type(e).__name__}: "
-            f"{in_option_names(str(e))} (the tasks' transactional ids start with transactionalIdPrefix: the "
+            f"{in_option_names(e)} (the tasks' transactional ids start with transactionalIdPrefix: the "
             "principal needs WRITE and DESCRIBE on them)") from None
     if lacking:
         raise SinkValidationError(
@@ -177,7 +177,7 @@ def commit_all(messages: CommitMessages, options: SinkOptions) -> str:
                 failed.append((message, prepared, e))
         if failed:
             visible = ", ".join(f"task of partition {m.partition_id}: {_partitions(p)}" for m, p in done) or "none"
-            lost = "; ".join(f"partition {m.partition_id} ({_partitions(p)}): {e}" for m, p, e in failed)
+            lost = "; ".join(f"partition {m.partition_id} ({_partitions(p)}): {in_option_names(e)}" for m, p, e in failed)
             txns.abort_others(keep=[])
             raise TransactionCommitError(
                 f"pyprod-kafka: exactly-once commit failed for {len(failed)} of {len(failed) + len(done)} tasks; "
@@ -193,11 +193,11 @@ def abort_all(messages: CommitMessages, options: SinkOptions, batch_id: int | No
             try:
                 txns.end(prepared, False)
             except KafkaError as e:
-                errors.append(f"{prepared.transactional_id}: {e}")
+                errors.append(f"{prepared.transactional_id}: {in_option_names(e)}")
         aborted = txns.abort_others(keep=[])
     text = f"every transaction under {options.transactional_id_prefix!r} aborted ({len(aborted)} lingering)"
     if errors:
-        text += "; could not abort (the coordinator aborts them after transaction.timeout.ms): " + "; ".join(errors)
+        text += "; could not abort (the coordinator aborts them after kafka.transaction.timeout.ms): " + "; ".join(errors)
     return text
 
 
@@ -279,7 +279,7 @@ def commit_micro_batch(messages: CommitMessages, batch_id: int, options: SinkOpt
             try:
                 txns.end(p, True)
             except KafkaError as e:
-                failed.append(f"{_partitions(p)}: {e}")
+                failed.append(f"{_partitions(p)}: {in_option_names(e)}")
         if failed:
             raise TransactionCommitError(
                 f"pyprod-kafka: exactly-once commit of micro-batch {batch_id} failed for {len(failed)} of "

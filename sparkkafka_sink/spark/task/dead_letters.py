@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, RecordTooLargeError
+from sparkkafka_sink.spark.errors import in_option_names
 from sparkkafka_sink.spark.plan import ColumnLayout
 from sparkkafka_sink.spark.task.part import Part
 
@@ -95,7 +96,7 @@ class DeadLetters:
         if self.log_each:  # never the values: they may be secret or huge
             log.warning("pyprod-kafka: skipping row %d of Spark partition %d (attempt %d) meant for topic %r "
                         "partition %s at the %s: %s: %s%s", bad.row, self.spark_partition, self.attempt, bad.topic,
-                        bad.partition, bad.stage, type(bad.error).__name__, bad.error,
+                        bad.partition, bad.stage, type(bad.error).__name__, in_option_names(bad.error),
                         f"; dead-lettered to {self.topic!r}" if self.topic else "")
         if self.topic is not None:
             self._queued.append(bad)
@@ -124,7 +125,7 @@ class DeadLetters:
         if self.context_headers:
             headers += [(H_TOPIC, _text(bad.topic)), (H_PARTITION, _text(bad.partition)),
                         (H_EXCEPTION, _text(type(bad.error).__module__ + "." + type(bad.error).__name__)),
-                        (H_MESSAGE, _text(str(bad.error))), (H_STAGE, _text(bad.stage)),
+                        (H_MESSAGE, _text(in_option_names(bad.error))), (H_STAGE, _text(bad.stage)),
                         (H_SPARK_PARTITION, _text(self.spark_partition)), (H_SPARK_ATTEMPT, _text(self.attempt)),
                         (H_ROW, _text(bad.row))]
         return bad.key, value, headers

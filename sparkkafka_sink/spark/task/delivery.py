@@ -20,6 +20,7 @@ import numpy as np
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.bulk import BulkFuture
 from sparkkafka_sink.producer.offset_ranges import merge_range
+from sparkkafka_sink.spark.errors import in_option_names
 from sparkkafka_sink.spark.task.dead_letters import DeadLetters, is_bad_row
 from sparkkafka_sink.spark.task.part import Part
 
@@ -89,8 +90,8 @@ class DeliveryTracker:
             failed += len(rows)
             if self.dead_letters is not None and is_bad_row(exc) and self.transactional:
                 exc = KafkaError(
-                    f"{exc} -- under exactly-once a record the broker refuses after it was sent cannot be "
-                    "dead-lettered: Kafka does not commit a transaction with a refused batch"
+                    f"{in_option_names(exc)} -- under exactly-once a record the broker refuses after it was sent "
+                    "cannot be dead-lettered: Kafka does not commit a transaction with a refused batch"
                     + (" (keep kafka.max.request.size at most the topic's max.message.bytes: a larger record is "
                        "then refused before sending, and dead-lettered)"
                        if getattr(exc, "too_large", False) else ""))

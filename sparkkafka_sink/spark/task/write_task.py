@@ -23,8 +23,8 @@ from typing import Any
 from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
-from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
-from sparkkafka_sink.spark.options import SinkOptions, in_option_names
+from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError, in_option_names
+from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.plan import WritePlan
 from sparkkafka_sink.spark.sink_metrics import task_metrics
 from sparkkafka_sink.spark.task.batches import coalesced, paced
@@ -168,7 +168,7 @@ def _step(task: TaskInfo, what: str) -> Iterator[None]:
         raise
     except KafkaError as exc:
         raise SinkWriteError(f"{_task(task)} failed: {what}: {type(exc).__name__}: "
-                             f"{in_option_names(str(exc))}") from exc
+                             f"{in_option_names(exc)}") from exc
 
 
 def _task(task: TaskInfo) -> str:
@@ -189,7 +189,7 @@ def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions, wha
     exc = SinkWriteError(
         f"{_task(task)} failed{': ' + what if what else ''}: {tracker.failed} record(s) failed, {delivered} (the "
         f"task stops sending at the first failure). First failure at {first.where()}: "
-        f"{type(err).__name__}: {in_option_names(str(err))}{hint}"
+        f"{type(err).__name__}: {in_option_names(err)}{hint}"
     )
     exc.__cause__ = err
     return exc

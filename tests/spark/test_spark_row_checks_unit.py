@@ -1,27 +1,27 @@
-"""A row without a topic is named (its number in the task's input) before its batch is sent;
+"""A row without a topic is found (its number in the task's input) before its batch is sent;
 rows are grouped by topic, each group knowing where its rows came from."""
 
 import pyarrow as pa
-import pytest
 
+from sparkkafka_sink.errors import InvalidRecordError
 from sparkkafka_sink.spark.plan import ColumnLayout
 from sparkkafka_sink.spark.task.part import Part
-from sparkkafka_sink.spark.task.routing import _topic_groups, _with_topics
-from sparkkafka_sink.spark.task.row_checks import RowError
+from sparkkafka_sink.spark.task.routing import _topic_groups, _without_topic
 
 LAYOUT = ColumnLayout("value", topic="topic")
 
 
-def test_null_topic_names_the_row():
-    batch = pa.record_batch({"value": pa.array(["a", "b", "c"]), "topic": pa.array(["t", "t", None])})
-    with pytest.raises(RowError, match="topic is null") as e:
-        _with_topics(Part.of(batch, 10), LAYOUT, None, None)
-    assert e.value.row == 12
+def test_null_topics_are_refused_naming_the_rows():
+    batch = pa.record_batch({"value": pa.array(["a", "b", "c", "d"]), "topic": pa.array(["t", None, "t", None])})
+    part = Part.of(batch, 10)
+    refused = _without_topic(part, LAYOUT, None)
+    assert [part.task_row(row) for row, _, _ in refused] == [11, 13]
+    assert all(isinstance(e, InvalidRecordError) and "topic is null" in str(e) for e in refused.errors)
+    assert not _without_topic(part, LAYOUT, "fixed")  # the topic option names every row's topic
 
 
 def test_topic_option_wins_and_rows_are_grouped_by_topic():
     part = Part.of(pa.record_batch({"value": pa.array(["a", "b", "c"]), "topic": pa.array(["x", None, "y"])}), 0)
-    assert _with_topics(part, LAYOUT, "fixed", None) is part
     assert _topic_groups(part, LAYOUT, "fixed") == [("fixed", part)]
     part = Part.of(pa.record_batch({"value": pa.array(["a", "b", "c"]), "topic": pa.array(["x", "y", "x"])}), 5)
     groups = _topic_groups(part, LAYOUT, None)

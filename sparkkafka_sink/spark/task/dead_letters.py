@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from sparkkafka_sink.errors import InvalidPartitionError, InvalidRecordError, RecordTooLargeError
+from sparkkafka_sink.errors import InvalidHeaderError, InvalidPartitionError, InvalidRecordError, RecordTooLargeError
+from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.errors import in_option_names
 from sparkkafka_sink.spark.plan import ColumnLayout
 from sparkkafka_sink.spark.task.part import Part
@@ -108,6 +109,13 @@ class DeadLetters:
         for i in indices:
             self.reject(BadRow(part.task_row(int(i)), topic, partition, error, stage,
                                *_row_contents(part.batch, self.layout, int(i), with_headers)))
+
+    def reject_refused(self, part: Part, refused: Refused, stage: str, topic: str | None) -> None:
+        """The rows of ``part`` a check refused, each with its own error (a header without a key:
+        without its headers, which cannot be read)."""
+        for row, error, partition in refused:
+            self.reject_rows(part, [row], error, stage, topic, partition,
+                             with_headers=not isinstance(error, InvalidHeaderError))
 
     def take(self) -> list[BadRow]:
         queued, self._queued = self._queued, []

@@ -20,6 +20,7 @@ import numpy as np
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.bulk import BulkFuture
 from sparkkafka_sink.producer.offset_ranges import merge_range
+from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.errors import in_option_names
 from sparkkafka_sink.spark.task.dead_letters import DeadLetters, is_bad_row
 from sparkkafka_sink.spark.task.part import Part
@@ -67,6 +68,33 @@ class DeliveryTracker:
         """``count`` records rejected before they were handed over (``send_batch()`` raised)."""
         self.rejected += count
         self._record_failure(Failure(row, topic, partition, exc, count))
+
+    @property
+    def tolerant(self) -> bool:
+        """Bad rows go to the dead letters (errors.tolerance=all) rather than failing the task."""
+        return self.dead_letters is not None
+
+    def refuse(self, part: Part, refused: Refused, stage: str, topic: str | None) -> bool:
+        """Rows of ``part`` a check refused before any was handed over: under tolerance they go to
+        the dead letters and the rest goes on (True); otherwise the first fails the task with
+        every row of the part, none of which is sent (False)."""
+        if not refused:
+            return True
+        if self.dead_letters is None:
+            row, error, partition = next(iter(refused))
+            self.fail_now(part.task_row(row), topic, partition, error, count=part.num_rows)
+            return False
+        self.dead_letters.reject_refused(part, refused, stage, topic)
+        return True
+
+    def refuse_call(self, part: Part, error: KafkaError, topic: str) -> None:
+        """A call refused as a whole, nothing of ``part`` queued: under tolerance, a refusal that
+        condemns every row (a topic not authorized) sends them all to the dead letters; anything
+        else fails the task."""
+        if self.dead_letters is not None and is_bad_row(error):
+            self.dead_letters.reject_rows(part, np.arange(part.num_rows), error, "producer", topic)
+        else:
+            self.fail_now(part.task_row(0), topic, None, error, count=part.num_rows)
 
     # -- bulk futures ----------------------------------------------------------------------
     def track_bulk(self, future: BulkFuture, topic: str, sent: Part | np.ndarray) -> None:

@@ -33,6 +33,13 @@ class Part:
     def column(self, name: str) -> pa.Array:
         return self.batch.column(name)
 
+    def nulls(self, name: str) -> np.ndarray:
+        """The positions (ascending) of the nulls of column ``name``."""
+        col = self.batch.column(name)
+        if not col.null_count:
+            return np.empty(0, dtype=np.int64)
+        return np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+
     def task_row(self, index: int) -> int:
         """The task's number of this part's row ``index``."""
         return int(self.rows[index])

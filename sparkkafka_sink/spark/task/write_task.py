@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from sparkkafka_sink.errors import InvalidRecordError, KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
+from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError, in_option_names
@@ -34,7 +34,6 @@ from sparkkafka_sink.spark.task.encoders import TaskEncoders
 from sparkkafka_sink.spark.task.part import Part
 from sparkkafka_sink.spark.task.rate_limit import rate_limiter
 from sparkkafka_sink.spark.task.routing import send_arrow_batch
-from sparkkafka_sink.spark.task.row_checks import RowError
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.task_producer import TaskProducer
 from sparkkafka_sink.spark.task.worker_memory import raise_malloc_thresholds
@@ -72,13 +71,8 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
             if options.exactly_once:
                 _within_transaction_timeout(plan, task)
             current = producer.open()
-            try:
-                with _step(task, "could not serialize its rows") if encoders else nullcontext():
-                    send_arrow_batch(current, Part.of(batch, rows_seen), plan.layout, options.topic, tracker,
-                                     dead_letters, encoders)
-            except RowError as exc:
-                tracker.fail_now(exc.row, None, None, InvalidRecordError(str(exc)))
-                break
+            with _step(task, "could not serialize its rows") if encoders else nullcontext():
+                send_arrow_batch(current, Part.of(batch, rows_seen), plan.layout, options.topic, tracker, encoders)
             rows_seen += batch.num_rows
             tracker.drain()
             if tracker.failed:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.errors import ConfigError, Message, Setting
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
@@ -30,6 +30,6 @@ def parse_security_protocol(key: str, value: Any) -> str:
         return "PLAINTEXT"
     protocol = value.strip().upper() if isinstance(value, str) else None
     if protocol not in SECURITY_PROTOCOLS:
-        raise ConfigError(f"Invalid value {value!r} for configuration '{key}': expected one of "
-                          f"{', '.join(SECURITY_PROTOCOLS)}")
+        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected one of {}", value, Setting(key),
+                                  ", ".join(SECURITY_PROTOCOLS)))
     return protocol

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from sparkkafka_sink.errors import AuthenticationError, KafkaError
+from sparkkafka_sink.errors import AuthenticationError, KafkaError, Message, Setting
 from sparkkafka_sink.network.sasl.client import SaslClient
 from sparkkafka_sink.network.sasl.settings import SaslSettings
 
@@ -42,11 +42,12 @@ class SaslAuthenticator:
         self.session_lifetime_ms = 0
         self.complete = False
 
-    def _fail(self, reason: str) -> AuthenticationError:
+    def _fail(self, reason: str | KafkaError) -> AuthenticationError:
+        """``reason``: text, or the error itself, so the keys its message names stay data."""
         what = "re-authentication" if self.reauthentication else "authentication"
         who = repr(self.settings.principal) if self.settings.principal else "the token"
-        return AuthenticationError(f"SASL {self.mechanism} {what} of {who} with broker "
-                                   f"{self.address} failed: {reason}")
+        return AuthenticationError(Message("SASL {} {} of {} with broker {} failed: {}", self.mechanism, what, who,
+                                           self.address, reason))
 
     def handshake_request(self) -> Any:
         return messages.SaslHandshakeRequest(mechanism=self.mechanism)
@@ -56,8 +57,8 @@ class SaslAuthenticator:
         error = ERROR_CLASSES.get(response.error_code)
         if error is UnsupportedSaslMechanismError:
             enabled = ", ".join(response.mechanisms or ()) or "none"
-            raise self._fail(f"the listener does not enable {self.mechanism} (it enables: {enabled}); "
-                             "set sasl.mechanism to one of those")
+            raise self._fail(Message("the listener does not enable {} (it enables: {}); set {} to one of those",
+                                     self.mechanism, enabled, Setting("sasl.mechanism")))
         if error is IllegalSaslStateError and self.reauthentication:
             # Kafka refuses a re-authentication less than 1 s after the previous one; a new
             # connection authenticates afresh
@@ -65,15 +66,15 @@ class SaslAuthenticator:
             failure.retriable = True
             raise failure
         if error is IllegalSaslStateError:
-            raise self._fail("the listener does not use SASL (ILLEGAL_SASL_STATE); set security.protocol to "
-                             "SSL or PLAINTEXT for it, or use its SASL listener")
+            raise self._fail(Message("the listener does not use SASL (ILLEGAL_SASL_STATE); set {} to SSL or "
+                                     "PLAINTEXT for it, or use its SASL listener", Setting("security.protocol")))
         if response.error_code:
             raise self._fail(f"SaslHandshake answered with error code {response.error_code}")
         try:
             self._client = client = self.settings.new_client()
             first = client.first_message()
         except KafkaError as e:  # e.g. the token endpoint cannot be reached
-            failure = self._fail(str(e))
+            failure = self._fail(e)
             failure.retriable = e.retriable  # an identity provider that is down may come back
             raise failure from None
         return messages.SaslAuthenticateRequest(auth_bytes=first)
@@ -95,7 +96,7 @@ class SaslAuthenticator:
         try:
             reply = client.evaluate(bytes(response.auth_bytes or b""))
         except AuthenticationError as e:  # e.g. a SCRAM server signature that does not verify
-            raise self._fail(str(e)) from None
+            raise self._fail(e) from None
         if reply is not None:
             return messages.SaslAuthenticateRequest(auth_bytes=reply)
         if not client.complete:

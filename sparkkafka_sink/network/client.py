@@ -30,7 +30,9 @@ from sparkkafka_sink.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    Message,
     ProtocolError,
+    Setting,
     SslError,
     UnsupportedVersionError,
 )
@@ -346,16 +348,16 @@ class NetworkClient:
         for node_id in self.in_flight.nodes_with_timed_out_requests(now, self.request_timeout_ms):
             conn = self._conns.get(node_id)
             if conn is not None:
-                self._close(conn, KafkaTimeoutError(
-                    f"Request to node {node_id} ({conn.address}) timed out after "
-                    f"{self.request_timeout_ms} ms (request.timeout.ms); closing the connection"), now)
+                self._close(conn, KafkaTimeoutError(Message(
+                    "Request to node {} ({}) timed out after {} ms ({}); closing the connection", node_id,
+                    conn.address, self.request_timeout_ms, Setting("request.timeout.ms"))), now)
         for conn in list(self._conns.values()):
             if conn.state in _SETTING_UP:
                 limit = self._setup_timeout(conn.node_id)
                 if now - conn.setup_started_ms > limit:
-                    self._close(conn, KafkaTimeoutError(
-                        f"Connection to {conn.address} was not set up within {limit:.0f} ms "
-                        f"(socket.connection.setup.timeout.ms; stuck in {conn.state.value})"), now)
+                    self._close(conn, KafkaTimeoutError(Message(
+                        "Connection to {} was not set up within {:.0f} ms ({}; stuck in {})", conn.address, limit,
+                        Setting("socket.connection.setup.timeout.ms"), conn.state.value)), now)
             elif self._setup.reauthentication_due(conn, now):
                 self._setup.authenticate(conn, now)
             elif (conn.state is ConnectionState.READY and self.connections_max_idle_ms >= 0

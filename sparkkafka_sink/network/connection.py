@@ -290,7 +290,7 @@ class BrokerConnection:
         except _PeerClosed as closed:
             for raw in closed.chunks:
                 plain.extend(tls.feed(raw))
-            raise _PeerClosed(plain, str(tls.eof_error())) from None
+            raise _PeerClosed(plain, tls.eof_error().args[0]) from None  # the Message, keys as data
         finally:
             out = tls.pending_output()  # e.g. a TLS 1.3 key update answered
             if out:

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sparkkafka_sink.errors import AuthenticationError, KafkaError, UnsupportedVersionError
+from sparkkafka_sink.errors import AuthenticationError, KafkaError, Message, Setting, UnsupportedVersionError
 from sparkkafka_sink.network.authenticator import SaslAuthenticator
 from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
 from sparkkafka_sink.network.in_flight import ClientResponse
@@ -85,9 +85,9 @@ class ConnectionSetup:
         if reauth:
             log.debug("re-authenticating to %s before its SASL session expires", conn.address)
         if conn.api_versions.get(ApiKey.SASL_HANDSHAKE, (0, 0))[1] < 1:
-            self._close(conn, AuthenticationError(
-                f"Broker {conn.address} cannot authenticate with SASL over Kafka requests (SaslHandshake v1, "
-                "Kafka 1.0 or newer): is security.protocol right for this listener?"), now)
+            self._close(conn, AuthenticationError(Message(
+                "Broker {} cannot authenticate with SASL over Kafka requests (SaslHandshake v1, Kafka 1.0 or "
+                "newer): is {} right for this listener?", conn.address, Setting("security.protocol"))), now)
             return
         self._send_sasl(conn, auth, auth.handshake_request(), self._handle_sasl_handshake, now)
 
@@ -107,7 +107,7 @@ class ConnectionSetup:
         try:
             self._send(conn.node_id, request, lambda resp: handler(conn, auth, resp), now)
         except UnsupportedVersionError as e:
-            self._close(conn, AuthenticationError(f"SASL with broker {conn.address}: {e}"), now)
+            self._close(conn, AuthenticationError(Message("SASL with broker {}: {}", conn.address, e)), now)
 
     @staticmethod
     def _sasl_answer(conn: BrokerConnection, auth: SaslAuthenticator, resp: ClientResponse) -> bool:

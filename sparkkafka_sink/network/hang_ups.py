@@ -14,6 +14,8 @@ from sparkkafka_sink.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    Message,
+    Setting,
     SslError,
 )
 from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
@@ -22,6 +24,7 @@ from sparkkafka_sink.network.tls_channel import TlsHandshakeClosed
 #: consecutive hang-ups of one broker (in the TLS handshake, or at the first request after set-up)
 #: that make it a listener wanting another security.protocol, not bad luck
 HANG_UPS_FATAL = 3
+_PROTOCOL = Setting("security.protocol")
 
 
 class HangUpDiagnosis:
@@ -37,8 +40,8 @@ class HangUpDiagnosis:
         """A TLS record (alert or handshake) where a plaintext ApiVersions answer was due."""
         if (conn.tls is None and conn.state is ConnectionState.CHECKING_API_VERSIONS
                 and data[:1] in (b"\x15", b"\x16") and data[1:2] == b"\x03"):
-            raise SslError(f"Broker {conn.address} answered with TLS: this listener wants TLS; set "
-                           "security.protocol=SSL (or SASL_SSL)")
+            raise SslError(Message("Broker {} answered with TLS: this listener wants TLS; set {}=SSL (or SASL_SSL)",
+                                   conn.address, _PROTOCOL))
 
     def answered(self, conn: BrokerConnection, count: int) -> None:
         """``count`` answers arrived: on a READY connection they prove the listener speaks with us."""
@@ -56,7 +59,7 @@ class HangUpDiagnosis:
         if isinstance(error, TlsHandshakeClosed):
             hang_ups = self._tls[node_id] = self._tls.get(node_id, 0) + 1
             if hang_ups >= HANG_UPS_FATAL:
-                return SslError(f"{error} (it hung up {hang_ups} times in a row)")
+                return SslError(Message("{} (it hung up {} times in a row)", error, hang_ups))
         return error
 
     def explain(self, conn: BrokerConnection, error: KafkaError,
@@ -66,14 +69,14 @@ class HangUpDiagnosis:
         if (was_ready and not self._sasl and conn.responses_after_ready == 0
                 and isinstance(error, KafkaConnectionError) and not isinstance(error, KafkaTimeoutError)):
             hang_ups = self._after_setup[conn.node_id] = self._after_setup.get(conn.node_id, 0) + 1
-            hint = (f"{error} right after the connection was set up: if this listener wants SASL, set "
-                    "security.protocol=SASL_PLAINTEXT or SASL_SSL and sasl.mechanism")
+            hint = Message("{} right after the connection was set up: if this listener wants SASL, set "
+                           "{}=SASL_PLAINTEXT or SASL_SSL and {}", error, _PROTOCOL, Setting("sasl.mechanism"))
             if hang_ups >= HANG_UPS_FATAL:
-                return AuthenticationError(f"{hint} (it hung up {hang_ups} times in a row)"), True
+                return AuthenticationError(Message("{} (it hung up {} times in a row)", hint, hang_ups)), True
             return KafkaConnectionError(hint), False
         if (conn.state is ConnectionState.CHECKING_API_VERSIONS and conn.tls is None
                 and isinstance(error, KafkaConnectionError) and not isinstance(error, SslError)):
-            return KafkaConnectionError(f"{error} before answering ApiVersions: if this listener wants "
-                                        "TLS, set security.protocol=SSL or SASL_SSL"), False
+            return KafkaConnectionError(Message("{} before answering ApiVersions: if this listener wants TLS, set "
+                                                "{}=SSL or SASL_SSL", error, _PROTOCOL)), False
         return error, False
 

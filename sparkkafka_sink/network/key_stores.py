@@ -18,7 +18,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.errors import ConfigError, Message, Setting
 
 JKS_MAGIC = b"\xfe\xed\xfe\xed"
 JCEKS_MAGIC = b"\xce\xce\xce\xce"
@@ -58,8 +58,9 @@ def _pyjks(location_key: str, path: str) -> Any:
     try:
         return importlib.import_module("jks")
     except ImportError:
-        raise ConfigError(f"{location_key} {path} is a JKS store, which is read with the pyjks package, not "
-                          f"installed here: {_INSTALL}; or convert the store once: {to_pkcs12_hint(path)}") from None
+        raise ConfigError(Message("{} {} is a JKS store, which is read with the pyjks package, not installed here: "
+                                  "{}; or convert the store once: {}", Setting(location_key), path, _INSTALL,
+                                  to_pkcs12_hint(path))) from None
 
 
 def _load(location_key: str, path: str, data: bytes, password_key: str, password: str | None) -> Any:
@@ -67,10 +68,10 @@ def _load(location_key: str, path: str, data: bytes, password_key: str, password
     try:
         return jks.KeyStore.loads(data, password, try_decrypt_keys=False)
     except jks.KeystoreSignatureException:
-        raise ConfigError(f"{location_key} {path}: wrong {password_key} (the JKS store's integrity check "
-                          "fails with it)") from None
+        raise ConfigError(Message("{} {}: wrong {} (the JKS store's integrity check fails with it)",
+                                  Setting(location_key), path, Setting(password_key))) from None
     except (jks.KeystoreException, ValueError) as e:  # a cut or corrupt file (pyjks wraps struct errors)
-        raise ConfigError(f"{location_key} {path} is not a readable JKS store: {e}") from None
+        raise ConfigError(Message("{} {} is not a readable JKS store: {}", Setting(location_key), path, e)) from None
 
 
 def trusted_certificates(location_key: str, path: str, data: bytes, password_key: str,
@@ -82,7 +83,7 @@ def trusted_certificates(location_key: str, path: str, data: bytes, password_key
     certs = [entry.cert for _, entry in sorted(store.certs.items())]
     certs += [entry.cert_chain[0][1] for _, entry in sorted(store.private_keys.items()) if entry.cert_chain]
     if not certs:
-        raise ConfigError(f"{location_key} {path} holds no certificates")
+        raise ConfigError(Message("{} {} holds no certificates", Setting(location_key), path))
     return certs
 
 
@@ -91,27 +92,34 @@ def identity(location_key: str, path: str, data: bytes, store_password: str | No
     """The one private key of a JKS keystore and its chain.  ``key_password`` None means
     ``ssl.key.password`` is unset: the key opens with the store password, as in Java."""
     if store_password is None:
-        raise ConfigError(f"{location_key} {path} is a JKS keystore: set ssl.keystore.password (Java needs it "
-                          "too; ssl.key.password defaults to it)")
+        raise ConfigError(Message("{} {} is a JKS keystore: set {} (Java needs it too; {} defaults to it)",
+                                  Setting(location_key), path, Setting("ssl.keystore.password"),
+                                  Setting("ssl.key.password")))
     jks = _pyjks(location_key, path)
     store = _load(location_key, path, data, "ssl.keystore.password", store_password)
     aliases = sorted(store.private_keys)
     if not aliases:
         held = f" (only trusted certificates: {', '.join(sorted(store.certs))})" if store.certs else ""
-        raise ConfigError(f"{location_key} {path} holds no private key{held}: mutual TLS needs the client's "
-                          "key with its certificate chain (a truststore goes in ssl.truststore.location)")
+        raise ConfigError(Message("{} {} holds no private key{}: mutual TLS needs the client's key with its "
+                                  "certificate chain (a truststore goes in {})", Setting(location_key), path, held,
+                                  Setting("ssl.truststore.location")))
     if len(aliases) > 1:
-        raise ConfigError(f"{location_key} {path} holds {len(aliases)} private keys ({', '.join(aliases)}): a "
-                          "TLS client presents one, so keep only the client's (keytool -delete -alias ...)")
+        raise ConfigError(Message("{} {} holds {} private keys ({}): a TLS client presents one, so keep only the "
+                                  "client's (keytool -delete -alias ...)", Setting(location_key), path, len(aliases),
+                                  ", ".join(aliases)))
     entry = store.private_keys[aliases[0]]
     try:
         entry.decrypt(key_password if key_password is not None else store_password)
     except jks.DecryptionFailureException:
-        hint = ("wrong ssl.key.password" if key_password is not None else
-                "it does not open with ssl.keystore.password: set ssl.key.password, the key's own password")
-        raise ConfigError(f"{location_key} {path}: cannot decrypt the private key {aliases[0]!r}: {hint}") from None
+        hint = (Message("wrong {}", Setting("ssl.key.password")) if key_password is not None else
+                Message("it does not open with {}: set {}, the key's own password", Setting("ssl.keystore.password"),
+                        Setting("ssl.key.password")))
+        raise ConfigError(Message("{} {}: cannot decrypt the private key {!r}: {}", Setting(location_key), path,
+                                  aliases[0], hint)) from None
     except jks.KeystoreException as e:  # an unknown protection algorithm (JCEKS keys in a JKS file)
-        raise ConfigError(f"{location_key} {path}: cannot read the private key {aliases[0]!r}: {e}") from None
+        raise ConfigError(Message("{} {}: cannot read the private key {!r}: {}", Setting(location_key), path,
+                                  aliases[0], e)) from None
     if not entry.cert_chain:
-        raise ConfigError(f"{location_key} {path}: the private key {aliases[0]!r} has no certificate chain")
+        raise ConfigError(Message("{} {}: the private key {!r} has no certificate chain", Setting(location_key), path,
+                                  aliases[0]))
     return Identity(entry.pkey_pkcs8, [der for _, der in entry.cert_chain])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparkkafka_sink.errors import KafkaConnectionError, UnsupportedVersionError
+from sparkkafka_sink.errors import KafkaConnectionError, Message, UnsupportedVersionError
 from sparkkafka_sink.network.connection import ConnectionState
 from sparkkafka_sink.network.in_flight import ClientResponse
 from sparkkafka_sink.protocol.messages import metadata_request
@@ -58,8 +58,9 @@ class MetadataUpdater:
     def _note_unreachable(self, now: float) -> None:
         errors = self._client.connect_errors
         if errors:
-            addresses = "; ".join(f"{a}: {e}" for a, e in errors.items())
-            self._client.metadata.failed_update(now, KafkaConnectionError(f"No broker reachable ({addresses})"))
+            # each error a part, not its text: the keys it names (security.protocol) stay data
+            addresses = Message("; ".join("{}: {}" for _ in errors), *(p for pair in errors.items() for p in pair))
+            self._client.metadata.failed_update(now, KafkaConnectionError(Message("No broker reachable ({})", addresses)))
 
     def _handle_metadata(self, resp: ClientResponse) -> None:
         self._in_flight = False

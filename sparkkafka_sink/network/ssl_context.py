@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.network import key_stores
 from sparkkafka_sink.security_protocol import uses_tls
 
@@ -41,15 +41,15 @@ def build_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext | None:
         given = sorted(k for k in explicit if k.startswith("ssl.") and config.get(k) not in (None, "")
                        and k != "ssl.endpoint.identification.algorithm")
         if given:
-            raise ConfigError(f"{', '.join(given)} given but security.protocol is "
-                              f"{config.get('security.protocol')}: TLS options need SSL or SASL_SSL")
+            raise ConfigError(Message("{} given but {} is {}: TLS options need SSL or SASL_SSL",
+                                      _listed(given), Setting("security.protocol"), config.get("security.protocol")))
         return None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.verify_mode = ssl.CERT_REQUIRED
     algorithm = (config.get("ssl.endpoint.identification.algorithm") or "").strip().lower()
     if algorithm not in ("", "https"):
-        raise ConfigError(f"Invalid value {algorithm!r} for configuration 'ssl.endpoint.identification.algorithm': "
-                          "expected 'https' (verify the broker's host name) or '' (do not)")
+        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected 'https' (verify the broker's "
+                                  "host name) or '' (do not)", algorithm, Setting("ssl.endpoint.identification.algorithm")))
     ctx.check_hostname = algorithm == "https"
     _set_protocols(ctx, config)
     _set_ciphers(ctx, config.get("ssl.cipher.suites"))
@@ -58,20 +58,28 @@ def build_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext | None:
     return ctx
 
 
+def _listed(keys: list[str]) -> Message:
+    """``a, b, c``: the keys as one message part, each a :class:`Setting`."""
+    return Message(", ".join("{}" for _ in keys), *map(Setting, keys))
+
+
 # -- protocols and ciphers ----------------------------------------------------------------
 def _set_protocols(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
     enabled = [p.strip() for p in (config.get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",") if p.strip()]
     unknown = [p for p in enabled if p not in _VERSIONS]
     if unknown or not enabled:
-        raise ConfigError(f"Invalid value {config.get('ssl.enabled.protocols')!r} for configuration "
-                          "'ssl.enabled.protocols': expected a list of TLSv1.2, TLSv1.3 (older versions are insecure)")
+        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected a list of TLSv1.2, TLSv1.3 "
+                                  "(older versions are insecure)", config.get("ssl.enabled.protocols"),
+                                  Setting("ssl.enabled.protocols")))
     protocol = (config.get("ssl.protocol") or "TLSv1.3").strip()
     if protocol not in ("TLS", "TLSv1.2", "TLSv1.3"):
-        raise ConfigError(f"Invalid value {protocol!r} for configuration 'ssl.protocol': expected TLSv1.3, TLSv1.2 or TLS")
+        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected TLSv1.3, TLSv1.2 or TLS",
+                                  protocol, Setting("ssl.protocol")))
     versions = sorted(_VERSIONS[p] for p in enabled)
     ceiling = _VERSIONS.get(protocol, ssl.TLSVersion.TLSv1_3)
     if versions[0] > ceiling:
-        raise ConfigError(f"ssl.protocol={protocol} is lower than every version in ssl.enabled.protocols={','.join(enabled)}")
+        raise ConfigError(Message("{}={} is lower than every version in {}={}", Setting("ssl.protocol"), protocol,
+                                  Setting("ssl.enabled.protocols"), ",".join(enabled)))
     ctx.minimum_version = versions[0]
     ctx.maximum_version = min(versions[-1], ceiling)
 
@@ -102,9 +110,9 @@ def _set_ciphers(ctx: ssl.SSLContext, suites: Any) -> None:
     available = {c["name"] for c in ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).get_ciphers()} | _all_cipher_names()
     unknown = [n for n, o in zip([n for n in names if n not in _TLS13_SUITES], tls12, strict=True) if o not in available]
     if unknown:
-        raise ConfigError(f"Invalid value for configuration 'ssl.cipher.suites': unknown or unavailable cipher "
-                          f"suite(s) {', '.join(unknown)} (Java/IANA names such as "
-                          "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, or OpenSSL names)")
+        raise ConfigError(Message("Invalid value for configuration {!r}: unknown or unavailable cipher suite(s) {} "
+                                  "(Java/IANA names such as TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, or OpenSSL names)",
+                                  Setting("ssl.cipher.suites"), ", ".join(unknown)))
     ctx.set_ciphers(":".join(tls12))
 
 
@@ -121,23 +129,25 @@ def _all_cipher_names() -> set[str]:
 def _store_type(config: Mapping[str, Any], prefix: str, path: str, data: bytes) -> str:
     """PEM, PKCS12 or JKS: what the file is.  ``{prefix}.type`` only has to agree with it, JKS and
     PKCS12 each naming either binary format (Java's ``keystore.type.compat``)."""
-    key, location_key = f"{prefix}.type", f"{prefix}.location"
-    given = str(config.get(key) or "").strip().upper()
+    type_setting, location = Setting(f"{prefix}.type"), Setting(f"{prefix}.location")
+    given = str(config.get(type_setting.key) or "").strip().upper()
     if given and given not in STORE_TYPES:
-        raise ConfigError(f"Invalid value {config.get(key)!r} for configuration '{key}': expected PEM, PKCS12 or JKS")
+        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected PEM, PKCS12 or JKS",
+                                  config.get(type_setting.key), type_setting))
     found = key_stores.file_format(data)
     if found == "JCEKS":
-        raise ConfigError(f"{location_key} {path} is a JCEKS store, which is not read here: convert it once to "
-                          f"PKCS12 with {key_stores.to_pkcs12_hint(path)} -srcstoretype JCEKS")
+        raise ConfigError(Message("{} {} is a JCEKS store, which is not read here: convert it once to PKCS12 with "
+                                  "{} -srcstoretype JCEKS", location, path, key_stores.to_pkcs12_hint(path)))
     if found is None:
         what = f"is not a {given} store: it is" if given in ("JKS", "PKCS12") else "is"
-        raise ConfigError(f"{location_key} {path} {what} neither PEM text, a PKCS12 store (DER) nor a JKS store "
-                          "(magic 0xFEEDFEED)")
+        raise ConfigError(Message("{} {} {} neither PEM text, a PKCS12 store (DER) nor a JKS store "
+                                  "(magic 0xFEEDFEED)", location, path, what))
     if given == "PEM" and found != "PEM":
-        raise ConfigError(f"{location_key} {path} is not a PEM file: it is a {found} store; set {key}={found} or "
-                          "leave it unset")
+        raise ConfigError(Message("{} {} is not a PEM file: it is a {} store; set {}={} or leave it unset",
+                                  location, path, found, type_setting, found))
     if given in ("JKS", "PKCS12") and found == "PEM":
-        raise ConfigError(f"{location_key} {path} is a PEM file, not a {given} store: set {key}=PEM or leave it unset")
+        raise ConfigError(Message("{} {} is a PEM file, not a {} store: set {}=PEM or leave it unset",
+                                  location, path, given, type_setting))
     return found
 
 
@@ -145,9 +155,9 @@ def _read(key: str, path: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as e:
-        raise ConfigError(f"Cannot read {key} {path!r}: {e.strerror or e} (in Spark, files named in options "
-                          "must exist where tasks run: ship them with --files / SparkFiles, or give PEM text "
-                          "inline)") from None
+        raise ConfigError(Message("Cannot read {} {!r}: {} (in Spark, files named in options must exist where tasks "
+                                  "run: ship them with --files / SparkFiles, or give PEM text inline)",
+                                  Setting(key), path, e.strerror or e)) from None
 
 
 def _read_store(config: Mapping[str, Any], prefix: str, location: str) -> tuple[bytes, str]:
@@ -169,12 +179,14 @@ def _load_trust(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
     location = config.get("ssl.truststore.location") or None
     inline = config.get("ssl.truststore.certificates") or None
     if location and inline:
-        raise ConfigError("Give either ssl.truststore.location or ssl.truststore.certificates, not both")
+        raise ConfigError(Message("Give either {} or {}, not both", Setting("ssl.truststore.location"),
+                                  Setting("ssl.truststore.certificates")))
     if inline:
         pem = str(inline)
         if "-----BEGIN CERTIFICATE-----" not in pem:
-            raise ConfigError("ssl.truststore.certificates must hold PEM text (-----BEGIN CERTIFICATE----- blocks)")
-        _load_cadata(ctx, "ssl.truststore.certificates", pem)
+            raise ConfigError(Message("{} must hold PEM text (-----BEGIN CERTIFICATE----- blocks)",
+                                      Setting("ssl.truststore.certificates")))
+        _load_cadata(ctx, Setting("ssl.truststore.certificates"), pem)
         return
     if not location:
         ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)  # system CAs, as Java and librdkafka do
@@ -182,24 +194,25 @@ def _load_trust(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
     key = "ssl.truststore.location"
     data, kind = _read_store(config, "ssl.truststore", location)
     if kind == "PKCS12":
-        _load_cadata(ctx, key, _pkcs12_certificates_pem(key, location, data, _password(config, "ssl.truststore.password")))
+        _load_cadata(ctx, Setting(key), _pkcs12_certificates_pem(key, location, data, _password(config, "ssl.truststore.password")))
         return
     if kind == "JKS":
         ders = key_stores.trusted_certificates(key, location, data, "ssl.truststore.password",
                                                _text(config.get("ssl.truststore.password")))
-        _load_cadata(ctx, f"{key} {location}", "".join(ssl.DER_cert_to_PEM_cert(d) for d in ders))
+        _load_cadata(ctx, Message("{} {}", Setting(key), location), "".join(ssl.DER_cert_to_PEM_cert(d) for d in ders))
         return
     text = data.decode("ascii", "replace")
     if "-----BEGIN CERTIFICATE-----" not in text:
-        raise ConfigError(f"{key} {location} is not a PEM certificate file (no -----BEGIN CERTIFICATE-----)")
-    _load_cadata(ctx, f"{key} {location}", text)
+        raise ConfigError(Message("{} {} is not a PEM certificate file (no -----BEGIN CERTIFICATE-----)",
+                                  Setting(key), location))
+    _load_cadata(ctx, Message("{} {}", Setting(key), location), text)
 
 
-def _load_cadata(ctx: ssl.SSLContext, what: str, pem: str) -> None:
+def _load_cadata(ctx: ssl.SSLContext, what: Setting | Message, pem: str) -> None:
     try:
         ctx.load_verify_locations(cadata=pem)
     except (ssl.SSLError, ValueError) as e:
-        raise ConfigError(f"Cannot load the certificates of {what}: {e}") from None
+        raise ConfigError(Message("Cannot load the certificates of {}: {}", what, e)) from None
 
 
 def _pkcs12(key: str, path: str, data: bytes, password: bytes | None,
@@ -209,8 +222,8 @@ def _pkcs12(key: str, path: str, data: bytes, password: bytes | None,
     try:
         return pkcs12.load_key_and_certificates(data, password)
     except ValueError:
-        raise ConfigError(f"Cannot open {key} {path} as PKCS12: wrong password "
-                          f"({key.rsplit('.', 1)[0]}.password) or not a PKCS12 file") from None
+        raise ConfigError(Message("Cannot open {} {} as PKCS12: wrong password ({}) or not a PKCS12 file",
+                                  Setting(key), path, Setting(key.rsplit(".", 1)[0] + ".password"))) from None
 
 
 def _pkcs12_certificates_pem(key: str, path: str, data: bytes, password: bytes | None) -> str:
@@ -219,7 +232,7 @@ def _pkcs12_certificates_pem(key: str, path: str, data: bytes, password: bytes |
     _, cert, extra = _pkcs12(key, path, data, password)
     certs = ([cert] if cert is not None else []) + list(extra or [])
     if not certs:
-        raise ConfigError(f"{key} {path} holds no certificates")
+        raise ConfigError(Message("{} {} holds no certificates", Setting(key), path))
     return "".join(c.public_bytes(Encoding.PEM).decode() for c in certs)
 
 
@@ -229,11 +242,11 @@ def _load_identity(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
     chain = config.get("ssl.keystore.certificate.chain") or None
     key_pem = config.get("ssl.keystore.key") or None
     if location and (chain or key_pem):
-        raise ConfigError("Give either ssl.keystore.location or ssl.keystore.certificate.chain + "
-                          "ssl.keystore.key, not both")
+        raise ConfigError(Message("Give either {} or {} + {}, not both", Setting("ssl.keystore.location"),
+                                  Setting("ssl.keystore.certificate.chain"), Setting("ssl.keystore.key")))
     if bool(chain) != bool(key_pem):
-        raise ConfigError("ssl.keystore.certificate.chain and ssl.keystore.key go together (PEM text of the "
-                          "client certificate chain and of its private key)")
+        raise ConfigError(Message("{} and {} go together (PEM text of the client certificate chain and of its "
+                                  "private key)", Setting("ssl.keystore.certificate.chain"), Setting("ssl.keystore.key")))
     key_password = _password(config, "ssl.key.password")
     if chain:
         _load_pem_identity(ctx, "ssl.keystore.key", str(chain), str(key_pem).encode(), key_password)
@@ -247,7 +260,7 @@ def _load_identity(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
 
         private_key, cert, extra = _pkcs12(key, location, data, _password(config, "ssl.keystore.password"))
         if private_key is None or cert is None:
-            raise ConfigError(f"{key} {location} holds no private key with its certificate")
+            raise ConfigError(Message("{} {} holds no private key with its certificate", Setting(key), location))
         chain_pem = "".join(c.public_bytes(Encoding.PEM).decode() for c in [cert, *(extra or [])])
         _load_key_object(ctx, key, chain_pem, private_key)
         return
@@ -260,12 +273,13 @@ def _load_identity(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
         try:
             private_key = load_der_private_key(found.private_key_der, None)
         except (ValueError, TypeError) as e:  # cryptography's errors for a key type it cannot use
-            raise ConfigError(f"{key} {location}: cannot use its private key: {e}") from None
+            raise ConfigError(Message("{} {}: cannot use its private key: {}", Setting(key), location, e)) from None
         _load_key_object(ctx, key, chain_pem, private_key)
         return
     text = data.decode("ascii", "replace")
     if "PRIVATE KEY-----" not in text or "-----BEGIN CERTIFICATE-----" not in text:
-        raise ConfigError(f"{key} {location} must be a PEM file holding the private key and the certificate chain")
+        raise ConfigError(Message("{} {} must be a PEM file holding the private key and the certificate chain",
+                                  Setting(key), location))
     _load_pem_identity(ctx, key, text, data, key_password)
 
 
@@ -273,14 +287,16 @@ def _load_pem_identity(ctx: ssl.SSLContext, key: str, chain_pem: str, key_pem: b
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     if b"PRIVATE KEY-----" not in key_pem:
-        raise ConfigError(f"{key} must hold a PEM private key (-----BEGIN PRIVATE KEY-----)")
+        raise ConfigError(Message("{} must hold a PEM private key (-----BEGIN PRIVATE KEY-----)", Setting(key)))
     try:
         private_key = load_pem_private_key(key_pem[key_pem.find(b"-----BEGIN"):], password)
     except TypeError:
-        raise ConfigError(f"The private key of {key} is encrypted: set ssl.key.password" if password is None
-                          else f"The private key of {key} is not encrypted: leave ssl.key.password unset") from None
+        template = ("The private key of {} is encrypted: set {}" if password is None
+                    else "The private key of {} is not encrypted: leave {} unset")
+        raise ConfigError(Message(template, Setting(key), Setting("ssl.key.password"))) from None
     except ValueError:
-        raise ConfigError(f"Cannot read the private key of {key}: wrong ssl.key.password or not a PEM key") from None
+        raise ConfigError(Message("Cannot read the private key of {}: wrong {} or not a PEM key", Setting(key),
+                                  Setting("ssl.key.password"))) from None
     _load_key_object(ctx, key, chain_pem, private_key)
 
 
@@ -289,7 +305,8 @@ def _load_key_object(ctx: ssl.SSLContext, key: str, chain_pem: str, private_key:
     from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, Encoding, PrivateFormat
 
     if "-----BEGIN CERTIFICATE-----" not in chain_pem:
-        raise ConfigError(f"{key}: no certificate (-----BEGIN CERTIFICATE-----) to go with the private key")
+        raise ConfigError(Message("{}: no certificate (-----BEGIN CERTIFICATE-----) to go with the private key",
+                                  Setting(key)))
     one_off = secrets.token_hex(16).encode()
     encrypted = private_key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(one_off))
     with tempfile.TemporaryDirectory(prefix="sparkkafka-tls-") as tmp:
@@ -300,4 +317,5 @@ def _load_key_object(ctx: ssl.SSLContext, key: str, chain_pem: str, private_key:
         try:
             ctx.load_cert_chain(str(cert_file), str(key_file), password=one_off)
         except ssl.SSLError as e:
-            raise ConfigError(f"{key}: the private key does not match the certificate, or the chain is invalid ({e.reason})") from None
+            raise ConfigError(Message("{}: the private key does not match the certificate, or the chain is invalid ({})",
+                                      Setting(key), e.reason)) from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ssl
 
-from sparkkafka_sink.errors import KafkaConnectionError, SslError
+from sparkkafka_sink.errors import KafkaConnectionError, Message, Setting, SslError
 
 #: plaintext parts smaller than this are joined before encryption (one TLS record, not many)
 _COALESCE_BYTES = 16 * 1024
@@ -39,32 +39,36 @@ class TlsChannel:
         except ssl.SSLWantReadError:
             return False
         except ssl.SSLCertVerificationError as e:
-            raise SslError(f"TLS handshake with {self.address} failed: the broker's certificate did not verify: "
-                           f"{_verify_reason(e, self.host)}") from None
+            raise SslError(Message("TLS handshake with {} failed: the broker's certificate did not verify: {}",
+                                   self.address, _verify_reason(e, self.host))) from None
         except ssl.SSLError as e:
             raise SslError(self._handshake_failure(e)) from None
         self.handshake_done = True
         return True
 
-    def _handshake_failure(self, e: ssl.SSLError) -> str:
+    def _handshake_failure(self, e: ssl.SSLError) -> Message:
         reason = (e.reason or str(e)).replace("_", " ").lower()
         if e.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"):
-            return (f"TLS handshake with {self.address} failed: the broker did not answer with TLS ({reason}); "
-                    "is it a PLAINTEXT or SASL_PLAINTEXT listener? Then set security.protocol accordingly")
+            return Message("TLS handshake with {} failed: the broker did not answer with TLS ({}); is it a PLAINTEXT "
+                           "or SASL_PLAINTEXT listener? Then set {} accordingly", self.address, reason,
+                           Setting("security.protocol"))
         if "certificate required" in reason or ("alert" in reason and ("handshake failure" in reason
                                                                         or "bad certificate" in reason)):
-            return (f"TLS handshake with {self.address} failed: the broker rejected us ({reason}); "
-                    "a listener with ssl.client.auth=required needs a client certificate: set "
-                    "ssl.keystore.location (or ssl.keystore.certificate.chain + ssl.keystore.key)")
-        return f"TLS handshake with {self.address} failed: {reason}"
+            # ssl.client.auth is the broker's setting, not the client's: plain text
+            return Message("TLS handshake with {} failed: the broker rejected us ({}); a listener with "
+                           "ssl.client.auth=required needs a client certificate: set {} (or {} + {})", self.address,
+                           reason, Setting("ssl.keystore.location"), Setting("ssl.keystore.certificate.chain"),
+                           Setting("ssl.keystore.key"))
+        return Message("TLS handshake with {} failed: {}", self.address, reason)
 
     def eof_error(self) -> KafkaConnectionError:
         """What a connection closed by the broker in the middle of things means."""
         if not self.handshake_done:
-            return TlsHandshakeClosed(
-                f"TLS handshake with {self.address} failed: the broker closed the connection "
-                + ("before answering" if not self.received_any else "during the handshake")
-                + "; is it a PLAINTEXT or SASL_PLAINTEXT listener? Then set security.protocol accordingly")
+            return TlsHandshakeClosed(Message(
+                "TLS handshake with {} failed: the broker closed the connection {}; is it a PLAINTEXT or "
+                "SASL_PLAINTEXT listener? Then set {} accordingly", self.address,
+                "before answering" if not self.received_any else "during the handshake",
+                Setting("security.protocol")))
         return KafkaConnectionError(f"Connection to {self.address} was closed by the broker")
 
 
@@ -142,11 +146,11 @@ def _verify_reason(e: ssl.SSLCertVerificationError, host: str) -> str:
     if kind == "expired":
         return f"certificate has expired ({message})"
     if kind == "unknown CA":
-        return (f"unknown CA: {message}; give the CA that signed the broker's certificate in "
-                "ssl.truststore.location or ssl.truststore.certificates")
+        return Message("unknown CA: {}; give the CA that signed the broker's certificate in {} or {}", message,
+                       Setting("ssl.truststore.location"), Setting("ssl.truststore.certificates"))
     if kind == "host name" or "hostname" in message.lower() or "ip address mismatch" in message.lower():
-        return (f"host name mismatch: the certificate is not valid for {host!r} ({message}); "
-                "ssl.endpoint.identification.algorithm= (empty) turns host name verification off")
+        return Message("host name mismatch: the certificate is not valid for {!r} ({}); {}= (empty) turns host name "
+                       "verification off", host, message, Setting("ssl.endpoint.identification.algorithm"))
     return message
 
 

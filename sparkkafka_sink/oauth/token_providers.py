@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from http.client import HTTPException
 from typing import IO, Any
 
-from sparkkafka_sink.errors import AuthenticationError, ConfigError
+from sparkkafka_sink.errors import AuthenticationError, ConfigError, Message, Setting
 from sparkkafka_sink.oauth.bearer_token import (
     OAuthBearerToken,
     TokenProvider,
@@ -39,6 +39,7 @@ from sparkkafka_sink.oauth.jwt import claim_ms, claims_subject, jwt_claims, unsi
 log = logging.getLogger(__name__)
 
 PROVIDER_KEY = "sasl.oauthbearer.token.provider"
+_PROVIDER = Setting(PROVIDER_KEY)
 _MAX_BODY = 64 * 1024
 _MAX_SHOWN = 300
 
@@ -50,26 +51,26 @@ def load_token_provider(spec: Any) -> TokenProvider:
     if callable(spec) and not isinstance(spec, str):
         return spec
     if not isinstance(spec, str):
-        raise ConfigError(f"Invalid configuration '{PROVIDER_KEY}': expected a callable or a "
-                          f"'module:function' string, got {type(spec).__name__}")
+        raise ConfigError(Message("Invalid configuration {!r}: expected a callable or a 'module:function' string, "
+                                  "got {}", _PROVIDER, type(spec).__name__))
     module_name, sep, attr_path = spec.strip().partition(":")
     if not sep or not module_name or not attr_path:
-        raise ConfigError(f"Invalid configuration '{PROVIDER_KEY}': {spec!r} is not "
-                          "'module:function' (e.g. 'my_package.tokens:get_token')")
+        raise ConfigError(Message("Invalid configuration {!r}: {!r} is not 'module:function' (e.g. "
+                                  "'my_package.tokens:get_token')", _PROVIDER, spec))
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as e:  # the ConfigError says why
-        raise ConfigError(f"Invalid configuration '{PROVIDER_KEY}': cannot import module "
-                          f"'{module_name}' ({type(e).__name__}: {e})") from e
+        raise ConfigError(Message("Invalid configuration {!r}: cannot import module '{}' ({}: {})", _PROVIDER,
+                                  module_name, type(e).__name__, e)) from e
     for part in attr_path.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise ConfigError(f"Invalid configuration '{PROVIDER_KEY}': module '{module_name}' has "
-                              f"no attribute '{attr_path}'") from None
+            raise ConfigError(Message("Invalid configuration {!r}: module '{}' has no attribute '{}'", _PROVIDER,
+                                      module_name, attr_path)) from None
     if not callable(obj):
-        raise ConfigError(f"Invalid configuration '{PROVIDER_KEY}': '{spec}' is a "
-                          f"{type(obj).__name__}, not a callable")
+        raise ConfigError(Message("Invalid configuration {!r}: '{}' is a {}, not a callable", _PROVIDER, spec,
+                                  type(obj).__name__))
     return obj
 
 
@@ -147,14 +148,15 @@ class ClientCredentialsTokenProvider:
                  sub_claim_name: str = "sub", scope_claim_name: str = "scope"):
         scheme = urllib.parse.urlsplit(endpoint_url).scheme.lower()
         if scheme not in ("http", "https") or not urllib.parse.urlsplit(endpoint_url).hostname:
-            raise ConfigError("Invalid configuration 'sasl.oauthbearer.token.endpoint.url': "
-                              f"{_safe_url(endpoint_url)!r} is not an http(s) URL")
+            raise ConfigError(Message("Invalid configuration {!r}: {!r} is not an http(s) URL",
+                                      Setting("sasl.oauthbearer.token.endpoint.url"), _safe_url(endpoint_url)))
         client_id = (client_id or "").strip()
         client_secret = (client_secret or "").strip()            # Kafka trims both
         if not client_id:
-            raise ConfigError("Invalid configuration 'sasl.oauthbearer.client.id': it is empty")
+            raise ConfigError(Message("Invalid configuration {!r}: it is empty", Setting("sasl.oauthbearer.client.id")))
         if not client_secret:
-            raise ConfigError("Invalid configuration 'sasl.oauthbearer.client.secret': it is empty")
+            raise ConfigError(Message("Invalid configuration {!r}: it is empty",
+                                      Setting("sasl.oauthbearer.client.secret")))
         if not 0 <= retry_backoff_ms <= retry_backoff_max_ms:
             raise ValueError("need 0 <= retry_backoff_ms <= retry_backoff_max_ms")
         self.endpoint_url = endpoint_url
@@ -277,9 +279,9 @@ class ClientCredentialsTokenProvider:
             raise AuthenticationError(f"{self.description} answered with a body that is not JSON") from None
         token = doc.get("access_token") if isinstance(doc, dict) else None
         if not isinstance(token, str) or not token.strip():
-            keys = ", ".join(sorted(doc)) if isinstance(doc, dict) else type(doc).__name__
+            fields = ", ".join(sorted(doc)) if isinstance(doc, dict) else type(doc).__name__
             raise AuthenticationError(f"{self.description} answered without an access_token "
-                                      f"(fields: {keys})")
+                                      f"(fields: {fields})")
         token = token.strip()
         try:
             claims: Mapping[str, Any] = jwt_claims(token)
@@ -306,13 +308,13 @@ class ClientCredentialsTokenProvider:
         scope = claims.get(self.scope_claim_name)
         if scope is not None and not (isinstance(scope, str) or
                                       isinstance(scope, list) and all(isinstance(s, str) for s in scope)):
-            raise AuthenticationError(
-                f"{self.description} returned a token whose '{self.scope_claim_name}' claim "
-                "(sasl.oauthbearer.scope.claim.name) is neither a string nor a list of strings")
+            raise AuthenticationError(Message(
+                "{} returned a token whose '{}' claim ({}) is neither a string nor a list of strings",
+                self.description, self.scope_claim_name, Setting("sasl.oauthbearer.scope.claim.name")))
         if claims and self.sub_claim_name != "sub" and claims_subject(claims, self.sub_claim_name) is None:
-            raise AuthenticationError(
-                f"{self.description} returned a token without the '{self.sub_claim_name}' claim "
-                "(sasl.oauthbearer.sub.claim.name) naming its principal")
+            raise AuthenticationError(Message(
+                "{} returned a token without the '{}' claim ({}) naming its principal", self.description,
+                self.sub_claim_name, Setting("sasl.oauthbearer.sub.claim.name")))
         return OAuthBearerToken(token, expires_at_ms,
                                 claims_subject(claims, self.sub_claim_name) or self.client_id, issued_at_ms)
 
@@ -361,7 +363,7 @@ class UnsecuredTokenProvider:
     def __init__(self, options: Mapping[str, str], clock: Callable[[], float] = time.time,
                  where: str = "sasl.jaas.config"):
         def bad(what: str) -> ConfigError:
-            return ConfigError(f"Invalid configuration '{where}': {what}")
+            return ConfigError(Message("Invalid configuration {!r}: {}", Setting(where), what))
 
         self._clock = clock
         lifetime = options.get(_UNSECURED + "LifetimeSeconds", "3600")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkkafka_sink.errors import AuthenticationError, ConfigError
+from sparkkafka_sink.errors import AuthenticationError, ConfigError, Message, Setting
 from sparkkafka_sink.oauth.bearer_token import (
     OAuthBearerToken,
     TokenProvider,
@@ -79,8 +79,8 @@ class TokenSource:
                  description: str | None = None, min_refresh_period_s: float = MIN_REFRESH_PERIOD_S,
                  refresh_buffer_s: float = 0.0):
         if not 0.5 <= refresh_window_factor <= 1.0:
-            raise ConfigError(f"Invalid value {refresh_window_factor!r} for configuration "
-                              "'sasl.login.refresh.window.factor': expected a number in [0.5, 1.0]")
+            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected a number in [0.5, 1.0]",
+                                      refresh_window_factor, Setting("sasl.login.refresh.window.factor")))
         self._provider = provider
         self.refresh_window_factor = refresh_window_factor
         self.jitter = jitter
@@ -132,9 +132,9 @@ class TokenSource:
             assert token is not None
         if self._clock() * 1000 >= token.expires_at_ms:
             error = self.last_error
-            raise TokenUnavailableError(
-                f"the OAUTHBEARER token of {token.principal!r} from {self.description} expired and "
-                f"no new one could be fetched" + (f": {error}" if error else " yet"))
+            raise TokenUnavailableError(Message(
+                "the OAUTHBEARER token of {!r} from {} expired and no new one could be fetched{}", token.principal,
+                self.description, Message(": {}", error) if error else " yet"))
         return token
 
     def refresh_now(self) -> None:
@@ -167,7 +167,7 @@ class TokenSource:
             raise
         except Exception as e:  # a user callable
             self.last_error = e
-            raise TokenUnavailableError(f"the {self.description} failed: {type(e).__name__}: {e}") from e
+            raise TokenUnavailableError(Message("the {} failed: {}: {}", self.description, type(e).__name__, e)) from e
         if token.expires_at_ms <= self._clock() * 1000:
             self.last_error = AuthenticationError(f"the {self.description} returned an expired token")
             raise AuthenticationError(

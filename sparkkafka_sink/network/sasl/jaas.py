@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.errors import ConfigError, Message, Setting
 
 KEY = "sasl.jaas.config"
 FLAGS = ("required", "requisite", "sufficient", "optional")
@@ -50,7 +50,7 @@ class JaasConfig:
 
 
 def _error(what: str) -> ConfigError:
-    return ConfigError(f"Invalid configuration '{KEY}': {what}")
+    return ConfigError(Message("Invalid configuration {!r}: {}", Setting(KEY), what))
 
 
 # Token kinds: ("word", text), ("number", None), ("quoted", text), ("char", c), ("eof", None)
@@ -159,7 +159,8 @@ def _describe(token: _Token) -> str:
 def parse_jaas(text: str) -> JaasConfig:
     """Parse a client's ``sasl.jaas.config``: exactly one login module entry."""
     if not isinstance(text, str):
-        raise ConfigError(f"Invalid configuration '{KEY}': expected a string, got {type(text).__name__}")
+        raise ConfigError(Message("Invalid configuration {!r}: expected a string, got {}", Setting(KEY),
+                                  type(text).__name__))
     tokens = _Tokenizer(text)
     entries: list[JaasConfig] = []
     token = tokens.next()

@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import Mapping
 
-from sparkkafka_sink.errors import AuthenticationError, ConfigError
+from sparkkafka_sink.errors import AuthenticationError, ConfigError, Message, Setting
 from sparkkafka_sink.network.sasl.client import SaslClient
 
 log = logging.getLogger(__name__)
@@ -30,20 +30,24 @@ _B64TOKEN = re.compile(r"[-_~+/.a-zA-Z0-9]+=*")
 _MAX_DETAIL = 500
 
 
-def validate_extensions(extensions: Mapping[str, str], where: str = "'sasl.oauthbearer.extensions'") -> None:
+#: where extensions come from unless the caller says: the setting, quoted
+_EXTENSIONS = Message("{!r}", Setting("sasl.oauthbearer.extensions"))
+
+
+def validate_extensions(extensions: Mapping[str, str], where: str = _EXTENSIONS) -> None:
     """Kafka's OAuthBearerClientInitialResponse.validateExtensions, as a ConfigError naming
-    ``where`` (quoted already).  Messages name the extension, never its value (it may be
-    sensitive)."""
+    ``where`` (quoted already; a :class:`Message` naming the setting).  Messages name the
+    extension, never its value (it may be sensitive)."""
     for name, value in extensions.items():
         if name == AUTH_KEY:
-            raise ConfigError(f"Invalid configuration {where}: the extension name '{AUTH_KEY}' is "
-                              "reserved for the token")
+            raise ConfigError(Message("Invalid configuration {}: the extension name '{}' is reserved for the token",
+                                      where, AUTH_KEY))
         if not isinstance(name, str) or not EXTENSION_KEY.fullmatch(name):
-            raise ConfigError(f"Invalid configuration {where}: extension name {name!r} is invalid "
-                              "(letters A-Z and a-z only)")
+            raise ConfigError(Message("Invalid configuration {}: extension name {!r} is invalid (letters A-Z and "
+                                      "a-z only)", where, name))
         if not isinstance(value, str) or not EXTENSION_VALUE.fullmatch(value):
-            raise ConfigError(f"Invalid configuration {where}: the value of extension '{name}' is "
-                              "invalid (printable ASCII, space, tab, CR or LF; not empty)")
+            raise ConfigError(Message("Invalid configuration {}: the value of extension '{}' is invalid (printable "
+                                      "ASCII, space, tab, CR or LF; not empty)", where, name))
 
 
 def initial_response(token_value: str, extensions: Mapping[str, str] | None = None) -> bytes:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from sparkkafka_sink import security_protocol as protocols
-from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.network.sasl.client import SaslClient
 from sparkkafka_sink.network.sasl.jaas import JaasConfig, parse_jaas
 from sparkkafka_sink.network.sasl.oauthbearer import OAuthBearerClient, validate_extensions
@@ -75,16 +75,15 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
-_TOKEN_PROVIDER_HINT = (f"set {MECHANISM}=OAUTHBEARER and {TOKEN_PROVIDER} to a 'module:function' "
-                        "that returns a token")
+_TOKEN_PROVIDER_HINT = Message("set {}=OAUTHBEARER and {} to a 'module:function' that returns a token",
+                               Setting(MECHANISM), Setting(TOKEN_PROVIDER))
 _UNSUPPORTED = {
-    "GSSAPI": (f"Kerberos (GSSAPI, Java's default {MECHANISM}) is not supported. If the cluster "
-               f"also accepts OAUTHBEARER, {_TOKEN_PROVIDER_HINT} (or use "
-               f"{TOKEN_ENDPOINT} with a client id and secret)"),
-    "AWS_MSK_IAM": (f"AWS_MSK_IAM is not supported, but MSK accepts IAM through OAUTHBEARER: "
-                    f"{_TOKEN_PROVIDER_HINT}, e.g. one that returns "
-                    "MSKAuthTokenProvider.generate_auth_token(region) from the "
-                    "aws-msk-iam-sasl-signer-python package"),
+    "GSSAPI": Message("Kerberos (GSSAPI, Java's default {}) is not supported. If the cluster also accepts "
+                      "OAUTHBEARER, {} (or use {} with a client id and secret)", Setting(MECHANISM),
+                      _TOKEN_PROVIDER_HINT, Setting(TOKEN_ENDPOINT)),
+    "AWS_MSK_IAM": Message("AWS_MSK_IAM is not supported, but MSK accepts IAM through OAUTHBEARER: {}, e.g. one "
+                           "that returns MSKAuthTokenProvider.generate_auth_token(region) from the "
+                           "aws-msk-iam-sasl-signer-python package", _TOKEN_PROVIDER_HINT),
 }
 _OAUTH_JAAS_OPTIONS = {"clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET, "scope": SCOPE}
 _JAAS_EXTENSION_PREFIX = "extension_"
@@ -155,12 +154,18 @@ def _text(config: Mapping[str, Any], key: str, *, strip: bool = True) -> str | N
     if not _given(value):
         return None
     if not isinstance(value, str):
-        raise ConfigError(f"Invalid configuration '{key}': expected a string, got {type(value).__name__}")
+        raise ConfigError(Message("Invalid configuration {!r}: expected a string, got {}", Setting(key),
+                                  type(value).__name__))
     return value.strip() if strip else value
 
 
-def _keys(keys: list[str]) -> str:
-    return ", ".join(f"'{k}'" for k in keys)
+def _keys(keys: list[str]) -> Message:
+    """``'a', 'b'``: the keys as one message part, each a :class:`Setting`."""
+    return Message(", ".join("{!r}" for _ in keys), *map(Setting, keys))
+
+
+def _joined(parts: list[Message]) -> Message:
+    return Message(", ".join("{}" for _ in parts), *parts)
 
 
 def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
@@ -180,26 +185,28 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
                     and _given(config.get(k)) and (explicit is None or k in explicit))
     if not protocols.uses_sasl(protocol):
         if given:
-            raise ConfigError(
-                f"Configuration {_keys(given)} only applies with security.protocol SASL_SSL or "
-                f"SASL_PLAINTEXT, but security.protocol is {protocol}: set security.protocol to "
-                f"{'SASL_SSL' if protocols.uses_tls(protocol) else 'SASL_PLAINTEXT or SASL_SSL'}, or remove "
-                f"{'them' if len(given) > 1 else 'it'}")
+            security = Setting("security.protocol")
+            raise ConfigError(Message(
+                "Configuration {} only applies with {} SASL_SSL or SASL_PLAINTEXT, but {} is {}: set {} to {}, "
+                "or remove {}", _keys(given), security, security, protocol, security,
+                "SASL_SSL" if protocols.uses_tls(protocol) else "SASL_PLAINTEXT or SASL_SSL",
+                "them" if len(given) > 1 else "it"))
         return None
 
     jaas_text = _text(config, JAAS, strip=False)
     jaas = parse_jaas(jaas_text) if jaas_text is not None else None
     mechanism = _mechanism(config, jaas, protocol)
     if jaas is not None and jaas.module_name != _LOGIN_MODULES[mechanism].rsplit(".", 1)[-1]:
-        raise ConfigError(f"Invalid configuration '{JAAS}': the login module '{jaas.login_module}' "
-                          f"does not go with {MECHANISM} {mechanism}; use {_LOGIN_MODULES[mechanism]}")
+        raise ConfigError(Message("Invalid configuration {!r}: the login module '{}' does not go with {} {}; use {}",
+                                  Setting(JAAS), jaas.login_module, Setting(MECHANISM), mechanism,
+                                  _LOGIN_MODULES[mechanism]))
     factor = _refresh_window_factor(config)
     if mechanism == "OAUTHBEARER":
         return _oauthbearer(config, jaas, protocol, factor)
     oauth_given = [k for k in _OAUTH_KEYS if k in given]
     if oauth_given:
-        raise ConfigError(f"Configuration {_keys(oauth_given)} only applies to {MECHANISM} "
-                          f"OAUTHBEARER, not {mechanism}")
+        raise ConfigError(Message("Configuration {} only applies to {} OAUTHBEARER, not {}", _keys(oauth_given),
+                                  Setting(MECHANISM), mechanism))
     return _password_settings(config, jaas, protocol, mechanism)
 
 
@@ -209,25 +216,27 @@ def _mechanism(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str
         if _given(config.get(USERNAME)) or _given(config.get(PASSWORD)) or \
                 (jaas is not None and jaas.module_name == "PlainLoginModule"):
             return "PLAIN"
-        hint = ""
+        hint: str = ""
         if jaas is not None and jaas.module_name == "ScramLoginModule":
-            hint = f" ({JAAS} uses ScramLoginModule: SCRAM-SHA-256 or SCRAM-SHA-512, as the user was created)"
+            hint = Message(" ({} uses ScramLoginModule: SCRAM-SHA-256 or SCRAM-SHA-512, as the user was created)",
+                           Setting(JAAS))
         elif (jaas is not None and jaas.module_name == "OAuthBearerLoginModule") or \
                 any(_given(config.get(k)) for k in _OAUTH_KEYS):
             hint = " (OAUTHBEARER, given the OAuth settings)"
-        raise ConfigError(
-            f"Missing configuration '{MECHANISM}' (security.protocol is {protocol}): Java's default "
-            f"GSSAPI (Kerberos) is not supported; set it to one of {', '.join(SUPPORTED_MECHANISMS)}"
-            f"{hint}")
+        raise ConfigError(Message(
+            "Missing configuration {!r} ({} is {}): Java's default GSSAPI (Kerberos) is not supported; set it to "
+            "one of {}{}", Setting(MECHANISM), Setting("security.protocol"), protocol,
+            ", ".join(SUPPORTED_MECHANISMS), hint))
     if not isinstance(raw, str):
-        raise ConfigError(f"Invalid configuration '{MECHANISM}': expected a string, got {type(raw).__name__}")
+        raise ConfigError(Message("Invalid configuration {!r}: expected a string, got {}", Setting(MECHANISM),
+                                  type(raw).__name__))
     mechanism = raw.strip().upper()
     if mechanism in _UNSUPPORTED:
-        raise ConfigError(f"Unsupported {MECHANISM} '{raw.strip()}': {_UNSUPPORTED[mechanism]}. "
-                          f"Supported: {', '.join(SUPPORTED_MECHANISMS)}")
+        raise ConfigError(Message("Unsupported {} '{}': {}. Supported: {}", Setting(MECHANISM), raw.strip(),
+                                  _UNSUPPORTED[mechanism], ", ".join(SUPPORTED_MECHANISMS)))
     if mechanism not in SUPPORTED_MECHANISMS:
-        raise ConfigError(f"Invalid value {raw!r} for configuration '{MECHANISM}': expected one of "
-                          f"{', '.join(SUPPORTED_MECHANISMS)}")
+        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected one of {}", raw,
+                                  Setting(MECHANISM), ", ".join(SUPPORTED_MECHANISMS)))
     return mechanism
 
 
@@ -242,8 +251,8 @@ def _refresh_window_factor(config: Mapping[str, Any]) -> float:
     except (TypeError, ValueError):
         value = float("nan")
     if not 0.5 <= value <= 1.0:
-        raise ConfigError(f"Invalid value {raw!r} for configuration '{REFRESH_WINDOW_FACTOR}': "
-                          "expected a number in [0.5, 1.0]")
+        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected a number in [0.5, 1.0]", raw,
+                                  Setting(REFRESH_WINDOW_FACTOR)))
     return value
 
 
@@ -254,32 +263,33 @@ def _password_settings(config: Mapping[str, Any], jaas: JaasConfig | None, proto
     if jaas is not None:
         if username is not None or password is not None:
             both = [k for k, v in ((USERNAME, username), (PASSWORD, password)) if v is not None]
-            raise ConfigError(f"Configuration {_keys(both)} and '{JAAS}' both give credentials: "
-                              "use one or the other")
+            raise ConfigError(Message("Configuration {} and {!r} both give credentials: use one or the other",
+                                      _keys(both), Setting(JAAS)))
         for option in ("username", "password"):
             if not jaas.options.get(option):
-                raise ConfigError(f"Invalid configuration '{JAAS}': {jaas.module_name} needs a "
-                                  f"non-empty '{option}' option for {mechanism}")
+                raise ConfigError(Message("Invalid configuration {!r}: {} needs a non-empty '{}' option for {}",
+                                          Setting(JAAS), jaas.module_name, option, mechanism))
         username, password = jaas.options["username"], jaas.options["password"]
         tokenauth = jaas.options.get("tokenauth")
         if tokenauth is not None and tokenauth.lower() not in ("true", "false"):
-            raise ConfigError(f"Invalid configuration '{JAAS}': option 'tokenauth' must be true or false")
+            raise ConfigError(Message("Invalid configuration {!r}: option 'tokenauth' must be true or false",
+                                      Setting(JAAS)))
         token_auth = (tokenauth or "").lower() == "true"
         if token_auth and mechanism == "PLAIN":
-            raise ConfigError(f"Invalid configuration '{JAAS}': option 'tokenauth' (delegation "
-                              "tokens) needs SCRAM-SHA-256 or SCRAM-SHA-512, not PLAIN")
+            raise ConfigError(Message("Invalid configuration {!r}: option 'tokenauth' (delegation tokens) needs "
+                                      "SCRAM-SHA-256 or SCRAM-SHA-512, not PLAIN", Setting(JAAS)))
         unknown = sorted(set(jaas.options) - {"username", "password", "tokenauth"})
         if unknown:
             log.warning("%s: ignoring unknown %s options %s", JAAS, jaas.module_name, ", ".join(unknown))
     else:
         for key, value in ((USERNAME, username), (PASSWORD, password)):
             if value is None:
-                raise ConfigError(f"Missing configuration '{key}': {mechanism} needs '{USERNAME}' "
-                                  f"and '{PASSWORD}' (or '{JAAS}')")
+                raise ConfigError(Message("Missing configuration {!r}: {} needs {!r} and {!r} (or {!r})", Setting(key),
+                                          mechanism, Setting(USERNAME), Setting(PASSWORD), Setting(JAAS)))
     assert username is not None and password is not None
     if mechanism == "PLAIN" and ("\0" in username or "\0" in password):
-        raise ConfigError(f"Invalid credentials for {MECHANISM} PLAIN: the user name or password "
-                          "contains a NUL character, which PLAIN cannot carry")
+        raise ConfigError(Message("Invalid credentials for {} PLAIN: the user name or password contains a NUL "
+                                  "character, which PLAIN cannot carry", Setting(MECHANISM)))
     return SaslSettings(mechanism, protocol, username=username, password=password, token_auth=token_auth)
 
 
@@ -287,8 +297,8 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
                  factor: float) -> SaslSettings:
     password_keys = [k for k in (USERNAME, PASSWORD) if _given(config.get(k))]
     if password_keys:
-        raise ConfigError(f"Configuration {_keys(password_keys)} applies to PLAIN and SCRAM, not "
-                          f"{MECHANISM} OAUTHBEARER")
+        raise ConfigError(Message("Configuration {} applies to PLAIN and SCRAM, not {} OAUTHBEARER",
+                                  _keys(password_keys), Setting(MECHANISM)))
     options = dict(jaas.options) if jaas is not None else {}
 
     # client id, secret and scope: a key or its JAAS option, not both
@@ -298,13 +308,15 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
         kafka4 = {CLIENT_ID: CC_CLIENT_ID, CLIENT_SECRET: CC_CLIENT_SECRET}.get(key)
         from_kafka4 = _text(config, kafka4, strip=False) if kafka4 else None
         if from_key is not None and from_kafka4 is not None:
-            raise ConfigError(f"Configuration '{key}' and '{kafka4}' give the same setting: use one")
+            raise ConfigError(Message("Configuration {!r} and {!r} give the same setting: use one", Setting(key),
+                                      Setting(kafka4 or key)))
         if from_key is None:
             from_key = from_kafka4
         from_jaas = options.get(option)
         if from_key is not None and from_jaas is not None:
-            raise ConfigError(f"Configuration '{kafka4 if from_kafka4 is not None else key}' and option "
-                              f"'{option}' of '{JAAS}' give the same setting: use one")
+            given_key = kafka4 if kafka4 is not None and from_kafka4 is not None else key
+            raise ConfigError(Message("Configuration {!r} and option '{}' of {!r} give the same setting: use one",
+                                      Setting(given_key), option, Setting(JAAS)))
         oauth[key] = from_key if from_key is not None else from_jaas
 
     extensions = _extensions(config, options)
@@ -316,21 +328,22 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
 
     provider_spec = config.get(TOKEN_PROVIDER)
     endpoint = _text(config, TOKEN_ENDPOINT)
-    sources = []
+    sources: list[Message] = []
     if _given(provider_spec):
-        sources.append(f"'{TOKEN_PROVIDER}'")
+        sources.append(_keys([TOKEN_PROVIDER]))
     if endpoint is not None:
-        sources.append(f"'{TOKEN_ENDPOINT}'")
+        sources.append(_keys([TOKEN_ENDPOINT]))
     if unsecured:
-        sources.append(f"the unsecured login options of '{JAAS}' ({', '.join(sorted(unsecured))})")
+        sources.append(Message("the unsecured login options of {!r} ({})", Setting(JAAS),
+                               ", ".join(sorted(unsecured))))
     if not sources:
-        raise ConfigError(
-            f"{MECHANISM} OAUTHBEARER needs a token source: '{TOKEN_PROVIDER}' (a callable or "
-            f"'module:function'), '{TOKEN_ENDPOINT}' with a client id and secret, or Kafka's "
-            f"unsecured login (option unsecuredLoginStringClaim_sub in '{JAAS}', for test brokers)")
+        raise ConfigError(Message(
+            "{} OAUTHBEARER needs a token source: {!r} (a callable or 'module:function'), {!r} with a client id "
+            "and secret, or Kafka's unsecured login (option unsecuredLoginStringClaim_sub in {!r}, for test "
+            "brokers)", Setting(MECHANISM), Setting(TOKEN_PROVIDER), Setting(TOKEN_ENDPOINT), Setting(JAAS)))
     if len(sources) > 1:
-        raise ConfigError(f"{MECHANISM} OAUTHBEARER has several token sources: {', '.join(sources)}; "
-                          "give exactly one")
+        raise ConfigError(Message("{} OAUTHBEARER has several token sources: {}; give exactly one",
+                                  Setting(MECHANISM), _joined(sources)))
     credentials_given = [k for k in (CLIENT_ID, CLIENT_SECRET, SCOPE) if oauth[k] is not None]
 
     login: dict[str, Any] = {k: config.get(k, default) if config.get(k) is not None else default
@@ -340,8 +353,8 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
         description = provider.description
     else:
         if credentials_given:
-            raise ConfigError(f"Configuration {_keys(credentials_given)} (or the matching '{JAAS}' "
-                              f"options) needs '{TOKEN_ENDPOINT}'")
+            raise ConfigError(Message("Configuration {} (or the matching {!r} options) needs {!r}",
+                                      _keys(credentials_given), Setting(JAAS), Setting(TOKEN_ENDPOINT)))
         if unsecured:
             provider = UnsecuredTokenProvider(unsecured)
             description = provider.description
@@ -362,12 +375,12 @@ def _endpoint_provider(endpoint: str, oauth: Mapping[str, str | None], credentia
     scheme = urllib.parse.urlsplit(endpoint).scheme.lower()
     if scheme == "file":
         if credentials_given:
-            raise ConfigError(f"Configuration {_keys(credentials_given)} does not apply to a file: "
-                              f"'{TOKEN_ENDPOINT}' (the token is read from the file)")
+            raise ConfigError(Message("Configuration {} does not apply to a file: {!r} (the token is read from the "
+                                      "file)", _keys(credentials_given), Setting(TOKEN_ENDPOINT)))
         return FileTokenProvider(urllib.request.url2pathname(urllib.parse.urlsplit(endpoint).path))
     if scheme not in ("http", "https"):
-        raise ConfigError(f"Invalid configuration '{TOKEN_ENDPOINT}': expected an https://, http:// "
-                          "or file: URL")
+        raise ConfigError(Message("Invalid configuration {!r}: expected an https://, http:// or file: URL",
+                                  Setting(TOKEN_ENDPOINT)))
     def seconds(key: str) -> float | None:
         return None if login[key] is None else int(login[key]) / 1000
 
@@ -390,19 +403,20 @@ def _flag(value: Any) -> bool:
 def _client_credential(oauth: Mapping[str, str | None], key: str, option: str) -> str:
     value = oauth[key]
     if not value or not value.strip():
-        raise ConfigError(f"Missing configuration '{key}' (or option '{option}' in '{JAAS}'): "
-                          f"'{TOKEN_ENDPOINT}' needs a client id and secret")
+        raise ConfigError(Message("Missing configuration {!r} (or option '{}' in {!r}): {!r} needs a client id and "
+                                  "secret", Setting(key), option, Setting(JAAS), Setting(TOKEN_ENDPOINT)))
     return value
 
 
 def _extensions(config: Mapping[str, Any], options: Mapping[str, str]) -> dict[str, str]:
     """``sasl.oauthbearer.extensions`` ("k=v,k2=v2") plus the JAAS ``extension_<name>`` and
     ``unsecuredLoginExtension_<name>`` options; a name given twice is an error."""
-    found: dict[str, tuple[str, str]] = {}                    # name -> (value, where)
+    found: dict[str, tuple[str, Message]] = {}                # name -> (value, where)
 
-    def add(name: str, value: str, where: str) -> None:
+    def add(name: str, value: str, where: Message) -> None:
         if name in found:
-            raise ConfigError(f"SASL extension '{name}' is given twice (in {found[name][1]} and {where})")
+            raise ConfigError(Message("SASL extension '{}' is given twice (in {} and {})", name, found[name][1],
+                                      where))
         found[name] = (value, where)
         validate_extensions({name: value}, where)
 
@@ -411,11 +425,11 @@ def _extensions(config: Mapping[str, Any], options: Mapping[str, str]) -> dict[s
         for i, item in enumerate(raw.split(",")):
             name, sep, value = item.partition("=")
             if not sep:
-                raise ConfigError(f"Invalid configuration '{EXTENSIONS}': item {i + 1} is not "
-                                  "name=value (expected 'name=value,name2=value2')")
-            add(name.strip(), value.strip(), f"'{EXTENSIONS}'")
+                raise ConfigError(Message("Invalid configuration {!r}: item {} is not name=value (expected "
+                                          "'name=value,name2=value2')", Setting(EXTENSIONS), i + 1))
+            add(name.strip(), value.strip(), _keys([EXTENSIONS]))
     for option, value in options.items():
         for prefix in (_JAAS_EXTENSION_PREFIX, UNSECURED_EXTENSION_PREFIX):
             if option.startswith(prefix):
-                add(option[len(prefix):], value, f"'{JAAS}' (option '{option}')")
+                add(option[len(prefix):], value, Message("{!r} (option '{}')", Setting(JAAS), option))
     return {name: value for name, (value, _) in found.items()}

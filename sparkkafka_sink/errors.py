@@ -70,10 +70,10 @@ def _renamed(part: Any, name: Callable[[str], str]) -> Any:
     return part
 
 
-def named(error: BaseException, name: Callable[[str], str]) -> str:
-    """``str(error)`` with each configuration key its message names as ``name(key)`` (the text
-    as it is when the message was not built as a :class:`Message`)."""
-    text = error.args[0] if len(error.args) == 1 else None
+def named(error: BaseException | str, name: Callable[[str], str]) -> str:
+    """The message of ``error`` (an exception or a message itself) with each configuration key
+    it names as ``name(key)``; the text as it is when it was not built as a :class:`Message`."""
+    text = error if isinstance(error, str) else error.args[0] if len(error.args) == 1 else None
     return text.named(name) if isinstance(text, Message) else str(error)
 
 

@@ -47,15 +47,24 @@ ProviderResult = str | tuple | OAuthBearerToken
 TokenProvider = Callable[[], ProviderResult]
 
 
+def read_jwt(value: str, source: str, opaque: bool = False) -> tuple[dict[str, Any], int | None, int | None]:
+    """A token's claims and its ``exp`` and ``iat`` times (ms; None when absent);
+    AuthenticationError naming ``source`` when it cannot be read -- but with ``opaque`` a token
+    that is no JWT at all has no claims (an identity provider's opaque token)."""
+    claims: dict[str, Any] = {}
+    try:
+        claims = jwt_claims(value)
+        return claims, claim_ms(claims, "exp"), claim_ms(claims, "iat")
+    except ValueError as e:
+        if opaque and not claims:
+            return {}, None, None
+        raise AuthenticationError(f"{source} returned a token we cannot read: {e}") from None
+
+
 def token_from_jwt(value: str, source: str) -> OAuthBearerToken:
     """A token whose expiry is its ``exp`` claim; AuthenticationError naming ``source`` if it has
     none (we could not know when to refresh it)."""
-    try:
-        claims = jwt_claims(value)
-        expires_at_ms = claim_ms(claims, "exp")
-        issued_at_ms = claim_ms(claims, "iat")
-    except ValueError as e:
-        raise AuthenticationError(f"{source} returned a token we cannot read: {e}") from None
+    claims, expires_at_ms, issued_at_ms = read_jwt(value, source)
     if expires_at_ms is None:
         raise AuthenticationError(f"{source} returned a JWT without an 'exp' claim: return "
                                   "(token, expires_at_epoch_seconds) instead")

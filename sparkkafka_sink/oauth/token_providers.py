@@ -32,9 +32,10 @@ from sparkkafka_sink.oauth.bearer_token import (
     OAuthBearerToken,
     TokenProvider,
     TokenUnavailableError,
+    read_jwt,
     token_from_jwt,
 )
-from sparkkafka_sink.oauth.jwt import claim_ms, claims_subject, jwt_claims, unsigned_jwt
+from sparkkafka_sink.oauth.jwt import claims_subject, unsigned_jwt
 
 log = logging.getLogger(__name__)
 
@@ -283,25 +284,15 @@ class ClientCredentialsTokenProvider:
             raise AuthenticationError(f"{self.description} answered without an access_token "
                                       f"(fields: {fields})")
         token = token.strip()
-        try:
-            claims: Mapping[str, Any] = jwt_claims(token)
-        except ValueError:
-            claims = {}                                        # opaque token: needs expires_in
+        claims, expires_at_ms, issued_at_ms = read_jwt(token, self.description, opaque=True)  # opaque: expires_in
         expires_in = doc.get("expires_in")
         if isinstance(expires_in, str):
             try:
                 expires_in = float(expires_in)
             except ValueError:
                 expires_in = None
-        expires_at_ms: int | None
-        try:
-            issued_at_ms = claim_ms(claims, "iat")
-            if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0:
-                expires_at_ms = int((fetched_at + expires_in) * 1000)
-            else:
-                expires_at_ms = claim_ms(claims, "exp")
-        except ValueError as e:
-            raise AuthenticationError(f"{self.description} returned a token we cannot read: {e}") from None
+        if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) and expires_in > 0:
+            expires_at_ms = int((fetched_at + expires_in) * 1000)
         if expires_at_ms is None:
             raise AuthenticationError(f"{self.description} answered without expires_in and the token "
                                       "has no 'exp' claim: we cannot know when to refresh it")

@@ -132,8 +132,9 @@ class RecordColumns:
             raise InvalidRecordError("at least one of keys and values must be a column")
         self.keys = binary_column(keys, n, "key")
         self.values = binary_column(values, n, "value")
-        if len(self.keys) != len(self.values):
-            raise InvalidRecordError(f"{len(self.keys)} keys but {len(self.values)} values")
+        n_keys, n_values = len(self.keys), len(self.values)       # the key column's, not a setting
+        if n_keys != n_values:
+            raise InvalidRecordError(f"{n_keys} keys but {n_values} values")
         self.n = n = len(self.keys)
         self.key_len = _lengths(self.keys)
         self.value_len = _lengths(self.values)

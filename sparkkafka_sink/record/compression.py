@@ -29,7 +29,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from sparkkafka_sink.errors import ConfigError, ProtocolError
+from sparkkafka_sink.errors import ConfigError, Message, ProtocolError, Setting
 
 __all__ = ["CompressionType", "from_name", "compress", "decompress", "LEVELS", "level_setting"]
 
@@ -51,9 +51,8 @@ def from_name(name: str | CompressionType) -> CompressionType:
     try:
         return CompressionType[str(name).strip().upper()]
     except KeyError:
-        raise ConfigError(
-            f"compression.type must be one of none, gzip, snappy, lz4, zstd; got {name!r}"
-        ) from None
+        raise ConfigError(Message("{} must be one of none, gzip, snappy, lz4, zstd; got {!r}",
+                                  Setting("compression.type"), name)) from None
 
 
 # --------------------------------------------------------------------------------------- gzip

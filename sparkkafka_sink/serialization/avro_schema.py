@@ -222,10 +222,10 @@ class _Parser:
                 raise _invalid(where, f"fixed {full} needs a non-negative integer 'size', not {size!r}")
             return self._logical(self._register(AvroType("fixed", name=full, size=size)), obj, where)
         if kind in ("array", "map"):
-            key = "items" if kind == "array" else "values"
-            if key not in obj:
-                raise _invalid(where, f"an {kind} needs '{key}'")
-            return AvroType(kind, items=self.parse(obj[key], namespace, f"{where}, {kind} {key}"))
+            attribute = "items" if kind == "array" else "values"
+            if attribute not in obj:
+                raise _invalid(where, f"an {kind} needs '{attribute}'")
+            return AvroType(kind, items=self.parse(obj[attribute], namespace, f"{where}, {kind} {attribute}"))
         return self._reference(kind, namespace, where)
 
     def _reference(self, name: str, namespace: str, where: str) -> AvroType:
@@ -258,10 +258,10 @@ class _Parser:
             node = self.parse(branch, namespace, f"{where}, union branch {i}")
             if node.kind == "union":
                 raise _invalid(where, "a union cannot hold a union directly")
-            key = node.name if node.name is not None else node.kind
-            if key in seen:
-                raise _invalid(where, f"the union holds {key} twice")
-            seen.add(key)
+            branch_type = node.name if node.name is not None else node.kind
+            if branch_type in seen:
+                raise _invalid(where, f"the union holds {branch_type} twice")
+            seen.add(branch_type)
             parsed.append(node)
         return AvroType("union", branches=tuple(parsed))
 

@@ -29,8 +29,13 @@ from dataclasses import dataclass
 from http.client import HTTPException
 from typing import IO, Any, Literal
 
-from sparkkafka_sink.errors import AuthenticationError, KafkaError
-from sparkkafka_sink.serialization.registry_settings import Endpoint, RegistrySettings, strip_credentials
+from sparkkafka_sink.errors import AuthenticationError, KafkaError, Message, Setting
+from sparkkafka_sink.serialization.registry_settings import (
+    Endpoint,
+    RegistrySettings,
+    listed_settings,
+    strip_credentials,
+)
 from sparkkafka_sink.version import __version__
 
 __all__ = ["SchemaRegistryClient", "SchemaRegistryError", "RegisteredSchema", "SchemaReference",
@@ -299,7 +304,7 @@ class SchemaRegistryClient:
             outcome = self._ask(endpoint, method, endpoint.url + suffix, body, op)
             if isinstance(outcome, _NoAnswer):
                 failures.append((endpoint.url, outcome))
-                tried.append(f"{endpoint.url}: {outcome.detail}")
+                tried.append(Message("{}: {}", endpoint.url, outcome.detail))
                 continue
             if outcome.status < 300:
                 if not outcome.body.strip():
@@ -353,10 +358,12 @@ class SchemaRegistryClient:
         try:
             authorization = self._settings.authorization(endpoint)
         except AuthenticationError as e:
-            raise SchemaRegistryError(
-                f"Schema Registry: could not {op.action}: no bearer token: {self._settings.scrub(str(e))}. "
-                "Check bearer.auth.issuer.endpoint.url, bearer.auth.client.id and bearer.auth.client.secret",
-                retriable=e.retriable) from None
+            # the token provider's text, scrubbed of our secrets: it names no registry setting
+            raise SchemaRegistryError(Message(
+                "Schema Registry: could not {}: no bearer token: {}. Check {}", op.action,
+                self._settings.scrub(str(e)),
+                listed_settings(("bearer.auth.issuer.endpoint.url", "bearer.auth.client.id", "bearer.auth.client.secret"),
+                        last=" and ")), retriable=e.retriable) from None
         if authorization:
             headers["Authorization"] = authorization
         return headers
@@ -391,33 +398,42 @@ class SchemaRegistryClient:
             said = answer.body.decode("utf-8", "replace").strip() or None
         said = self._settings.scrub(said[:_MAX_SHOWN]) if said else None
         problem, fix = self._explain(answer, code, op)
-        facts = f"HTTP {answer.status}" + (f", error_code {code}" if code is not None else "")
+        parts: list[Any]
+        facts, parts = "HTTP {}", [answer.status]          # one message: its template and parts, piece by piece
+        if code is not None:
+            facts, parts = facts + ", error_code {}", [*parts, code]
         if said:
-            facts += f", registry: {said!r}"
-        facts += f"; {answer.method} {answer.url}"
+            facts, parts = facts + ", registry: {!r}", [*parts, said]
+        facts, parts = facts + "; {} {}", [*parts, answer.method, answer.url]
         if tried:
-            facts += "; before that: " + "; ".join(tried)
-        return SchemaRegistryError(f"Schema Registry: could not {op.action}: {problem}. {fix} [{facts}]",
+            facts, parts = facts + "; before that: {}", [*parts, _joined("; ", tried)]
+        return SchemaRegistryError(Message("Schema Registry: could not {}: {}. {} [" + facts + "]", op.action,
+                                           problem, fix, *parts),
                                    status=answer.status, error_code=code, registry_message=said, url=answer.url,
                                    retriable=answer.status in RETRIABLE_STATUSES)
 
     def _explain(self, answer: _Answer, code: int | None, op: _Operation) -> tuple[str, str]:
+        # (Messages where they name a registry setting: the sink renders them as its options)
         """(what happened, what to change) for a final answer."""
         status, settings, subject = answer.status, self._settings, op.subject
         if 300 <= status < 400:
             return (f"the registry redirects to {answer.location or '?'}",
-                    "Set url to the final address: requests (and credentials) are not sent to a redirect.")
+                    Message("Set {} to the final address: requests (and credentials) are not sent to a redirect.",
+                            _URL))
         if status == 401:
-            return (f"the registry refused our credentials ({settings.auth_description})",
-                    f"Check {settings.auth_settings}.")
+            return (Message("the registry refused our credentials ({})", settings.auth_description),
+                    Message("Check {}.", settings.auth_settings))
         if status == 403 and settings.auth_kind == "none":
             return ("the registry refuses requests without credentials",
-                    "Set basic.auth.user.info (user:password) or bearer.auth.credentials.source.")
+                    Message("Set {} (user:password) or {}.", Setting("basic.auth.user.info"),
+                            Setting("bearer.auth.credentials.source")))
         if status == 403:
-            return (f"the registry accepted our credentials ({settings.auth_description}) but does not allow "
-                    "this", "Grant that principal access to the subject (Confluent: a role binding such as "
-                    f"DeveloperWrite on Subject:{subject or '*'}; or the registry's ACLs), or use one that has "
-                    "it; on Confluent Cloud check bearer.auth.logical.cluster and bearer.auth.identity.pool.id.")
+            return (Message("the registry accepted our credentials ({}) but does not allow this",
+                            settings.auth_description),
+                    Message("Grant that principal access to the subject (Confluent: a role binding such as "
+                            "DeveloperWrite on Subject:{}; or the registry's ACLs), or use one that has it; on "
+                            "Confluent Cloud check {} and {}.", subject or "*", Setting("bearer.auth.logical.cluster"),
+                            Setting("bearer.auth.identity.pool.id")))
         if code == SUBJECT_NOT_FOUND:
             return (f"subject {subject!r} does not exist",
                     "Register the schema first (or enable auto-registration: auto.register.schemas=true), or "
@@ -431,7 +447,7 @@ class SchemaRegistryClient:
                     "the subject holds (its latest version).")
         if code == SCHEMA_NOT_FOUND:
             return (f"the registry has no schema with id {op.schema_id}",
-                    "The id comes from another registry or its schema was deleted: check url.")
+                    Message("The id comes from another registry or its schema was deleted: check {}.", _URL))
         if code in (SUBJECT_SOFT_DELETED, SCHEMA_VERSION_SOFT_DELETED):
             return (f"subject {subject!r} (or this version) was deleted",
                     "Register the schema again, or undelete it in the registry.")
@@ -455,13 +471,13 @@ class SchemaRegistryClient:
             return "the registry rejects the request as invalid", "Check the values sent."
         if status == 429:
             return ("the registry keeps refusing requests as too many (rate limited)",
-                    "Raise max.retries or retries.max.wait.ms, or ask less often.")
+                    Message("Raise {} or {}, or ask less often.", Setting("max.retries"),
+                            Setting("retries.max.wait.ms")))
         if status >= 500 or status == 408:
             return ("the registry failed to answer the request",
                     f"It failed {settings.max_retries + 1} time(s) per URL: try again later; the registry's own "
                     "log says why.")
-        return (f"the registry answered HTTP {status}",
-                "Check url: is it a Schema Registry's API (Apicurio: .../apis/ccompat/v7)?")
+        return f"the registry answered HTTP {status}", Message("Check {}: {}", _URL, _IS_IT_THE_API)
 
     def _level_of(self, subject: str | None) -> str | None:
         """The subject's compatibility level for a 409's message; None when that fails too."""
@@ -473,30 +489,43 @@ class SchemaRegistryClient:
     def _unreachable(self, failures: list[tuple[str, _NoAnswer]], op: _Operation) -> SchemaRegistryError:
         kinds = {f.kind for _, f in failures}
         attempts = self._settings.max_retries + 1
-        each = "; ".join(f"{url}: {f.detail}" for url, f in failures)
+        each = _joined("; ", [Message("{}: {}", url, f.detail) for url, f in failures])
+        problem: str
         if kinds == {"tls"}:
             problem = "the TLS handshake failed"
-            fix = ("Set ssl.ca.location to the CA that signed the registry's certificate (and check the host "
-                   "name in url matches it); with mutual TLS set ssl.certificate.location and ssl.key.location.")
+            fix = Message("Set {} to the CA that signed the registry's certificate (and check the host name in {} "
+                          "matches it); with mutual TLS set {} and {}.", Setting("ssl.ca.location"), _URL,
+                          Setting("ssl.certificate.location"), Setting("ssl.key.location"))
         elif kinds == {"timeout"}:
-            problem = f"no registry answered within timeout.ms={round(self._settings.timeout_s * 1000)}"
-            fix = "Check the registry's health and load, or raise timeout.ms."
+            problem = Message("no registry answered within {}={}", Setting("timeout.ms"),
+                              round(self._settings.timeout_s * 1000))
+            fix = Message("Check the registry's health and load, or raise {}.", Setting("timeout.ms"))
         else:
             problem = "no registry could be reached"
-            fix = ("Check url (host, port, http or https) and that the registry runs and is reachable from "
-                   "here (firewalls, proxies).")
-        return SchemaRegistryError(
-            f"Schema Registry: could not {op.action}: {problem}. {fix} [tried {len(failures)} URL(s), up to "
-            f"{attempts} attempt(s) each: {each}]",
+            fix = Message("Check {} (host, port, http or https) and that the registry runs and is reachable from "
+                          "here (firewalls, proxies).", _URL)
+        return SchemaRegistryError(Message(
+            "Schema Registry: could not {}: {}. {} [tried {} URL(s), up to {} attempt(s) each: {}]", op.action,
+            problem, fix, len(failures), attempts, each),
             url=failures[-1][0] if failures else None, retriable=kinds != {"tls"})
 
     def _malformed(self, op: _Operation, what: str) -> SchemaRegistryError:
-        return SchemaRegistryError(f"Schema Registry: could not {op.action}: the answer holds {what}, not what "
-                                   "the Schema Registry API defines. Check url: is it a Schema Registry's API "
-                                   "(Apicurio: .../apis/ccompat/v7)?")
+        return SchemaRegistryError(Message("Schema Registry: could not {}: the answer holds {}, not what the "
+                                           "Schema Registry API defines. Check {}: {}", op.action, what, _URL,
+                                           _IS_IT_THE_API))
 
 
 # -- helpers ----------------------------------------------------------------------------------
+#: the registry setting most messages send the reader to
+_URL = Setting("url")
+_IS_IT_THE_API = "is it a Schema Registry's API (Apicurio: .../apis/ccompat/v7)?"
+
+
+def _joined(separator: str, items: list[Any]) -> Message:
+    """``items`` joined by ``separator``, as one message (the settings items name stay data)."""
+    return Message(separator.join(["{}"] * len(items)), *items)
+
+
 def _quote(subject: str) -> str:
     if not isinstance(subject, str) or not subject:
         raise ValueError(f"a subject must be a non-empty str, got {subject!r}")
@@ -531,7 +560,7 @@ def _no_answer(reason: object, timeout_ms: int) -> _NoAnswer:
             return _NoAnswer("tls", f"TLS failed ({text}): is it an http:// registry?")
         return _NoAnswer("tls", f"TLS failed ({text})")
     if isinstance(reason, TimeoutError):
-        return _NoAnswer("timeout", f"no answer within {timeout_ms} ms (timeout.ms)")
+        return _NoAnswer("timeout", Message("no answer within {} ms ({})", timeout_ms, Setting("timeout.ms")))
     if isinstance(reason, (OSError, HTTPException)):
         return _NoAnswer("unreachable", f"{type(reason).__name__}: {reason}")
     return _NoAnswer("unreachable", str(reason))
@@ -551,9 +580,8 @@ def _json_or_none(body: bytes) -> Any:
 def _field(doc: Any, name: str, kind: type, op: _Operation) -> Any:
     value = doc.get(name) if isinstance(doc, dict) else None
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise SchemaRegistryError(f"Schema Registry: could not {op.action}: the answer has no {name!r} "
-                                  f"({type(value).__name__}). Check url: is it a Schema Registry's API "
-                                  "(Apicurio: .../apis/ccompat/v7)?")
+        raise SchemaRegistryError(Message("Schema Registry: could not {}: the answer has no {!r} ({}). Check {}: {}",
+                                          op.action, name, type(value).__name__, _URL, _IS_IT_THE_API))
     return value
 
 

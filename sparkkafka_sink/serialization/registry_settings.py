@@ -19,11 +19,11 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.oauth.bearer_token import OAuthBearerToken
 from sparkkafka_sink.oauth.token_providers import ClientCredentialsTokenProvider
 from sparkkafka_sink.oauth.token_source import refresh_at
@@ -149,8 +149,8 @@ class RegistrySettings:
         self.retries_wait_ms = _int(config, "retries.wait.ms", DEFAULT_RETRIES_WAIT_MS, minimum=0)
         self.retries_max_wait_ms = _int(config, "retries.max.wait.ms", DEFAULT_RETRIES_MAX_WAIT_MS, minimum=0)
         if self.retries_max_wait_ms < self.retries_wait_ms:
-            raise ConfigError(f"Invalid configuration: retries.max.wait.ms ({self.retries_max_wait_ms}) is "
-                              f"below retries.wait.ms ({self.retries_wait_ms})")
+            raise ConfigError(Message("Invalid configuration: {} ({}) is below {} ({})", Setting("retries.max.wait.ms"),
+                                      self.retries_max_wait_ms, Setting("retries.wait.ms"), self.retries_wait_ms))
         self._secrets: list[str] = []
         self.endpoints = self._endpoints(config)
         self.ssl_context = self._ssl_context(config)
@@ -187,25 +187,26 @@ class RegistrySettings:
         if self.auth_kind == "basic":
             return f"HTTP basic authentication as {self.user!r}"
         if self.auth_kind == "static-token":
-            return "a static bearer token (bearer.auth.token)"
+            return Message("a static bearer token ({})", Setting("bearer.auth.token"))
         if self.auth_kind == "oauthbearer":
             assert self._tokens is not None
             return f"an OAuth bearer token from {self._tokens.provider.description}"
         return "no authentication"
 
     @property
-    def auth_settings(self) -> str:
+    def auth_settings(self) -> Message:
         """The settings to check when the registry refuses our credentials."""
         if self.auth_kind == "basic":
-            return ("basic.auth.user.info (user:password)" if self._basic_source == "USER_INFO"
-                    else "the user:password@ part of url")
+            return (Message("{} (user:password)", Setting("basic.auth.user.info")) if self._basic_source == "USER_INFO"
+                    else Message("the user:password@ part of {}", Setting("url")))
         if self.auth_kind == "static-token":
-            return "bearer.auth.token (expired or revoked?) and bearer.auth.logical.cluster"
+            return Message("{} (expired or revoked?) and {}", Setting("bearer.auth.token"),
+                           Setting("bearer.auth.logical.cluster"))
         if self.auth_kind == "oauthbearer":
-            return ("bearer.auth.client.id, bearer.auth.client.secret, bearer.auth.scope and "
-                    "bearer.auth.logical.cluster")
-        return ("basic.auth.user.info (user:password) or bearer.auth.credentials.source: the registry "
-                "wants credentials and none are set")
+            return listed_settings(("bearer.auth.client.id", "bearer.auth.client.secret", "bearer.auth.scope",
+                            "bearer.auth.logical.cluster"), last=" and ")
+        return Message("{} (user:password) or {}: the registry wants credentials and none are set",
+                       Setting("basic.auth.user.info"), Setting("bearer.auth.credentials.source"))
 
     def __repr__(self) -> str:
         urls = ", ".join(e.url for e in self.endpoints)
@@ -215,8 +216,8 @@ class RegistrySettings:
     def _endpoints(self, config: Mapping[str, Any]) -> tuple[Endpoint, ...]:
         raw = _text(config, "url")
         if raw is None:
-            raise ConfigError("Missing configuration 'url': the Schema Registry's URL, e.g. "
-                              "http://registry:8081 (several may be given, comma-separated)")
+            raise ConfigError(Message("Missing configuration {!r}: the Schema Registry's URL, e.g. "
+                                      "http://registry:8081 (several may be given, comma-separated)", Setting("url")))
         endpoints = []
         for part in raw.split(","):
             part = part.strip().rstrip("/")
@@ -224,8 +225,8 @@ class RegistrySettings:
                 continue
             parts = urllib.parse.urlsplit(part)
             if parts.scheme.lower() not in ("http", "https") or not parts.hostname or parts.query:
-                raise ConfigError(f"Invalid configuration 'url': {strip_credentials(part)!r} is not an "
-                                  "http:// or https:// URL without a query")
+                raise ConfigError(Message("Invalid configuration {!r}: {!r} is not an http:// or https:// URL "
+                                          "without a query", Setting("url"), strip_credentials(part)))
             host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
             if parts.port:
                 host = f"{host}:{parts.port}"
@@ -238,7 +239,7 @@ class RegistrySettings:
                 self._secrets += [password, parts.password or ""]
             endpoints.append(Endpoint(url, user, header))
         if not endpoints:
-            raise ConfigError("Invalid configuration 'url': it names no URL")
+            raise ConfigError(Message("Invalid configuration {!r}: it names no URL", Setting("url")))
         return tuple(endpoints)
 
     def _ssl_context(self, config: Mapping[str, Any]) -> ssl.SSLContext | None:
@@ -252,19 +253,20 @@ class RegistrySettings:
                                 ("ssl.key.location", key), ("ssl.key.password", key_password)) if v]
         if not any(e.url.startswith("https:") for e in self.endpoints):
             if given:
-                raise ConfigError(f"{', '.join(given)} given but no url is https://: TLS settings need an "
-                                  "https registry URL")
+                raise ConfigError(Message("{} given but no {} is https://: TLS settings need an https registry URL",
+                                          listed_settings(given), Setting("url")))
             return None
         if (key or key_password) and not cert:
-            raise ConfigError("ssl.key.location and ssl.key.password need ssl.certificate.location (the "
-                              "client certificate the key belongs to)")
+            raise ConfigError(Message("{} and {} need {} (the client certificate the key belongs to)",
+                                      Setting("ssl.key.location"), Setting("ssl.key.password"),
+                                      Setting("ssl.certificate.location")))
         return tls_context(ca, cert, key, key_password)
 
     def _auth(self, config: Mapping[str, Any]) -> None:
         self._basic_source = (_text(config, "basic.auth.credentials.source") or "USER_INFO").upper()
         if self._basic_source not in BASIC_AUTH_SOURCES:
-            raise ConfigError(f"Invalid value {self._basic_source!r} for configuration "
-                              f"'basic.auth.credentials.source': expected one of {', '.join(BASIC_AUTH_SOURCES)}")
+            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected one of {}", self._basic_source,
+                                      Setting("basic.auth.credentials.source"), ", ".join(BASIC_AUTH_SOURCES)))
         user_info = _text(config, "basic.auth.user.info")
         in_url = [e for e in self.endpoints if e.user is not None]
         bearer_source = _text(config, "bearer.auth.credentials.source")
@@ -272,30 +274,35 @@ class RegistrySettings:
                        and _text(config, k) is not None]
         if bearer_source is None:
             if bearer_keys:
-                raise ConfigError(f"{', '.join(bearer_keys)} given but bearer.auth.credentials.source is not: set it "
-                                  f"to one of {', '.join(BEARER_AUTH_SOURCES)}")
+                raise ConfigError(Message("{} given but {} is not: set it to one of {}", listed_settings(bearer_keys),
+                                          Setting("bearer.auth.credentials.source"), ", ".join(BEARER_AUTH_SOURCES)))
         elif user_info or in_url:
-            raise ConfigError("Both basic and bearer authentication are configured (basic.auth.user.info or "
-                              "user info in url, and bearer.auth.credentials.source): keep one")
+            raise ConfigError(Message("Both basic and bearer authentication are configured ({} or user info in {}, "
+                                      "and {}): keep one", Setting("basic.auth.user.info"), Setting("url"),
+                                      Setting("bearer.auth.credentials.source")))
         if bearer_source is not None:
             self._bearer(config, bearer_source.upper())
             return
         if self._basic_source == "URL":
             if user_info:
-                raise ConfigError("basic.auth.user.info given but basic.auth.credentials.source=URL takes the "
-                                  "credentials from url (user:password@host): drop one")
+                raise ConfigError(Message("{} given but {}=URL takes the credentials from {} (user:password@host): "
+                                          "drop one", Setting("basic.auth.user.info"),
+                                          Setting("basic.auth.credentials.source"), Setting("url")))
             if not in_url:
-                raise ConfigError("basic.auth.credentials.source=URL but no url carries credentials: write "
-                                  "them as https://user:password@host")
+                raise ConfigError(Message("{}=URL but no {} carries credentials: write them as "
+                                          "https://user:password@host", Setting("basic.auth.credentials.source"),
+                                          Setting("url")))
             self.auth_kind, self.user = "basic", in_url[0].user
             return
         if user_info:
             if in_url:
-                raise ConfigError("basic.auth.user.info given and url carries credentials too: remove the "
-                                  "user:password@ part of url, or basic.auth.user.info")
+                raise ConfigError(Message("{} given and {} carries credentials too: remove the user:password@ part "
+                                          "of {}, or {}", Setting("basic.auth.user.info"), Setting("url"),
+                                          Setting("url"), Setting("basic.auth.user.info")))
             user, sep, password = user_info.partition(":")
             if not sep or not user:
-                raise ConfigError("Invalid configuration 'basic.auth.user.info': expected user:password")
+                raise ConfigError(Message("Invalid configuration {!r}: expected user:password",
+                                          Setting("basic.auth.user.info")))
             self._secrets.append(password)
             header = _basic_header(user, password)
             self.endpoints = tuple(Endpoint(e.url, user, header) for e in self.endpoints)
@@ -305,8 +312,8 @@ class RegistrySettings:
 
     def _bearer(self, config: Mapping[str, Any], source: str) -> None:
         if source not in BEARER_AUTH_SOURCES:
-            raise ConfigError(f"Invalid value {source!r} for configuration 'bearer.auth.credentials.source': "
-                              f"expected one of {', '.join(BEARER_AUTH_SOURCES)}")
+            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected one of {}", source,
+                                      Setting("bearer.auth.credentials.source"), ", ".join(BEARER_AUTH_SOURCES)))
         cluster = _text(config, "bearer.auth.logical.cluster")
         pool = _text(config, "bearer.auth.identity.pool.id")
         if cluster:
@@ -318,26 +325,28 @@ class RegistrySettings:
         if source == "STATIC_TOKEN":
             stray = [k for k in oauth_keys if _text(config, k) is not None]
             if stray:
-                raise ConfigError(f"{', '.join(stray)} given but bearer.auth.credentials.source=STATIC_TOKEN "
-                                  "(they belong to OAUTHBEARER)")
+                raise ConfigError(Message("{} given but {}=STATIC_TOKEN (they belong to OAUTHBEARER)", listed_settings(stray),
+                                          Setting("bearer.auth.credentials.source")))
             token = _text(config, "bearer.auth.token")
             if not token:
-                raise ConfigError("bearer.auth.credentials.source=STATIC_TOKEN needs bearer.auth.token")
+                raise ConfigError(Message("{}=STATIC_TOKEN needs {}", Setting("bearer.auth.credentials.source"),
+                                          Setting("bearer.auth.token")))
             self._secrets.append(token)
             self._bearer_header = f"Bearer {token}"
             self.auth_kind = "static-token"
             return
         if _text(config, "bearer.auth.token") is not None:
-            raise ConfigError("bearer.auth.token given but bearer.auth.credentials.source=OAUTHBEARER (it "
-                              "fetches its own tokens): drop one")
+            raise ConfigError(Message("{} given but {}=OAUTHBEARER (it fetches its own tokens): drop one",
+                                      Setting("bearer.auth.token"), Setting("bearer.auth.credentials.source")))
         missing = [k for k in oauth_keys[:3] if not _text(config, k)]
         if missing:
-            raise ConfigError(f"bearer.auth.credentials.source=OAUTHBEARER needs {', '.join(missing)}")
+            raise ConfigError(Message("{}=OAUTHBEARER needs {}", Setting("bearer.auth.credentials.source"),
+                                      listed_settings(missing)))
         endpoint_url = _text(config, "bearer.auth.issuer.endpoint.url") or ""
         parts = urllib.parse.urlsplit(endpoint_url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"Invalid configuration 'bearer.auth.issuer.endpoint.url': "
-                              f"{strip_credentials(endpoint_url)!r} is not an http(s) URL")
+            raise ConfigError(Message("Invalid configuration {!r}: {!r} is not an http(s) URL",
+                                      Setting("bearer.auth.issuer.endpoint.url"), strip_credentials(endpoint_url)))
         secret = _text(config, "bearer.auth.client.secret") or ""
         self._secrets.append(secret)
         provider = ClientCredentialsTokenProvider(
@@ -363,27 +372,43 @@ def tls_context(ca: str | None, cert: str | None, key: str | None, key_password:
             else:
                 ctx.load_verify_locations(cafile=ca)
         except OSError as e:
-            raise ConfigError(f"Cannot load ssl.ca.location {ca!r}: {_file_error(e)}") from None
+            raise ConfigError(Message("Cannot load {} {!r}: {}", Setting("ssl.ca.location"), ca,
+                                      _file_error(e))) from None
     else:
         ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
     if cert:
         def no_password() -> str:
-            raise ConfigError(f"The private key of {'ssl.key.location' if key else 'ssl.certificate.location'} "
-                              "is encrypted: set ssl.key.password")
+            raise ConfigError(Message("The private key of {} is encrypted: set {}",
+                                      Setting("ssl.key.location" if key else "ssl.certificate.location"),
+                                      Setting("ssl.key.password")))
 
         try:
             ctx.load_cert_chain(cert, key, password=key_password or no_password)
         except ssl.SSLError as e:
             if getattr(e, "reason", None) == "KEY_VALUES_MISMATCH":
-                raise ConfigError(f"ssl.key.location {key!r} is not the key of ssl.certificate.location "
-                                  f"{cert!r}") from None
-            raise ConfigError(f"Cannot load ssl.certificate.location {cert!r}"
-                              + (f" with ssl.key.location {key!r}" if key else "")
-                              + ": not PEM, or the key's password (ssl.key.password) is wrong") from None
+                raise ConfigError(Message("{} {!r} is not the key of {} {!r}", Setting("ssl.key.location"), key,
+                                          Setting("ssl.certificate.location"), cert)) from None
+            raise ConfigError(_cannot_load(cert, key, " with ", ": not PEM, or the key's password ({}) is wrong",
+                                           Setting("ssl.key.password"))) from None
         except OSError as e:
-            raise ConfigError(f"Cannot load ssl.certificate.location {cert!r}"
-                              + (f" / ssl.key.location {key!r}" if key else "") + f": {_file_error(e)}") from None
+            raise ConfigError(_cannot_load(cert, key, " / ", ": {}", _file_error(e))) from None
     return ctx
+
+
+def _cannot_load(cert: str, key: str | None, joint: str, why: str, *parts: Any) -> Message:
+    """"Cannot load" the client certificate (and its key, when a file of its own), then ``why``."""
+    template, named = "Cannot load {} {!r}", [Setting("ssl.certificate.location"), cert]
+    if key:
+        template += joint + "{} {!r}"
+        named += [Setting("ssl.key.location"), key]
+    return Message(template + why, *named, *parts)
+
+
+def listed_settings(keys: Iterable[str], last: str = ", ") -> Message:
+    """``keys`` as settings, comma-separated (``last`` before the last one)."""
+    keys = list(keys)
+    template = ", ".join(["{}"] * len(keys[:-1])) + (last if len(keys) > 1 else "") + ("{}" if keys else "")
+    return Message(template, *map(Setting, keys))
 
 
 def _file_error(e: OSError) -> str:
@@ -410,12 +435,12 @@ def _reject_unknown(config: Mapping[str, Any]) -> None:
         if key in KNOWN_KEYS:
             continue
         if key in UNSUPPORTED_KEYS:
-            raise ConfigError(f"Configuration '{key}' of confluent-kafka's SchemaRegistryClient is not "
-                              f"supported: {UNSUPPORTED_KEYS[key]}")
+            raise ConfigError(Message("Configuration '{}' of confluent-kafka's SchemaRegistryClient is not "
+                                      "supported: {}", Setting(key), UNSUPPORTED_KEYS[key]))
         near = difflib.get_close_matches(str(key), list(KNOWN_KEYS), n=3)
-        hint = f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
-        raise ConfigError(f"Unknown Schema Registry configuration '{key}'.{hint} Every key: the configuration "
-                          "reference.")
+        hint = f" Did you mean {' or '.join(['{!r}'] * len(near))}?" if near else ""
+        raise ConfigError(Message("Unknown Schema Registry configuration '{}'." + hint + " Every key: the "
+                                  "configuration reference.", Setting(str(key)), *map(Setting, near)))
 
 
 def _text(config: Mapping[str, Any], key: str) -> str | None:
@@ -435,16 +460,18 @@ def _int(config: Mapping[str, Any], key: str, default: int, minimum: int) -> int
             raise ValueError
         number = int(str(value).strip()) if not isinstance(value, int) else value
     except ValueError:
-        raise ConfigError(f"Invalid value {value!r} for configuration '{key}': expected a whole number "
-                          f">= {minimum}") from None
+        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected a whole number >= {}",
+                                  value, Setting(key), minimum)) from None
     if number < minimum:
-        raise ConfigError(f"Invalid value {number} for configuration '{key}': expected a number >= {minimum}")
+        raise ConfigError(Message("Invalid value {} for configuration {!r}: expected a number >= {}", number,
+                                  Setting(key), minimum))
     return number
 
 
 def _timeout_s(config: Mapping[str, Any]) -> float:
     if _text(config, "timeout") is not None and _text(config, "timeout.ms") is not None:
-        raise ConfigError("Give timeout (seconds, confluent-kafka's name) or timeout.ms, not both")
+        raise ConfigError(Message("Give {} (seconds, confluent-kafka's name) or {}, not both", Setting("timeout"),
+                                  Setting("timeout.ms")))
     if _text(config, "timeout") is not None:
         value = config["timeout"]
         try:
@@ -452,10 +479,10 @@ def _timeout_s(config: Mapping[str, Any]) -> float:
                 raise ValueError
             seconds = float(str(value).strip())
         except ValueError:
-            raise ConfigError(f"Invalid value {value!r} for configuration 'timeout': expected seconds "
-                              "(a number > 0)") from None
+            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected seconds (a number > 0)",
+                                      value, Setting("timeout"))) from None
         if not seconds > 0 or seconds != seconds or seconds == float("inf"):
-            raise ConfigError(f"Invalid value {value!r} for configuration 'timeout': expected seconds "
-                              "(a number > 0)")
+            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected seconds (a number > 0)",
+                                      value, Setting("timeout")))
         return seconds
     return _int(config, "timeout.ms", DEFAULT_TIMEOUT_MS, minimum=1) / 1000

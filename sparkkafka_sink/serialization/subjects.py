@@ -77,14 +77,15 @@ def strategy_named(text: str) -> StrategyName | None:
     return _PYTHON_NAMES.get(text.lower())
 
 
-def subject_name_strategy(name: str | None, setting: str = "subject.name.strategy") -> SubjectNameStrategy:
+def subject_name_strategy(name: str | None, option: str = "subject.name.strategy") -> SubjectNameStrategy:
     """The strategy ``name`` stands for (None or empty: the default, TopicNameStrategy);
-    ``setting`` is the option's name, for the error."""
+    ``option`` is the serializer option's name, for the error (not a registry client setting:
+    the sink's option has this very name, ``value.subject.name.strategy``, so it stays text)."""
     text = (name or "").strip()
     if not text:
         return SubjectNameStrategy(DEFAULT_STRATEGY)
     known = strategy_named(text)
     if known is not None:
         return SubjectNameStrategy(known)
-    raise ConfigError(f"Invalid value {text!r} for {setting}: expected one of {', '.join(STRATEGY_NAMES)} "
+    raise ConfigError(f"Invalid value {text!r} for {option}: expected one of {', '.join(STRATEGY_NAMES)} "
                       f"(or Confluent's class names, e.g. {JAVA_PACKAGE}{DEFAULT_STRATEGY})")

@@ -88,9 +88,9 @@ def value_schema(arrow_type) -> str:
 
 def encode_values(values, schema: str, schema_id: int):
     """``values`` (the struct column) as framed Avro: ``pa.BinaryArray``, by the sink's encoder."""
-    from sparkkafka_sink.serialization.serializer import ColumnSerializer, WriterSchema
+    from sparkkafka_sink.serialization.serializer import ColumnSerializer, SerializerSpec
 
-    encoded = ColumnSerializer("avro", WriterSchema(schema, schema_id), "value").encode(values)
+    encoded = ColumnSerializer(SerializerSpec("value", "avro", schema, schema_id=schema_id)).encode(values)
     if len(encoded.bad_rows):
         raise ValueError(f"the pool does not fit its own schema: {encoded.error()}")
     return encoded.values

@@ -4,14 +4,15 @@ A ``SerializerSpec`` says how one column (a record's key or value) becomes bytes
 (Avro or JSON Schema), the schema the data is checked against (derived from the column's type,
 or the user's), and the serializer settings Confluent's clients have -- the subject name
 strategy, ``auto.register.schemas``, ``use.latest.version``, ``normalize.schemas``.
-``resolve`` asks the registry which schema and id the column is written with under a subject:
+``resolve`` asks the registry which schema and id the column is written with under a subject,
+and answers the same spec with them (``schema_id`` set: resolved):
 
 * ``auto.register.schemas`` (the default): the schema is registered (an equal one already there
   answers with its id);
 * ``use.latest.version``: the subject's latest schema, which must be able to hold the column;
 * neither: the schema must already be registered under the subject (a lookup).
 
-``ColumnSerializer`` then encodes whole Arrow columns with that schema and frames every value
+``ColumnSerializer`` then encodes whole Arrow columns with a resolved spec and frames every value
 with the registry's header (magic byte, 4-byte schema id).  Rows the schema cannot hold come
 back as bad rows (``EncodedColumn.bad_rows``), never as an exception.
 
@@ -22,7 +23,7 @@ unpickle: this module imports the codecs (and pyarrow) only where it encodes or 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, subject_name_strategy
@@ -33,21 +34,12 @@ if TYPE_CHECKING:
     from sparkkafka_sink.serialization.encoded import EncodedColumn
     from sparkkafka_sink.serialization.registry import SchemaRegistryClient
 
-__all__ = ["Format", "FORMATS", "SerializerSpec", "WriterSchema", "ColumnSerializer", "derived_schema",
-           "record_name_of"]
+__all__ = ["Format", "FORMATS", "SerializerSpec", "ColumnSerializer", "derived_schema", "record_name_of"]
 
 Format = Literal["avro", "json"]
 #: the formats a column may be written in besides its own bytes (``binary``)
 FORMATS: tuple[Format, ...] = ("avro", "json")
 _SCHEMA_TYPES: dict[str, Literal["AVRO", "JSON"]] = {"avro": "AVRO", "json": "JSON"}
-
-
-@dataclass(frozen=True)
-class WriterSchema:
-    """The schema a column is written with and its id in the registry (the framing's id)."""
-
-    text: str
-    schema_id: int
 
 
 @dataclass(frozen=True)
@@ -57,7 +49,8 @@ class SerializerSpec:
     ``schema`` is the schema the data must fit: the user's text, or the one derived from the
     column's type (Spark's ``to_avro`` mapping; a JSON Schema likewise); ``record_name`` its
     record's full name (Avro: ``namespace.name``; JSON: its ``title``), which the record
-    strategies name subjects after."""
+    strategies name subjects after.  Once resolved (``resolve``), ``schema`` is the schema the
+    column is written with and ``schema_id`` its id in the registry (the framing's)."""
 
     column: Literal["key", "value"]
     format: Format
@@ -67,6 +60,8 @@ class SerializerSpec:
     auto_register: bool = True
     use_latest_version: bool = False
     normalize: bool = False
+    #: the registry's id of ``schema``: None until resolved
+    schema_id: int | None = None
 
     @property
     def schema_type(self) -> Literal["AVRO", "JSON"]:
@@ -88,8 +83,9 @@ class SerializerSpec:
         _check(self.format, self.schema, arrow_type, nullable, self.column)
 
     def resolve(self, client: SchemaRegistryClient, topic: str, arrow_type: pa.DataType,
-                nullable: bool = True) -> WriterSchema:
-        """The schema and id the column is written with to ``topic`` (see the module's doc)."""
+                nullable: bool = True) -> SerializerSpec:
+        """This spec with the schema and id the column is written with to ``topic`` (see the
+        module's doc)."""
         from sparkkafka_sink.serialization.encoded import InvalidSchemaError
 
         subject = self.subject(topic)
@@ -101,12 +97,12 @@ class SerializerSpec:
                 raise InvalidSchemaError(
                     f"use.latest.version: the latest schema of subject {subject!r} (version {latest.version}, "
                     f"id {latest.schema_id}) cannot hold the {self.column} column: {e}") from None
-            return WriterSchema(latest.schema_text, latest.schema_id)
+            return replace(self, schema=latest.schema_text, schema_id=latest.schema_id)
         if self.auto_register:
-            return WriterSchema(self.schema, client.register(subject, self.schema, self.schema_type,
-                                                             normalize=self.normalize))
+            return replace(self, schema_id=client.register(subject, self.schema, self.schema_type,
+                                                           normalize=self.normalize))
         found = client.lookup(subject, self.schema, self.schema_type, normalize=self.normalize)
-        return WriterSchema(self.schema, found.schema_id)
+        return replace(self, schema_id=found.schema_id)
 
 
 def derived_schema(format: Format, arrow_type: pa.DataType, nullable: bool, column: str,
@@ -158,13 +154,13 @@ def _check(format: Format, schema: str, arrow_type: pa.DataType, nullable: bool,
 
 
 class ColumnSerializer:
-    """Encodes Arrow columns with one writer schema, each value framed with its id.  The
+    """Encodes Arrow columns with a resolved spec's schema, each value framed with its id.  The
     encoder is planned once per Arrow type (a task sees one: Spark's)."""
 
-    def __init__(self, format: Format, writer: WriterSchema, column: str):
-        self.format = format
-        self.writer = writer
-        self.column = column
+    def __init__(self, spec: SerializerSpec):
+        assert spec.schema_id is not None, "a spec is resolved before it encodes"
+        self.spec = spec
+        self.schema_id: int = spec.schema_id
         self._encoders: dict[pa.DataType, Any] = {}
 
     def encode(self, array: pa.Array | pa.ChunkedArray) -> EncodedColumn:
@@ -174,15 +170,16 @@ class ColumnSerializer:
         if encoder is None:
             encoder = self._encoders[array.type] = self._encoder(array.type)
         encoded = encoder.encode(array)
-        return EncodedColumn(frame(encoded.values, self.writer.schema_id), encoded.bad_rows, encoded.fields,
+        return EncodedColumn(frame(encoded.values, self.schema_id), encoded.bad_rows, encoded.fields,
                              encoded.reasons)
 
     def _encoder(self, arrow_type: pa.DataType) -> Any:
-        if self.format == "avro":
+        spec = self.spec
+        if spec.format == "avro":
             from sparkkafka_sink.serialization.avro_encoder import AvroEncoder
             from sparkkafka_sink.serialization.avro_schema import parse_avro_schema
 
-            return AvroEncoder(parse_avro_schema(self.writer.text), arrow_type, column=self.column)
+            return AvroEncoder(parse_avro_schema(spec.schema), arrow_type, column=spec.column)
         from sparkkafka_sink.serialization.json_encoder import JsonEncoder
 
-        return JsonEncoder(self.writer.text, arrow_type, column=self.column)
+        return JsonEncoder(spec.schema, arrow_type, column=spec.column)

@@ -1,16 +1,16 @@
 """The plan of a write: decided on the driver, pickled into the writer, read by every task.
 
 ``SinkOptions`` (``options.py``) says where and how to write; ``ColumnLayout`` where each Kafka
-column is in the Arrow batches Spark hands the tasks (``driver/validation.py`` finds them);
-``ColumnEncoding`` how a key or value written as Avro or JSON becomes bytes
-(``driver/schema_plan.py`` plans it).
+column is in the Arrow batches Spark hands the tasks (``driver/validation.py`` finds them); a
+``SerializerSpec`` how a key or value written as Avro or JSON becomes bytes
+(``driver/schema_plan.py`` plans it, resolved unless its subject depends on the topic column).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkkafka_sink.serialization.serializer import SerializerSpec, WriterSchema
+from sparkkafka_sink.serialization.serializer import SerializerSpec
 from sparkkafka_sink.spark.options import SinkOptions
 
 
@@ -27,23 +27,15 @@ class ColumnLayout:
 
 
 @dataclass(frozen=True)
-class ColumnEncoding:
-    """How the key or value column is serialized: its serializer, and the schema and id it is
-    written with -- None when the subject depends on the topic column's values, which the tasks
-    resolve per topic."""
-
-    spec: SerializerSpec
-    writer: WriterSchema | None = None
-
-
-@dataclass(frozen=True)
 class WritePlan:
     """Everything a task needs, decided on the driver and pickled into the writer."""
 
     options: SinkOptions
     layout: ColumnLayout
-    key_encoding: ColumnEncoding | None = None
-    value_encoding: ColumnEncoding | None = None
+    #: how the key and the value are serialized (None: written as they are); resolved on the
+    #: driver, or by the tasks per topic when the subject depends on the topic column's values
+    key_serializer: SerializerSpec | None = None
+    value_serializer: SerializerSpec | None = None
     #: when the driver planned the write (wall clock, ms; 0: unknown): under exactly-once every
     #: task's transaction must still be open when the driver commits, ``transaction.timeout.ms``
     #: after it began at most

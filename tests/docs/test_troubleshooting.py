@@ -748,7 +748,7 @@ def _(w: World) -> str:
     plan = plan_write(w.options(valueFormat="avro", clusterCheckTimeoutMs="0",
                                 **{"schema.registry.url": w.fixture("schema_registry").url,
                                    "auto.register.schemas": "false"}), schema)
-    assert plan.value_encoding is not None and plan.value_encoding.writer is None  # left to the tasks
+    assert plan.value_serializer is not None and plan.value_serializer.schema_id is None  # left to the tasks
     rows = pa.record_batch({"value": pa.array([{"id": 1}], pa.struct([("id", pa.int32())])),
                             "topic": pa.array([w.topic()])})
     return failed_task(plan, [rows])

@@ -31,10 +31,10 @@ def plan_write(option_map: Mapping[str, str], schema: StructType, streaming: boo
         from sparkkafka_sink.spark.driver.transactions import start_exactly_once
 
         options = start_exactly_once(options, streaming)
-    key_encoding = value_encoding = None
+    key_serializer = value_serializer = None
     if options.formats.serialized:  # the registry is asked here, once: the tasks need the ids
         from sparkkafka_sink.spark.driver.schema_plan import plan_serialization
 
-        key_encoding, value_encoding = plan_serialization(options, schema, layout)
-    return WritePlan(options=options, layout=layout, key_encoding=key_encoding, value_encoding=value_encoding,
+        key_serializer, value_serializer = plan_serialization(options, schema, layout)
+    return WritePlan(options=options, layout=layout, key_serializer=key_serializer, value_serializer=value_serializer,
                      planned_at_ms=time.time() * 1000)

@@ -27,7 +27,7 @@ from sparkkafka_sink.serialization.serializer import SerializerSpec, derived_sch
 from sparkkafka_sink.spark.errors import REGISTRY_PREFIX, SinkValidationError, in_option_names
 from sparkkafka_sink.spark.formats import ColumnFormat
 from sparkkafka_sink.spark.options import SinkOptions
-from sparkkafka_sink.spark.plan import ColumnEncoding, ColumnLayout
+from sparkkafka_sink.spark.plan import ColumnLayout
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 
 def plan_serialization(options: SinkOptions, schema: StructType, layout: ColumnLayout
-                       ) -> tuple[ColumnEncoding | None, ColumnEncoding | None]:
-    """``(key, value)``: how each is encoded (None: written as it is)."""
+                       ) -> tuple[SerializerSpec | None, SerializerSpec | None]:
+    """``(key, value)``: how each is encoded (None: written as it is), resolved unless its
+    subject depends on the topic column's values (then each task resolves it per topic)."""
     formats = options.formats
     planned = {}
     client = None
@@ -49,13 +50,12 @@ def plan_serialization(options: SinkOptions, schema: StructType, layout: ColumnL
         field = schema[name]
         arrow_type = _arrow_type(field.dataType, name)
         spec = _spec(column, options, arrow_type, field.nullable)
-        writer = None
         if options.topic is not None or not spec.subject_uses_topic:
             if client is None:
                 client = _client(options)
             with _registry_errors(column, options):
-                writer = spec.resolve(client, options.topic or "", arrow_type, field.nullable)
-        planned[column.column] = ColumnEncoding(spec, writer)
+                spec = spec.resolve(client, options.topic or "", arrow_type, field.nullable)
+        planned[column.column] = spec
     return planned.get("key"), planned.get("value")
 
 

@@ -21,18 +21,18 @@ import pyarrow as pa
 
 from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.serialization.encoded import RecordSchemaError
-from sparkkafka_sink.serialization.serializer import ColumnSerializer, WriterSchema
-from sparkkafka_sink.spark.plan import ColumnEncoding, WritePlan
+from sparkkafka_sink.serialization.serializer import ColumnSerializer, SerializerSpec
+from sparkkafka_sink.spark.plan import WritePlan
 from sparkkafka_sink.spark.task.part import Part
 
 if TYPE_CHECKING:
     from sparkkafka_sink.serialization.registry import SchemaRegistryClient
 
-#: (registry settings, the column's spec, topic) -> the schema and id.  Process-wide on purpose:
+#: (registry settings, the column's spec, topic) -> the spec resolved.  Process-wide on purpose:
 #: Spark reuses a Python worker for many tasks, and without it each task of a topic-column write
 #: would ask the registry again for every topic (ids of a subject's schema never change)
-_WRITERS: dict[tuple, WriterSchema] = {}
-_WRITERS_LOCK = threading.Lock()
+_RESOLVED: dict[tuple, SerializerSpec] = {}
+_RESOLVED_LOCK = threading.Lock()
 
 
 class TaskEncoders:
@@ -41,9 +41,9 @@ class TaskEncoders:
     def __init__(self, plan: WritePlan):
         self._registry = plan.options.formats.registry
         self._client: SchemaRegistryClient | None = None
-        self._columns = [(name, encoding) for name, encoding in ((plan.layout.key, plan.key_encoding),
-                                                                 (plan.layout.value, plan.value_encoding))
-                         if encoding is not None and name is not None]
+        self._columns = [(name, spec) for name, spec in ((plan.layout.key, plan.key_serializer),
+                                                         (plan.layout.value, plan.value_serializer))
+                         if spec is not None and name is not None]
         self._serializers: dict[tuple[str, str], ColumnSerializer] = {}
 
     def __bool__(self) -> bool:
@@ -55,38 +55,36 @@ class TaskEncoders:
         with a ``RecordSchemaError`` naming the row (its number in the task's input) and field."""
         batch = part.batch
         bad: dict[int, tuple[str, str]] = {}
-        for name, encoding in self._columns:
+        for name, spec in self._columns:
             array = batch.column(name)
-            encoded = self._serializer(name, encoding, topic, array.type).encode(array)
+            encoded = self._serializer(name, spec, topic, array.type).encode(array)
             for i, row in enumerate(encoded.bad_rows.tolist()):
                 bad.setdefault(row, (encoded.fields[i], encoded.reasons[i]))
             batch = batch.set_column(batch.schema.get_field_index(name), name, encoded.values)
         return part.with_batch(batch), Refused.of([(row, RecordSchemaError(reason, part.task_row(row), field), None)
                                                    for row, (field, reason) in bad.items()])
 
-    def _serializer(self, name: str, encoding: ColumnEncoding, topic: str, arrow_type: pa.DataType
+    def _serializer(self, name: str, spec: SerializerSpec, topic: str, arrow_type: pa.DataType
                     ) -> ColumnSerializer:
-        writer_topic = topic if encoding.writer is None else ""
-        serializer = self._serializers.get((name, writer_topic))
+        per_topic = topic if spec.schema_id is None else ""
+        serializer = self._serializers.get((name, per_topic))
         if serializer is None:
-            writer = encoding.writer or self._writer(encoding, topic, arrow_type)
-            serializer = self._serializers[(name, writer_topic)] = ColumnSerializer(
-                encoding.spec.format, writer, encoding.spec.column)
+            resolved = spec if spec.schema_id is not None else self._resolved(spec, topic, arrow_type)
+            serializer = self._serializers[(name, per_topic)] = ColumnSerializer(resolved)
         return serializer
 
-    def _writer(self, encoding: ColumnEncoding, topic: str, arrow_type: pa.DataType) -> WriterSchema:
-        """The schema and id for ``topic``, from this worker's earlier answers or the registry."""
-        key = (self._registry, encoding.spec, topic)
-        with _WRITERS_LOCK:
-            known = _WRITERS.get(key)
+    def _resolved(self, spec: SerializerSpec, topic: str, arrow_type: pa.DataType) -> SerializerSpec:
+        """``spec`` resolved for ``topic``, from this worker's earlier answers or the registry."""
+        key = (self._registry, spec, topic)
+        with _RESOLVED_LOCK:
+            known = _RESOLVED.get(key)
         if known is not None:
             return known
         if self._client is None:
             from sparkkafka_sink.serialization.registry import SchemaRegistryClient
 
             self._client = SchemaRegistryClient(dict(self._registry))
-        writer = encoding.spec.resolve(self._client, topic, arrow_type)
-        with _WRITERS_LOCK:
-            _WRITERS[key] = writer
-        return writer
-
+        resolved = spec.resolve(self._client, topic, arrow_type)
+        with _RESOLVED_LOCK:
+            _RESOLVED[key] = resolved
+        return resolved

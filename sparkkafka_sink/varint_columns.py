@@ -40,6 +40,7 @@ __all__ = [
     "pack_varint_rows",
     "pack_words",
     "varint_words",
+    "unsigned_varint_words",
 ]
 
 from sparkkafka_sink.varint import (  # the scalar codec, re-exported
@@ -133,6 +134,12 @@ def varint_words(col: npt.ArrayLike, nonnegative: bool = False) -> tuple[Any, An
         z = np.asarray(col, dtype=np.int64).view(np.uint64) << np.uint64(1)
     else:
         z = zigzag_np(col)
+    return unsigned_varint_words(z)
+
+
+def unsigned_varint_words(z: np.ndarray) -> tuple[Any, Any]:
+    """``(word, bits)`` of each uint64's plain (unsigned) varint, as :func:`varint_words` --
+    Protobuf's int32/int64/bool/enum wire form -- or ``(None, None)`` past 8 bytes."""
     top = int(z.max()) if z.size else 0
     if top < _LUT_LIMIT:
         lut_word, lut_bits = _luts()

@@ -1,7 +1,7 @@
 """Avro's binary encoding of whole Arrow columns, following an :class:`AvroBinding`.
 
 No Python object per row: each value becomes *parts* -- binary columns (strings, bytes, fixed,
-decimals) and :class:`_Words` (varints, floats, booleans, union indexes: each row's next bytes as
+decimals) and :class:`Words` (varints, floats, booleans, union indexes: each row's next bytes as
 one little-endian uint64) -- and a record's parts are concatenated row by row by Arrow's
 ``binary_join_element_wise`` in one C++ pass, neighbouring words packed into one first (an id,
 a string's length and a union index are one column).  Avro's int and long are the zigzag varints
@@ -18,9 +18,9 @@ a fixed.  Those rows come back in ``EncodedColumn.bad_rows``, their value null.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -38,21 +38,21 @@ from sparkkafka_sink.serialization.avro_schema import (
 )
 from sparkkafka_sink.serialization.columns import (
     BadRows,
-    Part,
     Rows,
     as_binary,
-    constant_column,
     join,
     lengths,
     list_offsets,
     planned_input,
     raw_values,
+    regroup,
     time_values,
+    unscaled_bytes,
     validity,
-    with_validity,
 )
 from sparkkafka_sink.serialization.encoded import EncodedColumn
-from sparkkafka_sink.varint_columns import encode_unsigned_varint, encode_varints, varint_words, zigzag
+from sparkkafka_sink.serialization.words import Piece, Words, masked, packed
+from sparkkafka_sink.varint_columns import encode_unsigned_varint, zigzag
 
 __all__ = ["AvroEncoder", "encode_avro_datum"]
 
@@ -76,103 +76,7 @@ class AvroEncoder:
         valid = validity(array)
         bad = BadRows()
         parts = self._root.parts(array, Rows(n, written=lambda: valid), bad, tombstones=True)
-        return bad.result(join(_columns(parts, n), n), valid)
-
-
-# ------------------------------------------------------------------------------------ words
-
-
-class _Words:
-    """Each row's next ``bits`` (a multiple of 8, at most 64) bytes as a little-endian uint64;
-    ``word``/``bits`` are arrays, or scalars for bytes every row shares; ``top`` bounds ``bits``."""
-
-    __slots__ = ("word", "bits", "top")
-
-    def __init__(self, word: np.ndarray | np.uint64, bits: np.ndarray | np.uint64, top: int):
-        self.word = word
-        self.bits = bits
-        self.top = top
-
-    @classmethod
-    def constant(cls, data: bytes) -> _Words:
-        return cls(np.uint64(int.from_bytes(data, "little")), np.uint64(8 * len(data)), 8 * len(data))
-
-    @classmethod
-    def varints(cls, values: np.ndarray, nonnegative: bool = False) -> _Words | pa.Array:
-        """Zigzag varints of int64 values; a binary column when one needs more than 8 bytes."""
-        word, bits = varint_words(values, nonnegative)
-        if word is None:
-            data, offsets = encode_varints(values)
-            return binary_view_of(data, offsets)
-        return cls(word, bits, int(bits.max()) if bits.shape[0] else 0)
-
-    def then(self, other: _Words) -> _Words:
-        """This row's bytes followed by ``other``'s (``top`` of both at most 64)."""
-        return _Words(self.word | (other.word << self.bits), self.bits + other.bits, self.top + other.top)
-
-    def masked(self, valid: np.ndarray) -> _Words:
-        return _Words(np.where(valid, self.word, np.uint64(0)), np.where(valid, self.bits, np.uint64(0)), self.top)
-
-    def column(self, n: int) -> Part:
-        if not isinstance(self.word, np.ndarray) and not isinstance(self.bits, np.ndarray):
-            return int(self.word).to_bytes(int(self.bits) // 8, "little")
-        word = np.broadcast_to(np.asarray(self.word, np.uint64), (n,))
-        if not isinstance(self.bits, np.ndarray):  # the same width on every row: slice the words' bytes
-            width = int(self.bits) // 8
-            data = np.ascontiguousarray(word).view(np.uint8)
-            if width < 8:
-                data = np.ascontiguousarray(data.reshape(n, 8)[:, :width]).reshape(-1)
-            return binary_view_of(data, np.arange(n + 1, dtype=np.int64) * width)
-        sizes = self.bits >> np.uint64(3)
-        if not _VIEWS:  # pyarrow before 16: compact in numpy
-            keep = np.arange(8) < sizes[:, None].astype(np.int64)
-            offsets = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(sizes, out=offsets[1:])
-            return binary_view_of(np.ascontiguousarray(word).view(np.uint8).reshape(n, 8)[keep], offsets)
-        # inline binary views (length, then up to 12 bytes in place), compacted by Arrow's cast
-        views = np.empty((n, 2), dtype=np.uint64)
-        views[:, 0] = sizes | (word << np.uint64(32))
-        views[:, 1] = word >> np.uint64(32)
-        return pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views)]).cast(pa.binary())
-
-
-_VIEWS = hasattr(pa, "binary_view")
-#: a part of each row's bytes, or words still to be packed with their neighbours
-_Piece: TypeAlias = pa.Array | bytes | _Words
-
-
-def _columns(parts: Sequence[_Piece], n: int) -> list[Part]:
-    """Parts ready for ``join``: neighbouring words (and short constants) packed, then made columns."""
-    out: list[Part] = []
-    pending: _Words | None = None
-    for part in parts:
-        if isinstance(part, bytes) and len(part) <= 8:
-            part = _Words.constant(part)
-        if isinstance(part, _Words):
-            if pending is not None and pending.top + part.top <= 64:
-                pending = pending.then(part)
-                continue
-            if pending is not None:
-                out.append(pending.column(n))
-            pending = part
-            continue
-        if pending is not None:
-            out.append(pending.column(n))
-            pending = None
-        out.append(part)
-    if pending is not None:
-        out.append(pending.column(n))
-    return out
-
-
-def _masked(parts: list[_Piece], valid: np.ndarray, n: int) -> list[_Piece]:
-    """The parts with nothing on the rows where ``valid`` is False."""
-    out: list[_Piece] = []
-    for part in parts:
-        if isinstance(part, bytes):
-            part = _Words.constant(part) if len(part) <= 8 else constant_column(part, n)
-        out.append(part.masked(valid) if isinstance(part, _Words) else with_validity(part, valid))
-    return out
+        return bad.result(join(packed(parts, n), n), valid)
 
 
 def _index(i: int) -> bytes:
@@ -193,7 +97,7 @@ class _Slot:
         self.value_index = _index(binding.branch) if binding.branch is not None else b""
         self.null_index = _index(binding.null_branch) if binding.null_branch is not None else None
 
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows, tombstones: bool = False) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows, tombstones: bool = False) -> list[Piece]:
         b = self.binding
         if b.write == "null":
             return [self.null_index] if self.null_index else []
@@ -203,9 +107,9 @@ class _Slot:
         if self.null_index is None:
             bad.add(rows, ~valid, b.path, lambda i: f"null, but Avro {b.declared} has no null")
             return [self.value_index, *self.value.parts(arr, rows.where(valid), bad)]
-        value = _masked(self.value.parts(arr, rows.where(valid), bad), valid, len(arr))
-        when_value, when_null = _Words.constant(self.value_index), _Words.constant(self.null_index)
-        index = _Words(np.where(valid, when_value.word, when_null.word), np.where(valid, when_value.bits, when_null.bits),
+        value = masked(self.value.parts(arr, rows.where(valid), bad), valid, len(arr))
+        when_value, when_null = Words.constant(self.value_index), Words.constant(self.null_index)
+        index = Words(np.where(valid, when_value.word, when_null.word), np.where(valid, when_value.bits, when_null.bits),
                        max(when_value.top, when_null.top))
         return [index, *value]
 
@@ -214,7 +118,7 @@ class _Writer:
     def __init__(self, binding: AvroBinding):
         self.binding = binding
 
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         raise NotImplementedError
 
 
@@ -223,11 +127,11 @@ def _writer(binding: AvroBinding) -> _Writer:
 
 
 class _Boolean(_Writer):
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         n = len(arr)
         bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little",
                              count=arr.offset + n)[arr.offset:]
-        return [_Words(bits.astype(np.uint64), np.uint64(8), 8)]
+        return [Words(bits.astype(np.uint64), np.uint64(8), 8)]
 
 
 _INT_DTYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
@@ -235,40 +139,40 @@ _INT_DTYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, p
 
 
 class _Int(_Writer):
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
-        return [_Words.varints(raw_values(arr, _INT_DTYPES[arr.type]).astype(np.int64, copy=False))]
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
+        return [Words.varints(raw_values(arr, _INT_DTYPES[arr.type]).astype(np.int64, copy=False))]
 
 
 class _Timestamp(_Writer):
     """Timestamps (and day-time intervals) as microseconds, or milliseconds rounded down as
     Spark's ``microsToMillis``."""
 
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
-        return [_Words.varints(time_values(arr, "ms" if self.binding.write == "timestamp_millis" else "us"))]
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
+        return [Words.varints(time_values(arr, "ms" if self.binding.write == "timestamp_millis" else "us"))]
 
 
 class _Float(_Writer):
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         bits = raw_values(arr, np.float32).view(np.uint32).astype(np.uint64)
-        return [_Words(bits, np.uint64(32), 32)]
+        return [Words(bits, np.uint64(32), 32)]
 
 
 class _Double(_Writer):
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         values = raw_values(arr, np.float64 if arr.type == pa.float64() else np.float32)
-        return [_Words(values.astype(np.float64, copy=False).view(np.uint64), np.uint64(64), 64)]
+        return [Words(values.astype(np.float64, copy=False).view(np.uint64), np.uint64(64), 64)]
 
 
 class _Bytes(_Writer):
     """A string's UTF-8 or a binary's bytes, their length first."""
 
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         data = as_binary(arr)
-        return [_Words.varints(lengths(data), nonnegative=True), data]
+        return [Words.varints(lengths(data), nonnegative=True), data]
 
 
 class _Fixed(_Writer):
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         data = as_binary(arr)
         size = self.binding.avro.size
         sizes = lengths(data)
@@ -285,14 +189,14 @@ class _Enum(_Writer):
         super().__init__(binding)
         self.symbols = pa.array(binding.avro.symbols, pa.string())
 
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         index = pc.index_in(arr, value_set=self.symbols.cast(arr.type))
         if index.null_count > arr.null_count:
             unknown = index.is_null().to_numpy(zero_copy_only=False)
             valid = validity(arr)
             bad.add(rows, unknown if valid is None else unknown & valid, self.binding.path,
                     lambda i: f"{arr[i].as_py()!r} is not a symbol of Avro {self.binding.avro}")
-        return [_Words.varints(index.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64))]
+        return [Words.varints(index.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64))]
 
 
 class _Decimal(_Writer):
@@ -306,7 +210,7 @@ class _Decimal(_Writer):
         if avro.precision < t.precision:  # values beyond the schema's precision are bad rows
             self.limit = pa.scalar(Decimal(10) ** (avro.precision - t.scale), t)
 
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         n = len(arr)
         if self.limit is not None:
             over = pc.greater_equal(pc.abs(arr), self.limit).fill_null(False).to_numpy(zero_copy_only=False)
@@ -324,15 +228,8 @@ class _Decimal(_Writer):
                 sign = np.where(negative, np.uint8(0xFF), np.uint8(0))[:, None]
                 data = np.concatenate([np.repeat(sign, size - 16, axis=1), big_endian], axis=1)
             return [binary_view_of(data.reshape(-1), np.arange(n + 1, dtype=np.int64) * size)]
-        # a leading byte is redundant while it only repeats the sign of the byte after it
-        fill = np.where(negative, np.uint8(0xFF), np.uint8(0))[:, None]
-        redundant = (big_endian[:, :15] == fill) & ((big_endian[:, 1:] >= 0x80) == negative[:, None])
-        skip = np.cumprod(redundant, axis=1).sum(axis=1)
-        sizes = 16 - skip
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        data = big_endian[np.arange(16) >= skip[:, None]]
-        return [_Words.varints(sizes, nonnegative=True), binary_view_of(data, offsets)]
+        unscaled = unscaled_bytes(arr)
+        return [Words.varints(lengths(unscaled), nonnegative=True), unscaled]
 
 
 class _Array(_Writer):
@@ -343,38 +240,30 @@ class _Array(_Writer):
         assert binding.item is not None
         self.item = _Slot(binding.item)
 
-    def items(self, arr: pa.Array, start: int, stop: int, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def items(self, arr: pa.Array, start: int, stop: int, rows: Rows, bad: BadRows) -> list[Piece]:
         return self.item.parts(arr.values.slice(start, stop - start), rows, bad)
 
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         offsets = list_offsets(arr)
         start, stop = int(offsets[0]), int(offsets[-1])
         if stop == start:
             return [b"\x00"]
         local = offsets - start
         item_parts = self.items(arr, start, stop, rows.elements(local, validity(arr)), bad)
-        joined = join(_columns(item_parts, stop - start), stop - start)
+        joined = join(packed(item_parts, stop - start), stop - start)
         counts = np.diff(local)
-        return [_Words.varints(counts, nonnegative=True), _regroup(joined, local),
-                _Words(np.uint64(0), (counts > 0).astype(np.uint64) * np.uint64(8), 8)]
+        return [Words.varints(counts, nonnegative=True), regroup(joined, local),
+                Words(np.uint64(0), (counts > 0).astype(np.uint64) * np.uint64(8), 8)]
 
 
 class _Map(_Array):
     """An array of (key, value) entries, keys being strings."""
 
-    def items(self, arr: pa.Array, start: int, stop: int, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def items(self, arr: pa.Array, start: int, stop: int, rows: Rows, bad: BadRows) -> list[Piece]:
         entries = arr.values.slice(start, stop - start)
         keys = as_binary(entries.field(0))
-        return [_Words.varints(lengths(keys), nonnegative=True), keys,
+        return [Words.varints(lengths(keys), nonnegative=True), keys,
                 *self.item.parts(entries.field(1), rows, bad)]
-
-
-def _regroup(items: pa.Array, offsets: np.ndarray) -> pa.Array:
-    """Row i = items ``offsets[i]`` to ``offsets[i + 1]`` concatenated: the items' own bytes,
-    re-cut at the rows' boundaries (no copy)."""
-    item_offsets = np.frombuffer(items.buffers()[1], np.int32, len(items) + 1, items.offset * 4)
-    return pa.Array.from_buffers(pa.binary(), offsets.shape[0] - 1,
-                                 [None, pa.py_buffer(item_offsets[offsets]), items.buffers()[2]])
 
 
 class _Record(_Writer):
@@ -393,9 +282,9 @@ class _Record(_Writer):
                 null_branch = next(i for i, b in enumerate(f.field.type.branches) if b.kind == "null")
                 self.fields.append(_index(null_branch))
 
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         inner = rows.where(validity(arr))
-        out: list[_Piece] = []
+        out: list[Piece] = []
         for f in self.fields:
             if isinstance(f, bytes):
                 out.append(f)
@@ -406,7 +295,7 @@ class _Record(_Writer):
 
 
 class _Null(_Writer):
-    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[_Piece]:
+    def parts(self, arr: pa.Array, rows: Rows, bad: BadRows) -> list[Piece]:
         return []
 
 

@@ -32,6 +32,8 @@ __all__ = [
     "lengths",
     "list_offsets",
     "raw_values",
+    "regroup",
+    "unscaled_bytes",
     "time_values",
     "validity",
     "with_validity",
@@ -124,6 +126,30 @@ def join(parts: Sequence[Part], n: int) -> pa.Array:
         return columns[0] if columns[0].null_count == 0 else columns[0].fill_null(EMPTY)
     args = [pa.scalar(p, pa.binary()) if isinstance(p, bytes) else p for p in parts]
     return pc.binary_join_element_wise(*args, EMPTY, options=_JOIN)
+
+
+def regroup(items: pa.Array, offsets: np.ndarray) -> pa.Array:
+    """Row i = items ``offsets[i]`` to ``offsets[i + 1]`` concatenated: the items' own bytes,
+    re-cut at the rows' boundaries (no copy)."""
+    item_offsets = np.frombuffer(items.buffers()[1], np.int32, len(items) + 1, items.offset * 4)
+    return pa.Array.from_buffers(pa.binary(), offsets.shape[0] - 1,
+                                 [None, pa.py_buffer(item_offsets[offsets]), items.buffers()[2]])
+
+
+
+def unscaled_bytes(arr: pa.Array) -> pa.Array:
+    """A decimal128 column's unscaled values as big-endian two's complement in as few bytes as
+    hold each (Java's ``BigInteger.toByteArray``), null slots too."""
+    n = len(arr)
+    big_endian = np.frombuffer(arr.buffers()[1], np.uint8, 16 * n, 16 * arr.offset).reshape(n, 16)[:, ::-1]
+    negative = big_endian[:, 0] >= 0x80
+    # a leading byte is redundant while it only repeats the sign of the byte after it
+    fill = np.where(negative, np.uint8(0xFF), np.uint8(0))[:, None]
+    redundant = (big_endian[:, :15] == fill) & ((big_endian[:, 1:] >= 0x80) == negative[:, None])
+    skip = np.cumprod(redundant, axis=1).sum(axis=1)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(16 - skip, out=offsets[1:])
+    return binary_view_of(big_endian[np.arange(16) >= skip[:, None]], offsets)
 
 
 class Rows:

@@ -52,10 +52,11 @@ class EncodedColumn:
         return RecordSchemaError(self.reasons[i], int(self.bad_rows[i]), self.fields[i])
 
 
-def frame(values: pa.Array, schema_id: int) -> pa.Array:
+def frame(values: pa.Array, schema_id: int, after_id: bytes = b"") -> pa.Array:
     """Every non-null value behind the Schema Registry's header: the magic byte and the schema's
-    id as 4 big-endian bytes.  Nulls stay null (tombstones carry no schema)."""
+    id as 4 big-endian bytes (then ``after_id``: Protobuf's message indexes).  Nulls stay null
+    (tombstones carry no schema)."""
     if not 0 <= schema_id < 1 << 31:
         raise ValueError(f"a Schema Registry id is a non-negative int32, not {schema_id}")
-    header = pa.scalar(bytes([MAGIC_BYTE]) + schema_id.to_bytes(4, "big"), pa.binary())
+    header = pa.scalar(bytes([MAGIC_BYTE]) + schema_id.to_bytes(4, "big") + after_id, pa.binary())
     return pc.binary_join_element_wise(header, values, pa.scalar(b"", pa.binary()))

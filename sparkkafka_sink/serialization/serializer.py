@@ -36,10 +36,14 @@ if TYPE_CHECKING:
 
 __all__ = ["Format", "FORMATS", "SerializerSpec", "ColumnSerializer", "derived_schema", "record_name_of"]
 
-Format = Literal["avro", "json"]
+Format = Literal["avro", "json", "protobuf"]
 #: the formats a column may be written in besides its own bytes (``binary``)
-FORMATS: tuple[Format, ...] = ("avro", "json")
-_SCHEMA_TYPES: dict[str, Literal["AVRO", "JSON"]] = {"avro": "AVRO", "json": "JSON"}
+FORMATS: tuple[Format, ...] = ("avro", "json", "protobuf")
+_SCHEMA_TYPES: dict[str, Literal["AVRO", "JSON", "PROTOBUF"]] = {"avro": "AVRO", "json": "JSON",
+                                                                  "protobuf": "PROTOBUF"}
+#: after the schema id, Protobuf's framing names the message of the schema's file written: the
+#: index path [0] (the first top-level message), which Confluent's serializers shorten to one 0
+_MESSAGE_INDEXES = {"protobuf": b"\x00"}
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class SerializerSpec:
     schema_id: int | None = None
 
     @property
-    def schema_type(self) -> Literal["AVRO", "JSON"]:
+    def schema_type(self) -> Literal["AVRO", "JSON", "PROTOBUF"]:
         return _SCHEMA_TYPES[self.format]
 
     @property
@@ -108,8 +112,13 @@ class SerializerSpec:
 def derived_schema(format: Format, arrow_type: pa.DataType, nullable: bool, column: str,
                    record_name: str | None = None, namespace: str | None = None) -> str:
     """The schema of a column of ``arrow_type``: Avro as Spark's ``to_avro`` derives it (its
-    record named ``record_name`` in ``namespace``; Spark's ``topLevelRecord`` by default), or a
-    JSON Schema (``record_name`` its ``title``)."""
+    record named ``record_name`` in ``namespace``; Spark's ``topLevelRecord`` by default), a
+    JSON Schema (``record_name`` its ``title``), or a proto3 file of one message (``record_name``
+    in the package ``namespace``; see ``protobuf_schema``)."""
+    if format == "protobuf":
+        from sparkkafka_sink.serialization.protobuf_schema import protobuf_schema_of
+
+        return protobuf_schema_of(arrow_type, record_name or "topLevelRecord", namespace or "", column).text()
     if format == "avro":
         from sparkkafka_sink.serialization.avro_schema import avro_schema_of
 
@@ -125,7 +134,12 @@ def derived_schema(format: Format, arrow_type: pa.DataType, nullable: bool, colu
 
 def record_name_of(format: Format, schema: str) -> str | None:
     """The record's full name in schema text: an Avro named type's ``namespace.name``, a JSON
-    Schema's ``title``; None when it has none (a primitive, an untitled JSON Schema)."""
+    Schema's ``title``, a .proto file's first message's ``package.Name``; None when it has none
+    (a primitive, an untitled JSON Schema)."""
+    if format == "protobuf":
+        from sparkkafka_sink.serialization.protobuf_schema import parse_proto
+
+        return parse_proto(schema).full_name
     try:
         doc = json.loads(schema)
     except ValueError:
@@ -143,7 +157,11 @@ def record_name_of(format: Format, schema: str) -> str | None:
 
 
 def _check(format: Format, schema: str, arrow_type: pa.DataType, nullable: bool, column: str) -> None:
-    if format == "avro":
+    if format == "protobuf":
+        from sparkkafka_sink.serialization.protobuf_schema import check_protobuf_schema, parse_proto
+
+        check_protobuf_schema(parse_proto(schema).message, arrow_type, column)
+    elif format == "avro":
         from sparkkafka_sink.serialization.avro_schema import check_avro_schema, parse_avro_schema
 
         check_avro_schema(parse_avro_schema(schema), arrow_type, nullable, column=column)
@@ -170,11 +188,17 @@ class ColumnSerializer:
         if encoder is None:
             encoder = self._encoders[array.type] = self._encoder(array.type)
         encoded = encoder.encode(array)
-        return EncodedColumn(frame(encoded.values, self.schema_id), encoded.bad_rows, encoded.fields,
+        return EncodedColumn(frame(encoded.values, self.schema_id, _MESSAGE_INDEXES.get(self.spec.format, b"")),
+                             encoded.bad_rows, encoded.fields,
                              encoded.reasons)
 
     def _encoder(self, arrow_type: pa.DataType) -> Any:
         spec = self.spec
+        if spec.format == "protobuf":
+            from sparkkafka_sink.serialization.protobuf_encoder import ProtobufEncoder
+            from sparkkafka_sink.serialization.protobuf_schema import parse_proto
+
+            return ProtobufEncoder(parse_proto(spec.schema), arrow_type, column=spec.column)
         if spec.format == "avro":
             from sparkkafka_sink.serialization.avro_encoder import AvroEncoder
             from sparkkafka_sink.serialization.avro_schema import parse_avro_schema

@@ -1,10 +1,11 @@
 """The sink's serialization options: how the ``key`` and ``value`` columns become bytes.
 
 ``valueFormat`` / ``keyFormat``: ``binary`` (the column's own bytes, a string as UTF-8: Spark's
-Kafka sink's contract, the default), ``avro`` or ``json`` (JSON Schema) -- then the column may be
-of any Spark type (a struct, usually) and is written in the Schema Registry's wire format.  The
-schema is derived from the column's type (Spark's ``to_avro`` mapping) or given
-(``valueSchema`` / ``keySchema``); the derived Avro record is named ``valueRecordName`` in
+Kafka sink's contract, the default), ``avro``, ``json`` (JSON Schema) or ``protobuf`` -- then
+the column may be of any Spark type (a struct, usually; for Protobuf always) and is written in the
+Schema Registry's wire format.  The schema is derived from the column's type (Spark's
+``to_avro`` mapping; ``protobuf_schema``'s for proto3) or given (``valueSchema`` /
+``keySchema``); the derived record or message is named ``valueRecordName`` in
 ``valueRecordNamespace`` (Spark's ``topLevelRecord`` by default; a JSON Schema's ``title``).
 
 The registry client's settings take the prefix ``schema.registry.`` with confluent-kafka's names
@@ -25,7 +26,7 @@ from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY
 from sparkkafka_sink.spark.errors import REGISTRY_PREFIX, SinkValidationError, in_option_names
 from sparkkafka_sink.spark.option_catalog import SERIALIZATION_OPTIONS, column_options, fields, parse_all
 
-ColumnFormatName = Literal["binary", "avro", "json"]
+ColumnFormatName = Literal["binary", "avro", "json", "protobuf"]
 #: the serialization options of both columns together (the serializer's settings)
 FORMATS_OPTIONS = tuple(o for o in SERIALIZATION_OPTIONS if not o.key.startswith(("key", "value")))
 
@@ -99,7 +100,7 @@ def parse_formats(lowered: Mapping[str, str]) -> Formats:
     if registry:
         if not formats.serialized:
             raise SinkValidationError(
-                f"options '{REGISTRY_PREFIX}*' are used only with valueFormat or keyFormat avro or json; "
+                f"options '{REGISTRY_PREFIX}*' are used only with valueFormat or keyFormat avro, json or protobuf; "
                 "the key and value are written as they are (binary)")
         _check_registry(formats.registry_config)
     return formats
@@ -111,8 +112,8 @@ def _column(lowered: Mapping[str, str], column: Literal["key", "value"]) -> Colu
     given = [o.name for o in declared if o.field in ("schema", "record_name", "record_namespace")
              and values[o.key] is not None]
     if values[f"{column}format"] == "binary" and given:
-        raise SinkValidationError(f"option '{given[0]}' needs {column}Format=avro or json (the {column} column is "
-                                  "written as it is)")
+        raise SinkValidationError(f"option '{given[0]}' needs {column}Format=avro, json or protobuf (the {column} "
+                                  "column is written as it is)")
     if values[f"{column}schema"] is not None and len(given) > 1:
         raise SinkValidationError(f"options '{column}RecordName' and '{column}RecordNamespace' name the derived "
                                   f"schema's record: with '{column}Schema' the record is named in the schema")

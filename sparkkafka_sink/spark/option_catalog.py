@@ -176,7 +176,7 @@ DEFAULT_CLUSTER_CHECK_TIMEOUT_MS = 10_000
 DEFAULT_CACHE_TIMEOUT_MS = 600_000  # Spark's spark.kafka.producer.cache.timeout
 GUARANTEES = ("at-least-once", "exactly-once")
 TOLERANCES = ("none", "all")
-COLUMN_FORMATS = ("binary", "avro", "json")
+COLUMN_FORMATS = ("binary", "avro", "json", "protobuf")
 
 #: The sink's producer defaults of its own (an explicit ``kafka.*`` option wins).  batch.size:
 #: the sink hands the producer whole Arrow batches, and a Produce request carries one batch per
@@ -281,20 +281,21 @@ SERIALIZATION_OPTIONS: tuple[SinkOption, ...] = tuple(
     for column in ("value", "key")
     for option in (
         SinkOption(f"{column}Format", "choice", "binary",
-                   f"How the `{column}` column is written: `binary` (its bytes; a string as UTF-8), `avro` or "
-                   "`json` (JSON Schema) in the Schema Registry's wire format (then the column may be of any "
-                   "Spark type, a struct usually, and `schema.registry.url` is required).",
+                   f"How the `{column}` column is written: `binary` (its bytes; a string as UTF-8), `avro`, "
+                   "`json` (JSON Schema) or `protobuf` in the Schema Registry's wire format (then the column may "
+                   "be of any Spark type -- a struct for Protobuf -- and `schema.registry.url` is required).",
                    choices=COLUMN_FORMATS, field="format"),
         SinkOption(f"{column}Schema", "string", None,
-                   f"The schema of the `{column}` column, as Avro JSON or JSON Schema text; checked against the "
-                   "column's type on the driver.",
+                   f"The schema of the `{column}` column, as Avro JSON, JSON Schema or proto3 text (the first "
+                   "message of a `.proto` is written); checked against the column's type on the driver.",
                    unset="derived from the column's Spark type", field="schema", hint="the schema's text"),
         SinkOption(f"{column}RecordName", "string", None,
-                   "The name of the derived schema's record (Avro), or its `title` (JSON Schema).",
-                   unset="Avro: `topLevelRecord` (as Spark's `to_avro`); JSON Schema: no title",
+                   "The name of the derived schema's record (Avro), its `title` (JSON Schema), or its message "
+                   "(Protobuf).",
+                   unset="Avro and Protobuf: `topLevelRecord` (as Spark's `to_avro`); JSON Schema: no title",
                    field="record_name", hint="a record name"),
         SinkOption(f"{column}RecordNamespace", "string", None,
-                   "The namespace of the derived schema's record.",
+                   "The namespace of the derived schema's record (Avro), or its package (Protobuf).",
                    unset="none", field="record_namespace", hint="a namespace"),
         SinkOption(f"{column}.subject.name.strategy", "choice", DEFAULT_STRATEGY,
                    f"The subject the {column} schema lives under. Confluent's Java class names and "

@@ -252,7 +252,7 @@ def _(w: World) -> Messages:
     """Every option with a value out of what it accepts (the page lists each message)."""
     bad = [{"errors.tolerance": "some"}, {"errors.log.enable": "yes"}, {"normalize.schemas": "maybe"},
            {"deliveryGuarantee": "twice"},
-           {"valueFormat": "protobuf"}, {"value.subject.name.strategy": "TopicStrategy"}, {"coalesceBytes": "big"}, {"clusterCheckTimeoutMs": "-5"},
+           {"valueFormat": "parquet"}, {"value.subject.name.strategy": "TopicStrategy"}, {"coalesceBytes": "big"}, {"clusterCheckTimeoutMs": "-5"},
            {"producerCacheTimeoutMs": "1h"}, {"maxRecordsPerSecond": "0"},
            {"deliveryGuarantee": "exactly-once", "batchId": "-1"},
            {"deliveryGuarantee": "exactly-once", "transactionalIdPrefix": "x" * 201}]
@@ -303,7 +303,7 @@ def _(w: World) -> str:
     return refused({**NOWHERE, "topic": "t", "valueFormat": "avro"})
 
 
-@entry("options 'schema.registry.*' are used only with valueFormat or keyFormat avro or json")
+@entry("options 'schema.registry.*' are used only with valueFormat or keyFormat avro, json or protobuf")
 def _(w: World) -> str:
     return refused({**NOWHERE, "topic": "t", "schema.registry.url": "http://127.0.0.1:8081"})
 
@@ -320,7 +320,7 @@ def _(w: World) -> str:
     return refused({**AVRO, "use.latest.version": "true", "auto.register.schemas": "true"})
 
 
-@entry("option '…' needs …Format=avro or json")
+@entry("option '…' needs …Format=avro, json or protobuf")
 def _(w: World) -> str:
     return refused({**NOWHERE, "topic": "t", "valueSchema": '"string"'})
 

@@ -76,7 +76,7 @@ def validate_schema(schema: StructType, topic_option: str | None, serialized: Co
 
     Columns other than value/key/topic/partition/headers/timestamp are ignored,
     as Spark's Kafka sink does.  The ``serialized`` columns ("key", "value": valueFormat or
-    keyFormat avro or json) may be of any type: their schema is checked by ``driver.schema_plan``.
+    keyFormat avro, json or protobuf) may be of any type: their schema is checked by ``driver.schema_plan``.
     """
     present = ", ".join(f"{f.name}:{f.dataType.simpleString()}" for f in schema.fields) or "none"
     found = {}
@@ -103,7 +103,7 @@ def validate_schema(schema: StructType, topic_option: str | None, serialized: Co
     if "value" not in found:
         raise SinkValidationError(
             "the DataFrame has no 'value' column (required; string or binary, or any type with "
-            f"valueFormat avro or json; null writes a tombstone). Columns present: {present}"
+            f"valueFormat avro, json or protobuf; null writes a tombstone). Columns present: {present}"
         )
     if "topic" not in found and topic_option is None:
         raise SinkValidationError(

@@ -175,7 +175,7 @@ def _row_contents(batch: pa.RecordBatch, layout: ColumnLayout, index: int, with_
             return v
         if isinstance(v, str):
             return v.encode("utf-8")
-        # a key or value the sink serializes (valueFormat avro or json) that its schema could not
+        # a key or value the sink serializes (valueFormat avro, json or protobuf) that its schema could not
         # hold: dead-lettered as JSON text of the row's data, readable by anyone
         return json.dumps(v, default=_json_default, ensure_ascii=False).encode("utf-8")
 

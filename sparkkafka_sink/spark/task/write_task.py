@@ -55,7 +55,7 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
     tracker = DeliveryTracker(dead_letters, transactional=options.exactly_once)
     dlq_tracker = DeliveryTracker()  # the dead-letter records: each must land, or the task fails
     producer = TaskProducer(options, task)
-    encoders = TaskEncoders(plan)  # valueFormat/keyFormat avro or json
+    encoders = TaskEncoders(plan)  # valueFormat/keyFormat avro, json or protobuf
     rows_seen = 0
     ok = False
     limiter = rate_limiter(options)

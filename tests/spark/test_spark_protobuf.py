@@ -6,6 +6,7 @@ compiled by protoc: every row equal to the source."""
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
 from kafka_helpers import consume_all
@@ -17,12 +18,12 @@ from test_spark_serialization import EVERY_TYPE, registry_client, writer
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
 
-def unframed(records):
-    """``[(schema id, message bytes)]``: the magic byte and the message index checked."""
+def unframed(values):
+    """``[(schema id, message bytes)]`` of framed values: the magic byte and the message index checked."""
     out = []
-    for r in records:
-        assert r.value[:1] == b"\x00" and r.value[5:6] == b"\x00", r.value[:8]
-        out.append((struct.unpack(">I", r.value[1:5])[0], r.value[6:]))
+    for value in values:
+        assert value[:1] == b"\x00" and value[5:6] == b"\x00", value[:8]
+        out.append((struct.unpack(">I", value[1:5])[0], value[6:]))
     return out
 
 
@@ -33,14 +34,14 @@ def test_protobuf_values_read_back_by_protobufs_runtime_with_the_registered_sche
            valueRecordNamespace="shop.v1").save()
     records = consume_all(kafka.bootstrap_servers, topic, expected_count=40)
     assert len(records) == 40
-    ids = {schema_id for schema_id, _ in unframed(records)}
+    ids = {schema_id for schema_id, _ in unframed(r.value for r in records)}
     assert len(ids) == 1, ids
     registered = registry_client(schema_registry).get_schema(ids.pop())
     assert registered.schema_type == "PROTOBUF"
     cls = compiled_text(registered.schema_str, "shop.v1.Order")
     source = df.select("value").toArrow().column("value")
     expected = {row["id"]: filled(cls, row, source.type) for row in source.to_pylist()}
-    for _, payload in unframed(records):
+    for _, payload in unframed(r.value for r in records):
         got = cls()
         got.ParseFromString(payload)
         assert got == expected[got.id]
@@ -75,3 +76,63 @@ def test_an_incompatible_protobuf_schema_fails_on_the_driver(spark, kafka, schem
     with pytest.raises(Exception, match="valueFormat=protobuf: the Schema Registry could not give"):
         writer(changed, kafka, schema_registry, topic=topic, valueFormat="protobuf").save()
     assert len(consume_all(kafka.bootstrap_servers, topic, expected_count=3)) == 3  # nothing more written
+
+
+def _messages(values, registry):
+    """Each framed value parsed by Protobuf's runtime with the schema its id names."""
+    client, classes, out = registry_client(registry), {}, []
+    for schema_id, payload in unframed(values):
+        if schema_id not in classes:
+            classes[schema_id] = compiled_text(client.get_schema(schema_id).schema_str)
+        message = classes[schema_id]()
+        message.ParseFromString(payload)
+        out.append(message)
+    return out
+
+
+def test_the_key_as_protobuf_and_bad_rows_to_the_dead_letter_topic(spark, kafka, schema_registry, sink_metrics):
+    topic, dlq = kafka.create_topic(), kafka.create_topic()
+    before = sink_metrics.snapshot()
+    df = spark.range(20).selectExpr("named_struct('id', id) as key",
+                                    "named_struct('id', id, 'tags', array('a', if(id in (7, 12), null, 'b'))) as value")
+    writer(df.coalesce(1), kafka, schema_registry, topic=topic, keyFormat="protobuf", valueFormat="protobuf",
+           **{"errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq}).save()
+    good = consume_all(kafka.bootstrap_servers, topic, expected_count=18)
+    values = _messages([r.value for r in good], schema_registry)
+    assert sorted(v.id for v in values) == [i for i in range(20) if i not in (7, 12)]
+    assert all(list(v.tags) == ["a", "b"] for v in values)
+    keys = _messages([r.key for r in good], schema_registry)
+    assert sorted(k.id for k in keys) == sorted(v.id for v in values)
+    dead = consume_all(kafka.bootstrap_servers, dlq, expected_count=2)
+    for r, row in zip(dead, (7, 12), strict=True):
+        headers = dict(r.headers)
+        assert headers["__connect.errors.stage"] == b"serialization"
+        assert headers["__pyprod.errors.row"] == str(row).encode()
+        assert b"value.tags" in headers["__connect.errors.exception.message"]
+    delta = {k: sink_metrics.snapshot()[k] - before[k] for k in ("records_sent", "records_skipped")}
+    assert delta == {"records_sent": 18, "records_skipped": 2}
+
+
+def test_exactly_once_and_foreach_batch_write_protobuf(spark, apache_kafka, schema_registry, tmp_path):
+    from test_spark_streaming import rate, run_until
+
+    from sparkkafka_sink.testing.brokers import create_topics
+
+    topic, per_batch = f"eos-protobuf-{time.monotonic_ns()}", f"each-protobuf-{time.monotonic_ns()}"
+    create_topics(apache_kafka.bootstrap_servers, {topic: 2, per_batch: 2})
+    writer(spark.range(30).selectExpr("named_struct('id', id) as value"), apache_kafka, schema_registry, topic=topic,
+           valueFormat="protobuf", deliveryGuarantee="exactly-once").save()
+    committed = consume_all(apache_kafka.bootstrap_servers, topic, expected_count=30, isolation_level="read_committed")
+    assert sorted(m.id for m in _messages([r.value for r in committed], schema_registry)) == list(range(30))
+
+    rows = rate(spark).selectExpr("named_struct('n', value, 'at', timestamp) as value")
+
+    def write_batch(batch_df, batch_id):
+        writer(batch_df, apache_kafka, schema_registry, topic=per_batch, valueFormat="protobuf").save()
+
+    query = (rows.writeStream.foreachBatch(write_batch).option("checkpointLocation", str(tmp_path / "each"))
+             .trigger(processingTime="500 milliseconds").start())
+    n = run_until(query, 40)
+    got = {m.n for m in _messages([r.value for r in consume_all(apache_kafka.bootstrap_servers, per_batch,
+                                                                  expected_count=n)], schema_registry)}
+    assert set(range(n)) <= got, sorted(set(range(n)) - got)[:10]

@@ -19,16 +19,16 @@ from grpc_tools import protoc
 from sparkkafka_sink.serialization.protobuf_schema import ProtoFile, parse_proto
 
 
-def compiled(schema: ProtoFile, text: str | None = None) -> type[Message]:
-    """The message class of ``schema`` (of its ``.proto`` ``text``, by default its own rendering),
-    compiled by protoc: its imports from their own packages (protoc's well-known types,
-    googleapis' Date, Confluent's Decimal as Confluent ships it)."""
+def descriptor_set(text: str) -> descriptor_pb2.FileDescriptorSet:
+    """``.proto`` ``text`` compiled by protoc into a descriptor set, its imports first, from their
+    own packages (protoc's well-known types, googleapis' Date, Confluent's Decimal as Confluent
+    ships it)."""
     import google.type.date_pb2 as date_pb2
     import grpc_tools
 
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "column.proto"), "w") as f:
-            f.write(schema.text() if text is None else text)
+            f.write(text)
         confluent = descriptor_pb2.FileDescriptorSet()
         confluent.file.add().ParseFromString(decimal_pb2.DESCRIPTOR.serialized_pb)
         deps = os.path.join(tmp, "confluent.pb")
@@ -40,12 +40,17 @@ def compiled(schema: ProtoFile, text: str | None = None) -> type[Message]:
         code = protoc.main(["protoc", f"--proto_path={tmp}", f"--proto_path={googleapis}",
                             f"--proto_path={well_known}", f"--descriptor_set_in={deps}", "--include_imports",
                             f"--descriptor_set_out={out}", os.path.join(tmp, "column.proto")])
-        assert code == 0, f"protoc refused the derived schema:\n{schema.text()}"
+        assert code == 0, f"protoc refused the schema:\n{text}"
         files = descriptor_pb2.FileDescriptorSet()
         with open(out, "rb") as f:
             files.ParseFromString(f.read())
+    return files
+
+
+def compiled(schema: ProtoFile, text: str | None = None) -> type[Message]:
+    """The message class of ``schema`` (of its ``.proto`` ``text``, by default its own rendering)."""
     pool = descriptor_pool.DescriptorPool()
-    for file in files.file:  # dependencies first (--include_imports orders them so)
+    for file in descriptor_set(schema.text() if text is None else text).file:  # dependencies first
         pool.Add(file)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(schema.full_name))
 

@@ -34,6 +34,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import (
+    ArrayType,
     IntegerType,
     MapType,
     StringType,
@@ -296,6 +297,7 @@ def _(w: World) -> Messages:
 
 # Before any task: serialization and the Schema Registry ----------------------------------------------
 AVRO = {**NOWHERE, "topic": "t", "valueFormat": "avro", "schema.registry.url": "http://127.0.0.1:8081"}
+PROTOBUF = {**AVRO, "valueFormat": "protobuf"}
 
 
 @entry("…Format=… writes in the Schema Registry's format: set option 'schema.registry.url'")
@@ -336,13 +338,16 @@ def _(w: World) -> str:
 
 
 @entry("…Format=…: option '…Schema': …")
-def _(w: World) -> str:
-    return refused({**AVRO, "valueSchema": '"int"'})
+def _(w: World) -> Messages:
+    return [refused({**AVRO, "valueSchema": '"int"'}),
+            refused({**PROTOBUF, "valueSchema": 'syntax = "proto3"; message Order { enum Kind { A = 0; } }'},
+                    StructType([StructField("value", StructType([StructField("kind", StringType())]))]))]
 
 
 @entry("…Format=…: the … column: …")
-def _(w: World) -> str:
-    return refused(AVRO, StructType([StructField("value", MapType(IntegerType(), StringType()))]))
+def _(w: World) -> Messages:
+    return [refused(AVRO, StructType([StructField("value", MapType(IntegerType(), StringType()))])),
+            refused(PROTOBUF)]
 
 
 @entry("column '…' of type … cannot be serialized")
@@ -581,14 +586,19 @@ def _(w: World) -> str:
 
 
 @entry("RecordSchemaError: Row …: field …", needs=KAFKA_AND_REGISTRY)
-def _(w: World) -> str:
+def _(w: World) -> Messages:
     registry = w.fixture("schema_registry")
     schema = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "qty", "type": "int"}]})
     plan = plan_write(w.options(topic=w.topic(), valueFormat="avro", valueSchema=schema,
                                 **{"schema.registry.url": registry.url}),
                       StructType([StructField("value", StructType([StructField("qty", IntegerType())]))]))
     orders = pa.array([{"qty": 1}, {"qty": None}], pa.struct([("qty", pa.int32())]))
-    return failed_task(plan, [pa.record_batch({"value": orders})])
+    tagged = StructType([StructField("value", StructType([StructField("tags", ArrayType(StringType()))]))])
+    protobuf = plan_write(w.options(topic=w.topic(), valueFormat="protobuf", **{"schema.registry.url": registry.url}),
+                          tagged)
+    tags = pa.array([{"tags": ["a"]}, {"tags": ["a", None]}], pa.struct([("tags", pa.list_(pa.string()))]))
+    return [failed_task(plan, [pa.record_batch({"value": orders})]),
+            failed_task(protobuf, [pa.record_batch({"value": tags})])]
 
 
 @entry("TopicAuthorizationFailedError: [Error 29] TOPIC_AUTHORIZATION_FAILED", needs=SECURED)

@@ -36,15 +36,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 
 from sparkkafka_sink.serialization.arrow_types import is_binary, is_list, is_string, spark_type_name
 from sparkkafka_sink.serialization.encoded import InvalidSchemaError
+from sparkkafka_sink.varint import encode_unsigned_varint, zigzag
 
 __all__ = ["ProtoField", "ProtoMessage", "ProtoFile", "ProtoBinding", "protobuf_schema_of", "parse_proto",
-           "check_protobuf_schema", "WELL_KNOWN"]
+           "from_descriptor_set", "check_protobuf_schema", "WELL_KNOWN"]
 
 #: the messages of other files a derived schema uses, by full name: the file that declares them
 WELL_KNOWN = {
@@ -99,24 +100,38 @@ class ProtoMessage:
 
 @dataclass(frozen=True)
 class ProtoFile:
-    """A ``.proto`` file of one top-level message (what a column is written as)."""
+    """A ``.proto`` file's message that a column is written as: its package, imports, and its
+    place among the file's top-level messages (``index``, which the framing names)."""
 
     message: ProtoMessage
     package: str = ""
     imports: tuple[str, ...] = ()
+    index: int = 0
+    #: every top-level message of the file, in order, when it has more than ``message``
+    siblings: tuple[ProtoMessage, ...] = ()
 
     @property
     def full_name(self) -> str:
         """The message's full name (``package.Name``): what the record strategies name subjects after."""
         return f"{self.package}.{self.message.name}" if self.package else self.message.name
 
+    def message_indexes(self) -> bytes:
+        """The framing's message indexes after the schema id: Confluent's array of zigzag varints
+        (its length, then the index of each level), ``[0]`` shortened to a single 0."""
+        if self.index == 0:
+            return b"\x00"
+        return encode_unsigned_varint(zigzag(1)) + encode_unsigned_varint(zigzag(self.index))
+
     def text(self) -> str:
+        """The file as proto3 text."""
         lines = ['syntax = "proto3";']
         if self.package:
             lines += ["", f"package {self.package};"]
         if self.imports:
             lines += ["", *(f'import "{i}";' for i in self.imports)]
-        return "\n".join([*lines, "", *self.message.lines()]) + "\n"
+        for message in self.siblings or (self.message,):
+            lines += ["", *message.lines()]
+        return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------------------- derivation
@@ -260,13 +275,89 @@ def parse_proto(text: str, message_name: str | None = None) -> ProtoFile:
         raise InvalidSchemaError(f"the .proto text is {syntax}: only proto3 schemas are written")
     if not top:
         raise InvalidSchemaError("the .proto text declares no message")
-    wanted = message_name.removeprefix(f"{package}.") if message_name and package else message_name
-    chosen = next((m for m in top if m.name == wanted), None) if wanted else top[0]
-    if chosen is None:
-        raise InvalidSchemaError(f"the .proto text has no top-level message {message_name!r} "
-                                 f"(it has {', '.join(m.name for m in top)})")
-    resolved = _resolved(chosen, [chosen], {m.name: m for m in top}, package)
-    return ProtoFile(resolved, package, tuple(imports))
+    index = _chosen(top, package, message_name, "the .proto text")
+    resolved = _resolved(top[index], [top[index]], {m.name: m for m in top}, package)
+    return ProtoFile(resolved, package, tuple(imports), index, tuple(top) if len(top) > 1 else ())
+
+
+def _chosen(top: list[ProtoMessage], package: str, message_name: str | None, source: str) -> int:
+    """The index of the top-level message ``message_name`` (its name or full name; the first)."""
+    if not message_name:
+        return 0
+    wanted = message_name.removeprefix(f"{package}.") if package else message_name
+    for i, m in enumerate(top):
+        if m.name == wanted:
+            return i
+    raise InvalidSchemaError(f"{source} has no top-level message {message_name!r} "
+                             f"(it has {', '.join(m.name for m in top)})")
+
+
+# ------------------------------------------------------------------------- descriptor sets
+
+#: descriptor.proto's field types, by number, as proto3 text names them (11: a message, 14: an
+#: enum, 10: a group)
+_DESCRIPTOR_TYPES = {1: "double", 2: "float", 3: "int64", 4: "uint64", 5: "int32", 6: "fixed64", 7: "fixed32",
+                     8: "bool", 9: "string", 12: "bytes", 13: "uint32", 15: "sfixed32", 16: "sfixed64",
+                     17: "sint32", 18: "sint64"}
+
+
+def from_descriptor_set(data: bytes, message_name: str | None = None) -> ProtoFile:
+    """The message ``message_name`` (the first of the set's last file by default) of a
+    descriptor set as protoc writes it (``--descriptor_set_out``, ``--include_imports``), as
+    proto3: what it imports must be the well-known types."""
+    try:
+        from google.protobuf import descriptor_pb2
+    except ImportError as e:
+        raise InvalidSchemaError(f"reading a descriptor set needs the protobuf package (pip install protobuf): "
+                                 f"{e}") from None
+    files = descriptor_pb2.FileDescriptorSet()
+    try:
+        files.ParseFromString(data)
+    except Exception as e:  # noqa: BLE001 - DecodeError: the file is not a descriptor set
+        raise InvalidSchemaError(f"the descriptor file is not a FileDescriptorSet: {e}") from None
+    own = [f for f in files.file if f.name not in WELL_KNOWN.values()]
+    if not own:
+        raise InvalidSchemaError("the descriptor set declares no file of its own")
+    wanted = message_name.lstrip(".") if message_name else None
+    file = next((f for f in own if wanted and any(wanted in (m.name, f"{f.package}.{m.name}")
+                                                  for m in f.message_type)), own[-1])
+    others = [d for d in file.dependency if d not in WELL_KNOWN.values()]
+    if others:
+        raise InvalidSchemaError(f"{file.name} imports {', '.join(others)}: only the well-known types can be imported "
+                                 "(schema references are not supported)")
+    if file.syntax != "proto3":
+        raise InvalidSchemaError(f"{file.name} is {file.syntax or 'proto2'}: only proto3 schemas are written")
+    top = [_from_descriptor(m, file.name) for m in file.message_type]
+    index = _chosen(top, file.package, message_name, f"the descriptor set's {file.name}")
+    resolved = _resolved(top[index], [top[index]], {m.name: m for m in top}, file.package)
+    return ProtoFile(resolved, file.package, tuple(file.dependency), index, tuple(top))
+
+
+def _from_descriptor(message: object, where: str) -> ProtoMessage:
+    """A DescriptorProto as a message: map entries back to map fields, proto3 ``optional``'s
+    synthetic oneofs back to the label."""
+    m: Any = message
+    if m.enum_type:
+        raise InvalidSchemaError(f"message {m.name}: enum is not supported yet")
+    entries = {e.name: e for e in m.nested_type if e.options.map_entry}
+    real_oneofs = {i for i, f in enumerate(m.field) if f.HasField("oneof_index") and not f.proto3_optional}
+    if real_oneofs:
+        raise InvalidSchemaError(f"message {m.name}: oneof is not supported yet")
+    fields = []
+    for f in m.field:
+        kind = _DESCRIPTOR_TYPES.get(f.type) or f.type_name  # fully qualified: .package.Name
+        if f.type in (10, 14):
+            raise InvalidSchemaError(f"message {m.name}: field {f.name!r} is an enum or a group, not supported yet")
+        entry = entries.get(f.type_name.rsplit(".", 1)[-1]) if f.type == 11 else None
+        label: Label = "repeated" if f.label == 3 else "optional" if f.proto3_optional else ""
+        if entry is not None:
+            key, value = entry.field[0], entry.field[1]
+            fields.append(ProtoField(f.name, f.number, _DESCRIPTOR_TYPES.get(value.type) or value.type_name, "",
+                                     _DESCRIPTOR_TYPES[key.type]))
+        else:
+            fields.append(ProtoField(f.name, f.number, kind, label))
+    nested = tuple(_from_descriptor(n, where) for n in m.nested_type if not n.options.map_entry)
+    return ProtoMessage(m.name, tuple(fields), nested)
 
 
 def _tokens(text: str) -> list[str]:

@@ -41,9 +41,7 @@ Format = Literal["avro", "json", "protobuf"]
 FORMATS: tuple[Format, ...] = ("avro", "json", "protobuf")
 _SCHEMA_TYPES: dict[str, Literal["AVRO", "JSON", "PROTOBUF"]] = {"avro": "AVRO", "json": "JSON",
                                                                   "protobuf": "PROTOBUF"}
-#: after the schema id, Protobuf's framing names the message of the schema's file written: the
-#: index path [0] (the first top-level message), which Confluent's serializers shorten to one 0
-_MESSAGE_INDEXES = {"protobuf": b"\x00"}
+
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,7 @@ class SerializerSpec:
     def check(self, arrow_type: pa.DataType, nullable: bool = True) -> None:
         """``InvalidSchemaError`` naming the field and both types unless the schema is valid and
         can hold a column of ``arrow_type``."""
-        _check(self.format, self.schema, arrow_type, nullable, self.column)
+        _check(self.format, self.schema, arrow_type, nullable, self.column, self.record_name)
 
     def resolve(self, client: SchemaRegistryClient, topic: str, arrow_type: pa.DataType,
                 nullable: bool = True) -> SerializerSpec:
@@ -96,7 +94,7 @@ class SerializerSpec:
         if self.use_latest_version:
             latest = client.latest_version(subject)
             try:
-                _check(self.format, latest.schema_text, arrow_type, nullable, self.column)
+                _check(self.format, latest.schema_text, arrow_type, nullable, self.column, self.record_name)
             except InvalidSchemaError as e:
                 raise InvalidSchemaError(
                     f"use.latest.version: the latest schema of subject {subject!r} (version {latest.version}, "
@@ -156,11 +154,12 @@ def record_name_of(format: Format, schema: str) -> str | None:
     return name if "." in name or not namespace else f"{namespace}.{name}"
 
 
-def _check(format: Format, schema: str, arrow_type: pa.DataType, nullable: bool, column: str) -> None:
-    if format == "protobuf":
+def _check(format: Format, schema: str, arrow_type: pa.DataType, nullable: bool, column: str,
+           record_name: str | None = None) -> None:
+    if format == "protobuf":  # the message written: the record's (its full name), or the file's first
         from sparkkafka_sink.serialization.protobuf_schema import check_protobuf_schema, parse_proto
 
-        check_protobuf_schema(parse_proto(schema).message, arrow_type, column)
+        check_protobuf_schema(parse_proto(schema, record_name).message, arrow_type, column)
     elif format == "avro":
         from sparkkafka_sink.serialization.avro_schema import check_avro_schema, parse_avro_schema
 
@@ -180,6 +179,14 @@ class ColumnSerializer:
         self.spec = spec
         self.schema_id: int = spec.schema_id
         self._encoders: dict[pa.DataType, Any] = {}
+        self._proto = None
+        #: what the framing holds after the id: Protobuf's message indexes (the message written)
+        self._after_id = b""
+        if spec.format == "protobuf":
+            from sparkkafka_sink.serialization.protobuf_schema import parse_proto
+
+            self._proto = parse_proto(spec.schema, spec.record_name)
+            self._after_id = self._proto.message_indexes()
 
     def encode(self, array: pa.Array | pa.ChunkedArray) -> EncodedColumn:
         from sparkkafka_sink.serialization.encoded import EncodedColumn, frame
@@ -188,17 +195,16 @@ class ColumnSerializer:
         if encoder is None:
             encoder = self._encoders[array.type] = self._encoder(array.type)
         encoded = encoder.encode(array)
-        return EncodedColumn(frame(encoded.values, self.schema_id, _MESSAGE_INDEXES.get(self.spec.format, b"")),
+        return EncodedColumn(frame(encoded.values, self.schema_id, self._after_id),
                              encoded.bad_rows, encoded.fields,
                              encoded.reasons)
 
     def _encoder(self, arrow_type: pa.DataType) -> Any:
         spec = self.spec
-        if spec.format == "protobuf":
+        if self._proto is not None:
             from sparkkafka_sink.serialization.protobuf_encoder import ProtobufEncoder
-            from sparkkafka_sink.serialization.protobuf_schema import parse_proto
 
-            return ProtobufEncoder(parse_proto(spec.schema), arrow_type, column=spec.column)
+            return ProtobufEncoder(self._proto, arrow_type, column=spec.column)
         if spec.format == "avro":
             from sparkkafka_sink.serialization.avro_encoder import AvroEncoder
             from sparkkafka_sink.serialization.avro_schema import parse_avro_schema

@@ -37,8 +37,11 @@ class ColumnFormat:
 
     column: Literal["key", "value"]
     format: ColumnFormatName = "binary"
-    #: the user's schema (Avro JSON or JSON Schema text); None: derived from the column's type
+    #: the user's schema (Avro JSON, JSON Schema or proto3 text); None: derived from the column's type
     schema: str | None = None
+    #: Protobuf: a descriptor set file holding the user's schema (read on the driver)
+    descriptor_file: str | None = None
+    #: the derived schema's record (Protobuf: its message; with a given schema, the one written)
     record_name: str | None = None
     record_namespace: str | None = None
     subject_strategy: str = DEFAULT_STRATEGY
@@ -109,14 +112,26 @@ def parse_formats(lowered: Mapping[str, str]) -> Formats:
 def _column(lowered: Mapping[str, str], column: Literal["key", "value"]) -> ColumnFormat:
     declared = column_options(column)
     values = parse_all(lowered, declared)
-    given = [o.name for o in declared if o.field in ("schema", "record_name", "record_namespace")
+    given = [o.name for o in declared if o.field in ("schema", "descriptor_file", "record_name", "record_namespace")
              and values[o.key] is not None]
-    if values[f"{column}format"] == "binary" and given:
+    format = values[f"{column}format"]
+    if format == "binary" and given:
         raise SinkValidationError(f"option '{given[0]}' needs {column}Format=avro, json or protobuf (the {column} "
                                   "column is written as it is)")
-    if values[f"{column}schema"] is not None and len(given) > 1:
+    descriptor = values[f"{column}descriptorfile"] is not None
+    if descriptor and format != "protobuf":
+        raise SinkValidationError(f"option '{column}DescriptorFile' needs {column}Format=protobuf (for "
+                                  f"{format}, give the schema's text in '{column}Schema')")
+    schema = f"{column}DescriptorFile" if descriptor else f"{column}Schema"
+    if descriptor and values[f"{column}schema"] is not None:
+        raise SinkValidationError(f"options '{column}Schema' and '{column}DescriptorFile' both give the {column} "
+                                  "schema: give one")
+    naming = [g for g in given if g not in (f"{column}Schema", f"{column}DescriptorFile")]
+    if format == "protobuf" and naming == [f"{column}RecordName"]:
+        naming = []  # with a given .proto, the record name says which of its messages is written
+    if (descriptor or values[f"{column}schema"] is not None) and naming:
         raise SinkValidationError(f"options '{column}RecordName' and '{column}RecordNamespace' name the derived "
-                                  f"schema's record: with '{column}Schema' the record is named in the schema")
+                                  f"schema's record: with '{schema}' the record is named in the schema")
     return ColumnFormat(column, **fields(values, declared))
 
 

@@ -289,9 +289,13 @@ SERIALIZATION_OPTIONS: tuple[SinkOption, ...] = tuple(
                    f"The schema of the `{column}` column, as Avro JSON, JSON Schema or proto3 text (the first "
                    "message of a `.proto` is written); checked against the column's type on the driver.",
                    unset="derived from the column's Spark type", field="schema", hint="the schema's text"),
+        SinkOption(f"{column}DescriptorFile", "string", None,
+                   "Protobuf: a descriptor set file holding the schema (`protoc --descriptor_set_out=FILE "
+                   "--include_imports`), read on the driver; its messages may import only the well-known types.",
+                   unset="none", field="descriptor_file", hint="a file path"),
         SinkOption(f"{column}RecordName", "string", None,
                    "The name of the derived schema's record (Avro), its `title` (JSON Schema), or its message "
-                   "(Protobuf).",
+                   "(Protobuf); with a given Protobuf schema, which of its top-level messages is written.",
                    unset="Avro and Protobuf: `topLevelRecord` (as Spark's `to_avro`); JSON Schema: no title",
                    field="record_name", hint="a record name"),
         SinkOption(f"{column}RecordNamespace", "string", None,

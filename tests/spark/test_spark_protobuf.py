@@ -136,3 +136,49 @@ def test_exactly_once_and_foreach_batch_write_protobuf(spark, apache_kafka, sche
     got = {m.n for m in _messages([r.value for r in consume_all(apache_kafka.bootstrap_servers, per_batch,
                                                                   expected_count=n)], schema_registry)}
     assert set(range(n)) <= got, sorted(set(range(n)) - got)[:10]
+
+
+TWO_MESSAGES = """syntax = "proto3";
+package shop.v1;
+import "google/protobuf/timestamp.proto";
+
+message Customer { string name = 1; }
+message Order {
+  int64 id = 1;
+  Customer customer = 2;
+  google.protobuf.Timestamp placed_at = 3;
+  map<string, int64> quantities = 4;
+}
+"""
+
+
+@pytest.mark.parametrize("given", ["valueSchema", "valueDescriptorFile"])
+def test_a_given_proto_or_descriptor_set_writes_the_message_the_record_name_chooses(spark, kafka, schema_registry,
+                                                                                   tmp_path, given):
+    from protobuf_runtime import descriptor_set
+
+    topic = kafka.create_topic()
+    df = spark.range(12).selectExpr(
+        "named_struct('quantities', map('a', id), 'placed_at', timestamp_micros(1700000000000000 + id),"
+        " 'customer', named_struct('name', concat('c', id)), 'id', id) as value")
+    schema = {"valueSchema": TWO_MESSAGES}
+    if given == "valueDescriptorFile":
+        path = tmp_path / "shop.pb"
+        path.write_bytes(descriptor_set(TWO_MESSAGES).SerializeToString())
+        schema = {"valueDescriptorFile": str(path)}
+    writer(df.coalesce(1), kafka, schema_registry, topic=topic, valueFormat="protobuf", valueRecordName="shop.v1.Order",
+           **schema).save()
+    records = consume_all(kafka.bootstrap_servers, topic, expected_count=12)
+    # the framing names the file's second top-level message: the array [1] as zigzag varints
+    assert {r.value[5:7] for r in records} == {b"\x02\x02"}
+    schema_id = struct.unpack(">I", records[0].value[1:5])[0]
+    registered = registry_client(schema_registry).get_schema(schema_id).schema_str
+    if given == "valueSchema":
+        assert registered.strip() == TWO_MESSAGES.strip()  # the user's text, as given (the registry trims it)
+    cls = compiled_text(registered, "shop.v1.Order")
+    got = {}
+    for r in records:
+        message = cls()
+        message.ParseFromString(r.value[7:])
+        got[message.id] = (message.customer.name, message.placed_at.ToMicroseconds(), dict(message.quantities))
+    assert got == {i: (f"c{i}", 1700000000000000 + i, {"a": i}) for i in range(12)}

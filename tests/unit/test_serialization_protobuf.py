@@ -207,3 +207,25 @@ def test_what_the_encoder_does_not_write_yet_is_refused_naming_it(text, message)
         return
     with pytest.raises(InvalidSchemaError, match=message):
         parse_proto(text)
+
+
+def test_a_descriptor_set_reads_as_the_proto_it_was_compiled_from():
+    from protobuf_runtime import descriptor_set
+
+    from sparkkafka_sink.serialization.protobuf_schema import from_descriptor_set, parse_proto
+
+    data = descriptor_set(USER_PROTO).SerializeToString()
+    for name, index in ((None, 0), ("Order", 1), ("shop.v1.Order", 1)):
+        proto = from_descriptor_set(data, name)
+        assert proto.index == index and proto.message_indexes() == (b"\x00" if index == 0 else b"\x02\x02")
+        again = parse_proto(proto.text(), proto.full_name)  # the rendered text: what is registered
+        assert again.index == index
+        t = pa.struct([pa.field("id", pa.int64()), pa.field("customer", pa.struct([pa.field("name", pa.string())]))])
+        if index:  # the same message, bound and encoded alike from either source
+            row = pa.array([{"id": 3, "customer": {"name": "Ann"}}], t)
+            assert ProtobufEncoder(proto, t).encode(row).values == ProtobufEncoder(again, t).encode(row).values
+    with pytest.raises(InvalidSchemaError, match="not a FileDescriptorSet"):
+        from_descriptor_set(b"\xff\xff\xff")
+    enums = descriptor_set('syntax = "proto3"; message M { enum E { A = 0; } E e = 1; }').SerializeToString()
+    with pytest.raises(InvalidSchemaError, match="enum is not supported yet"):
+        from_descriptor_set(enums)

@@ -66,19 +66,44 @@ def _spec(column: ColumnFormat, options: SinkOptions, arrow_type: pa.DataType, n
     format = column.format
     assert format != "binary", "only serialized columns are planned"
     try:
-        text = column.schema if column.schema is not None else derived_schema(
-            format, arrow_type, nullable, column.column, column.record_name, column.record_namespace)
-        spec = SerializerSpec(column.column, format, text, record_name_of(format, text),
-                              column.subject_strategy, formats.auto_register, formats.use_latest_version,
-                              formats.normalize)
+        text, record_name = _schema(column, arrow_type, nullable)
+        spec = SerializerSpec(column.column, format, text, record_name, column.subject_strategy, formats.auto_register,
+                              formats.use_latest_version, formats.normalize)
         if not formats.use_latest_version:
             spec.check(arrow_type, nullable)
         if options.topic is not None or not spec.subject_uses_topic:
             spec.subject(options.topic or "")  # a record strategy without a record name says so now
     except ConfigError as e:  # InvalidSchemaError: names the field and both types
-        where = f"option '{column.column}Schema'" if column.schema is not None else f"the {column.column} column"
+        where = (f"option '{column.column}Schema'" if column.schema is not None else
+                 f"option '{column.column}DescriptorFile'" if column.descriptor_file is not None else
+                 f"the {column.column} column")
         raise SinkValidationError(f"{column.option}={column.format}: {where}: {e}") from None
     return spec
+
+
+def _schema(column: ColumnFormat, arrow_type: pa.DataType, nullable: bool) -> tuple[str, str | None]:
+    """The column's schema text and its record's full name: the user's (a Protobuf schema's
+    message chosen by the record name, or its first), or derived from the column's type."""
+    format = column.format
+    assert format != "binary", "only serialized columns are planned"
+    if column.descriptor_file is not None:
+        from sparkkafka_sink.serialization.protobuf_schema import from_descriptor_set
+
+        try:
+            with open(column.descriptor_file, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ConfigError(f"cannot read {column.descriptor_file!r}: {e.strerror or e}") from None
+        proto = from_descriptor_set(data, column.record_name)
+        return proto.text(), proto.full_name
+    if column.schema is not None:
+        if format == "protobuf":
+            from sparkkafka_sink.serialization.protobuf_schema import parse_proto
+
+            return column.schema, parse_proto(column.schema, column.record_name).full_name
+        return column.schema, record_name_of(format, column.schema)
+    text = derived_schema(format, arrow_type, nullable, column.column, column.record_name, column.record_namespace)
+    return text, record_name_of(format, text)
 
 
 def _arrow_type(data_type: DataType, column: str) -> pa.DataType:

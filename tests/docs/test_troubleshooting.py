@@ -327,6 +327,16 @@ def _(w: World) -> str:
     return refused({**NOWHERE, "topic": "t", "valueSchema": '"string"'})
 
 
+@entry("option '…DescriptorFile' needs …Format=protobuf")
+def _(w: World) -> str:
+    return refused({**AVRO, "valueDescriptorFile": "shop.pb"})
+
+
+@entry("options '…Schema' and '…DescriptorFile' both give the … schema")
+def _(w: World) -> str:
+    return refused({**PROTOBUF, "valueDescriptorFile": "shop.pb", "valueSchema": 'syntax = "proto3";'})
+
+
 @entry("options '…RecordName' and '…RecordNamespace' name the derived schema's record")
 def _(w: World) -> str:
     return refused({**AVRO, "valueSchema": '"string"', "valueRecordName": "Order"})

@@ -12,9 +12,10 @@ SASL_SSL listener (``BrokerSecurity``, a throw-away ``TestPki``) beside PLAINTEX
 creates, counts and deletes the topics.  ``spark-pyprod-eos`` writes with
 ``deliveryGuarantee=exactly-once`` (its count is read with read_committed).  Each variant of
 ``spark-pyprod`` that runs beside it (``COST_PAIRS``) gets a cost line in the summary: its rows/s
-over ``spark-pyprod``'s in the same run, round by round (``costs`` in the JSON).  The Avro
-contenders (``--avro-matrix``) make the harness start a Schema Registry (Apicurio) beside the
-broker; their runs' contents are checked against the data (``benchmarks/avro.py``).  Writes ``results.json``,
+over ``spark-pyprod``'s in the same run, round by round (``costs`` in the JSON).  The Avro and
+Protobuf contenders (``--avro-matrix``, ``--protobuf-matrix``) make the harness start a Schema
+Registry (Apicurio) beside the broker; their runs' contents are checked against the data
+(``benchmarks/avro.py``, ``benchmarks/protobuf.py``).  Writes ``results.json``,
 ``results.md`` and (not for a matrix) ``results.png`` to ``--out``; progress goes to stderr, the
 summary to stdout.
 """
@@ -53,7 +54,7 @@ from benchmarks.common import (
     new_topic,
     versions,
 )
-from benchmarks.contenders import AVRO, CONTENDERS, COST_PAIRS, REFERENCE, resolve
+from benchmarks.contenders import AVRO, CONTENDERS, COST_PAIRS, PROTOBUF, REFERENCE, resolve
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = {"records": 50_000, "spark_rows": 100_000}
@@ -64,13 +65,18 @@ MATRIX = {"value_sizes": "100,1024", "partitions": "4,64,256", "compression": "n
           "contenders": "spark-pyprod,spark-jvm-kafka,spark-mapinarrow-confluent,spark-noop"}
 #: --avro-matrix defaults: the Avro contenders over the same kind of cells
 AVRO_MATRIX = dict(MATRIX, partitions="4,64", contenders=",".join(AVRO))
+#: --protobuf-matrix defaults: the Protobuf contenders, and ours writing Avro beside them (Avro's
+#: cost over the same-sized pre-encoded bytes, in the same run)
+PROTOBUF_MATRIX = dict(MATRIX, partitions="4,64", contenders=",".join([*PROTOBUF, "spark-pyprod-avro"]))
 #: column titles of the matrix table
 MATRIX_LABELS = {"spark-pyprod": "pyprod-kafka (ours)", "spark-jvm-kafka": "Spark kafka (JVM)",
                  "spark-mapinarrow-confluent": "mapInArrow+confluent", "spark-noop": "no-op floor",
                  "spark-pyprod-sasl-ssl": "pyprod-kafka SASL_SSL", "spark-pyprod-eos": "pyprod-kafka exactly-once",
                  "spark-pyprod-avro": "pyprod-kafka Avro (ours)", "spark-jvm-avro": "to_avro + Spark kafka (JVM)",
                  "spark-confluent-avro": "mapInArrow+AvroSerializer", "spark-pyprod-avro-bytes": "pyprod-kafka, "
-                 "pre-encoded Avro"}
+                 "pre-encoded Avro", "spark-pyprod-protobuf": "pyprod-kafka Protobuf (ours)",
+                 "spark-confluent-protobuf": "mapInArrow+ProtobufSerializer",
+                 "spark-pyprod-protobuf-bytes": "pyprod-kafka, pre-encoded Protobuf"}
 #: server.properties of the benchmark's Apache Kafka on top of the test fixture's: files of a
 #: deleted topic go after 1 s, not 60 (a 1 KiB run writes ~2 GB; runs follow each other fast)
 APACHE_BENCH_CONFIG = {"log.segment.delete.delay.ms": 1000}
@@ -107,7 +113,7 @@ def _int_list(text: str, what: str) -> list[int]:
 def auto_driver_memory(rows: int, key_size: int, value_size: int, values: int = 1) -> str:
     """Room for the cached DataFrames (~2.5x their bytes with the broadcast pool and overhead) plus
     1 GiB; 2g (the old fixed default) for the default 110-byte records.  ``values``: value
-    columns cached per row (the Avro rows hold the struct and its bytes: 2)."""
+    columns cached per row (a format's rows hold the struct and, when written, its bytes: 2)."""
     need = rows * (key_size + values * value_size) * 2.5 / (1 << 30)
     return f"{max(2, math.ceil(need) + 1)}g"
 
@@ -132,6 +138,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--avro-matrix", action="store_true",
                     help=f"the Avro matrix: as --matrix with --partitions {AVRO_MATRIX['partitions']} --contenders "
                          f"{AVRO_MATRIX['contenders']} (a Schema Registry is started for them)")
+    ap.add_argument("--protobuf-matrix", action="store_true",
+                    help=f"the Protobuf matrix: as --matrix with --partitions {PROTOBUF_MATRIX['partitions']} "
+                         f"--contenders {PROTOBUF_MATRIX['contenders']} (a Schema Registry is started for them)")
     ap.add_argument("--records", type=int, default=argparse.SUPPRESS,
                     help="records per standalone run (default: 1000000; 50000 with --quick)")
     ap.add_argument("--spark-rows", type=int, default=argparse.SUPPRESS,
@@ -207,8 +216,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.records = QUICK["records"] if args.quick else 1_000_000
     if getattr(args, "spark_rows", None) is None:
         args.spark_rows = QUICK["spark_rows"] if args.quick else 2_000_000
-    preset = AVRO_MATRIX if args.avro_matrix else MATRIX
-    m = args.matrix or args.avro_matrix
+    if args.avro_matrix and args.protobuf_matrix:
+        ap.error("--avro-matrix and --protobuf-matrix are two runs: choose one")
+    preset = AVRO_MATRIX if args.avro_matrix else PROTOBUF_MATRIX if args.protobuf_matrix else MATRIX
+    m = args.matrix or args.avro_matrix or args.protobuf_matrix
     if getattr(args, "compression", None) is None:
         args.compression = preset["compression"] if m else "none,lz4"
     if getattr(args, "contenders", None) is None:
@@ -240,7 +251,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error(str(e))
     if getattr(args, "spark_driver_memory", None) is None:
         rows = {CONTENDERS[n].rows for n in args.names if CONTENDERS[n].group == "spark"}
-        values = ("binary" in rows or not rows) + 2 * any(r != "binary" for r in rows)
+        # binary rows: 1 value; a format's: its struct, and its bytes where a -bytes contender runs
+        formats = {r.removesuffix("-bytes") for r in rows if r != "binary"}
+        values = ("binary" in rows or not rows) + len(formats) + sum(f"{f}-bytes" in rows for f in formats)
         args.spark_driver_memory = auto_driver_memory(args.spark_rows, args.key_size, max(args.value_sizes), values)
     if args.security and (args.bootstrap or args.broker != "apache"):
         ap.error("--security needs the harness's own Apache Kafka (--broker apache, no --bootstrap)")
@@ -560,8 +573,10 @@ def _pair_detail(pair: str, r: dict) -> str | None:
         return r.get("listener")
     if pair == "exactly-once":
         return f"deliveryGuarantee={r.get('delivery') or 'exactly-once'}"
-    if pair == "avro":
-        return "valueFormat=avro against the same bytes pre-encoded"
+    if pair in ("avro", "protobuf"):
+        return f"valueFormat={pair} against the same bytes pre-encoded"
+    if pair == "avro-beside-protobuf":
+        return "valueFormat=avro against Protobuf's pre-encoded values of the same size"
     return None
 
 
@@ -584,12 +599,18 @@ def costs(results: list[dict]) -> list[dict]:
         return {x.get("round"): x.get("records_per_s") for x in (r or {}).get("rounds", [])
                 if x.get("status") == "ok" and x.get("records_per_s")}
 
+    # a contender in several pairs (spark-pyprod-avro: over Avro's or Protobuf's pre-encoded
+    # bytes) reports only those whose baseline ran
+    members = [p.contender for p in COST_PAIRS.values()]
+    shared = {n for n in members if members.count(n) > 1}
     out = []
     for key, pair in COST_PAIRS.items():
         for r in results:
             if r["contender"] != pair.contender:
                 continue
             base = by.get((pair.baseline, r["compression"], *_cell(r)))
+            if base is None and pair.contender in shared:
+                continue  # another pair of this contender's measures it (its baseline ran)
             entry = {"pair": key, "label": pair.label, "contender": pair.contender, "baseline": pair.baseline,
                      "detail": _pair_detail(key, r), "compression": r["compression"],
                      "value_size": r.get("value_size"), "partitions": r.get("partitions"),
@@ -684,7 +705,7 @@ def _broker_desc(meta: dict) -> str:
 
 
 def _setup_lines(meta: dict) -> list[str]:
-    """Which Spark modules' jars the JVM contenders ran with, and the Avro contenders' checks."""
+    """Which Spark modules' jars the JVM contenders ran with, and the registry contenders' checks."""
     lines = []
     for key, what in (("spark_kafka", "Spark's Kafka sink (`spark-jvm-kafka`, `spark-jvm-avro`)"),
                       ("spark_avro", "Spark's Avro functions (`spark-jvm-avro`)")):
@@ -695,28 +716,50 @@ def _setup_lines(meta: dict) -> list[str]:
             lines += [f"{what}: {describe(sk)}.", ""]
         elif sk.get("error"):
             lines += [f"{what} not available: {sk['error'][:300]}", ""]
-    return lines + _avro_lines(meta)
+    return lines + _registry_lines(meta)
 
 
-def _avro_lines(meta: dict) -> list[str]:
-    """The Schema Registry and the check that every Avro contender wrote the same bytes."""
+#: the formats written through the Schema Registry: their name in the results
+REGISTRY_FORMATS = {"avro": "Avro", "protobuf": "Protobuf"}
+
+
+def identity_checks(meta: dict) -> list[dict]:
+    """Every format's checks that its contenders wrote the pool's bytes (``meta.spark``)."""
+    spark = meta.get("spark") or {}
+    return [c for fmt in REGISTRY_FORMATS for c in spark.get(f"{fmt}_identity", [])]
+
+
+def _registry_lines(meta: dict) -> list[str]:
+    """The Schema Registry and the check that every contender of a format wrote the same bytes
+    (Protobuf: the same message bytes, after the header)."""
     reg = meta.get("schema_registry") or {}
     if not reg:
         return []
     if reg.get("error"):
         return [f"Schema Registry not available: {reg['error'][:300]}", ""]
-    line = f"Avro: {reg['kind']} {reg['version']} (Confluent's API) as the Schema Registry."
-    checks = (meta.get("spark") or {}).get("avro_identity", [])
-    if checks and all(c.get("identical") for c in checks):
-        names = ", ".join(f"`{n}`" for n in dict.fromkeys(n for c in checks for n in c["contenders"]))
-        sizes = ", ".join(_size_label(v) for v in dict.fromkeys(c["value_size"] for c in checks))
-        line += (f" Byte for byte what the sink's encoder makes of the first {checks[0]['rows']:,} rows, written by "
-                 f"each of {names} ({sizes} values; {len(checks)} check{'s' if len(checks) > 1 else ''}, schema id "
-                 f"{', '.join(str(i) for i in dict.fromkeys(c['pool_schema_id'] for c in checks))}).")
-    for c in checks:
-        if not c.get("identical"):
-            line += (f" {_size_label(c['value_size'])} values: **the contenders' bytes differ** "
-                     f"({json.dumps(c['contenders'])[:400]}).")
+    spark = meta.get("spark") or {}
+    formats = [f for f in REGISTRY_FORMATS if spark.get(f"{f}_identity")] or ["avro"]
+    line = (f"{', '.join(REGISTRY_FORMATS[f] for f in formats)}: {reg['kind']} {reg['version']} (Confluent's API) "
+            "as the Schema Registry.")
+    for fmt in formats:
+        checks = spark.get(f"{fmt}_identity", [])
+        what = "message bytes (after the 6-byte header)" if any(c.get("body_only") for c in checks) else "bytes"
+        if checks and all(c.get("identical") for c in checks):
+            names = ", ".join(f"`{n}`" for n in dict.fromkeys(n for c in checks for n in c["contenders"]))
+            sizes = ", ".join(_size_label(v) for v in dict.fromkeys(c["value_size"] for c in checks))
+            line += (f" {REGISTRY_FORMATS[fmt]}: the {what} the sink's encoder makes of the first "
+                     f"{checks[0]['rows']:,} rows, written by each of {names} ({sizes} values; {len(checks)} "
+                     f"check{'s' if len(checks) > 1 else ''}, schema id "
+                     f"{', '.join(str(i) for i in dict.fromkeys(c['pool_schema_id'] for c in checks))}).")
+            other = {n: ids for c in checks for n, x in c["contenders"].items()
+                     if (ids := [i for i in x.get("schema_ids", []) if i != c["pool_schema_id"]])}
+            if other:
+                line += (" Ids of schemas registered by the contenders themselves: "
+                         + ", ".join(f"`{n}` {', '.join(map(str, ids))}" for n, ids in other.items()) + ".")
+        for c in checks:
+            if not c.get("identical"):
+                line += (f" {REGISTRY_FORMATS[fmt]} {_size_label(c['value_size'])} values: **the contenders' {what} "
+                         f"differ** ({json.dumps(c['contenders'])[:400]}).")
     return [line, ""]
 
 
@@ -802,7 +845,8 @@ def matrix_table(doc: dict) -> list[str]:
     each of the others, and the broker's CPU seconds per million rows of each."""
     meta, results = doc["meta"], doc["results"]
     names = [n for n in CONTENDERS if any(r["contender"] == n for r in results)]
-    ours = next((n for n in ("spark-pyprod", "spark-pyprod-avro", "ours-batch", "ours-send") if n in names), None)
+    ours = next((n for n in ("spark-pyprod", "spark-pyprod-protobuf", "spark-pyprod-avro", "ours-batch", "ours-send")
+                 if n in names), None)
     others = [n for n in names if n != ours] if ours else []
     label = lambda n: MATRIX_LABELS.get(n, n)  # noqa: E731
     by = _by_cell(results)
@@ -1145,7 +1189,7 @@ def resolve_jars(names: list[str], meta: dict, unavailable: dict) -> list[str]:
 
 
 def start_schema_registry(names: list[str], meta: dict, unavailable: dict):
-    """A Schema Registry for the Avro contenders ``names`` (Apicurio, Confluent's API, in-memory,
+    """A Schema Registry for the registry contenders ``names`` (Apicurio, Confluent's API, in-memory,
     stopped by its PID at the end), or None: they are then skipped with the reason."""
     from sparkkafka_sink.testing.schema_registry import SchemaRegistry, registry_unavailable_reason
 
@@ -1249,9 +1293,9 @@ def main(argv=None) -> int:
     try:
         unavailable: dict[str, str] = {}
         spark_jars = resolve_jars(spark_names, meta, unavailable)  # before the broker: the first resolve downloads
-        avro_names = [n for n in spark_names if CONTENDERS[n].registry]
-        if avro_names:
-            registry = start_schema_registry(avro_names, meta, unavailable)
+        registry_names = [n for n in spark_names if CONTENDERS[n].registry]
+        if registry_names:
+            registry = start_schema_registry(registry_names, meta, unavailable)
         secured_names = [n for n in args.names if CONTENDERS[n].security]
         if secured_names and not args.secured:
             why = (f"needs the harness's own Apache Kafka (--broker apache, no --bootstrap), which it starts "
@@ -1339,7 +1383,7 @@ def main(argv=None) -> int:
     log(f"== wrote {out_dir / 'results.json'}, results.md" + (", results.png" if charted else "")
         + f" in {meta['duration_s']:.0f}s")
     bad = [r for r in results if r.get("status") not in ("ok", "skipped")]
-    differ = [c for c in (meta.get("spark") or {}).get("avro_identity", []) if not c.get("identical")]
+    differ = [c for c in identity_checks(meta) if not c.get("identical")]
     return 1 if bad or differ or meta.get("interrupted") else 0
 
 if __name__ == "__main__":

@@ -22,9 +22,11 @@ run, the Spark process measures them together (warm-up writes, alternating round
 summary reports the cost: the variant's rows/s over the baseline's, per round and as the median
 of those ratios.
 
-The Avro contenders (``rows`` other than ``binary``) write a struct column through a Schema
-Registry (``benchmarks/avro.py``), which the harness starts for them; they are opt-in too, and
-``--avro-matrix`` runs the four.
+The Avro and Protobuf contenders (``rows`` other than ``binary``) write a struct column through
+a Schema Registry (``benchmarks/avro.py``, ``benchmarks/protobuf.py``), which the harness starts
+for them; they are opt-in too: ``--avro-matrix`` runs the four Avro ones, ``--protobuf-matrix``
+the three Protobuf ones and ``spark-pyprod-avro`` beside them (Avro's cost there is taken over
+Protobuf's pre-encoded bytes: values of the same size, the same work for the sink).
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ class Contender:
     transactional: bool = False
     #: in no group (``all``, ``spark``...): selected by name only
     opt_in: bool = False
-    #: the rows it writes: ``binary`` (the pool's key/value bytes), ``avro`` (the value a struct,
-    #: serialized as Avro on the way) or ``avro-bytes`` (that struct's framed Avro, encoded before)
+    #: the rows it writes: ``binary`` (the pool's key/value bytes), ``avro`` / ``protobuf`` (the
+    #: value a struct, serialized in that format on the way) or ``avro-bytes`` /
+    #: ``protobuf-bytes`` (that struct's framed value, encoded before)
     rows: str = "binary"
     #: Spark modules whose jars the session needs (``kafka``: spark-sql-kafka, ``avro``: spark-avro)
     jars: tuple[str, ...] = ()
@@ -67,6 +70,11 @@ class Contender:
     def registry(self) -> bool:
         """It writes through a Schema Registry (the harness starts one)."""
         return self.rows != "binary"
+
+    @property
+    def format(self) -> str | None:
+        """The registry format of its rows (``avro``, ``protobuf``), None for binary rows."""
+        return None if self.rows == "binary" else self.rows.removesuffix("-bytes")
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,18 @@ CONTENDERS: dict[str, Contender] = {c.name: c for c in [
               'df.write.format("pyprod-kafka") of the same Avro values encoded beforehand (binary): the cost of '
               'Avro is spark-pyprod-avro over this', ours=True, opt_in=True, rows="avro-bytes",
               reference="spark-pyprod-avro"),
+    Contender("spark-pyprod-protobuf", "spark", "benchmarks.contenders.spark",
+              'df.write.format("pyprod-kafka") with valueFormat=protobuf: the struct value serialized by the sink '
+              '(derived proto3 schema), registered by the driver', ours=True, opt_in=True, rows="protobuf",
+              reference="spark-pyprod-protobuf"),
+    Contender("spark-confluent-protobuf", "spark", "benchmarks.contenders.spark",
+              "df.mapInArrow(fn) where fn builds each row's message (class from the schema's descriptor set), "
+              "serializes it with confluent-kafka's ProtobufSerializer and produces it with confluent-kafka",
+              opt_in=True, rows="protobuf", reference="spark-pyprod-protobuf"),
+    Contender("spark-pyprod-protobuf-bytes", "spark", "benchmarks.contenders.spark",
+              'df.write.format("pyprod-kafka") of the same Protobuf values encoded beforehand (binary): the cost '
+              'of Protobuf is spark-pyprod-protobuf over this', ours=True, opt_in=True, rows="protobuf-bytes",
+              reference="spark-pyprod-protobuf"),
 ]}
 
 #: the Avro comparison (``--avro-matrix``, group ``avro``): ours, Spark's JVM path, confluent-kafka's,
@@ -136,12 +156,19 @@ GROUPS = {g: [n for n, c in CONTENDERS.items() if c.group == g and c.grouped]
           for g in ("standalone", "limit", "spark")}
 GROUPS["all"] = [n for n, c in CONTENDERS.items() if c.grouped]
 GROUPS["avro"] = AVRO
+#: the Protobuf comparison (``--protobuf-matrix``, group ``protobuf``): ours, confluent-kafka's, ours
+#: writing the same bytes pre-encoded
+PROTOBUF = ["spark-pyprod-protobuf", "spark-confluent-protobuf", "spark-pyprod-protobuf-bytes"]
+GROUPS["protobuf"] = PROTOBUF
 
 #: the costs measured as pairs (key: the ``pair`` field of each entry of results.json's ``costs``)
 COST_PAIRS: dict[str, CostPair] = {
     "tls": CostPair("spark-pyprod-sasl-ssl", "spark-pyprod", "TLS+SASL"),
     "exactly-once": CostPair("spark-pyprod-eos", "spark-pyprod", "exactly-once"),
     "avro": CostPair("spark-pyprod-avro", "spark-pyprod-avro-bytes", "Avro serialization"),
+    "protobuf": CostPair("spark-pyprod-protobuf", "spark-pyprod-protobuf-bytes", "Protobuf serialization"),
+    # beside Protobuf's: pre-encoded values of the same size are the same work for the sink
+    "avro-beside-protobuf": CostPair("spark-pyprod-avro", "spark-pyprod-protobuf-bytes", "Avro serialization"),
 }
 
 #: other names accepted by --contenders

@@ -30,10 +30,11 @@ waits for the broker to create ``__transaction_state``), then their rounds inter
 variant r1 [, other variant r1], plain r2, ...) so that drift on the machine hits all alike.
 Every other run keeps each contender's rounds back to back.
 
-The Avro contenders (``benchmarks/avro.py``; config ``spec.schema_registry``: the registry the
-parent started) write a second cached DataFrame, built per value size beside (or instead of)
-the binary one: ``row`` (its number), ``key``, ``value`` (the struct) and ``value_avro`` (the
-struct's framed Avro, encoded once on the driver by the sink's encoder from the pool); each
+The Avro and Protobuf contenders (``benchmarks/avro.py``, ``benchmarks/protobuf.py``; config
+``spec.schema_registry``: the registry the parent started) write a cached DataFrame per format,
+built per value size beside (or instead of) the binary one: ``row`` (its number), ``key``,
+``value`` (the struct) and, when a ``-bytes`` contender of the format runs, ``value_encoded`` (the
+struct's framed value, encoded once on the driver by the sink's encoder from the pool); each
 contender reads the columns it writes (``contender_frame``).  ``spark-pyprod-avro``: the sink
 with ``valueFormat=avro`` (the driver registers the schema under ``<topic>-value``);
 ``spark-jvm-avro``: the schema registered under that subject with confluent-kafka's client, then
@@ -41,11 +42,19 @@ with ``valueFormat=avro`` (the driver registers the schema under ``<topic>-value
 binary mapInArrow+confluent contender with every value serialized first by confluent-kafka's
 ``AvroSerializer`` (defaults: it registers the schema once per task, after the driver did, as
 Apicurio refuses concurrent first registrations); ``spark-pyprod-avro-bytes``:
-the sink writing ``value_avro``.  Before the rounds of a value size, each writes the first
-``AVRO_IDENTITY_ROWS`` rows to a topic of its own, and every value read back must equal the
-pool's bytes (``meta.avro_identity``); after every run a sample read back must deserialize, with
-confluent-kafka's ``AvroDeserializer``, into the pool's rows (``avro_sample``; else the run's
-status is ``avro-mismatch``).
+the sink writing ``value_encoded``.  ``spark-pyprod-protobuf``: the sink with
+``valueFormat=protobuf``; ``spark-confluent-protobuf``: the binary mapInArrow+confluent contender
+with every row made a message (``cls(**row)``, the class built in the task from the derived
+schema's descriptor set, compiled by protoc on the driver once, as a user ships generated code)
+and serialized by confluent-kafka's ``ProtobufSerializer`` (its defaults; the driver's
+serializer registers its schema first, for the reason above); ``spark-pyprod-protobuf-bytes``:
+the sink writing ``value_encoded``.  Before the rounds of a value size, each writes the first
+``IDENTITY_ROWS`` rows to a topic of its own, and every value read back must equal the
+pool's bytes (``meta.<format>_identity``; Protobuf: the message after the header, since
+confluent-kafka's serializer registers a schema of its own, with an id of its own); after every
+run a sample read back must deserialize into the pool's rows (``<format>_sample``: Avro with
+confluent-kafka's ``AvroDeserializer``, Protobuf with its ``ProtobufDeserializer``; else the run's
+status is ``<format>-mismatch``).
 
 Timing is the wall time of the Spark action (job start to last task done, i.e. every record
 acknowledged: each contender flushes its producer before its task ends).  Memory is sampled
@@ -69,7 +78,9 @@ import threading
 import time
 import traceback
 
-from benchmarks.avro import AvroPool, avro_value, check_sample, compare_bytes, register, value_schema
+from benchmarks import avro as avro_rows
+from benchmarks import protobuf as protobuf_rows
+from benchmarks.avro import AvroPool, avro_value
 from benchmarks.broker_requests import RequestMeter, probe_for
 from benchmarks.common import (
     ApproxLanded,
@@ -95,11 +106,20 @@ from benchmarks.common import (
     tuned,
 )
 from benchmarks.contenders import CONTENDERS, COST_PAIRS, CostPair
+from benchmarks.protobuf import ProtobufPool
+from benchmarks.struct_rows import RegistryPool, register
 
-#: the pyprod-kafka sink: plain, over SASL_SSL, exactly-once, Avro, pre-encoded Avro bytes
-PYPROD = ("spark-pyprod", "spark-pyprod-sasl-ssl", "spark-pyprod-eos", "spark-pyprod-avro", "spark-pyprod-avro-bytes")
+#: the pyprod-kafka sink: plain, over SASL_SSL, exactly-once, Avro, Protobuf, their pre-encoded bytes
+PYPROD = ("spark-pyprod", "spark-pyprod-sasl-ssl", "spark-pyprod-eos", "spark-pyprod-avro", "spark-pyprod-avro-bytes",
+          "spark-pyprod-protobuf", "spark-pyprod-protobuf-bytes")
+#: the sink options of the contenders writing a struct through the registry: their valueFormat
+REGISTRY_FORMATS = {"spark-pyprod-avro": "avro", "spark-pyprod-protobuf": "protobuf"}
 WRITES = {*PYPROD, "spark-jvm-kafka", "spark-mapinarrow-confluent", "spark-foreach-confluent",
-          "spark-foreach-kafka-python", "spark-jvm-avro", "spark-confluent-avro"}
+          "spark-foreach-kafka-python", "spark-jvm-avro", "spark-confluent-avro", "spark-confluent-protobuf"}
+#: the mapInArrow + confluent-kafka contenders: binary rows, or serialized per row by confluent-kafka
+MAPINARROW = {"spark-mapinarrow-confluent": None, "spark-confluent-avro": "avro", "spark-confluent-protobuf": "protobuf"}
+#: each format's pool of rows
+POOLS: dict[str, type[RegistryPool]] = {"avro": AvroPool, "protobuf": ProtobufPool}
 #: contenders that run no Python worker of their own (their peak RSS is the JVM's)
 JVM_ONLY = {"spark-jvm-kafka", "spark-jvm-avro"}
 #: the sink options that make spark-pyprod-eos of spark-pyprod
@@ -110,10 +130,10 @@ PAIR_WARMUP_ROWS = 20_000
 #: broker's JIT to compile the Produce path, which otherwise makes the first cell's first
 #: rounds cost it 2-4x the CPU of later ones
 ALTERNATE_WARMUP_ROWS = 300_000
-#: rows each Avro contender writes for the check that all write the pool's bytes
-AVRO_IDENTITY_ROWS = 2_000
-#: records of every Avro run read back and deserialized
-AVRO_SAMPLE = 200
+#: rows each registry contender writes for the check that all write the pool's bytes
+IDENTITY_ROWS = 2_000
+#: records of every registry contender's run read back and deserialized
+REGISTRY_SAMPLE = 200
 
 
 # ------------------------------------------------------------------ functions run in the tasks
@@ -148,28 +168,39 @@ def _confluent_finish(p, errors, what: str) -> None:
                            f"{left} record(s) still queued after flush")
 
 
-def _avro_serializer(registry_url: str, schema: str, topic: str):
-    """confluent-kafka's ``AvroSerializer`` with its defaults (it registers ``schema`` under
-    ``<topic>-value`` on its first call), as a function of one value."""
+def _registry_serializer(how: tuple, topic: str):
+    """confluent-kafka's serializer of ``how`` with its defaults (it registers its schema under
+    ``<topic>-value`` on its first call), as a function of one row's value (a dict):
+    ``("avro", registry url, schema)``: ``AvroSerializer``; ``("protobuf", registry url,
+    serialized FileDescriptorSet, message name)``: ``ProtobufSerializer`` of the message class
+    built from the descriptor set, each value made a message by the class (``cls(**value)``)."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
-    from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), schema)
     ctx = SerializationContext(topic, MessageField.VALUE)
-    return lambda value: serializer(value, ctx)
+    client = SchemaRegistryClient({"url": how[1]})
+    if how[0] == "protobuf":
+        from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+        cls = protobuf_rows.message_class(how[2], how[3])
+        protobuf = ProtobufSerializer(cls, client)
+        return lambda value: protobuf(cls(**value), ctx)
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    avro = AvroSerializer(client, how[2])
+    return lambda value: avro(value, ctx)
 
 
-def make_mapinarrow_confluent(conf: dict, topic: str, avro: tuple[str, str] | None = None):
+def make_mapinarrow_confluent(conf: dict, topic: str, serializer: tuple | None = None):
     """mapInArrow: per batch, the key/value columns to Python lists, produce() per row.
-    ``avro``: ``(registry url, schema)``: the values are structs (dicts), each serialized by
-    confluent-kafka's ``AvroSerializer`` before it is produced."""
+    ``serializer`` (``_registry_serializer``'s ``how``): the values are structs (dicts), each
+    serialized by confluent-kafka's serializer of that format before it is produced."""
 
     def fn(iterator):
         import pyarrow as pa
 
         p, errors = _confluent_producer(conf)
-        serialize = _avro_serializer(*avro, topic) if avro else None
+        serialize = _registry_serializer(serializer, topic) if serializer else None
         produce, poll = p.produce, p.poll
         n = 0
         for batch in iterator:
@@ -184,7 +215,7 @@ def make_mapinarrow_confluent(conf: dict, topic: str, avro: tuple[str, str] | No
                     produce_when_room(produce, poll, topic, v, k)
             poll(0)
             n += batch.num_rows
-        _confluent_finish(p, errors, "mapInArrow+confluent" + (" (Avro)" if avro else ""))
+        _confluent_finish(p, errors, "mapInArrow+confluent" + (f" ({serializer[0]})" if serializer else ""))
         yield pa.RecordBatch.from_pydict({"n": [n]}, schema=pa.schema([("n", pa.int64())]))
 
     return fn
@@ -380,9 +411,11 @@ def build_dataframe(spark, spec: BenchSpec, rows: int, partitions: int):
     return cache_rows(spark, pa.table({"key": keys, "value": values}), rows, partitions, ["key", "value"])
 
 
-def build_avro_dataframe(spark, pool: AvroPool, rows: int, partitions: int):
-    """The Avro contenders' rows (``row``, ``key``, ``value`` the struct, ``value_avro``), cached."""
-    return cache_rows(spark, pool.table, rows, partitions, ["row", *pool.table.column_names])
+def build_struct_dataframe(spark, pool: RegistryPool, rows: int, partitions: int, encoded: bool = True):
+    """A format's rows (``row``, ``key``, ``value`` the struct and, with ``encoded``,
+    ``value_encoded``), cached."""
+    columns = [c for c in pool.table.column_names if encoded or c != "value_encoded"]
+    return cache_rows(spark, pool.table.select(columns), rows, partitions, ["row", *columns])
 
 
 def cache_rows(spark, table, rows: int, partitions: int, columns: list[str]):
@@ -442,8 +475,9 @@ def _pyprod_options(name: str, spec: BenchSpec, security: dict | None = None) ->
         options = _secured_sink_options(spec, security)
     elif name == "spark-pyprod-eos":
         options = dict(_sink_options(spec), **EOS_OPTIONS)
-    elif name == "spark-pyprod-avro":
-        options = dict(_sink_options(spec), valueFormat="avro", **{"schema.registry.url": spec.schema_registry})
+    elif name in REGISTRY_FORMATS:
+        options = dict(_sink_options(spec), valueFormat=REGISTRY_FORMATS[name],
+                       **{"schema.registry.url": spec.schema_registry})
     else:
         options = _sink_options(spec)
     return dict(options, **spec.sink_options)
@@ -463,7 +497,7 @@ def _action(name: str, df, spec: BenchSpec, security: dict | None = None):
         return None
     if name in ("spark-jvm-kafka", "spark-jvm-avro"):
         if name == "spark-jvm-avro":
-            schema_id = register(spec.schema_registry, f"{spec.topic}-value", _value_schema(df))
+            schema_id = register(spec.schema_registry, f"{spec.topic}-value", _value_schema(df, "avro"))
             df = df.select("key", avro_value(F.col("value"), schema_id).alias("value"))
         w = df.write.format("kafka").mode("append")
         for k, v in _sink_options(spec).items():
@@ -472,15 +506,23 @@ def _action(name: str, df, spec: BenchSpec, security: dict | None = None):
         return None
     if name == "spark-noop":
         return df.mapInArrow(_count_only, "n long").agg(F.sum("n")).collect()[0][0]
-    if name in ("spark-mapinarrow-confluent", "spark-confluent-avro"):
-        avro = None
-        if name == "spark-confluent-avro":
-            avro = (spec.schema_registry, _value_schema(df))
+    if name in MAPINARROW:
+        how: tuple | None = None
+        fmt = MAPINARROW[name]
+        if fmt is not None:
+            schema = _value_schema(df, fmt)
+            # protoc's output, as a user's generated code: compiled once (cached), not per write
+            how = ((fmt, spec.schema_registry, protobuf_rows.descriptor_set(schema), protobuf_rows.message_name(schema))
+                   if fmt == "protobuf" else (fmt, spec.schema_registry, schema))
             # Apicurio answers 409 to concurrent first registrations of a subject (Confluent's
-            # registry does not): registered here first, each task's AvroSerializer (its default
-            # auto.register.schemas) gets the id back
-            register(spec.schema_registry, f"{spec.topic}-value", avro[1])
-        fn = make_mapinarrow_confluent(confluent_config(spec), spec.topic, avro)
+            # registry does not): registered here first, each task's serializer (its default
+            # auto.register.schemas) gets the id back.  ProtobufSerializer registers a schema of
+            # its own (its file's FileDescriptorProto): it registers it, serializing an empty message
+            if fmt == "protobuf":
+                _registry_serializer(how, spec.topic)({})
+            else:
+                register(spec.schema_registry, f"{spec.topic}-value", schema)
+        fn = make_mapinarrow_confluent(confluent_config(spec), spec.topic, how)
         return df.mapInArrow(fn, "n long").agg(F.sum("n")).collect()[0][0]
     if name == "spark-foreach-confluent":
         df.foreachPartition(make_foreach_confluent(confluent_config(spec), spec.topic))
@@ -491,12 +533,13 @@ def _action(name: str, df, spec: BenchSpec, security: dict | None = None):
     raise ValueError(f"unknown spark contender {name!r}")
 
 
-def _value_schema(df) -> str:
-    """The Avro schema of ``df``'s struct ``value`` as the sink derives it from Spark's type (the
-    Arrow type Spark hands the tasks, timestamps in UTC)."""
+def _value_schema(df, fmt: str) -> str:
+    """The schema (``fmt``: avro, protobuf) of ``df``'s struct ``value`` as the sink derives it
+    from Spark's type (the Arrow type Spark hands the tasks, timestamps in UTC)."""
     from pyspark.sql.pandas.types import to_arrow_type
 
-    return value_schema(to_arrow_type(df.schema["value"].dataType, timezone="UTC"))
+    module = protobuf_rows if fmt == "protobuf" else avro_rows
+    return module.value_schema(to_arrow_type(df.schema["value"].dataType, timezone="UTC"))
 
 
 def _available(name: str, cfg: dict | None = None) -> str | None:
@@ -507,17 +550,24 @@ def _available(name: str, cfg: dict | None = None) -> str | None:
     if contender.jars and not (cfg or {}).get("spark_jars"):
         return f"no {' and '.join(contender.jars)} jars (spark_jars) in the config"
     if contender.registry and not ((cfg or {}).get("spec") or {}).get("schema_registry"):
-        return "no Schema Registry (spec.schema_registry): the harness starts one for the Avro contenders"
+        return "no Schema Registry (spec.schema_registry): the harness starts one for the registry contenders"
     if name in ("spark-mapinarrow-confluent", "spark-foreach-confluent"):
         try:
             import confluent_kafka  # noqa: F401
         except ImportError as e:
             return f"confluent-kafka not installed: {e}"
-    if contender.registry:
+    if contender.format == "avro":
         try:  # the checks read with its AvroDeserializer; spark-confluent-avro writes with it
             from confluent_kafka.schema_registry import avro  # noqa: F401
         except ImportError as e:
             return f"confluent-kafka's Avro serializers do not import (confluent-kafka[avro,schemaregistry]): {e}"
+    if contender.format == "protobuf":
+        try:  # the checks read with its ProtobufDeserializer, classes compiled by protoc (grpcio-tools)
+            from confluent_kafka.schema_registry import protobuf  # noqa: F401
+            from grpc_tools import protoc  # noqa: F401
+        except ImportError as e:
+            return (f"confluent-kafka's Protobuf serializers or grpcio-tools' protoc do not import "
+                    f"(confluent-kafka[protobuf,schemaregistry], grpcio-tools): {e}")
     if name == "spark-foreach-kafka-python":
         try:
             import kafka  # noqa: F401
@@ -551,9 +601,9 @@ def _short_error(e: BaseException) -> str:
 
 
 def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, keep_topic: bool = False,
-             security: dict | None = None, avro: AvroPool | None = None) -> dict:
-    """``avro``: the pool an Avro contender's rows come from (a sample of what it wrote is read
-    back and compared)."""
+             security: dict | None = None, pool: RegistryPool | None = None) -> dict:
+    """``pool``: the pool a registry contender's rows come from (a sample of what it wrote is
+    read back and compared)."""
     writes = name in WRITES
     res = {"contender": name, "group": "spark", "compression": spec.compression, "records": spec.records,
            "value_size": spec.value_size, "partitions": spec.partitions, "config": spec.config,
@@ -607,13 +657,13 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         n, how = count_landed(spec.bootstrap, spec.topic, spec.partitions, spec.broker,
                               committed=CONTENDERS[name].transactional)
         res.update(landed=n, verified_by=how)
-        if avro is not None:
-            sample = read_records(spec.bootstrap, spec.topic, spec.partitions, AVRO_SAMPLE)
-            res["avro_sample"] = check_sample(sample, spec.topic, spec.schema_registry, avro.expected_value)
-            if not res["avro_sample"]["ok"]:
-                res.update(status="avro-mismatch", note=f"Avro sample: {res['avro_sample']['matched']} of "
-                                                        f"{res['avro_sample']['sampled']} read back as written; "
-                                                        f"{res['avro_sample'].get('first_failure')}")
+        if pool is not None:
+            sample = read_records(spec.bootstrap, spec.topic, spec.partitions, REGISTRY_SAMPLE)
+            verdict = res[f"{pool.format}_sample"] = pool.check_sample(sample, spec.topic)
+            if not verdict["ok"]:
+                res.update(status=f"{pool.format}-mismatch",
+                           note=f"{pool.format} sample: {verdict['matched']} of {verdict['sampled']} read back as "
+                                f"written; {verdict.get('first_failure')}")
         census = batch_census(spec.broker_log_dir, spec.topic)
         if census:
             res["stored_batches"] = census
@@ -676,9 +726,9 @@ def schedule(names: list[str], rounds: int, pairs: list[CostPair] = (), alternat
 
 
 def frame_kinds(names: list[str]) -> set[str]:
-    """The cached DataFrames ``names`` write: ``binary`` and/or ``avro`` (the struct rows and
-    their pre-encoded bytes)."""
-    return {"binary" if CONTENDERS[n].rows == "binary" else "avro" for n in names} or {"binary"}
+    """The cached DataFrames ``names`` write: ``binary`` and/or a format's (``avro``,
+    ``protobuf``: the struct rows and their pre-encoded bytes)."""
+    return {CONTENDERS[n].format or "binary" for n in names} or {"binary"}
 
 
 def contender_frame(name: str, frames: dict, first_rows: int | None = None):
@@ -686,14 +736,14 @@ def contender_frame(name: str, frames: dict, first_rows: int | None = None):
     ``first_rows``: only rows numbered below it."""
     from pyspark.sql import functions as F
 
-    rows = CONTENDERS[name].rows
-    df = frames["binary" if rows == "binary" else "avro"]
+    contender = CONTENDERS[name]
+    df = frames[contender.format or "binary"]
     if first_rows is not None:
         df = df.where(F.col("row") < first_rows)
-    if rows == "avro":
+    if contender.rows.endswith("-bytes"):
+        return df.select("key", F.col("value_encoded").alias("value"))
+    if contender.format:
         return df.select("key", "value")
-    if rows == "avro-bytes":
-        return df.select("key", F.col("value_avro").alias("value"))
     return df
 
 
@@ -717,21 +767,25 @@ def warmup_writes(spark, frames: dict, cell_spec: dict, rows: int, security: dic
     return round(time.perf_counter() - t, 2)
 
 
-def avro_identity_check(frames: dict, pool: AvroPool, cell_spec: dict, rows: int, names: list[str]) -> dict:
-    """Each Avro contender of ``names`` writes the first ``AVRO_IDENTITY_ROWS`` rows to a topic of
-    its own (untimed); every value read back must be the pool's framed bytes of its key (ours,
-    Spark's ``to_avro`` and confluent-kafka's serializer the same bytes, the same schema id)."""
-    n = min(AVRO_IDENTITY_ROWS, rows)
-    out = {"value_size": cell_spec["value_size"], "rows": n, "pool_schema_id": pool.schema_id, "contenders": {}}
+def identity_check(frames: dict, pool: RegistryPool, cell_spec: dict, rows: int, names: list[str]) -> dict:
+    """Each contender of ``names`` (of ``pool``'s format) writes the first ``IDENTITY_ROWS`` rows
+    to a topic of its own (untimed); every value read back must be the pool's framed bytes of its
+    key: Avro's whole (ours, Spark's ``to_avro`` and confluent-kafka's serializer the same bytes,
+    the same schema id), Protobuf's after the header (``body_only``: confluent-kafka's serializer
+    registers a schema of its own, so its id differs; ``schema_ids`` say which)."""
+    n = min(IDENTITY_ROWS, rows)
+    body_only = pool.format == "protobuf"
+    out = {"format": pool.format, "value_size": cell_spec["value_size"], "rows": n, "pool_schema_id": pool.schema_id,
+           "body_only": body_only, "contenders": {}}
     for name in names:
-        spec = BenchSpec(**dict(cell_spec, contender=name, topic=new_topic(f"avro-identity-{name}"),
-                                label=f"{name} Avro identity"))
+        spec = BenchSpec(**dict(cell_spec, contender=name, topic=new_topic(f"{pool.format}-identity-{name}"),
+                                label=f"{name} {pool.format} identity"))
         create_topic(spec.bootstrap, spec.topic, spec.partitions)
         try:
             _action(name, contender_frame(name, frames, first_rows=n), spec)
             # one more than written: a duplicate shows
             found = read_records(spec.bootstrap, spec.topic, spec.partitions, n + 1)
-            out["contenders"][name] = compare_bytes(found, pool.expected_bytes)
+            out["contenders"][name] = pool.compare(found, body_only)
         except Exception as e:  # noqa: BLE001 - the check's verdict, reported
             out["contenders"][name] = {"error": _short_error(e)}
         finally:
@@ -771,7 +825,7 @@ def main(argv=None) -> int:
         running = [n for n in cfg["contenders"] if n not in skipped]
         kinds = frame_kinds(running)
         frames: dict = {}
-        pool: AvroPool | None = None
+        pools: dict[str, RegistryPool] = {}
         frames_value_size = None
         for cell in cells:
             config = cell.get("config", template.config)
@@ -782,17 +836,22 @@ def main(argv=None) -> int:
                 for df in frames.values():
                     df.unpersist(blocking=True)
                 frames = {}
-                what = " and ".join({"binary": "binary", "avro": "Avro (struct + pre-encoded)"}[k] for k in sorted(kinds))
+                encoded = {f for f in POOLS if any(CONTENDERS[n].rows == f"{f}-bytes" for n in running)}
+                what = " and ".join("binary" if k == "binary" else
+                                    f"{k} (struct{' + pre-encoded' if k in encoded else ''})" for k in sorted(kinds))
                 log(f"[spark] building {fmt_int(cfg['rows'])} {what} rows of {template.key_size}+{cell['value_size']} "
                     f"bytes in {cfg['spark_partitions']} partitions, caching...")
                 t = time.perf_counter()
                 spec = BenchSpec(**cell_spec)
                 if "binary" in kinds:
                     frames["binary"] = build_dataframe(spark, spec, cfg["rows"], cfg["spark_partitions"])
-                if "avro" in kinds:
-                    pool = AvroPool(pool_rows(spec, cfg["rows"]), spec.key_size, spec.value_size, spec.seed,
-                                    spec.schema_registry)
-                    frames["avro"] = build_avro_dataframe(spark, pool, cfg["rows"], cfg["spark_partitions"])
+                for fmt, pool_type in POOLS.items():
+                    if fmt in kinds:
+                        pools[fmt] = pool_type(pool_rows(spec, cfg["rows"]), spec.key_size, spec.value_size, spec.seed,
+                                               spec.schema_registry)
+                        # the pre-encoded bytes only where a contender writes them
+                        frames[fmt] = build_struct_dataframe(spark, pools[fmt], cfg["rows"], cfg["spark_partitions"],
+                                                             fmt in encoded)
                 frames_value_size = cell["value_size"]
                 cache_s = round(time.perf_counter() - t, 2)
                 meta.setdefault("cache_s", cache_s)  # the first DataFrame's, as before
@@ -812,13 +871,16 @@ def main(argv=None) -> int:
                     meta["worker_floor_mb"] = round(sampler.worker_peak / MiB, 1)
                     log(f"[spark] warm-up (untimed no-op pass) {meta['warmup_s']}s, fresh worker RSS "
                         f"{meta['worker_floor_mb']} MB")
-                if pool is not None:
-                    avro_names = [n for n in running if CONTENDERS[n].registry]
-                    check = avro_identity_check(frames, pool, cell_spec, cfg["rows"], avro_names)
-                    meta.setdefault("avro_identity", []).append(check)
-                    log(f"[spark] Avro identity ({cell['value_size']} B, first {fmt_int(check['rows'])} rows, schema id "
-                        f"{pool.schema_id}): " + ("every contender wrote the pool's bytes" if check["identical"] else
-                                                  f"**DIFFERENT** {json.dumps(check['contenders'])[:1500]}"))
+                for fmt, pool in pools.items():
+                    names = [n for n in running if CONTENDERS[n].format == fmt]
+                    check = identity_check(frames, pool, cell_spec, cfg["rows"], names)
+                    meta.setdefault(f"{fmt}_identity", []).append(check)
+                    same = "message bytes (after the header)" if check["body_only"] else "bytes"
+                    ids = {n: c.get("schema_ids") for n, c in check["contenders"].items()}
+                    log(f"[spark] {fmt} identity ({cell['value_size']} B, first {fmt_int(check['rows'])} rows, pool "
+                        f"schema id {pool.schema_id}, ids written {ids}): "
+                        + (f"every contender wrote the pool's {same}" if check["identical"] else
+                           f"**DIFFERENT** {json.dumps(check['contenders'])[:1500]}"))
             pairs = active_pairs(cfg["contenders"], skipped)
             # alternating rounds warm every writer up (pairs included); else only the pairs
             if cfg.get("alternate") and "alternate_warmup_s" not in meta:
@@ -855,7 +917,7 @@ def main(argv=None) -> int:
                                             label=f"{name} {comp}{where} r{rnd}/{cfg['rounds']}"))
                     res = run_once(spark, contender_frame(name, frames), name, spec, cfg.get("progress_interval", 2.0),
                                    keep_topic=cfg.get("keep_topics", False), security=cfg.get("security"),
-                                   avro=pool if CONTENDERS[name].registry else None)
+                                   pool=pools.get(CONTENDERS[name].format or ""))
                     res["round"] = rnd
                     runs.append(res)
                     dump()

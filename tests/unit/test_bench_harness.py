@@ -35,10 +35,13 @@ def test_opt_in_contenders_are_in_no_group_but_resolve_by_name():
 
 
 def test_cost_pairs_share_the_baseline():
-    """spark-pyprod's variants share it; Avro's cost is over the same bytes pre-encoded."""
+    """spark-pyprod's variants share it; Avro's and Protobuf's costs are over the same bytes
+    pre-encoded (Avro's also over Protobuf's pre-encoded values of the same size)."""
     assert {k: (p.contender, p.baseline) for k, p in COST_PAIRS.items()} == {
         "tls": (TLS, PLAIN), "exactly-once": (EOS, PLAIN),
-        "avro": ("spark-pyprod-avro", "spark-pyprod-avro-bytes")}
+        "avro": ("spark-pyprod-avro", "spark-pyprod-avro-bytes"),
+        "protobuf": ("spark-pyprod-protobuf", "spark-pyprod-protobuf-bytes"),
+        "avro-beside-protobuf": ("spark-pyprod-avro", "spark-pyprod-protobuf-bytes")}
 
 
 def test_schedule_alternates_each_pair_and_keeps_others_back_to_back():
@@ -562,11 +565,11 @@ def test_the_results_say_whether_the_avro_contenders_wrote_the_same_bytes():
                  "contenders": {AVRO_OURS: {}, "spark-jvm-avro": {}}},
                 {"value_size": 1024, "rows": 2000, "pool_schema_id": 1, "identical": True,
                  "contenders": {AVRO_OURS: {}, "spark-jvm-avro": {}}}]}}
-    (line, _) = run._avro_lines(meta)
+    (line, _) = run._registry_lines(meta)
     assert (f"each of `{AVRO_OURS}`, `spark-jvm-avro` (100 B, 1 KiB values; 2 checks, schema id 1)" in line)
     meta["spark"]["avro_identity"][1]["identical"] = False
-    assert "1 KiB values: **the contenders' bytes differ**" in run._avro_lines(meta)[0]
-    assert run._avro_lines({}) == []
+    assert "1 KiB values: **the contenders' bytes differ**" in run._registry_lines(meta)[0]
+    assert run._registry_lines({}) == []
 
 
 def test_a_sample_read_back_must_deserialize_into_the_pools_rows(schema_registry):
@@ -586,3 +589,130 @@ def test_a_sample_read_back_must_deserialize_into_the_pools_rows(schema_registry
     unknown = [(keys[0], b"\x00\x7f\xff\xff\xff" + records[0][1][5:])]
     assert check_sample(unknown, "t", schema_registry.url, pool.expected_value)["ok"] is False
     assert check_sample([], "t", schema_registry.url, pool.expected_value)["first_failure"] == "nothing read"
+
+
+# --------------------------------------------------------------------------------- Protobuf
+
+PB_OURS, PB_CONFLUENT, PB_BYTES = "spark-pyprod-protobuf", "spark-confluent-protobuf", "spark-pyprod-protobuf-bytes"
+
+
+def test_the_protobuf_contenders_are_a_group_of_their_own_with_the_cost_of_protobuf_as_a_pair():
+    from benchmarks.contenders import PROTOBUF
+
+    assert resolve("protobuf") == PROTOBUF == [PB_OURS, PB_CONFLUENT, PB_BYTES]
+    for group in ("all", "spark", "avro"):
+        assert not set(PROTOBUF) & set(GROUPS[group])
+    assert [CONTENDERS[n].format for n in PROTOBUF] == ["protobuf"] * 3 and CONTENDERS[PLAIN].format is None
+    assert all(CONTENDERS[n].registry for n in PROTOBUF) and CONTENDERS[PB_BYTES].rows == "protobuf-bytes"
+    assert spark_contenders.frame_kinds(PROTOBUF) == {"protobuf"}
+    assert spark_contenders.frame_kinds([AVRO_OURS, *PROTOBUF]) == {"avro", "protobuf"}
+
+
+def test_the_protobuf_matrix_runs_the_three_and_ours_with_avro_beside_them():
+    args = run.parse_args(["--protobuf-matrix"])
+    assert args.names == [AVRO_OURS, PB_OURS, PB_CONFLUENT, PB_BYTES] and args.matrix and args.alternate
+    assert (args.value_sizes, args.partitions_list, args.configs, args.compressions) == (
+        [100, 1024], [4, 64], ["defaults", "tuned"], ["none"])
+    # Protobuf's struct and bytes, Avro's struct (no Avro bytes contender: not cached)
+    assert args.spark_driver_memory == run.auto_driver_memory(2_000_000, 10, 1024, 3) == "16g"
+    with pytest.raises(SystemExit):
+        run.parse_args(["--protobuf-matrix", "--avro-matrix"])
+
+
+@pytest.mark.parametrize("value_size", [100, 1024, 333])
+def test_a_protobuf_record_is_exactly_the_value_size_framed_and_the_runtimes_message(value_size):
+    """Every framed value is ``value_size`` bytes: the header (magic, id, message index 0), then
+    the bytes Protobuf's own runtime writes for the row (what ProtobufSerializer writes after
+    its header), the class built from protoc's descriptor set as the tasks build it."""
+    import pyarrow.compute as pc
+
+    from benchmarks.protobuf import descriptor_set, make_protobuf_pool, message_class, message_name, value_schema
+    from benchmarks.struct_rows import encode_values, registry_header
+
+    pool = make_protobuf_pool(5_000, 10, value_size)
+    schema = value_schema(pool.schema.field("value").type)
+    assert "google.protobuf.Timestamp at = 2;" in schema and "optional" not in schema
+    values = encode_values(pool.column("value"), "protobuf", schema, 3)
+    assert pc.min_max(pc.binary_length(values)).as_py() == {"min": value_size, "max": value_size}
+    cls = message_class(descriptor_set(schema), message_name(schema))
+    rows = pool.column("value").to_pylist()
+    for i in (0, 999, 4_999):
+        assert values[i].as_py() == registry_header(3) + b"\x00" + cls(**rows[i]).SerializeToString()
+
+
+def test_no_protobuf_record_of_an_impossible_size():
+    from benchmarks.protobuf import FIXED_BYTES, text_length
+
+    assert FIXED_BYTES == 6 + 7 + 13 + 9 + 1
+    assert text_length(100) == 63 and text_length(FIXED_BYTES + 1) == 0
+    with pytest.raises(ValueError, match="try 166"):
+        text_length(165)  # 127 characters make 164 bytes, 128 make 166: the length prefix grows
+
+
+def test_protobuf_identity_compares_the_message_after_the_header():
+    from benchmarks.struct_rows import compare_bytes
+
+    pool = {b"a": b"\x00\x00\x00\x00\x01\x00xy"}
+    theirs = [(b"a", b"\x00\x00\x00\x00\x07\x00xy")]
+    assert compare_bytes(theirs, pool.get)["identical"] == 0
+    assert compare_bytes(theirs, pool.get, 6) == {"records": 1, "identical": 1, "schema_ids": [7]}
+
+
+def test_the_protobuf_options_of_our_sink():
+    spec = _spec(schema_registry="http://127.0.0.1:1/apis/ccompat/v7")
+    plain = spark_contenders._pyprod_options(PLAIN, spec)
+    assert spark_contenders._pyprod_options(PB_OURS, spec) == dict(
+        plain, valueFormat="protobuf", **{"schema.registry.url": spec.schema_registry})
+    assert spark_contenders._pyprod_options(PB_BYTES, spec) == plain
+    assert "no Schema Registry" in spark_contenders._available(PB_CONFLUENT, {"spec": {"schema_registry": ""}})
+
+
+def test_the_protobuf_matrix_measures_the_cost_of_protobuf_and_of_avro_over_the_same_sized_bytes():
+    runs = [_run(PB_OURS, 1, 400_000), _run(PB_CONFLUENT, 1, 100_000), _run(PB_BYTES, 1, 500_000),
+            _run(AVRO_OURS, 1, 450_000), _run(PB_OURS, 2, 450_000), _run(PB_BYTES, 2, 450_000),
+            _run(AVRO_OURS, 2, 360_000)]
+    results = _finished(runs)
+    ratio = {r["contender"]: (r["reference"], r["ratio_to_ours"]) for r in results}
+    assert ratio[PB_CONFLUENT] == (PB_OURS, pytest.approx(100 / 450))  # best rounds
+    costs = {c["pair"]: c for c in run.costs(results)}
+    assert set(costs) == {"protobuf", "avro-beside-protobuf"}  # no Avro bytes ran: no "avro" pair
+    assert costs["protobuf"]["round_ratios"] == pytest.approx([0.8, 1.0])
+    assert costs["avro-beside-protobuf"]["round_ratios"] == pytest.approx([0.9, 0.8])
+    lines = run._cost_lines({"costs": list(costs.values())})
+    assert lines[1].startswith("**Cost of Avro serialization** (none; valueFormat=avro against Protobuf's "
+                               f"pre-encoded values of the same size, same broker, same run): `{AVRO_OURS}` / `{PB_BYTES}`")
+    doc = {"meta": {"cells": [[100, 4, "tuned"]], "compressions": ["none"]}, "results": results}
+    assert "ours ÷ mapInArrow+ProtobufSerializer" in run.matrix_table(doc)[0]
+
+
+def test_the_results_say_whether_the_protobuf_contenders_wrote_the_same_messages():
+    meta = {"schema_registry": {"kind": "Apicurio Registry", "version": "2.6.13.Final"},
+            "spark": {"protobuf_identity": [
+                {"format": "protobuf", "value_size": 100, "rows": 2000, "pool_schema_id": 1, "identical": True,
+                 "body_only": True, "contenders": {PB_OURS: {"schema_ids": [1]}, PB_CONFLUENT: {"schema_ids": [4]}}}]}}
+    (line, _) = run._registry_lines(meta)
+    assert line.startswith("Protobuf: Apicurio Registry 2.6.13.Final")
+    assert (f"the message bytes (after the 6-byte header) the sink's encoder makes of the first 2,000 rows, written "
+            f"by each of `{PB_OURS}`, `{PB_CONFLUENT}` (100 B values; 1 check, schema id 1)") in line
+    assert f"registered by the contenders themselves: `{PB_CONFLUENT}` 4." in line
+    meta["spark"]["protobuf_identity"][0]["identical"] = False
+    assert "**the contenders' message bytes (after the 6-byte header) differ**" in run._registry_lines(meta)[0]
+    assert run.identity_checks(meta) == meta["spark"]["protobuf_identity"]
+
+
+def test_a_protobuf_sample_read_back_must_parse_into_the_pools_rows(schema_registry):
+    """confluent-kafka's ProtobufDeserializer with the class protoc compiles from the text the
+    registry holds under the pool's id reads the pool's bytes back into its rows; a value changed
+    in one byte, or framed with an id the registry does not know, fails and says which key."""
+    from benchmarks.protobuf import ProtobufPool
+
+    pool = ProtobufPool(100, 10, 100, 42, schema_registry.url)
+    keys = pool.table.column("key").to_pylist()[:20]
+    records = [(k, pool.expected_bytes(k)) for k in keys]
+    assert pool.check_sample(records, "t") == {"sampled": 20, "matched": 20, "ok": True}
+    changed = records[:5] + [(keys[5], records[5][1][:-1] + b"!")] + records[6:]
+    got = pool.check_sample(changed, "t")
+    assert (got["matched"], got["ok"]) == (19, False) and got["first_failure"].startswith(f"key {keys[5]!r}: read ")
+    unknown = [(keys[0], b"\x00\x7f\xff\xff\xff" + records[0][1][5:])]
+    assert "names no PROTOBUF schema" in pool.check_sample(unknown, "t")["first_failure"]
+    assert pool.check_sample([], "t")["first_failure"] == "nothing read"

@@ -34,3 +34,6 @@ def test_quickstart_notebook_executes(kafka, tmp_path, monkeypatch, request):
     assert any("records_sent" in str(o.get("data", {})) for o in outputs), "no metrics table"
     if avro:  # the Avro section's table of orders read back through the registry
         assert any("customer-" in str(o.get("data", {})) for o in outputs), "no orders read back"
+        # the Protobuf section: the registered schema printed, its orders read back (a table each)
+        assert any("message Order {" in str(o.get("text", "")) for o in outputs), "no Protobuf schema registered"
+        assert sum("customer-" in str(o.get("data", {})) for o in outputs) == 2, "no Protobuf orders read back"

@@ -110,11 +110,13 @@ def _int_list(text: str, what: str) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def auto_driver_memory(rows: int, key_size: int, value_size: int, values: int = 1) -> str:
+def auto_driver_memory(rows: int, key_size: int, value_size: int, values: int = 1, pooled: int = 0) -> str:
     """Room for the cached DataFrames (~2.5x their bytes with the broadcast pool and overhead) plus
     1 GiB; 2g (the old fixed default) for the default 110-byte records.  ``values``: value
-    columns cached per row (a format's rows hold the struct and, when written, its bytes: 2)."""
-    need = rows * (key_size + values * value_size) * 2.5 / (1 << 30)
+    columns cached per row (a format's rows hold the struct and, when written, its bytes: 2);
+    ``pooled``: rows of the registry formats' pools, broadcast on the driver one after another
+    with their struct and bytes (4x their bytes while the broadcast is built)."""
+    need = (rows * (key_size + values * value_size) * 2.5 + pooled * 2 * value_size * 4) / (1 << 30)
     return f"{max(2, math.ceil(need) + 1)}g"
 
 
@@ -254,7 +256,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         # binary rows: 1 value; a format's: its struct, and its bytes where a -bytes contender runs
         formats = {r.removesuffix("-bytes") for r in rows if r != "binary"}
         values = ("binary" in rows or not rows) + len(formats) + sum(f"{f}-bytes" in rows for f in formats)
-        args.spark_driver_memory = auto_driver_memory(args.spark_rows, args.key_size, max(args.value_sizes), values)
+        pooled = len(formats) * min(args.pool_size, args.spark_rows)
+        args.spark_driver_memory = auto_driver_memory(args.spark_rows, args.key_size, max(args.value_sizes), values,
+                                                      pooled)
     if args.security and (args.bootstrap or args.broker != "apache"):
         ap.error("--security needs the harness's own Apache Kafka (--broker apache, no --bootstrap)")
     # a secured broker when asked for, or when a selected contender needs one and it can be had

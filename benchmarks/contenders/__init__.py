@@ -17,7 +17,7 @@ the groups too (``spark-pyprod-eos``: a variant of ``spark-pyprod`` measured as 
 different way of writing).
 
 ``COST_PAIRS``: a contender that is another (its baseline: ``spark-pyprod``, or the same bytes
-pre-encoded for Avro) with one thing changed, and the label of that thing.  When both of a pair
+pre-encoded for Avro and Protobuf) with one thing changed, and the label of that thing.  When both of a pair
 run, the Spark process measures them together (warm-up writes, alternating rounds) and the
 summary reports the cost: the variant's rows/s over the baseline's, per round and as the median
 of those ratios.

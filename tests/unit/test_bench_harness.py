@@ -474,7 +474,7 @@ def test_the_avro_matrix_runs_the_four_over_its_cells_with_room_for_both_cached_
     assert (args.value_sizes, args.partitions_list, args.configs, args.compressions) == (
         [100, 1024], [4, 64], ["defaults", "tuned"], ["none"])
     # 2M rows of a 1 KiB struct and its 1 KiB bytes
-    assert args.spark_driver_memory == run.auto_driver_memory(2_000_000, 10, 1024, 2) == "11g"
+    assert args.spark_driver_memory == run.auto_driver_memory(2_000_000, 10, 1024, 2, 100_000) == "12g"
     assert run.parse_args(["--avro-matrix", "--partitions", "4"]).partitions_list == [4]
 
 
@@ -614,7 +614,9 @@ def test_the_protobuf_matrix_runs_the_three_and_ours_with_avro_beside_them():
     assert (args.value_sizes, args.partitions_list, args.configs, args.compressions) == (
         [100, 1024], [4, 64], ["defaults", "tuned"], ["none"])
     # Protobuf's struct and bytes, Avro's struct (no Avro bytes contender: not cached)
-    assert args.spark_driver_memory == run.auto_driver_memory(2_000_000, 10, 1024, 3) == "16g"
+    assert args.spark_driver_memory == run.auto_driver_memory(2_000_000, 10, 1024, 3, 200_000) == "17g"
+    # a smoke run broadcasts both pools too
+    assert run.parse_args(["--protobuf-matrix", "--quick"]).spark_driver_memory == "4g"
     with pytest.raises(SystemExit):
         run.parse_args(["--protobuf-matrix", "--avro-matrix"])
 

@@ -362,8 +362,8 @@ class SchemaRegistryClient:
             raise SchemaRegistryError(Message(
                 "Schema Registry: could not {}: no bearer token: {}. Check {}", op.action,
                 self._settings.scrub(str(e)),
-                listed_settings(("bearer.auth.issuer.endpoint.url", "bearer.auth.client.id", "bearer.auth.client.secret"),
-                        last=" and ")), retriable=e.retriable) from None
+                listed_settings(("bearer.auth.issuer.endpoint.url", "bearer.auth.client.id",
+                                 "bearer.auth.client.secret"), last=" and ")), retriable=e.retriable) from None
         if authorization:
             headers["Authorization"] = authorization
         return headers
@@ -413,8 +413,8 @@ class SchemaRegistryClient:
                                    retriable=answer.status in RETRIABLE_STATUSES)
 
     def _explain(self, answer: _Answer, code: int | None, op: _Operation) -> tuple[str, str]:
-        # (Messages where they name a registry setting: the sink renders them as its options)
-        """(what happened, what to change) for a final answer."""
+        """(what happened, what to change) for a final answer; a Message where it names a
+        registry setting (the sink renders those as its options)."""
         status, settings, subject = answer.status, self._settings, op.subject
         if 300 <= status < 400:
             return (f"the registry redirects to {answer.location or '?'}",

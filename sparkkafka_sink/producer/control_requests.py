@@ -407,9 +407,11 @@ class TopicMetadata(ControlRequest):
                 if self.allow_auto_create and self._unknown_answers + 1 < self.AUTO_CREATE_ANSWERS:
                     unknown, transient = True, transient or error  # perhaps being created: ask again
                     continue
-                return self._unwritable(f"topic {t.name!r} does not exist" + (
-                    " and the brokers do not create topics on demand (auto.create.topics.enable=false)"
-                    if self.allow_auto_create else " (allow.auto.create.topics is false)"))
+                if self.allow_auto_create:
+                    return self._unwritable(f"topic {t.name!r} does not exist and the brokers do not create topics "
+                                            "on demand (auto.create.topics.enable=false)")
+                return self._unwritable(Message("topic {!r} does not exist ({} is false)", t.name,
+                                                Setting("allow.auto.create.topics")))
             elif isinstance(error, TopicAuthorizationFailedError):
                 return self._unwritable(f"not authorized to access topic {t.name!r} (TOPIC_AUTHORIZATION_FAILED)")
             elif isinstance(error, InvalidTopicExceptionError):

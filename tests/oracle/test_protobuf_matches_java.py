@@ -69,3 +69,4 @@ def test_java_reads_every_type_and_a_users_proto_as_we_wrote_them(protobuf_round
                        for i in range(-5, 50)], t)
     ours = ProtobufEncoder(user, t).encode(values)
     assert protobuf_round_trip(USER_PROTO, "shop.v1.Order", ours.values) == ours.values.to_pylist()
+

@@ -18,7 +18,9 @@ from sparkkafka_sink.serialization.registry_settings import KNOWN_KEYS
 ROOT = Path(sparkkafka_sink.__file__).parent
 #: where the keys are the users' own words, or no message is made
 OUTSIDE = {"spark", "testing", "demo.py", "examples", "transactions.py"}
-_ERROR_CALL = re.compile(r"(Error|Exception|Message)$")
+#: calls whose text is a declaration (a key's documentation), or marks its keys itself (the Java
+#: keys' reasons, `key` in backticks): not a message
+DECLARATIONS = {"_Key", "RegistryKey", "_noted", "_refused"}
 
 
 def _key_pattern() -> re.Pattern[str]:
@@ -40,8 +42,8 @@ def _texts(node: ast.AST) -> list[str]:
 
 
 def _message_texts(tree: ast.AST) -> list[tuple[int, str]]:
-    """Text written into errors: inside ``raise``, or in a call of an ``...Error``, an
-    ``...Exception`` or a ``Message``."""
+    """Text that may become a message: inside ``raise``, or an argument of any call (an error's,
+    a ``Message``, a helper that makes the error from it) but the declarations'."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Raise) and node.exc is not None:
@@ -49,7 +51,7 @@ def _message_texts(tree: ast.AST) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if _ERROR_CALL.search(name):
+            if name not in DECLARATIONS:
                 found += [(node.lineno, t) for arg in (*node.args, *(k.value for k in node.keywords))
                           for t in _texts(arg)]
     return found

@@ -93,13 +93,16 @@ class SerializerSpec:
         subject = self.subject(topic)
         if self.use_latest_version:
             latest = client.latest_version(subject)
+            record = self.record_name
+            if self.format == "protobuf" and record not in _message_names(latest.schema_text):
+                record = record_name_of(self.format, latest.schema_text)  # the subject's message: its file's first
             try:
-                _check(self.format, latest.schema_text, arrow_type, nullable, self.column, self.record_name)
+                _check(self.format, latest.schema_text, arrow_type, nullable, self.column, record)
             except InvalidSchemaError as e:
                 raise InvalidSchemaError(
                     f"use.latest.version: the latest schema of subject {subject!r} (version {latest.version}, "
                     f"id {latest.schema_id}) cannot hold the {self.column} column: {e}") from None
-            return replace(self, schema=latest.schema_text, schema_id=latest.schema_id)
+            return replace(self, schema=latest.schema_text, schema_id=latest.schema_id, record_name=record)
         if self.auto_register:
             return replace(self, schema_id=client.register(subject, self.schema, self.schema_type,
                                                            normalize=self.normalize))
@@ -152,6 +155,19 @@ def record_name_of(format: Format, schema: str) -> str | None:
         return None
     namespace = doc.get("namespace")
     return name if "." in name or not namespace else f"{namespace}.{name}"
+
+
+def _message_names(text: str) -> set[str]:
+    """The top-level messages of a .proto, by full name (none when it cannot be read)."""
+    from sparkkafka_sink.serialization.encoded import InvalidSchemaError
+    from sparkkafka_sink.serialization.protobuf_schema import parse_proto
+
+    try:
+        first = parse_proto(text)
+    except InvalidSchemaError:
+        return set()
+    prefix = f"{first.package}." if first.package else ""
+    return {prefix + m.name for m in first.siblings or (first.message,)}
 
 
 def _check(format: Format, schema: str, arrow_type: pa.DataType, nullable: bool, column: str,

@@ -222,3 +222,53 @@ def test_java_reads_a_dataframe_written_through_apache_kafka_and_the_registry(pr
     text = registry_client(schema_registry).get_schema(schema_ids.pop()).schema_str
     messages = pa.array([r.value[6:] for r in records], pa.binary())
     assert protobuf_round_trip(text, "shop.Order", messages) == messages.to_pylist()
+
+
+def test_registration_settings_and_strategies_work_for_protobuf_as_for_avro(spark, kafka, schema_registry):
+    """use.latest.version writes with the subject's latest .proto (a field the DataFrame lacks
+    left unset), auto.register.schemas=false looks the schema up (and refuses an unregistered
+    one on the driver), and RecordNameStrategy names the subject after the message."""
+    from confluent_kafka.schema_registry import Schema
+
+    client = registry_client(schema_registry)
+    df = spark.range(4).selectExpr("named_struct('id', id) as value")
+    topic = kafka.create_topic()
+    latest = 'syntax = "proto3";\npackage shop;\nmessage Order { int64 id = 1; string region = 2; }\n'
+    schema_id = client.register_schema(f"{topic}-value", Schema(latest, "PROTOBUF"))
+    writer(df, kafka, schema_registry, topic=topic, valueFormat="protobuf", **{"use.latest.version": "true"}).save()
+    records = consume_all(kafka.bootstrap_servers, topic, expected_count=4)
+    assert {i for i, _ in unframed(r.value for r in records)} == {schema_id}
+    assert sorted((m.id, m.region) for m in _messages([r.value for r in records], schema_registry)) == \
+        [(i, "") for i in range(4)]
+
+    looked_up = kafka.create_topic()
+    with pytest.raises(Exception, match=f"subject '{looked_up}-value' does not exist"):
+        writer(df, kafka, schema_registry, topic=looked_up, valueFormat="protobuf",
+               **{"auto.register.schemas": "false"}).save()
+    writer(df, kafka, schema_registry, topic=looked_up, valueFormat="protobuf").save()  # registers it
+    writer(df, kafka, schema_registry, topic=looked_up, valueFormat="protobuf",
+           **{"auto.register.schemas": "false"}).save()  # now found
+    assert len({i for i, _ in unframed(r.value for r in consume_all(kafka.bootstrap_servers, looked_up,
+                                                                    expected_count=8))}) == 1
+
+    named = kafka.create_topic()
+    package = f"shop.t{time.monotonic_ns()}"
+    writer(df, kafka, schema_registry, topic=named, valueFormat="protobuf", valueRecordName="Order",
+           valueRecordNamespace=package, **{"value.subject.name.strategy": "RecordNameStrategy"}).save()
+    subject = client.get_latest_version(f"{package}.Order")
+    records = consume_all(kafka.bootstrap_servers, named, expected_count=4)
+    assert {i for i, _ in unframed(r.value for r in records)} == {subject.schema_id}
+
+
+def test_write_stream_format_writes_protobuf(spark, kafka, schema_registry, tmp_path):
+    from test_spark_streaming import rate, run_until
+
+    topic = kafka.create_topic(partitions=2)
+    rows = rate(spark).selectExpr("named_struct('n', value, 'at', timestamp) as value")
+    query = (rows.writeStream.format("pyprod-kafka").option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+             .option("topic", topic).option("valueFormat", "protobuf").option("schema.registry.url", schema_registry.url)
+             .option("checkpointLocation", str(tmp_path / "direct")).trigger(processingTime="500 milliseconds").start())
+    n = run_until(query, 40)
+    got = {m.n for m in _messages([r.value for r in consume_all(kafka.bootstrap_servers, topic, expected_count=n)],
+                                  schema_registry)}
+    assert set(range(n)) <= got, sorted(set(range(n)) - got)[:10]

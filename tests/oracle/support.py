@@ -11,7 +11,7 @@ import os
 import random
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,3 +143,24 @@ class JavaPrograms:
         if proc.returncode != 0:
             raise AssertionError(f"{main} failed (exit {proc.returncode}):\n"
                                  f"{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+
+
+def hex_round_trip(lib: Path, source: Path, work: Path) -> Callable[[Sequence[object], Sequence[bytes | None]],
+                                                                     list[bytes | None]]:
+    """A format's own Java reader as an oracle: ``source`` (one class) compiled against ``lib``'s
+    jars into ``work``; the callable runs it as ``main(*args, in, out)`` over values (a line of
+    hex each, "-" for none) and answers each output line's first column as bytes."""
+    proc = subprocess.run(["javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-nowarn", "-encoding", "UTF-8",
+                           "-d", str(work), "-cp", f"{lib}/*", str(source)],
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def run(args: Sequence[object], values: Sequence[bytes | None]) -> list[bytes | None]:
+        (work / "in.txt").write_text("".join(("-" if v is None else v.hex()) + "\n" for v in values))
+        proc = subprocess.run(["java", *JVM_OPTS, "-cp", f"{work}:{lib}/*", source.stem, *map(str, args),
+                               str(work / "in.txt"), str(work / "out.txt")],
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+        lines = (work / "out.txt").read_text().splitlines()
+        return [None if line == "-" else bytes.fromhex(line.split("\t")[0]) for line in lines]
+    return run

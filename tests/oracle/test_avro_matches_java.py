@@ -7,7 +7,6 @@ multi-branch unions and defaults.  One JVM for all of them (avro from Maven, jav
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pyarrow as pa
 import pytest
@@ -17,7 +16,7 @@ from sparkkafka_sink.serialization.avro_encoder import AvroEncoder
 from sparkkafka_sink.serialization.avro_schema import avro_schema_of
 from sparkkafka_sink.testing.apache_kafka import resolve_maven_artifacts
 
-from .support import JAVA_SOURCES, JVM_OPTS, needs_java_oracle
+from .support import JAVA_SOURCES, hex_round_trip, needs_java_oracle
 
 pytestmark = needs_java_oracle
 
@@ -34,20 +33,11 @@ def avro_round_trip(tmp_path_factory):
     """Runs AvroRoundTrip on (schema, values): Java's re-encoding of each value (None for none)."""
     lib = resolve_maven_artifacts(f"avro-{AVRO_VERSION}", AVRO_POM)
     work = tmp_path_factory.mktemp("avro-oracle")
-    proc = subprocess.run(["javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-nowarn", "-encoding", "UTF-8",
-                           "-d", str(work), "-cp", f"{lib}/*", str(JAVA_SOURCES / "avro" / "AvroRoundTrip.java")],
-                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    round_trip = hex_round_trip(lib, JAVA_SOURCES / "avro" / "AvroRoundTrip.java", work)
 
     def run(schema, values: pa.Array) -> list[bytes | None]:
         (work / "schema.json").write_text(json.dumps(schema))
-        (work / "in.txt").write_text("".join(("-" if v is None else v.hex()) + "\n" for v in values.to_pylist()))
-        proc = subprocess.run(["java", *JVM_OPTS, "-cp", f"{work}:{lib}/*", "AvroRoundTrip", work / "schema.json",
-                               work / "in.txt", work / "out.txt"],
-                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-        assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-        lines = (work / "out.txt").read_text().splitlines()
-        return [None if line == "-" else bytes.fromhex(line.split("\t")[0]) for line in lines]
+        return round_trip([work / "schema.json"], values.to_pylist())
     return run
 
 

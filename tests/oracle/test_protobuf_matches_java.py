@@ -6,7 +6,6 @@ be ours, value for value (maps in the order written).  protobuf-java from Maven,
 from __future__ import annotations
 
 import random
-import subprocess
 
 import pyarrow as pa
 import pytest
@@ -15,7 +14,7 @@ from sparkkafka_sink.serialization.protobuf_encoder import ProtobufEncoder
 from sparkkafka_sink.serialization.protobuf_schema import parse_proto, protobuf_schema_of
 from sparkkafka_sink.testing.apache_kafka import resolve_maven_artifacts
 
-from .support import JAVA_SOURCES, JVM_OPTS, needs_java_oracle
+from .support import JAVA_SOURCES, hex_round_trip, needs_java_oracle
 
 pytest.importorskip("grpc_tools.protoc")
 from protobuf_runtime import descriptor_set
@@ -36,20 +35,11 @@ def protobuf_round_trip(tmp_path_factory):
     """Runs ProtobufRoundTrip on (.proto text, message, values): Java's re-encoding of each value."""
     lib = resolve_maven_artifacts(f"protobuf-java-{PROTOBUF_VERSION}", PROTOBUF_POM)
     work = tmp_path_factory.mktemp("protobuf-oracle")
-    proc = subprocess.run(["javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-nowarn", "-encoding", "UTF-8",
-                           "-d", str(work), "-cp", f"{lib}/*", str(JAVA_SOURCES / "protobuf" / "ProtobufRoundTrip.java")],
-                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    round_trip = hex_round_trip(lib, JAVA_SOURCES / "protobuf" / "ProtobufRoundTrip.java", work)
 
     def run(text: str, message: str, values: pa.Array) -> list[bytes | None]:
         (work / "set.pb").write_bytes(descriptor_set(text).SerializeToString())
-        (work / "in.txt").write_text("".join(("-" if v is None else v.hex()) + "\n" for v in values.to_pylist()))
-        proc = subprocess.run(["java", *JVM_OPTS, "-cp", f"{work}:{lib}/*", "ProtobufRoundTrip", work / "set.pb",
-                               message, work / "in.txt", work / "out.txt"],
-                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-        assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-        lines = (work / "out.txt").read_text().splitlines()
-        return [None if line == "-" else bytes.fromhex(line.split("\t")[0]) for line in lines]
+        return round_trip([work / "set.pb", message], values.to_pylist())
     return run
 
 

@@ -101,7 +101,7 @@ class BlockingAdmin:
                 raise handler.failure
             if outcome is Outcome.FIND_COORDINATOR and key is not None:
                 self.coordinators.forget(key)
-            self._backoff(handler.error, deadline)
+            self.backoff(handler.error, deadline)
 
     def run_on_every_broker(self, question: Callable[[], ControlRequest], deadline: float) -> list:
         """Ask every broker a question only it can answer for itself (``question()`` makes a
@@ -117,7 +117,7 @@ class BlockingAdmin:
                 if outcome is Outcome.FATAL:
                     raise handler.failure
                 if outcome is not Outcome.DONE:
-                    self._backoff(handler.error, deadline)
+                    self.backoff(handler.error, deadline)
                     fresh = True
                     break
             else:
@@ -156,7 +156,7 @@ class BlockingAdmin:
         last = self.metadata.last_error
         return "; ".join(errors) or (str(last) if last else "no answer")
 
-    def _backoff(self, error: BaseException | None, deadline: float) -> None:
+    def backoff(self, error: BaseException | None, deadline: float) -> None:
         """Wait ``retry.backoff.ms`` before asking again, unless that passes the deadline."""
         if time.monotonic() + self.retry_backoff_s > deadline:
             raise KafkaTimeoutError(f"gave up retrying: {error}")

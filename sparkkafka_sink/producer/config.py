@@ -345,6 +345,21 @@ class ProducerConfig(Mapping[str, Any]):
         given = {**self._given, **changes}
         return ProducerConfig({k: v for k, v in given.items() if v is not None})
 
+    def portable(self) -> dict[str, Any]:
+        """The settings as given, in a form JSON carries to another process: a callable by its
+        ``"module:function"`` name (a ``ConfigError`` for one that cannot be imported by name)."""
+        out: dict[str, Any] = {}
+        for key, value in self._given.items():
+            if callable(value):
+                name = f"{getattr(value, '__module__', '')}:{getattr(value, '__qualname__', '')}"
+                if name.startswith(":") or name.endswith(":") or "<" in name:
+                    raise ConfigError(Message("{} must be importable by name for another process (an "
+                                              "'module:function' string, or a module-level function), got {!r}",
+                                              Setting(key), value))
+                value = name
+            out[key] = value
+        return out
+
     def __getitem__(self, key: str) -> Any:
         try:
             return self._values[key]

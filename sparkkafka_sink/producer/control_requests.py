@@ -348,8 +348,11 @@ class ListTransactions(ControlRequest):
         self.states = list(states)
 
     def build(self) -> Any:
+        # v2 (KIP-1152) lets the broker keep to the prefix (a Java regex, the prefix quoted); the
+        # answer is filtered here too, for the brokers before it
+        pattern = f"\\Q{self.prefix}\\E.*" if self.prefix and "\\E" not in self.prefix else None
         return messages.ListTransactionsRequest(state_filters=self.states, producer_id_filters=[],
-                                                duration_filter=-1)
+                                                duration_filter=-1, transactional_id_pattern=pattern)
 
     def describe(self) -> str:
         return f"ListTransactions under {self.prefix!r}"

@@ -36,7 +36,7 @@ from sparkkafka_sink.producer.control_requests import (
     Outcome,
     TransactionDescription,
 )
-from sparkkafka_sink.protocol.api import DECLARED, TRANSACTION_VERSION_FEATURE, ApiKey
+from sparkkafka_sink.protocol.api import DECLARED, ApiKey
 
 log = logging.getLogger(__name__)
 
@@ -126,17 +126,6 @@ class TransactionAdmin(BlockingAdmin):
     def describe(self, transactional_id: str, deadline: float) -> TransactionDescription | None:
         """The coordinator's view of ``transactional_id`` (None: it does not know the id)."""
         return self.run(DescribeTransactions(transactional_id), deadline)
-
-    def prepared(self, transactional_id: str, deadline: float) -> PreparedTransaction | None:
-        """The open transaction of ``transactional_id`` as its owner would have handed it over,
-        from the coordinator's view (None: none open) -- for ending the transactions of an owner
-        that is gone.  Begun under transactions v2 when the cluster has them now (a transaction
-        keeps the version it began with: an upgrade while it was open is not seen)."""
-        found = self.describe(transactional_id, deadline)
-        if found is None or found.state not in OPEN_STATES:
-            return None
-        v2 = self.client.finalized_features.get(TRANSACTION_VERSION_FEATURE, 0) >= 2
-        return PreparedTransaction(transactional_id, found.producer_id, found.producer_epoch, found.partitions, v2)
 
     def fence(self, transactional_id: str, deadline: float) -> None:
         """InitProducerId under ``transactional_id``: the coordinator aborts its open transaction."""

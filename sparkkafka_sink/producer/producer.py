@@ -400,6 +400,14 @@ class Producer:
         self._sender.wakeup()
         result.wait(self._block_s(timeout))
 
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """The producer id and epoch this producer holds now ((-1, -1) before it has one): after
+        ``init_transactions()``, an epoch of 0 says the transactional id was new to its
+        coordinator."""
+        manager = self._idempotence
+        return (manager.producer_id, manager.producer_epoch) if manager is not None else (-1, -1)
+
     def begin_transaction(self) -> None:
         self._transaction_manager().begin()
 

@@ -77,6 +77,10 @@ DECLARED: dict[int, ApiDeclaration] = {
     ApiKey.DESCRIBE_PRODUCERS: ApiDeclaration("DescribeProducers", 0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: ApiDeclaration("DescribeTransactions", 0, 0),
     ApiKey.LIST_TRANSACTIONS: ApiDeclaration("ListTransactions", 0, 2),
+    # the exactly-once decisions topic (``exactly_once.decision_log``): created, and read back
+    ApiKey.CREATE_TOPICS: ApiDeclaration("CreateTopics", 2, 7),
+    ApiKey.LIST_OFFSETS: ApiDeclaration("ListOffsets", 1, 9),
+    ApiKey.FETCH: ApiDeclaration("Fetch", 4, 12),
 }
 
 #: the highest version of an API a transaction of transactions v1 may use (KIP-890 part 2:

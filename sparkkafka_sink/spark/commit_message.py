@@ -26,6 +26,8 @@ class TaskCommitMessage(WriterCommitMessage):
     #: exactly-once: the task's open transaction, for the driver to commit (JSON of a
     #: ``PreparedTransaction``), or None
     transaction: str | None = None
+    #: exactly-once: the write the task wrote under (``exactly_once.ids``), or None
+    write: str | None = None
 
 
 #: what Spark hands ``commit()`` and ``abort()``: one per task, None for a task that failed

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sparkkafka_sink.exactly_once.ids import DEFAULT_DECISION_TOPIC
 from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, STRATEGY_NAMES, strategy_named
 from sparkkafka_sink.spark.errors import SinkValidationError
 
@@ -209,9 +210,10 @@ SINK_OPTIONS: tuple[SinkOption, ...] = (
                "The topic every row is written to. When set, it wins over a `topic` column.",
                unset="each row's `topic` column (then required)", field="topic", hint="a topic name"),
     SinkOption("checkpointLocation", "string", None,
-               "Spark's own streaming option: where the query keeps its progress. Under exactly-once "
-               "the sink records each committed micro-batch beside it (`<checkpointLocation>/pyprod-kafka/`), "
-               "so it must be on a local or mounted file system; in `foreachBatch` give the query's own.",
+               "Spark's own streaming option: where the query keeps its progress, any path Spark accepts "
+               "(local, `file:`, `dbfs:/`, `s3a://`, `abfss://`, `gs://`, `hdfs://`). Under exactly-once it names "
+               "the query (the default `transactionalIdPrefix` is made from it); the sink writes nothing under "
+               "it. In `foreachBatch` give the query's own.",
                unset="none (Spark asks for one to start a streaming query)", hint="a path"),
     SinkOption("deliveryGuarantee", "choice", "at-least-once",
                "`exactly-once`: every task attempt writes in a Kafka transaction that the driver commits "
@@ -222,6 +224,19 @@ SINK_OPTIONS: tuple[SinkOption, ...] = (
                "it are the sink's: the driver aborts open transactions under it that it did not commit.",
                unset="the target's (its bootstrap servers and topic); per query (from its checkpoint location) "
                      "when streaming", max_length=200),
+    SinkOption("decisionTopic", "string", DEFAULT_DECISION_TOPIC,
+               "Exactly-once: the compacted topic each write's decision is recorded in (its exact winning "
+               "transactions, before the first commit), so whoever ends a write its driver left ends it as "
+               "decided. Created by the first exactly-once write when missing (16 partitions, replication up "
+               "to 3); the principal needs WRITE and READ on it (and CREATE, or have it created).",
+               field="decision_topic", hint="a topic name", max_length=249),
+    SinkOption("leaseKeeper", "choice", "process",
+               "Exactly-once: `process` starts a small keeper process beside the driver that holds its lease "
+               "and ends its writes within seconds should the driver die. `none` starts none (for platforms "
+               "that forbid extra processes): a dead driver's write is then ended by the next exactly-once "
+               "write under the prefix, the operator's command or `kafka.transaction.timeout.ms`, and writes "
+               "under one prefix must not run at once.",
+               choices=("process", "none"), field="keeper"),
     SinkOption("batchId", "integer", None,
                "Exactly-once inside `foreachBatch`: the micro-batch id Spark passes, so that a replayed "
                "micro-batch is recognised (needs `checkpointLocation`).",

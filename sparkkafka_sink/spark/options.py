@@ -13,12 +13,12 @@ import difflib
 import hashlib
 import logging
 import os
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sparkkafka_sink.errors import ConfigError
+from sparkkafka_sink.exactly_once.ids import DEFAULT_DECISION_TOPIC, WriteId, new_run
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig
 from sparkkafka_sink.spark import option_catalog as catalog
 from sparkkafka_sink.spark.errors import KAFKA_PREFIX, REGISTRY_PREFIX, SinkValidationError, in_option_names
@@ -50,12 +50,20 @@ class SinkOptions:
     coalesce_bytes: int = 0
     #: exactly-once: each task writes in a transaction the driver commits; ids start with this
     transactional_id_prefix: str | None = None
-    #: exactly-once streaming: this run of the query (ids of a restarted query never collide with
-    #: the transactions a crashed run left), and where committed micro-batches are recorded
-    run_id: str = ""
-    commit_log_dir: str | None = None
+    #: exactly-once: the driver that owns the write (``exactly_once.owner``; set when the driver
+    #: starts the write) and this write's own run (a streaming query's: this run of it), so its
+    #: transactional ids are its own even where the prefix repeats
+    owner: str = ""
+    run: str = ""
     #: exactly-once inside foreachBatch: the micro-batch this batch write belongs to
     batch_id: int | None = None
+    #: a writeStream query's writer (each micro-batch's tasks name theirs)
+    streaming: bool = False
+    #: exactly-once: where each write's decision is recorded (``exactly_once.decision_log``)
+    decision_topic: str = DEFAULT_DECISION_TOPIC
+    #: exactly-once: "process" -- the driver starts a keeper (its lease, and the end of its
+    #: writes should it die) -- or "none", for platforms that forbid extra processes
+    keeper: str = "process"
     #: the driver's check of the cluster before any task (0: none)
     cluster_check_timeout_ms: int = DEFAULT_CLUSTER_CHECK_TIMEOUT_MS
     #: rate limits of each write task (None: none)
@@ -85,11 +93,11 @@ class SinkOptions:
     def exactly_once(self) -> bool:
         return self.transactional_id_prefix is not None
 
-    def write_id(self, batch_id: int | None = None) -> str:
-        """What the transactional ids of one write (one micro-batch when streaming) start with:
-        the prefix, this run and the micro-batch."""
-        run = f"-r{self.run_id}" if self.run_id else ""
-        return f"{self.transactional_id_prefix}{run}" + (f"-b{batch_id}" if batch_id is not None else "")
+    def write(self, batch_id: int | None = None) -> WriteId:
+        """The write (a micro-batch when streaming) whose transactional ids start with the
+        prefix, the owner, this run and the micro-batch."""
+        assert self.transactional_id_prefix is not None, "exactly-once writes have a prefix"
+        return WriteId(self.transactional_id_prefix, self.owner, self.run, batch_id)
 
     def __repr__(self) -> str:  # secrets (sasl.jaas.config, passwords, keys) never shown
         return (f"SinkOptions(topic={self.topic!r}, producer_config={self.producer_config!r}, "
@@ -160,11 +168,9 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
     for key, why in config.noted.items():  # Java producer keys with no effect here (producer/java_keys.py)
         log.warning("option '%s%s' has no effect with pyprod-kafka: %s", KAFKA_PREFIX, key, in_option_names(why))
     prefix = _exactly_once(values, lowered, config, streaming)
-    per_query = prefix is not None and (streaming or values["batchid"] is not None)
     _check_dead_letters(values)
-    return SinkOptions(producer_config=config, transactional_id_prefix=prefix,
-                       **(_streaming_commit_log(values) if per_query else {"run_id": _run_id()} if prefix else {}),
-                       batch_id=values["batchid"],
+    return SinkOptions(producer_config=config, transactional_id_prefix=prefix, run=new_run() if prefix else "",
+                       batch_id=values["batchid"], streaming=streaming,
                        tolerate_bad_rows=values["errors.tolerance"] == "all",
                        formats=parse_formats(lowered),
                        **catalog.fields(values, catalog.SINK_OPTIONS))
@@ -200,31 +206,6 @@ def _check_dead_letters(values: Mapping[str, Any]) -> None:
                                   f"to, {dlq!r}: bad rows need a topic of their own")
 
 
-def _streaming_commit_log(values: Mapping[str, Any]) -> dict:
-    """Exactly-once writeStream: committed micro-batches are recorded beside the checkpoint."""
-    location = values["checkpointlocation"]
-    if not location:
-        raise SinkValidationError(
-            "deliveryGuarantee=exactly-once on writeStream (or with batchId in foreachBatch) needs "
-            ".option(\"checkpointLocation\", path) -- in foreachBatch the query's own: the sink records "
-            "each committed micro-batch beside it, so a replayed batch is not written twice")
-    path = location
-    if path.startswith("file:"):
-        path = path[len("file:"):]
-        path = "/" + path.lstrip("/") if path.startswith("//") else path
-    elif "://" in path:
-        raise SinkValidationError(
-            f"deliveryGuarantee=exactly-once on writeStream needs a checkpointLocation on a local or mounted "
-            f"file system (the sink writes its commit records there with plain file operations), got {location!r}")
-    return {"run_id": _run_id(), "commit_log_dir": os.path.join(os.path.abspath(path), "pyprod-kafka")}
-
-
-def _run_id() -> str:
-    """One write (or streaming run): its transactional ids and closed marker are its own even
-    when the prefix repeats."""
-    return uuid.uuid4().hex[:8]
-
-
 def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config: ProducerConfig,
                   streaming: bool = False) -> str | None:
     """The transactional id prefix under exactly-once (None: at-least-once); checks the producer
@@ -239,9 +220,21 @@ def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config:
         raise SinkValidationError(f"deliveryGuarantee=exactly-once needs kafka.acks=all, got {lowered['kafka.acks']!r}")
     if not config["enable.idempotence"]:
         raise SinkValidationError("deliveryGuarantee=exactly-once needs idempotence: drop kafka.enable.idempotence=false")
+    if not tls_files_here(config):
+        raise SinkValidationError(
+            "deliveryGuarantee=exactly-once: the driver commits the tasks' transactions, so it connects to the "
+            "cluster as they do, but a file named by kafka.ssl.truststore.location or kafka.ssl.keystore.location "
+            "is not on the driver: give a path that exists on the driver and the executors, or the certificates "
+            "inline as PEM")
     if prefix is not None:
         return prefix
-    if (streaming or values["batchid"] is not None) and values["checkpointlocation"]:
+    if (streaming or values["batchid"] is not None) and not values["checkpointlocation"]:
+        raise SinkValidationError(
+            "deliveryGuarantee=exactly-once on writeStream (or with batchId in foreachBatch) needs "
+            ".option(\"checkpointLocation\", path) -- in foreachBatch the query's own -- or a transactionalIdPrefix "
+            "of the query's own: the query's decisions are kept under it, so that a micro-batch replayed after a "
+            "restart is not written twice")
+    if streaming or values["batchid"] is not None:
         # the query's own: stable across restarts, so leftovers of a crashed run are found
         return f"pyprod-kafka-q{hashlib.sha1(values['checkpointlocation'].encode()).hexdigest()[:16]}"
     # the target's: a later write to it finds what a crashed one left open (driver/lease.py);

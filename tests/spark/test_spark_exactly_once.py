@@ -196,51 +196,64 @@ def _forget_recorded_batch(checkpoint: Path, batch: int) -> None:
     assert not (checkpoint / "commits" / str(batch + 1)).exists()
 
 
+def _latest_decided(bootstrap: str, checkpoint: Path) -> int | None:
+    """The micro-batch of the query's latest decision, as the decisions topic holds it."""
+    from sparkkafka_sink.exactly_once.decision_log import DecisionLog
+    from sparkkafka_sink.producer.handover import TransactionAdmin
+    from sparkkafka_sink.spark.options import parse_options
+
+    prefix = parse_options({"kafka.bootstrap.servers": bootstrap, "deliveryGuarantee": "exactly-once",
+                            "checkpointLocation": str(checkpoint)}, streaming=True).transactional_id_prefix
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
+        latest = DecisionLog(admin).latest_of_query(prefix, time.monotonic() + 30)
+    return latest.write.batch if latest is not None else None
+
+
 def test_streaming_driver_killed_around_the_commit_then_restarted(apache_kafka, proxy, topic, tmp_path):
-    """The driver is killed at each point of a micro-batch's commit (``commit_micro_batch``),
-    each time at a request the proxy holds, and restarted; Spark then replays the batch:
+    """The driver is killed at each point of a micro-batch's commit, each time at a request the
+    proxy holds, and restarted; Spark then replays the batch:
 
     1. before the commit of micro-batch 2 (its tasks' transactions prepared): its first request,
-       InitProducerId closing the write (``write_fence``), never reaches the broker.  The driver's
-       lease keeper aborts the killed run's transactions (``driver/lease.py``); the replay writes
-       the batch anew.
-    2. between the intent and the done record of micro-batch 4: the EndTxn of partition 1's
-       transaction never reaches the broker (partition 0's may be committed).  The keeper commits
-       what the intent recorded (the driver had decided so), and the replay finds it committed
-       (a commit that landed answers success again), and aborts its own new transactions.
-    3. after the sink committed micro-batch 6 (``6.done``), before Spark recorded it.  Killing
-       between two file writes would be a race, so the driver is stopped at an observed point
-       just after -- micro-batch 7's first commit request (nothing of 7 committed) -- and
-       Spark's checkpoint is put back to what the crash leaves (``_forget_recorded_batch``).
-       On restart Spark re-runs the newest batch of its offset log that its commit log lacks
-       (MicroBatchExecution.populateStartOffsets): 6, whose replay finds ``6.done`` and aborts
-       its new transactions; micro-batch 7's open ones go with the sweep.
+       InitProducerId closing the write (its decision id), never reaches the broker.  The
+       driver's keeper aborts the killed run's transactions; the replay writes the batch anew.
+    2. between the decision and the last commit of micro-batch 4: the EndTxn of partition 1's
+       transaction never reaches the broker (partition 0's may be committed).  The keeper
+       commits what the decision records, and the replay finds micro-batch 4 decided (the
+       query's latest decision, in the decisions topic) and aborts its own new transactions.
+    3. after the sink committed micro-batch 6, before Spark recorded it.  Killing between two
+       steps would be a race, so the driver is stopped at an observed point just after --
+       micro-batch 7's first commit request (nothing of 7 decided) -- and Spark's checkpoint is
+       put back to what the crash leaves (``_forget_recorded_batch``).  On restart Spark re-runs
+       the newest batch of its offset log that its commit log lacks
+       (MicroBatchExecution.populateStartOffsets): 6, whose replay finds it decided and aborts
+       its new transactions; micro-batch 7's open ones go with the keeper.
 
     Every row once, none lost: read_committed shows exactly 0..n-1; read_uncommitted shows more
-    (the killed and replayed transactions' rows exist: the test bites)."""
+    (the killed and replayed transactions' rows exist: the test bites).  Nothing is written
+    beside the checkpoint: the decisions are in Kafka."""
     bootstrap = proxy.address
+    direct = apache_kafka.bootstrap_servers
     checkpoint = tmp_path / "checkpoint"
-    sink_log = checkpoint / "pyprod-kafka"
 
     def held(what: bytes, api_key: ApiKey):
         return proxy.blackhole_request(lambda frame: what in frame, api_key=api_key)
 
-    _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run1.log", kill_at=held(b"-b2-closed", ApiKey.INIT_PRODUCER_ID))
-    assert (sink_log / "1.done").exists() and not (sink_log / "2.intent").exists()
+    _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run1.log", kill_at=held(b"-b2-decision", ApiKey.INIT_PRODUCER_ID))
+    assert _latest_decided(direct, checkpoint) == 1
 
     out = _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run2.log", kill_at=held(b"-b4-p1-", ApiKey.END_TXN))
     assert "2 transactions committed" in _decision(out, 2)  # the replay's; the killed run's were the keeper's
-    assert (sink_log / "4.intent").exists() and not (sink_log / "4.done").exists()
+    assert _latest_decided(direct, checkpoint) == 4
 
-    out = _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run3.log", kill_at=held(b"-b7-closed", ApiKey.INIT_PRODUCER_ID))
-    assert "recorded by a run that crashed" in _decision(out, 4)
-    assert (sink_log / "6.done").exists() and not (sink_log / "7.intent").exists()
+    out = _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run3.log", kill_at=held(b"-b7-decision", ApiKey.INIT_PRODUCER_ID))
+    assert "was decided before by" in _decision(out, 4)
+    assert _latest_decided(direct, checkpoint) == 6
     _forget_recorded_batch(checkpoint, 6)
 
     out = _stream(bootstrap, topic, checkpoint, 8, tmp_path / "run4.log")
     assert "REACHED" in out, out[-3000:]
-    assert "was committed before (a replay)" in _decision(out, 6)
-    direct = apache_kafka.bootstrap_servers
+    assert "(a replay)" in _decision(out, 6)
+    assert not (checkpoint / "pyprod-kafka").exists()
     committed = values(consume_all(direct, topic, isolation_level="read_committed", timeout=60))
     assert committed, "nothing committed"
     assert len(committed) == len(set(committed)), "a row was written twice"

@@ -113,7 +113,8 @@ def test_exactly_once_options():
     other = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "EXACTLY-ONCE"})
     # the target's prefix (a later write finds what a crashed one left); each write a run of its own
     assert eos.exactly_once and eos.transactional_id_prefix == other.transactional_id_prefix
-    assert eos.write_id() != other.write_id()
+    assert eos.write() != other.write()
+    assert eos.decision_topic == "pyprod-kafka-decisions" and eos.keeper == "process"
     elsewhere = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once", "topic": "t2"})
     assert elsewhere.transactional_id_prefix != eos.transactional_id_prefix
     assert eos.producer_config["transaction.timeout.ms"] == 900000
@@ -122,7 +123,16 @@ def test_exactly_once_options():
     assert named.transactional_id_prefix == "nightly-load"
     in_foreach_batch = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
                                       "batchId": "7", "checkpointLocation": "/cp/q"})
-    assert in_foreach_batch.batch_id == 7 and in_foreach_batch.commit_log_dir == "/cp/q/pyprod-kafka"
+    assert in_foreach_batch.batch_id == 7
+    # any path Spark accepts names the query: the sink writes nothing under it
+    for location in ("file:///cp/q", "dbfs:/cp/q", "s3a://bucket/cp/q", "abfss://c@a.dfs.core.windows.net/q",
+                     "gs://b/q", "hdfs://nn/q"):
+        on_object_store = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
+                                         "checkpointLocation": location}, streaming=True)
+        assert on_object_store.transactional_id_prefix.startswith("pyprod-kafka-q") and on_object_store.streaming
+    keeperless = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
+                                "leaseKeeper": "none", "decisionTopic": "ops.decisions"})
+    assert keeperless.keeper == "none" and keeperless.decision_topic == "ops.decisions"
     again = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
                            "batchId": "8", "checkpointLocation": "/cp/q"})
     assert again.transactional_id_prefix == in_foreach_batch.transactional_id_prefix  # stable per query
@@ -134,7 +144,9 @@ def test_exactly_once_options():
         ({"batchId": "3"}, "'batchId' needs deliveryGuarantee=exactly-once"),
         ({"deliveryGuarantee": "exactly-once", "batchId": "3"}, "needs .option\\(\"checkpointLocation\""),
         ({"deliveryGuarantee": "exactly-once", "batchId": "-1", "checkpointLocation": "/c"}, "'batchId' must be"),
-        ({"deliveryGuarantee": "exactly-once", "batchId": "2", "checkpointLocation": "s3://b/c"}, "local or mounted"),
+        ({"deliveryGuarantee": "exactly-once", "leaseKeeper": "thread"}, "'leaseKeeper' must be one of process, none"),
+        ({"deliveryGuarantee": "exactly-once", "kafka.ssl.truststore.location": "/nowhere/ca.pem",
+          "kafka.security.protocol": "SSL"}, "is not on the driver"),
     ]:
         with pytest.raises(SinkValidationError, match=message):
             parse_options({"kafka.bootstrap.servers": "h:9092", **options})

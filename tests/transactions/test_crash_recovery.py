@@ -12,6 +12,7 @@ every row written after it (the tests show that stall before they end it)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -98,7 +99,8 @@ def writing(kafka, prefix: str, job: Job, timeout: float = 120) -> list[str]:
 
 
 def keeper_pids(lease_dir: Path) -> list[int]:
-    return [int(p.read_text().split()[0]) for p in lease_dir.glob("*.pid")]
+    """The keepers beating for the jobs' drivers (their registries under ``lease_dir``)."""
+    return [int(json.loads(p.read_text())["pid"]) for p in lease_dir.glob("*/keeper.json")]
 
 
 def write_after(kafka, topic) -> None:
@@ -167,7 +169,7 @@ def test_with_the_keeper_dead_too_the_next_write_ends_the_leftovers(apache_kafka
     assert nxt.wait(240) == 0, nxt.output()[-3000:]
     got = committed(apache_kafka, topic, AFTER + 1000, timeout=30)
     assert sorted(got) == sorted([f"after-{i}" for i in range(AFTER)] + [str(v) for v in range(1_000_000, 1_001_000)])
-    assert "left by writes whose driver is gone" in nxt.output()
+    assert "left open by drivers that are gone" in nxt.output()
 
 
 def test_the_operator_command_lists_then_aborts_what_a_dead_driver_left(apache_kafka, topic, lease_dir, tmp_path):
@@ -208,9 +210,8 @@ def test_a_batch_driver_killed_during_its_commit(apache_kafka, proxy, topic, lea
     """The driver of a batch write (two tasks) is killed inside its commit, at a request the
     proxy holds (observed, then SIGKILL):
 
-    * ``decision``: the InitProducerId of the write's commit marker (``write_fence``), once the
-      losers were aborted and before any EndTxn: nothing was decided, so the write is aborted
-      whole;
+    * ``decision``: the InitProducerId of the write's decision id (``exactly_once.commit``: the
+      close, before anything is decided): nothing was decided, so the write is aborted whole;
     * ``commit``: partition 1's EndTxn, after the decision (partition 0's EndTxn may have
       landed): the write is committed whole, by its keeper or -- the keeper dead too -- by the
       operator's command; never half of it, which a re-run would write twice.
@@ -218,7 +219,7 @@ def test_a_batch_driver_killed_during_its_commit(apache_kafka, proxy, topic, lea
     Then rows written after the crash are read within seconds, and nothing stays open."""
     rows = 1000
     prefix = default_prefix(apache_kafka, topic, proxy.address)
-    hold = (proxy.blackhole_request(lambda frame: b"-commit" in frame, ApiKey.INIT_PRODUCER_ID) if held == "decision"
+    hold = (proxy.blackhole_request(lambda frame: b"-decision" in frame, ApiKey.INIT_PRODUCER_ID) if held == "decision"
             else proxy.blackhole_request(lambda frame: b"-p1-" in frame, ApiKey.END_TXN))
     job = Job(str(JOB), proxy.address, topic, "0", str(rows), "0", lease_dir=lease_dir, log=tmp_path / "job.log")
     try:

@@ -34,8 +34,9 @@ def rows(start: int, n: int):
 def write(apache_kafka):
     topic = f"late-{uuid.uuid4().hex[:8]}"
     create_topics(apache_kafka.bootstrap_servers, {topic: 1})
-    options = parse_options({"kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "topic": topic,
-                             "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": f"{topic}-txn"})
+    options = transactions.start_exactly_once(parse_options({
+        "kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "topic": topic, "deliveryGuarantee": "exactly-once",
+        "transactionalIdPrefix": f"{topic}-txn"}))
     return topic, WritePlan(options, ColumnLayout("value"))
 
 

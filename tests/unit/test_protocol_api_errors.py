@@ -28,7 +28,9 @@ def test_supported_and_flexible_versions():
     assert {k: SUPPORTED_VERSIONS[k] for k in set(SUPPORTED_VERSIONS) - set(used)} == {
         ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2), ApiKey.FIND_COORDINATOR: (0, 6),
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.END_TXN: (0, 5), ApiKey.LIST_TRANSACTIONS: (0, 2),
-        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.DESCRIBE_PRODUCERS: (0, 0)}
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+        # the exactly-once decisions topic: created and read back (Fetch stops before topic ids)
+        ApiKey.CREATE_TOPICS: (2, 7), ApiKey.LIST_OFFSETS: (1, 9), ApiKey.FETCH: (4, 12)}
     assert not is_flexible(ApiKey.PRODUCE, 8) and is_flexible(ApiKey.PRODUCE, 9)
     assert not is_flexible(ApiKey.SASL_HANDSHAKE, 1)
     with pytest.raises(UnsupportedVersionError):
@@ -54,7 +56,9 @@ def test_negotiate_without_overlap_names_api_and_ranges():
     with pytest.raises(UnsupportedVersionError):
         negotiate(ApiKey.PRODUCE, 13, 14)
     with pytest.raises(UnsupportedVersionError):
-        negotiate(ApiKey.FETCH, 0, 17)
+        negotiate(ApiKey.FETCH, 13, 17)
+    with pytest.raises(UnsupportedVersionError):
+        negotiate(ApiKey.OFFSET_COMMIT, 0, 9)
 
 
 def test_check_version():

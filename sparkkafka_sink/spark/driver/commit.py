@@ -29,8 +29,8 @@ _MAX_LISTED = 8
 def commit_write(messages: CommitMessages, plan: WritePlan | None, batch_id: int | None = None) -> None:
     """Spark's ``commit()`` of a write (``batch_id``: of a streaming micro-batch)."""
     if plan is not None and plan.options.exactly_once:
-        replay = _replay_of_a_committed_batch(plan.options, batch_id)
-        log_line(logging.INFO, _end_transactions(messages, plan.options, batch_id, commit=True))
+        text, replay = _end_transactions(messages, plan.options, batch_id, commit=True)
+        log_line(logging.INFO, text)
         if replay:  # its rows were aborted: the summary would name records nobody sees
             return
     log_line(logging.INFO, commit_summary(messages, what=_what(batch_id)))
@@ -39,29 +39,26 @@ def commit_write(messages: CommitMessages, plan: WritePlan | None, batch_id: int
 def abort_write(messages: CommitMessages, plan: WritePlan | None, batch_id: int | None = None) -> None:
     """Spark's ``abort()`` of a write (``batch_id``: of a streaming micro-batch)."""
     if plan is not None and plan.options.exactly_once:
-        log_line(logging.WARNING, _end_transactions(messages, plan.options, batch_id, commit=False))
+        log_line(logging.WARNING, _end_transactions(messages, plan.options, batch_id, commit=False)[0])
         return
     log_line(logging.WARNING, abort_summary(messages, what=_what(batch_id)))
 
 
-def _end_transactions(messages: CommitMessages, options: SinkOptions, batch_id: int | None, commit: bool) -> str:
-    """Exactly-once: commit (or abort) the tasks' transactions; the line saying what was done."""
+def _end_transactions(messages: CommitMessages, options: SinkOptions, batch_id: int | None,
+                      commit: bool) -> tuple[str, bool]:
+    """Exactly-once: commit (or end as decided) the tasks' transactions; the line saying what
+    was done, and whether the micro-batch was a replay of one decided before."""
     from sparkkafka_sink.spark.driver import transactions  # the network stack: exactly-once only
 
     micro_batch = batch_id if batch_id is not None else options.batch_id  # foreachBatch's batchId option
+    replay = False
     if micro_batch is None:
         text = (transactions.commit_all if commit else transactions.abort_all)(messages, options)
+    elif commit:
+        text, replay = transactions.commit_micro_batch(messages, micro_batch, options)
     else:
-        end = transactions.commit_micro_batch if commit else transactions.abort_micro_batch
-        text = end(messages, micro_batch, options)
-    return "pyprod-kafka: exactly-once: " + text
-
-
-def _replay_of_a_committed_batch(options: SinkOptions, batch_id: int | None) -> bool:
-    from sparkkafka_sink.spark.driver import transactions
-
-    micro_batch = batch_id if batch_id is not None else options.batch_id
-    return micro_batch is not None and transactions.committed_before(options, micro_batch)
+        text = transactions.abort_micro_batch(messages, micro_batch, options)
+    return "pyprod-kafka: exactly-once: " + text, replay
 
 
 def _what(batch_id: int | None) -> str:

@@ -1,138 +1,142 @@
-"""Exactly-once on the driver: commit the transactions the tasks prepared, abort the rest.
+"""Exactly-once on the driver: the Spark side of ``sparkkafka_sink.exactly_once``.
 
-Every task attempt wrote in its own transaction (id: the write's prefix, the partition and
-Spark's task attempt id) and handed it over in its commit message.  Spark calls ``commit`` with
-the messages of the attempts it kept -- one per partition -- so those transactions are
-committed, and every other transaction under the prefix (failed attempts, speculative losers,
-tasks killed before they could abort) is aborted.  ``abort`` aborts them all.  Nothing of a
-write is visible to read_committed consumers before its commit, and nothing hangs after it.
+Every task attempt wrote in a transaction of its own and handed it over in its commit message
+(with the name of the write it belongs to).  Spark calls ``commit`` with the messages of the
+attempts it kept, one per partition: those transactions are the write's winners, which the
+driver records as its decision and commits (``exactly_once.commit``); everything else of the
+write is aborted.  ``abort`` -- which Spark also calls after a commit that failed -- ends the
+write as decided: a write whose decision was recorded is completed, never aborted; any other
+is aborted whole.
+
+A streaming micro-batch is a write of its own; its decision is kept as the query's latest, so
+the micro-batch Spark replays after a driver crash is recognised (already decided: its new
+transactions are aborted, the earlier ones completed as recorded).  Spark plans the writer of a
+micro-batch once for its tasks and again for its commit, so the driver takes the write's name
+from the tasks' messages.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from collections.abc import Iterable
 from dataclasses import replace
 
 from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.exactly_once import keeper as keepers
+from sparkkafka_sink.exactly_once.commit import IncompleteCommitError, UndecidedError, WriteEndedError, commit_write
+from sparkkafka_sink.exactly_once.decision_log import DecisionLog
+from sparkkafka_sink.exactly_once.ids import WriteId, parse, probe_id
+from sparkkafka_sink.exactly_once.leases import judge
+from sparkkafka_sink.exactly_once.owner import driver_process, driver_token
+from sparkkafka_sink.exactly_once.settle import LIVE_STATES, Settled, settle
 from sparkkafka_sink.producer.handover import HANDOVER_APIS, BrokerLacking, PreparedTransaction, TransactionAdmin
 from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
 from sparkkafka_sink.spark.commit_message import CommitMessages, TaskCommitMessage
 from sparkkafka_sink.spark.errors import SinkValidationError, in_option_names
-from sparkkafka_sink.spark.options import SinkOptions, tls_files_here
-from sparkkafka_sink.spark.write_fence import attempts_prefix, close_write, decide_commit, fence_idle_attempts
+from sparkkafka_sink.spark.options import SinkOptions
 
 log = logging.getLogger("sparkkafka_sink.spark")
 
-#: bound of each coordinator call from the driver (retries included)
+#: the bound of a driver's commit or abort (retries included), and what each task adds to it
 _END_TIMEOUT_S = 120.0
+_END_PER_TASK_S = 0.5
+#: a registered write is kept this long past ``transaction.timeout.ms`` (its transactions cannot
+#: be open longer)
+_KEEP_MARGIN_S = 60.0
 
 
 class TransactionCommitError(KafkaError):
-    """The driver could not commit every task's transaction: the message says what is visible."""
+    """The driver could not commit the write: the message says what is visible and what ends it."""
 
 
-class _DriverTransactions:
-    """One coordinator client (one set of connections) for a whole driver commit or abort;
-    each call bounded by ``_END_TIMEOUT_S``, retries included.
-
-    First the write is closed (``write_fence``: a task attempt that starts from now on writes
-    nothing); then the others are ended: every open transaction under the prefix but the
-    winners aborted, and the write's producers initialised but not yet in a transaction
-    fenced."""
-
-    def __init__(self, options: SinkOptions, batch_id: int | None = None):
-        self.options, self.batch_id = options, batch_id
-        assert options.transactional_id_prefix is not None, "exactly-once writes have a prefix"
-        self.prefix = options.transactional_id_prefix
-        self.admin = TransactionAdmin(options.producer_config)
-        try:
-            close_write(self.admin, options, batch_id, time.monotonic() + _END_TIMEOUT_S)
-        except BaseException:
-            self.admin.close()
-            raise
-
-    def __enter__(self) -> _DriverTransactions:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.admin.close()
-
-    def end(self, prepared: PreparedTransaction, commit: bool) -> None:
-        self.admin.end(prepared, commit, time.monotonic() + _END_TIMEOUT_S)
-
-    def decide_commit(self) -> None:
-        decide_commit(self.admin, self.options, time.monotonic() + _END_TIMEOUT_S)
-
-    def abort_others(self, keep: list[str]) -> list[str]:
-        """Abort every open transaction of this write's attempts except ``keep`` -- of a streaming
-        query, under its whole prefix, earlier runs' included (the prefix is the query's) -- and
-        fence this write's idle producers; returns the ids whose transaction was aborted.  A batch
-        write's prefix is its target's, which other writes running at once share: their
-        transactions are theirs to end."""
-        deadline = time.monotonic() + _END_TIMEOUT_S
-        scope = self.prefix if self.options.commit_log_dir is not None else attempts_prefix(self.options, self.batch_id)
-        aborted = self.admin.abort_lingering(scope, deadline, keep)
-        fence_idle_attempts(self.admin, self.options, self.batch_id, keep, deadline)
-        return aborted
-
-
-def _prepared(messages: Iterable[TaskCommitMessage | None]) -> list[tuple[TaskCommitMessage, PreparedTransaction]]:
-    return [(m, PreparedTransaction.from_json(m.transaction)) for m in messages
-            if m is not None and m.transaction]
-
-
+# -- before the tasks ------------------------------------------------------------------------------
 def start_exactly_once(options: SinkOptions, streaming: bool = False, timeout_s: float = 15.0) -> SinkOptions:
-    """On the driver, before any task of an exactly-once write: ``options`` with a run id naming
-    this driver (``lease.new_run_id``), once the coordinator accepted the write's settings
-    (:func:`_probe`), the driver's lease beats (``lease.ensure_lease``) and the writes of drivers
-    that are gone have been ended (``lease.end_dead_writes``: their transactions would hold back
-    every read_committed reader of their partitions until the coordinator timed them out)."""
-    from sparkkafka_sink.spark.driver import lease
-
-    process = lease.driver_process()
-    token = lease.driver_token(process)
-    options = replace(options, run_id=lease.new_run_id(token))
+    """On the driver, before any task of an exactly-once write: ``options`` naming this driver as
+    the write's owner, once the coordinator accepted the write's settings (:func:`_probe`), the
+    decisions topic exists, the driver's keeper beats (``exactly_once.keeper``) and -- for a
+    batch write -- the writes under the prefix whose driver is gone have been ended (their
+    transactions would hold back every read_committed reader of their partitions until the
+    coordinator timed them out).  A streaming query's are ended at its commits."""
+    process = driver_process()
+    options = replace(options, owner=driver_token(process))
     config, prefix = options.producer_config, options.transactional_id_prefix
     assert prefix is not None, "exactly-once writes have a prefix"
-    if not tls_files_here(config):
-        return options  # TLS files shipped to the executors only: the tasks' InitProducerId will say
     with TransactionAdmin(config) as admin:
         _probe(admin, options, timeout_s)
+        decisions = DecisionLog(admin, options.decision_topic)
         try:
-            lease.ensure_lease(config, prefix, token, process, options.commit_log_dir)
+            decisions.partitions(time.monotonic() + timeout_s, create=True)
         except KafkaError as e:
-            raise SinkValidationError(f"deliveryGuarantee=exactly-once: {in_option_names(e)}") from None
-        try:
-            ended = lease.end_dead_writes(admin, prefix, token, time.monotonic() + _END_TIMEOUT_S,
-                                          options.commit_log_dir)
-        except KafkaError as e:  # a stream's next micro-batch tries again; a batch write must not leave them
-            if not streaming:
-                raise SinkValidationError(
-                    f"deliveryGuarantee=exactly-once: the driver could not end the open transactions of earlier "
-                    f"writes under {prefix!r} whose driver is gone: {type(e).__name__}: {in_option_names(e)}"
-                ) from None
-            log.warning("pyprod-kafka: could not end the open transactions of dead writes under %r: %s", prefix, e)
-            ended = []
-    if ended:
-        log.warning("pyprod-kafka: ended %d open transactions under %r left by writes whose driver is gone (they "
-                    "held back read_committed readers of their partitions): %s", len(ended), prefix, ", ".join(ended))
+            raise SinkValidationError(f"deliveryGuarantee=exactly-once: {in_option_names(e)} (option "
+                                      f"decisionTopic={options.decision_topic!r})") from None
+        _keep(options, process, _registered(options))
+        if not _per_query(options):
+            _end_dead_drivers(admin, decisions, options, streaming)
     return options
+
+
+def _per_query(options: SinkOptions) -> bool:
+    """The prefix is one streaming query's (writeStream, or foreachBatch with its batch id)."""
+    return options.batch_id is not None or options.streaming
+
+
+def _registered(options: SinkOptions) -> str:
+    """What the keeper keeps for this write: the write (a batch write), or the query's stream."""
+    return f"{options.transactional_id_prefix}-stream" if _per_query(options) else options.write().name
+
+
+def _keep(options: SinkOptions, process: tuple[int, int] | None = None, registered: str | None = None) -> None:
+    """The driver's keeper beats under the prefix (started when none does), and keeps
+    ``registered`` until it ends (or ``transaction.timeout.ms`` passes)."""
+    if options.keeper == "none":
+        return
+    prefix = options.transactional_id_prefix
+    assert prefix is not None
+    registry = keepers.Registry(prefix, options.owner)
+    if registered is not None:
+        registry.register(registered, options.producer_config["transaction.timeout.ms"] / 1000 + _KEEP_MARGIN_S)
+    spec = keepers.KeeperSpec(options.producer_config.portable(), prefix, options.owner, process or driver_process(),
+                              options.decision_topic)
+    try:
+        keepers.ensure_keeper(spec, registry)
+    except KafkaError as e:
+        raise SinkValidationError(f"deliveryGuarantee=exactly-once: {in_option_names(e)} (option leaseKeeper=none "
+                                  "starts no keeper)") from None
+
+
+def _end_dead_drivers(admin: TransactionAdmin, decisions: DecisionLog, options: SinkOptions, streaming: bool) -> None:
+    """End the open writes under the prefix of every other driver whose lease stands still."""
+    prefix = options.transactional_id_prefix
+    assert prefix is not None
+    deadline = time.monotonic() + _END_TIMEOUT_S
+    try:
+        _, gone = judge(admin, prefix + "-r", deadline, spare=(options.owner,))
+        ended = [settle(admin, decisions, write, deadline) for write in sorted(gone)]
+    except KafkaError as e:
+        if streaming:
+            log.warning("pyprod-kafka: could not end the open writes under %r whose driver is gone: %s", prefix, e)
+            return
+        raise SinkValidationError(
+            f"deliveryGuarantee=exactly-once: the driver could not end the open writes under {prefix!r} whose driver "
+            f"is gone: {type(e).__name__}: {in_option_names(e)}") from None
+    if ended:
+        log.warning("pyprod-kafka: ended %d writes under %r left open by drivers that are gone (they held back "
+                    "read_committed readers of their partitions): %s", len(ended), prefix, _said(ended))
 
 
 def _probe(admin: TransactionAdmin, options: SinkOptions, timeout_s: float) -> None:
     """The brokers accept ``transaction.timeout.ms`` (their ``transaction.max.timeout.ms`` caps
-    it): InitProducerId under a probe id of this write asks exactly that; and the brokers the
+    it): InitProducerId under a probe id of the prefix asks exactly that; and the brokers the
     probe reached can serve the hand-over (``HANDOVER_APIS``: without them a failed attempt's
     transaction could not be found and aborted, nor a late attempt stopped, so Kafka before 3.0
     is refused, naming the broker's release).  A refusal fails the write with one clear line
     instead of failing every task, or the commit."""
+    prefix = options.transactional_id_prefix
+    assert prefix is not None
     timeout_ms = options.producer_config["transaction.timeout.ms"]
     try:
-        admin.fence(f"{options.transactional_id_prefix}-probe", time.monotonic() + timeout_s)
+        admin.fence(probe_id(prefix), time.monotonic() + timeout_s)
         lacking = admin.brokers_lacking(HANDOVER_APIS)  # those the probe reached
     except InvalidTransactionTimeoutError:
         raise SinkValidationError(
@@ -142,9 +146,9 @@ def _probe(admin: TransactionAdmin, options: SinkOptions, timeout_s: float) -> N
     except KafkaError as e:  # e.g. TRANSACTIONAL_ID_AUTHORIZATION_FAILED: every task would fail the same way
         raise SinkValidationError(
             f"deliveryGuarantee=exactly-once: the transaction coordinator refused the driver's probe under "
-            f"transactional id {options.transactional_id_prefix!r}-probe: {type(e).__name__}: "
-            f"{in_option_names(e)} (the tasks' transactional ids start with transactionalIdPrefix: the "
-            "principal needs WRITE and DESCRIBE on them)") from None
+            f"transactional id {probe_id(prefix)!r}: {type(e).__name__}: {in_option_names(e)} (the tasks' "
+            "transactional ids start with transactionalIdPrefix: the principal needs WRITE and DESCRIBE on "
+            "them)") from None
     if lacking:
         raise SinkValidationError(
             f"deliveryGuarantee=exactly-once needs brokers of Apache Kafka {lacking[0].needed} or newer: the driver "
@@ -159,147 +163,123 @@ def _answering(lacking: list[BrokerLacking]) -> str:
                      for b in lacking)
 
 
-def commit_all(messages: CommitMessages, options: SinkOptions) -> str:
-    """Commit every prepared transaction; a summary line.  The losers go first (the write's
-    other transactions aborted), then the decision is recorded at the coordinator
-    (``write_fence.decide_commit``), then the winners are committed: a driver that dies in
-    between leaves only winners open, which whoever ends its write commits."""
-    done, failed = [], []
-    winners = _prepared(messages)
-    with _DriverTransactions(options) as txns:
-        aborted = txns.abort_others(keep=[p.transactional_id for _, p in winners])
-        txns.decide_commit()
-        for message, prepared in winners:
-            try:
-                txns.end(prepared, True)
-                done.append((message, prepared))
-            except KafkaError as e:
-                failed.append((message, prepared, e))
-        if failed:
-            visible = ", ".join(f"task of partition {m.partition_id}: {_partitions(p)}" for m, p in done) or "none"
-            lost = "; ".join(f"partition {m.partition_id} ({_partitions(p)}): {in_option_names(e)}" for m, p, e in failed)
-            txns.abort_others(keep=[])
-            raise TransactionCommitError(
-                f"pyprod-kafka: exactly-once commit failed for {len(failed)} of {len(failed) + len(done)} tasks; "
-                f"their rows are NOT visible: {lost}. Committed and visible: {visible}")
-    return (f"{len(done)} transactions committed under {options.transactional_id_prefix!r}"
-            + (f", {len(aborted)} left by failed or losing attempts aborted" if aborted else ""))
+# -- after the tasks -------------------------------------------------------------------------------
+def _prepared(messages: Iterable[TaskCommitMessage | None]) -> list[tuple[TaskCommitMessage, PreparedTransaction]]:
+    return [(m, PreparedTransaction.from_json(m.transaction)) for m in messages
+            if m is not None and m.transaction]
+
+
+def _write_of(messages: CommitMessages, options: SinkOptions, batch_id: int | None) -> WriteId | None:
+    """The write the tasks wrote under (their messages name it), else the plan's own -- which is
+    the tasks' for a batch write, but not for a streaming micro-batch (None then)."""
+    for m in messages:
+        if m is not None and m.write and (found := parse(m.write)) is not None:
+            return found
+    return options.write(batch_id) if not options.streaming else None
+
+
+def _deadline(winners: int = 0) -> float:
+    return time.monotonic() + _END_TIMEOUT_S + _END_PER_TASK_S * winners
+
+
+def commit_all(messages: CommitMessages, options: SinkOptions, batch_id: int | None = None) -> str:
+    """Commit the write's winners (``exactly_once.commit``); a summary line, or
+    ``TransactionCommitError`` saying what is visible and what ends the write."""
+    winners = [p for _, p in _prepared(messages)]
+    write = _write_of(messages, options, batch_id)
+    assert write is not None, "a commit has the tasks' messages"
+    _keep(options)
+    with TransactionAdmin(options.producer_config) as admin:
+        decisions = DecisionLog(admin, options.decision_topic)
+        deadline = _deadline(len(winners))
+        try:
+            done = commit_write(admin, decisions, options.producer_config, write, winners, deadline)
+        except (WriteEndedError, UndecidedError, IncompleteCommitError) as e:
+            raise TransactionCommitError(f"pyprod-kafka: {in_option_names(e)}") from None
+    _unregister(options, write)
+    return (f"{len(done.committed)} transactions committed under {options.transactional_id_prefix!r}"
+            + (f", {len(done.aborted)} left by failed or losing attempts aborted" if done.aborted else ""))
 
 
 def abort_all(messages: CommitMessages, options: SinkOptions, batch_id: int | None = None) -> str:
-    errors = []
-    with _DriverTransactions(options, batch_id) as txns:
-        for _, prepared in _prepared(messages):
+    """End the write as decided -- Spark calls this after a failed job, and after a commit that
+    failed: a decided write is completed, an undecided one aborted.  Where even that cannot be
+    done now, the keeper is asked to (and readers wait at most ``transaction.timeout.ms``)."""
+    writes = _writes_to_end(messages, options, batch_id)
+    done = []
+    with TransactionAdmin(options.producer_config) as admin:
+        decisions = DecisionLog(admin, options.decision_topic)
+        for write in writes:
             try:
-                txns.end(prepared, False)
+                done.append(settle(admin, decisions, write, _deadline()))
             except KafkaError as e:
-                errors.append(f"{prepared.transactional_id}: {in_option_names(e)}")
-        aborted = txns.abort_others(keep=[])
-    text = f"every transaction under {options.transactional_id_prefix!r} aborted ({len(aborted)} lingering)"
-    if errors:
-        text += "; could not abort (the coordinator aborts them after kafka.transaction.timeout.ms): " + "; ".join(errors)
-    return text
+                _abandon(options, write)
+                return (f"write {write} could not be ended now ({in_option_names(e)}): the driver's keeper ends it "
+                        "as decided (the command too: python -m sparkkafka_sink.transactions)")
+            _unregister(options, write)
+    return _said(done) or "nothing was open"
 
 
-def _partitions(prepared: PreparedTransaction) -> str:
-    return ", ".join(f"{t}-{p}" for t, p in prepared.partitions) or "no partitions"
+def _writes_to_end(messages: CommitMessages, options: SinkOptions, batch_id: int | None) -> list[WriteId]:
+    write = _write_of(messages, options, batch_id)
+    if write is not None:
+        return [write]
+    # a micro-batch none of whose tasks finished: its writes are this driver's of that batch
+    prefix = options.transactional_id_prefix
+    assert prefix is not None
+    with TransactionAdmin(options.producer_config) as admin:
+        listed = admin.open_transactions(f"{prefix}-r{options.owner}", _deadline(), LIVE_STATES)
+    return sorted({w for t, _, _ in listed if (w := parse(t)) is not None and w.batch == batch_id})
 
 
-def committed_before(options: SinkOptions, batch_id: int) -> bool:
-    """Micro-batch ``batch_id`` was committed by an earlier run (Spark replays it)."""
-    return MicroBatchLog(_commit_log_dir(options)).done(batch_id)
+def _said(ended: list[Settled]) -> str:
+    return "; ".join(f"write {s.write} {'completed as decided' if s.decided else 'aborted'} "
+                     f"({len(s.committed)} committed, {len(s.aborted)} aborted"
+                     + (f", {len(s.lost)} LOST to their coordinator's timeout" if s.lost else "") + ")"
+                     for s in ended)
 
 
-def _commit_log_dir(options: SinkOptions) -> str:
-    assert options.commit_log_dir is not None, "exactly-once streaming writes record their commits"
-    return options.commit_log_dir
+def _unregister(options: SinkOptions, write: WriteId) -> None:
+    if options.keeper != "none" and not _per_query(options):
+        assert options.transactional_id_prefix is not None
+        keepers.Registry(options.transactional_id_prefix, options.owner).unregister(write.name)
 
 
-# -- streaming: one commit per micro-batch, recorded so a replay is not written twice -------------
-class MicroBatchLog:
-    """``<checkpoint>/pyprod-kafka/<batch>.intent`` (the transactions about to be committed) and
-    ``<batch>.done`` (all committed), each written whole (temporary file, then rename)."""
-
-    def __init__(self, directory: str):
-        self.dir = directory
-        os.makedirs(directory, exist_ok=True)
-
-    def _path(self, batch_id: int, kind: str) -> str:
-        return os.path.join(self.dir, f"{batch_id}.{kind}")
-
-    def _write(self, batch_id: int, kind: str, text: str) -> None:
-        path = self._path(batch_id, kind)
-        tmp = f"{path}.tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-
-    def intent_path(self, batch_id: int) -> str:
-        """Where the transactions about to be committed for ``batch_id`` are recorded."""
-        return self._path(batch_id, "intent")
-
-    def done(self, batch_id: int) -> bool:
-        return os.path.exists(self._path(batch_id, "done"))
-
-    def intent(self, batch_id: int) -> list[PreparedTransaction] | None:
-        path = self._path(batch_id, "intent")
-        if not os.path.exists(path):
-            return None
-        with open(path) as f:
-            return [PreparedTransaction.from_json(t) for t in json.load(f)]
-
-    def write_intent(self, batch_id: int, prepared: list[PreparedTransaction]) -> None:
-        self._write(batch_id, "intent", json.dumps([p.to_json() for p in prepared]))
-
-    def write_done(self, batch_id: int) -> None:
-        self._write(batch_id, "done", "")
+def _abandon(options: SinkOptions, write: WriteId) -> None:
+    if options.keeper != "none":
+        assert options.transactional_id_prefix is not None
+        keepers.Registry(options.transactional_id_prefix, options.owner).abandon(write.name)
 
 
-def commit_micro_batch(messages: CommitMessages, batch_id: int, options: SinkOptions) -> str:
-    """Commit micro-batch ``batch_id`` exactly once, even when Spark calls this again for it or
-    replays the batch after a driver restart."""
-    log = MicroBatchLog(_commit_log_dir(options))
-    new = [p for _, p in _prepared(messages)]
-    with _DriverTransactions(options, batch_id) as txns:
-        if log.done(batch_id):
-            for p in new:
-                txns.end(p, False)
-            return (f"micro-batch {batch_id} was committed before (a replay): its {len(new)} new "
-                    "transactions aborted, nothing written twice")
-        earlier = log.intent(batch_id)
-        if earlier is None:
-            log.write_intent(batch_id, new)
-            to_commit, extra = new, []
-        else:  # a crash between the intent and done: finish what was decided then
-            to_commit, extra = earlier, new
-        failed = []
-        for p in to_commit:
-            try:
-                txns.end(p, True)
-            except KafkaError as e:
-                failed.append(f"{_partitions(p)}: {in_option_names(e)}")
-        if failed:
-            raise TransactionCommitError(
-                f"pyprod-kafka: exactly-once commit of micro-batch {batch_id} failed for {len(failed)} of "
-                f"{len(to_commit)} transactions ({'; '.join(failed)}); the query stops, and its restart tries these "
-                f"commits again (recorded in {log.intent_path(batch_id)})")
-        for p in extra:
-            txns.end(p, False)
-        aborted = txns.abort_others(keep=[p.transactional_id for p in to_commit])
-    log.write_done(batch_id)
-    return (f"micro-batch {batch_id}: {len(to_commit)} transactions committed"
-            + (" (recorded by a run that crashed before it finished)" if earlier is not None else "")
-            + (f", {len(extra) + len(aborted)} others aborted" if extra or aborted else ""))
+# -- streaming: one write per micro-batch, the query's latest decision kept ---------------------
+def commit_micro_batch(messages: CommitMessages, batch_id: int, options: SinkOptions) -> tuple[str, bool]:
+    """Commit micro-batch ``batch_id`` exactly once, even when Spark replays it after a driver
+    restart: ``(summary, replay)`` -- a replay of a batch decided before (its new transactions
+    aborted, the earlier ones completed as recorded)."""
+    prefix = options.transactional_id_prefix
+    assert prefix is not None
+    write = _write_of(messages, options, batch_id)
+    ended = []
+    with TransactionAdmin(options.producer_config) as admin:
+        decisions = DecisionLog(admin, options.decision_topic)
+        deadline = _deadline()
+        # the query runs once at a time (Spark's rule): another driver's writes under its prefix
+        # are an earlier run's -- the last decided micro-batch among them completed as recorded
+        for other in sorted({w for t, _, _ in admin.open_transactions(prefix + "-r", deadline, LIVE_STATES)
+                             if (w := parse(t)) is not None and w.owner != options.owner}):
+            ended.append(settle(admin, decisions, other, deadline))
+        latest = decisions.latest_of_query(prefix, deadline)
+        if latest is not None and latest.write == write:  # decided already (a commit asked again)
+            return f"micro-batch {batch_id}: {_said([settle(admin, decisions, write, deadline)])}", False
+        if latest is not None and latest.write.batch is not None and latest.write.batch >= batch_id \
+                and latest.write != write:
+            done = [settle(admin, decisions, w, deadline) for w in (latest.write, write) if w is not None]
+            return (f"micro-batch {batch_id} was decided before by {latest.write} (a replay): "
+                    f"{_said(done)}; nothing written twice", True)
+    text = commit_all(messages, options, batch_id)
+    earlier = f"; first ended what an earlier run left: {_said(ended)}" if ended else ""
+    return f"micro-batch {batch_id}: {text}{earlier}", False
 
 
 def abort_micro_batch(messages: CommitMessages, batch_id: int, options: SinkOptions) -> str:
-    log = MicroBatchLog(_commit_log_dir(options))
-    if log.done(batch_id) or log.intent(batch_id) is not None:
-        # decided before: only this attempt's new transactions go
-        with _DriverTransactions(options, batch_id) as txns:
-            for _, p in _prepared(messages):
-                txns.end(p, False)
-        return f"micro-batch {batch_id}: this attempt's transactions aborted (the batch was committed before)"
-    return abort_all(messages, options, batch_id)
+    return f"micro-batch {batch_id}: " + abort_all(messages, options, batch_id)

@@ -4,8 +4,7 @@ The configuration is the write's own, made this attempt's: a ``client.id`` namin
 the Python worker, for a pooled producer), TLS files found where Spark shipped them, and under
 exactly-once a transactional id of its own.  An at-least-once producer comes from the worker's
 pool (``producer_pool.py``) and goes back there when the task succeeded; an exactly-once one is
-made for the attempt, which writes only while the driver has not ended the write
-(``spark/write_fence.py``).
+made for the attempt, which writes only while its write is open (``exactly_once/fence.py``).
 """
 
 from __future__ import annotations
@@ -14,13 +13,14 @@ import os
 
 from pyspark import SparkFiles
 
+from sparkkafka_sink.exactly_once.fence import write_closed
+from sparkkafka_sink.exactly_once.ids import WriteId
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.task.producer_pool import POOL
 from sparkkafka_sink.spark.task.task_info import TaskInfo
-from sparkkafka_sink.spark.write_fence import attempts_prefix, write_closed
 
 _CLOSE_AFTER_FAILURE_S = 2.0
 #: options naming files, which on a cluster are shipped to the executors with --files / addFile
@@ -38,6 +38,9 @@ class TaskProducer:
         self.task = task
         # at-least-once tasks of one Python worker share producers (producer_pool.py)
         self.pooled = not options.exactly_once and options.producer_cache_timeout_ms > 0
+        #: exactly-once: the write this attempt belongs to
+        self.write: WriteId | None = (options.write(_micro_batch_id(options, task)) if options.exactly_once
+                                      else None)
         self.config = task_config(options, task, self.pooled)
         #: the open producer (None until the first rows)
         self.current: Producer | None = None
@@ -61,7 +64,8 @@ class TaskProducer:
         """Exactly-once: the attempt's transaction, begun once its write is known to be open."""
         producer = self.open()
         producer.init_transactions()
-        if write_closed(producer, self.options, _micro_batch_id(self.options, self.task)):
+        assert self.write is not None
+        if write_closed(producer, self.write):
             raise SinkWriteError(
                 f"{PREFIX}write task for Spark partition {self.task.partition} (attempt {self.task.attempt}): the "
                 "driver already ended this write (another attempt won, or the job failed): this attempt writes "
@@ -121,7 +125,7 @@ def task_config(options: SinkOptions, task: TaskInfo, pooled: bool = False) -> P
 
 
 def transactional_id(options: SinkOptions, task: TaskInfo) -> str:
-    return f"{attempts_prefix(options, _micro_batch_id(options, task))}{task.partition}-t{task.attempt_id}"
+    return options.write(_micro_batch_id(options, task)).attempt(task.partition, task.attempt_id)
 
 
 def _micro_batch_id(options: SinkOptions, task: TaskInfo) -> int | None:

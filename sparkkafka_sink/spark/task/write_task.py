@@ -110,6 +110,7 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
             offsets={tp: tuple(s) for tp, s in tracker.offsets.items()},
             metrics=metrics,
             transaction=transaction,
+            write=producer.write.name if producer.write is not None else None,
         )
     finally:
         producer.finish(ok)

@@ -1,0 +1,306 @@
+"""The keeper: a small process beside the driver that keeps its lease and ends its writes when
+the driver dies.
+
+One per driver (its JVM) and transactional id prefix, started by the first exactly-once write
+that plans under the prefix (:func:`ensure_keeper`; again at every commit, should it have died)
+and detached from Spark (``python -m sparkkafka_sink.exactly_once.keeper``, its settings as JSON
+on stdin).  It lives as long as its driver has writes open under the prefix:
+
+* a thread beats the driver's lease (``leases``) every ``BEAT_S`` -- and does nothing else, so a
+  slow answer of any other request never stalls it;
+* the main loop watches the JVM: once it is gone, the keeper ends every write of the driver
+  still open (``settle``: as decided, never against the decision) and exits.  It also ends the
+  writes the driver gave up on (a commit that could not finish: :meth:`Registry.abandon`), and
+  exits :data:`IDLE_S` after the driver's last write ended.
+
+Its files are in a :class:`Registry` (``$SPARKKAFKA_LEASE_DIR``, else the temp directory): the
+keeper's own (pid, start time and lease, checked as a whole, not by the pid alone), and one per
+write the driver has open (a streaming query's run counts as one), each with the time past which
+it cannot be open any more (``transaction.timeout.ms`` after its last use).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.exactly_once.ids import lease_id, owned_prefix, parse
+from sparkkafka_sink.exactly_once.leases import BEAT_S
+from sparkkafka_sink.exactly_once.owner import Process, alive, stat
+
+__all__ = ["IDLE_S", "KeeperSpec", "Registry", "ensure_keeper", "keep", "main"]
+
+log = logging.getLogger("sparkkafka_sink.exactly_once.keeper")
+
+#: the keeper exits this long after its driver's last write ended
+IDLE_S = 60.0
+#: how long a planning process waits for a new keeper's first beat
+START_TIMEOUT_S = 30.0
+#: the bound of each ending the keeper attempts
+_END_TIMEOUT_S = 60.0
+_LOOP_S = 0.5
+
+
+class KeeperError(KafkaError):
+    """The keeper could not be started: the message says why and where its log is."""
+
+
+@dataclass(frozen=True)
+class KeeperSpec:
+    """What a keeper needs: the cluster (the producer's settings, security included), the
+    prefix, the driver it keeps, where decisions are kept."""
+
+    config: dict[str, Any]
+    prefix: str
+    owner: str
+    process: Process
+    decision_topic: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> KeeperSpec:
+        d = json.loads(text)
+        return cls(d["config"], d["prefix"], d["owner"], (int(d["process"][0]), int(d["process"][1])),
+                   d["decision_topic"])
+
+
+def _root() -> Path:
+    env = os.environ.get("SPARKKAFKA_LEASE_DIR")
+    return Path(env) if env else Path(tempfile.gettempdir()) / f"sparkkafka-sink-leases-{os.getuid()}"
+
+
+class Registry:
+    """The files of one driver's keeper under one prefix: ``keeper.json`` and ``writes/``."""
+
+    def __init__(self, prefix: str, owner: str, root: Path | None = None):
+        self.prefix, self.owner = prefix, owner
+        self.dir = (root or _root()) / f"{owner}-{hashlib.sha1(prefix.encode()).hexdigest()[:12]}"
+        self.writes = self.dir / "writes"
+        self.writes.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / "keeper.log"
+
+    # -- the keeper's identity -------------------------------------------------------------------
+    def keeper(self) -> Process | None:
+        """The live keeper of this driver and prefix: its pid, start time and lease all as it
+        recorded them (a reused pid is not it)."""
+        try:
+            found = json.loads((self.dir / "keeper.json").read_text())
+            process = (int(found["pid"]), int(found["start"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if found.get("lease") != lease_id(self.prefix, self.owner) or not alive(process) or process[1] == 0:
+            return None
+        return process
+
+    def announce(self) -> None:
+        """The keeper beats: its identity, written whole."""
+        me = os.getpid()
+        found = stat(me)
+        self._write(self.dir / "keeper.json", {"pid": me, "start": found[2] if found else 0,
+                                                "lease": lease_id(self.prefix, self.owner)})
+
+    def retire(self) -> None:
+        try:
+            if json.loads((self.dir / "keeper.json").read_text()).get("pid") == os.getpid():
+                (self.dir / "keeper.json").unlink()
+        except (OSError, ValueError):
+            pass
+
+    # -- the driver's open writes ----------------------------------------------------------------
+    def register(self, name: str, open_for_s: float) -> None:
+        """A write (or a streaming run) the driver has open: the keeper stays while it may be."""
+        self._write(self.writes / name, {"until": time.time() + open_for_s, "abandoned": False})
+
+    def abandon(self, name: str) -> None:
+        """The driver could not end this write: the keeper ends it (as decided)."""
+        self._write(self.writes / name, {"until": time.time() + 86400.0, "abandoned": True})
+
+    def unregister(self, name: str) -> None:
+        (self.writes / name).unlink(missing_ok=True)
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        found = {}
+        for path in self.writes.iterdir():
+            if path.name.startswith("."):
+                continue
+            try:
+                found[path.name] = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+        return found
+
+    def lock(self) -> Any:
+        """An exclusive lock on the registry (two writes planning at once start one keeper)."""
+        handle = open(self.dir / "keeper.lock", "w")
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        return handle
+
+    @staticmethod
+    def _write(path: Path, content: dict[str, Any]) -> None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(content))
+        os.replace(tmp, path)
+
+
+def ensure_keeper(spec: KeeperSpec, registry: Registry) -> int:
+    """The pid of a keeper that beats for the driver under the prefix: the running one, or one
+    started now (once its first beat landed)."""
+    with registry.lock():
+        running = registry.keeper()
+        if running is not None:
+            return running[0]
+        with open(registry.log_file, "ab") as out:
+            keeper = subprocess.Popen([sys.executable, "-m", "sparkkafka_sink.exactly_once.keeper"],
+                                      stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=True,
+                                      close_fds=True)
+        assert keeper.stdin is not None
+        keeper.stdin.write(spec.to_json().encode())
+        keeper.stdin.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            found = registry.keeper()
+            if found is not None and found[0] == keeper.pid:
+                return keeper.pid
+            if keeper.poll() is not None:
+                break
+            time.sleep(0.05)
+        if keeper.poll() is None:
+            keeper.kill()
+        tail = registry.log_file.read_text(errors="replace").strip().splitlines()[-5:]
+        raise KeeperError(f"the driver's lease keeper did not start beating under "
+                          f"{lease_id(spec.prefix, spec.owner)!r} (its log, {registry.log_file}: "
+                          f"{' | '.join(tail) or 'empty'})")
+
+
+# -- the keeper process -------------------------------------------------------------------------
+class _Beat(threading.Thread):
+    """Bumps the lease every ``BEAT_S``, with a client of its own; nothing else."""
+
+    def __init__(self, spec: KeeperSpec, registry: Registry):
+        super().__init__(name="lease-beat", daemon=True)
+        self.spec, self.registry = spec, registry
+        self.stop = threading.Event()
+        self.first = threading.Event()
+        self.last_beat = time.monotonic()
+
+    def run(self) -> None:
+        from sparkkafka_sink.producer.handover import TransactionAdmin
+
+        lease = lease_id(self.spec.prefix, self.spec.owner)
+        with TransactionAdmin(self.spec.config) as admin:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                try:
+                    admin.fence(lease, started + 4 * BEAT_S)
+                    self.last_beat = time.monotonic()
+                    if not self.first.is_set():
+                        self.registry.announce()
+                        self.first.set()
+                        log.info("keeping %s for the driver %s (JVM pid %d)", lease, self.spec.owner,
+                                 self.spec.process[0])
+                except KafkaError as e:  # a broker down: beat again (observers see no beat meanwhile)
+                    log.warning("lease %s: %s", lease, e)
+                self.stop.wait(max(0.0, BEAT_S - (time.monotonic() - started)))
+
+
+def keep(spec: KeeperSpec, registry: Registry) -> int:
+    """Beat while the driver has writes open under the prefix; end them when it is gone."""
+    from sparkkafka_sink.exactly_once.decision_log import DecisionLog
+    from sparkkafka_sink.producer.handover import TransactionAdmin
+
+    beat = _Beat(spec, registry)
+    beat.start()
+    idle_since = time.monotonic()
+    try:
+        with TransactionAdmin(spec.config) as admin:
+            decisions = DecisionLog(admin, spec.decision_topic)
+            while True:
+                now = time.monotonic()
+                if not alive(spec.process):
+                    _end_all(admin, decisions, spec, registry)
+                    return 0
+                entries = registry.entries()
+                for name, entry in entries.items():
+                    if entry.get("abandoned"):
+                        _end_abandoned(admin, decisions, registry, name)
+                    elif float(entry.get("until", 0)) < time.time():
+                        registry.unregister(name)
+                if registry.entries():
+                    idle_since = now
+                elif now - idle_since > IDLE_S:
+                    log.info("no open write of the driver %s for %.0f s: the keeper ends", spec.owner, IDLE_S)
+                    return 0
+                time.sleep(_LOOP_S)
+    finally:
+        beat.stop.set()
+        registry.retire()
+
+
+def _end_abandoned(admin: Any, decisions: Any, registry: Registry, name: str) -> None:
+    from sparkkafka_sink.exactly_once.settle import settle
+
+    write = parse(name)
+    if write is None:
+        registry.unregister(name)
+        return
+    try:
+        settled = settle(admin, decisions, write, time.monotonic() + _END_TIMEOUT_S)
+    except KafkaError as e:
+        log.warning("could not end the write %s its driver gave up on yet: %s", name, e)
+        return
+    registry.unregister(name)
+    log.warning("ended the write %s its driver gave up on: %s", name, _said(settled))
+
+
+def _end_all(admin: Any, decisions: Any, spec: KeeperSpec, registry: Registry) -> None:
+    """The driver is gone: end its writes as decided -- those holding a transaction, and those it
+    had registered (closing them stops their late task attempts)."""
+    from sparkkafka_sink.exactly_once.leases import HOLDING_STATES
+    from sparkkafka_sink.exactly_once.settle import settle
+
+    deadline = time.monotonic() + _END_TIMEOUT_S
+    holding = admin.open_transactions(owned_prefix(spec.prefix, spec.owner), deadline, HOLDING_STATES)
+    writes = {w for t, _, _ in holding if (w := parse(t)) is not None}
+    writes |= {w for name in registry.entries() if (w := parse(name)) is not None}
+    for write in sorted(writes):
+        try:
+            log.warning("the driver's JVM is gone: %s", _said(settle(admin, decisions, write, deadline)))
+        except KafkaError as e:
+            log.error("the driver's JVM is gone, and its write %s could not be ended: %s", write, e)
+            continue
+        registry.unregister(write.name)
+    if not writes:
+        log.info("the driver's JVM is gone; it left no write open")
+
+
+def _said(settled: Any) -> str:
+    how = "decided: committed as recorded" if settled.decided else "undecided: aborted"
+    return (f"write {settled.write} {how} ({len(settled.committed)} committed, {len(settled.aborted)} aborted"
+            + (f", {len(settled.lost)} lost to their coordinator's timeout" if settled.lost else "") + ")")
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    spec = KeeperSpec.from_json(sys.stdin.read())
+    return keep(spec, Registry(spec.prefix, spec.owner))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -184,9 +184,8 @@ def ensure_keeper(spec: KeeperSpec, registry: Registry) -> int:
         if keeper.poll() is None:
             keeper.kill()
         tail = registry.log_file.read_text(errors="replace").strip().splitlines()[-5:]
-        raise KeeperError(f"the driver's lease keeper did not start beating under "
-                          f"{lease_id(spec.prefix, spec.owner)!r} (its log, {registry.log_file}: "
-                          f"{' | '.join(tail) or 'empty'})")
+        raise KeeperError(f"it did not beat under {lease_id(spec.prefix, spec.owner)!r} within {START_TIMEOUT_S:.0f} s "
+                          f"(its log, {registry.log_file}: {' | '.join(tail) or 'empty'})")
 
 
 # -- the keeper process -------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from pyspark.sql.types import (
 
 from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.producer.producer import Producer
+from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource
 from sparkkafka_sink.spark.driver import transactions
 from sparkkafka_sink.spark.driver.planning import plan_write
@@ -488,10 +489,45 @@ def _(w: World) -> str:
     return refused({**NOWHERE, "topic": "t", "deliveryGuarantee": "exactly-once", "batchId": "7"})
 
 
-@entry("deliveryGuarantee=exactly-once on writeStream needs a checkpointLocation on a local or mounted file system")
+@entry("deliveryGuarantee=exactly-once: the driver commits the tasks' transactions, so it connects to the cluster as "
+       "they do")
 def _(w: World) -> str:
-    return refused({**NOWHERE, "topic": "t", "deliveryGuarantee": "exactly-once", "batchId": "7",
-                    "checkpointLocation": "s3a://bucket/checkpoints/orders"})
+    return refused({**NOWHERE, "topic": "t", "deliveryGuarantee": "exactly-once", "kafka.security.protocol": "SSL",
+                    "kafka.ssl.truststore.location": "/etc/kafka/ca-shipped-to-the-executors-only.pem"})
+
+
+@entry("deliveryGuarantee=exactly-once: the exactly-once decisions topic '…' does not exist and this principal may "
+       "not create it", needs=KAFKA)
+def _(w: World) -> str:
+    """The decisions topic missing, and the cluster refusing to create it (a fault proxy answers
+    the driver's CreateTopics with TOPIC_AUTHORIZATION_FAILED)."""
+    from faults.harness import FaultProxy
+
+    from sparkkafka_sink.protocol import messages
+    from sparkkafka_sink.protocol.api import ApiKey
+    from sparkkafka_sink.protocol.header import decode_response_header
+
+    def refuse(frame: bytes, api_key: int, version: int) -> bytes:
+        header, offset = decode_response_header(memoryview(frame), api_key, version)
+        answer = messages.decode_body("CreateTopicsResponse", memoryview(frame)[offset:], version)
+        for topic in answer.topics:
+            topic.error_code = 29
+        return bytes(frame[:offset]) + b"".join(bytes(b) for b in messages.encode_body(answer, version))
+
+    with FaultProxy(0, "127.0.0.1", w.kafka.nodes[0].port, rewrite_metadata=True) as proxy:
+        proxy.mutate_next_response(refuse, api_key=ApiKey.CREATE_TOPICS)
+        return refused({"kafka.bootstrap.servers": proxy.address, "topic": w.topic(), "clusterCheckTimeoutMs": "0",
+                        "deliveryGuarantee": "exactly-once", "decisionTopic": f"decisions-{uuid.uuid4().hex[:8]}"})
+
+
+@entry("deliveryGuarantee=exactly-once: the driver's lease keeper could not start: …", needs=KAFKA)
+def _(w: World) -> str:
+    """Its files cannot be written: ``$SPARKKAFKA_LEASE_DIR`` names a file, not a directory."""
+    not_a_directory = w.fixture("tmp_path") / "a-file"
+    not_a_directory.write_text("")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARKKAFKA_LEASE_DIR", str(not_a_directory))
+        return refused(w.options(topic=w.topic(), deliveryGuarantee="exactly-once"))
 
 
 @entry("kafka.transaction.timeout.ms=… is more than the brokers allow", needs=KAFKA)
@@ -501,7 +537,7 @@ def _(w: World) -> str:
 
 
 @entry("deliveryGuarantee=exactly-once: the transaction coordinator refused the driver's probe under transactional id "
-       "'…'-probe: …", needs=KAFKA)
+       "'…-probe': …", needs=KAFKA)
 def _(w: World) -> str:
     """The coordinator refusing the probe's InitProducerId with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     through a fault proxy in front of the session's node (it rewrites the coordinator's address too)."""
@@ -514,8 +550,8 @@ def _(w: World) -> str:
                         "clusterCheckTimeoutMs": "0"})
 
 
-@entry("deliveryGuarantee=exactly-once: the driver could not end the open transactions of earlier writes under '…' "
-       "whose driver is gone: …", needs=KAFKA)
+@entry("deliveryGuarantee=exactly-once: the driver could not end the open writes under '…' whose driver is gone: …",
+       needs=KAFKA)
 def _(w: World) -> str:
     """A transaction a dead write left open under the prefix (its id names a driver whose lease
     never beat), and the coordinator refusing the driver's question about it (a fault proxy
@@ -818,31 +854,77 @@ def _(w: World) -> str:
 
 
 # At the commit --------------------------------------------------------------------------------------
-def stale_transaction(w: World, **options):
-    """An exactly-once task's commit message whose transaction a newer producer with its id
-    fenced (the coordinator aborted it): ``(plan, message)``."""
-    plan = task_plan(w.options(topic=w.topic(), deliveryGuarantee="exactly-once", **options))
-    task = TaskInfo(0, 0, 0, attempt_id=7)
-    message = write_task.run_write_task(iter([values("a")]), plan, None, task=task)
-    with TransactionAdmin(plan.options.producer_config) as admin:
-        admin.fence(transactional_id(plan.options, task), time.monotonic() + 30)
-    return plan, message
+def started(options: dict) -> WritePlan:
+    """The plan of an exactly-once write as the driver starts it (its owner named, its keeper beating)."""
+    return WritePlan(transactions.start_exactly_once(parse_options(options)), VALUE_ONLY)
 
 
-@entry("exactly-once commit failed for … of … tasks; their rows are NOT visible", needs=KAFKA)
-def _(w: World) -> str:
-    plan, message = stale_transaction(w)
+def written(plan: WritePlan, attempt_id: int = 7) -> TaskCommitMessage:
+    """A task of ``plan`` that wrote one row in its transaction, handed over."""
+    return write_task.run_write_task(iter([values("a")]), plan, None, task=TaskInfo(0, 0, 0, attempt_id=attempt_id))
+
+
+def commit_refused(plan: WritePlan, message: TaskCommitMessage) -> str:
     with pytest.raises(TransactionCommitError) as info:
         transactions.commit_all([message], plan.options)
     return str(info.value)
 
 
-@entry("exactly-once commit of micro-batch … failed for … of … transactions", needs=KAFKA)
+@entry("exactly-once write … was ended by another process before its driver closed it", needs=KAFKA)
 def _(w: World) -> str:
-    plan, message = stale_transaction(w, batchId="4", checkpointLocation=str(w.fixture("tmp_path")))
-    with pytest.raises(TransactionCommitError) as info:
-        transactions.commit_micro_batch([message], 4, plan.options)
-    return str(info.value)
+    """An ender (the next write, judging this driver gone) ended the write before the commit."""
+    from sparkkafka_sink.exactly_once.decision_log import DecisionLog
+    from sparkkafka_sink.exactly_once.settle import settle
+
+    plan = started(w.options(topic=w.topic(), deliveryGuarantee="exactly-once"))
+    message = written(plan)
+    with TransactionAdmin(plan.options.producer_config) as admin:
+        settle(admin, DecisionLog(admin), plan.options.write(), time.monotonic() + 30)
+    return commit_refused(plan, message)
+
+
+@entry("exactly-once write …: the transactions of … are no longer open", needs=KAFKA)
+def _(w: World) -> str:
+    """A task's transaction a newer producer with its id fenced (the coordinator aborted it)."""
+    plan = started(w.options(topic=w.topic(), deliveryGuarantee="exactly-once"))
+    message = written(plan)
+    with TransactionAdmin(plan.options.producer_config) as admin:
+        admin.fence(transactional_id(plan.options, TaskInfo(0, 0, 0, attempt_id=7)), time.monotonic() + 30)
+    return commit_refused(plan, message)
+
+
+def held_commit(w: World, holding: bytes) -> str:
+    """The driver's commit through a fault proxy that holds the EndTxn naming ``holding`` past
+    the commit's bound (made short here); the write is then ended as decided."""
+    from faults.harness import FaultProxy
+
+    from sparkkafka_sink.exactly_once.decision_log import DecisionLog
+    from sparkkafka_sink.exactly_once.settle import settle
+    from sparkkafka_sink.protocol.api import ApiKey
+
+    with FaultProxy(0, "127.0.0.1", w.kafka.nodes[0].port, rewrite_metadata=True) as proxy:
+        plan = started({"kafka.bootstrap.servers": proxy.address, "topic": w.topic(), "clusterCheckTimeoutMs": "0",
+                        "deliveryGuarantee": "exactly-once"})
+        message = written(plan)
+        proxy.blackhole_request(lambda frame: holding in frame, ApiKey.END_TXN)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(transactions, "_END_TIMEOUT_S", 6.0)
+            text = commit_refused(plan, message)
+        proxy.clear_faults()
+        proxy.cut_all()
+        with TransactionAdmin(plan.options.producer_config) as admin:
+            settle(admin, DecisionLog(admin), plan.options.write(), time.monotonic() + 60)
+    return text
+
+
+@entry("exactly-once write …: the decision's transaction got no answer", needs=KAFKA)
+def _(w: World) -> str:
+    return held_commit(w, b"-decision")
+
+
+@entry("exactly-once write … is decided (… transactions), but … could not be committed yet", needs=KAFKA)
+def _(w: World) -> str:
+    return held_commit(w, b"-p0-t")
 
 
 # -- the tests ------------------------------------------------------------------------------------------
@@ -927,6 +1009,11 @@ LEAST = 16
 #: messages made of another error's text, by (module, source of the message): the entries that
 #: document them
 PASSED_ON = {
+    ("driver/transactions.py", "f'pyprod-kafka: {in_option_names(e)}'"): [
+        "exactly-once write … was ended by another process before its driver closed it",
+        "exactly-once write …: the transactions of … are no longer open",
+        "exactly-once write …: the decision's transaction got no answer",
+        "exactly-once write … is decided (… transactions), but … could not be committed yet"],
     ("driver/cluster_check.py", "f\"{in_option_names(e)} (option '{option}'; at {where})\""): [
         "topic '…' does not exist", "'…' is not a valid topic name", "not authorized to access topic '…'",
         "not authorized to write to topic '…'"],

@@ -93,16 +93,18 @@ def _keep(options: SinkOptions, process: tuple[int, int] | None = None, register
         return
     prefix = options.transactional_id_prefix
     assert prefix is not None
-    registry = keepers.Registry(prefix, options.owner)
-    if registered is not None:
-        registry.register(registered, options.producer_config["transaction.timeout.ms"] / 1000 + _KEEP_MARGIN_S)
-    spec = keepers.KeeperSpec(options.producer_config.portable(), prefix, options.owner, process or driver_process(),
-                              options.decision_topic)
     try:
+        registry = keepers.Registry(prefix, options.owner)
+        if registered is not None:
+            registry.register(registered, options.producer_config["transaction.timeout.ms"] / 1000 + _KEEP_MARGIN_S)
+        spec = keepers.KeeperSpec(options.producer_config.portable(), prefix, options.owner,
+                                  process or driver_process(), options.decision_topic)
         keepers.ensure_keeper(spec, registry)
-    except KafkaError as e:
-        raise SinkValidationError(f"deliveryGuarantee=exactly-once: {in_option_names(e)} (option leaseKeeper=none "
-                                  "starts no keeper)") from None
+    except (KafkaError, OSError) as e:
+        raise SinkValidationError(
+            f"deliveryGuarantee=exactly-once: the driver's lease keeper could not start: {in_option_names(e)} (its "
+            "files are kept under $SPARKKAFKA_LEASE_DIR, else the temp directory; option leaseKeeper=none starts "
+            "no keeper)") from None
 
 
 def _end_dead_drivers(admin: TransactionAdmin, decisions: DecisionLog, options: SinkOptions, streaming: bool) -> None:

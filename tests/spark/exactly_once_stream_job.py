@@ -1,10 +1,12 @@
 """A streaming query for tests/spark/test_spark_exactly_once.py, in a process (group) of its own
 so the test can kill the whole driver: ``python exactly_once_stream_job.py BOOTSTRAP TOPIC
 CHECKPOINT MIN_BATCH [foreachBatch]`` runs rate -> pyprod-kafka (exactly-once; as the sink, or
-inside foreachBatch with the batch id) until micro-batch MIN_BATCH is done, then stops cleanly.  The rate source numbers rows 0, 1, 2, ...: a replayed batch has the
+inside foreachBatch with the batch id) until micro-batch MIN_BATCH is done, then stops cleanly
+(``$STREAM_JOB_CONF``: more Spark settings, as JSON).  The rate source numbers rows 0, 1, 2, ...: a replayed batch has the
 same rows.  The test stops the driver's commit at a chosen request with a FaultProxy in front of
 the broker (BOOTSTRAP is the proxy), then kills the process group."""
 
+import json
 import os
 import sys
 import time
@@ -16,8 +18,10 @@ from pyspark.sql import SparkSession
 
 
 def main(bootstrap: str, topic: str, checkpoint: str, min_batch: int, foreach_batch: bool = False) -> int:
-    spark = (SparkSession.builder.master("local[2]").appName("exactly-once-stream-test")
-             .config("spark.ui.enabled", "false").getOrCreate())
+    builder = SparkSession.builder.master("local[2]").appName("exactly-once-stream-test").config("spark.ui.enabled", "false")
+    for key, value in json.loads(os.environ.get("STREAM_JOB_CONF", "{}")).items():  # e.g. a checkpoint's file system
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     rows = (spark.readStream.format("rate").option("rowsPerSecond", 40).option("numPartitions", 2).load()
             .selectExpr("cast(value as string) as value"))

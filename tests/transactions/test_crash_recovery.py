@@ -12,57 +12,36 @@ every row written after it (the tests show that stall before they end it)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from kafka_helpers import consume_all, open_transactions
+from crash_support import (
+    AFTER,
+    JOB,
+    STREAM_JOB,
+    Job,
+    batch_job,
+    committed,
+    default_prefix,
+    keeper_pids,
+    run_command,
+    stalled,
+    visible,
+    write_after,
+    writing,
+)
+from kafka_helpers import open_transactions
 
-from sparkkafka_sink import Producer
-from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.testing.brokers import create_topics
 from sparkkafka_sink.testing.waiting import wait_until
 
 pytestmark = [pytest.mark.broker, pytest.mark.transactions, pytest.mark.spark, pytest.mark.slow]
-
-JOB = Path(__file__).with_name("crash_job.py")
-STREAM_JOB = Path(__file__).parents[1] / "spark" / "exactly_once_stream_job.py"
-AFTER = 100  # rows another producer writes after the crash
-
-
-class Job:
-    """A Spark driver in a process group of its own (killed whole, as a node or scheduler does)."""
-
-    def __init__(self, *args: str, lease_dir: Path, log: Path):
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
-                   SPARKKAFKA_LEASE_DIR=str(lease_dir))
-        self.log = log
-        self._out = open(log, "w")
-        self.proc = subprocess.Popen([sys.executable, *args], env=env, stdout=self._out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-
-    def kill(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
-        self._out.close()
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            self._out.close()
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
 
 @pytest.fixture
 def topic(apache_kafka):
@@ -74,62 +53,6 @@ def topic(apache_kafka):
 @pytest.fixture
 def lease_dir(tmp_path):
     return tmp_path / "leases"
-
-
-def batch_job(kafka, topic, first, rows, rate, lease_dir, log) -> Job:
-    return Job(str(JOB), kafka.bootstrap_servers, topic, str(first), str(rows), str(rate), lease_dir=lease_dir,
-               log=log)
-
-
-def default_prefix(kafka, topic, bootstrap: str | None = None) -> str:
-    return parse_options({"kafka.bootstrap.servers": bootstrap or kafka.bootstrap_servers, "topic": topic,
-                          "deliveryGuarantee": "exactly-once"}).transactional_id_prefix
-
-
-def writing(kafka, prefix: str, job: Job, timeout: float = 120) -> list[str]:
-    """Wait until the write under ``prefix`` has an open transaction holding a partition (its
-    records are in the log); the transactional ids open then."""
-    with TransactionAdmin({"bootstrap.servers": kafka.bootstrap_servers}) as admin:
-        def holding():
-            assert job.proc.poll() is None, f"the job ended early:\n{job.output()[-3000:]}"
-            found = admin.open_transactions(prefix + "-r", time.monotonic() + 10)
-            held = [t for t, _, _ in found if (d := admin.describe(t, time.monotonic() + 10)) and d.partitions]
-            return held or None
-        return wait_until(f"an open transaction under {prefix!r}", holding, timeout=timeout, interval=0.2)
-
-
-def keeper_pids(lease_dir: Path) -> list[int]:
-    """The keepers beating for the jobs' drivers (their registries under ``lease_dir``)."""
-    return [int(json.loads(p.read_text())["pid"]) for p in lease_dir.glob("*/keeper.json")]
-
-
-def write_after(kafka, topic) -> None:
-    with Producer({"bootstrap.servers": kafka.bootstrap_servers}) as p:
-        for i in range(AFTER):
-            p.send(topic, value=b"after-%d" % i)
-        p.flush(30)
-
-
-def committed(kafka, topic, expected: int, timeout: float):
-    return [r.value.decode() for r in consume_all(kafka.bootstrap_servers, topic, expected_count=expected,
-                                                  timeout=timeout, isolation_level="read_committed")]
-
-
-def visible(kafka, topic) -> list[str]:
-    """Rows a read_committed reader sees now (the dead write's open transaction holds the rest)."""
-    return [r.value.decode() for r in consume_all(kafka.bootstrap_servers, topic, timeout=5,
-                                                  isolation_level="read_committed")]
-
-
-def stalled(kafka, topic) -> int:
-    return len(visible(kafka, topic))
-
-
-def run_command(kafka, *args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "sparkkafka_sink.transactions", *args,
-                          "--bootstrap-servers", kafka.bootstrap_servers], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def test_a_killed_driver_s_keeper_ends_its_write_within_seconds(apache_kafka, topic, lease_dir, tmp_path):
@@ -205,40 +128,61 @@ def proxy(apache_kafka):
     proxied.stop()
 
 
-@pytest.mark.parametrize("held, ender", [("decision", "keeper"), ("commit", "keeper"), ("commit", "command")])
+#: where the driver's commit is stopped: the request the proxy holds (its api key and what its frame holds)
+_COMMIT_STEPS = {
+    "close": (ApiKey.INIT_PRODUCER_ID, lambda frame: b"-decision" in frame),       # before the decision
+    "first-commit": (ApiKey.END_TXN, lambda frame: b"-p0-" in frame),             # decided, nothing committed
+    "second-commit": (ApiKey.END_TXN, lambda frame: b"-p1-" in frame),            # between the two commits
+    # after the last commit: the tombstone of the decision record (its producer's client id
+    # ends with "-done")
+    "after-last": (ApiKey.PRODUCE, lambda frame: b"pyprod-kafka-decisions" in frame and b"-done" in frame),
+}
+
+
+@pytest.mark.parametrize("held, ender", [("close", "keeper"), ("first-commit", "next"), ("second-commit", "keeper"),
+                                         ("second-commit", "command"), ("after-last", "keeper")])
 def test_a_batch_driver_killed_during_its_commit(apache_kafka, proxy, topic, lease_dir, tmp_path, held, ender):
     """The driver of a batch write (two tasks) is killed inside its commit, at a request the
-    proxy holds (observed, then SIGKILL):
+    proxy holds (observed, then SIGKILL), at each step of ``exactly_once.commit``:
 
-    * ``decision``: the InitProducerId of the write's decision id (``exactly_once.commit``: the
-      close, before anything is decided): nothing was decided, so the write is aborted whole;
-    * ``commit``: partition 1's EndTxn, after the decision (partition 0's EndTxn may have
-      landed): the write is committed whole, by its keeper or -- the keeper dead too -- by the
-      operator's command; never half of it, which a re-run would write twice.
+    * ``close``: the InitProducerId of the write's decision id, before anything is decided: the
+      write is aborted whole;
+    * ``first-commit``, ``second-commit``: partition 0's or 1's EndTxn, after the decision: the
+      write is committed whole -- never half of it, which a re-run would write twice;
+    * ``after-last``: every transaction committed, the decision record not yet deleted: nothing
+      is left open, everything visible once.
 
-    Then rows written after the crash are read within seconds, and nothing stays open."""
+    Who ends it: its keeper; the keeper dead too, the next exactly-once write under the prefix
+    (once the dead driver's lease stood still for the window) or the operator's command.  Then
+    rows written after the crash are read, and nothing stays open."""
     rows = 1000
     prefix = default_prefix(apache_kafka, topic, proxy.address)
-    hold = (proxy.blackhole_request(lambda frame: b"-decision" in frame, ApiKey.INIT_PRODUCER_ID) if held == "decision"
-            else proxy.blackhole_request(lambda frame: b"-p1-" in frame, ApiKey.END_TXN))
+    api_key, predicate = _COMMIT_STEPS[held]
+    hold = proxy.blackhole_request(predicate, api_key)
     job = Job(str(JOB), proxy.address, topic, "0", str(rows), "0", lease_dir=lease_dir, log=tmp_path / "job.log")
     try:
         deadline = time.monotonic() + 180
         while not hold.wait(0.05):  # observed: the driver's request is held by the proxy
             assert job.proc.poll() is None, f"the job ended before its commit was held:\n{job.output()[-3000:]}"
             assert time.monotonic() < deadline, f"the driver never got there:\n{job.output()[-3000:]}"
-        if ender == "command":
+        if ender != "keeper":
             for pid in keeper_pids(lease_dir):
                 os.kill(pid, signal.SIGKILL)
     finally:
         job.kill()
+    proxy.clear_faults()
     write_after(apache_kafka, topic)
-    written = [str(v) for v in range(rows)] if held == "commit" else []
+    written = [] if held == "close" else [str(v) for v in range(rows)]
     if ender == "command":
         # the open transaction holds back every row after its first (the other task's committed before it may show)
         assert not [v for v in visible(apache_kafka, topic) if v.startswith("after-")]
         assert "1 committed (their driver had decided to commit them)" in run_command(apache_kafka, "abort", "--prefix", prefix)
         assert "0 aborted, 1 committed" in run_command(apache_kafka, "abort", "--prefix", prefix, "--yes")
+    if ender == "next":
+        nxt = Job(str(JOB), proxy.address, topic, "1000000", "10", "0", lease_dir=lease_dir, log=tmp_path / "next.log")
+        assert nxt.wait(240) == 0, nxt.output()[-3000:]
+        assert "completed as decided (2 committed" in nxt.output(), nxt.output()[-3000:]
+        written += [str(v) for v in range(1_000_000, 1_000_010)]
     got = committed(apache_kafka, topic, len(written) + AFTER, timeout=30)
     assert sorted(got) == sorted(written + [f"after-{i}" for i in range(AFTER)])
     assert open_transactions(apache_kafka.bootstrap_servers, prefix) == []

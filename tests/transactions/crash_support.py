@@ -1,0 +1,106 @@
+"""What the crash and schedule tests of exactly-once share: Spark drivers run as process groups
+of their own (killed whole), the wait for a write's open transaction, the keepers' pids, and what
+read_committed readers see."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kafka_helpers import consume_all
+
+from sparkkafka_sink import Producer
+from sparkkafka_sink.producer.handover import TransactionAdmin
+from sparkkafka_sink.spark.options import parse_options
+from sparkkafka_sink.testing.waiting import wait_until
+
+JOB = Path(__file__).with_name("crash_job.py")
+STREAM_JOB = Path(__file__).parents[1] / "spark" / "exactly_once_stream_job.py"
+AFTER = 100  # rows another producer writes after the crash
+
+
+class Job:
+    """A Spark driver in a process group of its own (killed whole, as a node or scheduler does)."""
+
+    def __init__(self, *args: str, lease_dir: Path, log: Path):
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
+                   SPARKKAFKA_LEASE_DIR=str(lease_dir))
+        self.log = log
+        self._out = open(log, "w")
+        self.proc = subprocess.Popen([sys.executable, *args], env=env, stdout=self._out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        self._out.close()
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._out.close()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def batch_job(kafka, topic, first, rows, rate, lease_dir, log, delay_s: float = 0) -> Job:
+    return Job(str(JOB), kafka.bootstrap_servers, topic, str(first), str(rows), str(rate),
+               *([str(delay_s)] if delay_s else []), lease_dir=lease_dir, log=log)
+
+
+def default_prefix(kafka, topic, bootstrap: str | None = None) -> str:
+    return parse_options({"kafka.bootstrap.servers": bootstrap or kafka.bootstrap_servers, "topic": topic,
+                          "deliveryGuarantee": "exactly-once"}).transactional_id_prefix
+
+
+def writing(kafka, prefix: str, job: Job, timeout: float = 120) -> list[str]:
+    """Wait until the write under ``prefix`` has an open transaction holding a partition (its
+    records are in the log); the transactional ids open then."""
+    with TransactionAdmin({"bootstrap.servers": kafka.bootstrap_servers}) as admin:
+        def holding():
+            assert job.proc.poll() is None, f"the job ended early:\n{job.output()[-3000:]}"
+            found = admin.open_transactions(prefix + "-r", time.monotonic() + 10)
+            held = [t for t, _, _ in found if (d := admin.describe(t, time.monotonic() + 10)) and d.partitions]
+            return held or None
+        return wait_until(f"an open transaction under {prefix!r}", holding, timeout=timeout, interval=0.2)
+
+
+def keeper_pids(lease_dir: Path) -> list[int]:
+    """The keepers beating for the jobs' drivers (their registries under ``lease_dir``)."""
+    return [int(json.loads(p.read_text())["pid"]) for p in lease_dir.glob("*/keeper.json")]
+
+
+def write_after(kafka, topic) -> None:
+    with Producer({"bootstrap.servers": kafka.bootstrap_servers}) as p:
+        for i in range(AFTER):
+            p.send(topic, value=b"after-%d" % i)
+        p.flush(30)
+
+
+def committed(kafka, topic, expected: int, timeout: float):
+    return [r.value.decode() for r in consume_all(kafka.bootstrap_servers, topic, expected_count=expected,
+                                                  timeout=timeout, isolation_level="read_committed")]
+
+
+def visible(kafka, topic) -> list[str]:
+    """Rows a read_committed reader sees now (the dead write's open transaction holds the rest)."""
+    return [r.value.decode() for r in consume_all(kafka.bootstrap_servers, topic, timeout=5,
+                                                  isolation_level="read_committed")]
+
+
+def stalled(kafka, topic) -> int:
+    return len(visible(kafka, topic))
+
+
+def run_command(kafka, *args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "sparkkafka_sink.transactions", *args,
+                          "--bootstrap-servers", kafka.bootstrap_servers], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout

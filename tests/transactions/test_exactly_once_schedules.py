@@ -1,0 +1,362 @@
+"""The schedules that broke exactly-once before its decision was recorded in Kafka (issue 41),
+against Apache Kafka with real processes, each moment reached by an observed event (a request
+the fault proxy holds, a transaction seen open at the coordinator, a lease seen standing still):
+
+* a late attempt that begins its transaction after the driver's sweep listed the write;
+* a winner whose EndTxn fails after the decision;
+* a keeper stalled (SIGSTOP) while its driver writes and commits, with a second write under the
+  same prefix meanwhile;
+* write tasks that begin more than two minutes after planning;
+* a streaming query checkpointed at a ``file:`` URL and under a scheme Python cannot open,
+  killed in its commit and restarted;
+* the operator's command run against a streaming query's decided micro-batch.
+
+Each ends with every row once, none of a write partly visible, nothing left open.  The driver
+killed at each step of its commit: tests/transactions/test_crash_recovery.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from crash_support import (
+    STREAM_JOB,
+    batch_job,
+    committed,
+    default_prefix,
+    keeper_pids,
+    run_command,
+    writing,
+)
+from kafka_helpers import consume_all, open_transactions
+
+from sparkkafka_sink.exactly_once.decision_log import DecisionLog
+from sparkkafka_sink.exactly_once.ids import parse
+from sparkkafka_sink.exactly_once.leases import alive_owners
+from sparkkafka_sink.exactly_once.settle import settle
+from sparkkafka_sink.producer.handover import TransactionAdmin
+from sparkkafka_sink.protocol.api import ApiKey
+from sparkkafka_sink.spark.driver import transactions
+from sparkkafka_sink.spark.errors import SinkWriteError
+from sparkkafka_sink.spark.options import parse_options
+from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+from sparkkafka_sink.spark.task import task_producer
+from sparkkafka_sink.spark.task.task_info import TaskInfo
+from sparkkafka_sink.spark.task.write_task import run_write_task
+from sparkkafka_sink.testing.brokers import create_topics
+from sparkkafka_sink.testing.waiting import wait_until
+
+pytestmark = [pytest.mark.broker, pytest.mark.transactions]
+
+PYSPARK_JARS = Path(__import__("pyspark").__file__).parent / "jars"
+
+
+@pytest.fixture
+def topic(apache_kafka):
+    name = f"sched-{uuid.uuid4().hex[:8]}"
+    create_topics(apache_kafka.bootstrap_servers, {name: 2})
+    return name
+
+
+@pytest.fixture
+def proxy(apache_kafka):
+    from faults.harness import proxy_existing_broker
+
+    proxied = proxy_existing_broker(apache_kafka.nodes[0])
+    yield proxied.proxy
+    proxied.stop()
+
+
+def rows(start: int, n: int) -> list[pa.RecordBatch]:
+    return [pa.record_batch({"value": pa.array([str(i) for i in range(start, start + n)])})]
+
+
+def started(bootstrap: str, topic: str) -> WritePlan:
+    """An exactly-once write planned as the driver plans it (owner named, keeper beating)."""
+    return WritePlan(transactions.start_exactly_once(parse_options({
+        "kafka.bootstrap.servers": bootstrap, "topic": topic, "deliveryGuarantee": "exactly-once",
+        "transactionalIdPrefix": f"{topic}-txn", "producerCacheTimeoutMs": "0"})), ColumnLayout("value"))
+
+
+def read_committed(bootstrap: str, topic: str, expected: int | None = None) -> list[int]:
+    return sorted(int(r.value) for r in consume_all(bootstrap, topic, expected, isolation_level="read_committed",
+                                                    timeout=30))
+
+
+# -- a late attempt after the sweep's listing --------------------------------------------------------
+def test_a_late_attempt_beginning_after_the_sweep_listed_the_write_is_never_committed(apache_kafka, topic,
+                                                                                      monkeypatch):
+    """The attempt initialised its producer and found the write open (before the driver closed
+    it); it begins its transaction -- observed Ongoing at its coordinator -- after the driver's
+    one listing of the write returned and before the driver acts on it.  Before the decision was
+    recorded, the sweep listed Ongoing then Empty transactions in two calls, missed such an
+    attempt, and a keeper ending the write later committed it with the winners.  Now the listing
+    holds it as initialised, the sweep fences it, its transaction is aborted, and a keeper ending
+    the write afterwards commits only the recorded winners."""
+    bootstrap = apache_kafka.bootstrap_servers
+    plan = started(bootstrap, topic)
+    winner = run_write_task(iter(rows(0, 100)), plan, None, TaskInfo(0, 1, 0, attempt_id=31))
+    late = TaskInfo(0, 1, 1, attempt_id=32)
+    late_id = task_producer.transactional_id(plan.options, late)
+    checked, listed, failed = threading.Event(), threading.Event(), []  # failed: the attempt's error, if any
+
+    real_closed = task_producer.write_closed
+
+    def closed_then_wait(producer, write):
+        answer = real_closed(producer, write)  # the write is open: the driver has not closed it yet
+        checked.set()
+        assert listed.wait(60), "the driver never listed the write"
+        return answer
+
+    monkeypatch.setattr(task_producer, "write_closed", closed_then_wait)
+
+    def the_late_attempt():
+        try:
+            run_write_task(iter(rows(1000, 100)), plan, None, late)
+        except SinkWriteError as e:
+            failed.append(e)
+
+    attempt = threading.Thread(target=the_late_attempt)
+    attempt.start()
+    assert checked.wait(60), "the late attempt never checked its write"
+
+    from sparkkafka_sink.exactly_once import settle as settle_module
+    real_list = settle_module.list_write
+
+    def listing_then_the_late_attempt_begins(admin, write, deadline):
+        found = real_list(admin, write, deadline)
+        assert [t.state for t in found if t.transactional_id == late_id] == ["Empty"]
+        listed.set()
+        with TransactionAdmin({"bootstrap.servers": bootstrap}) as observer:
+            wait_until("the late attempt's transaction open at its coordinator",
+                       lambda: (d := observer.describe(late_id, time.monotonic() + 10)) is not None
+                       and d.state == "Ongoing", timeout=60, interval=0.05)
+        return found
+
+    monkeypatch.setattr("sparkkafka_sink.exactly_once.commit.list_write", listing_then_the_late_attempt_begins)
+    transactions.commit_all([winner], plan.options)
+    attempt.join(120)
+    assert not attempt.is_alive()
+    # it may have flushed and handed its transaction over before the fence, or failed fenced
+    # after: either way its transaction was aborted, and nothing can commit it any more
+    assert not failed or "fenced" in str(failed[0]), failed
+    with TransactionAdmin(plan.options.producer_config) as admin:  # a keeper ending the write afterwards
+        again = settle(admin, DecisionLog(admin), plan.options.write(), time.monotonic() + 60)
+    assert again.committed == []  # (the decision was forgotten once all of it was committed)
+    assert read_committed(bootstrap, topic, 100) == list(range(100))
+    assert open_transactions(bootstrap, f"{topic}-txn") == []
+    assert len(consume_all(bootstrap, topic, 101, timeout=30)) > 100, "the late attempt wrote nothing: no bite"
+
+
+# -- a winner's EndTxn failing after the decision -----------------------------------------------------
+def test_a_winner_whose_commit_fails_after_the_decision_is_completed_never_aborted(apache_kafka, proxy, topic,
+                                                                                   monkeypatch):
+    """The fault proxy swallows the EndTxn of partition 1's winner, past the commit's bound
+    (made short here): the job fails naming the write, partition 0's rows are visible and
+    partition 1's are held.  Spark's abort, which follows a failed commit, ends the write as
+    decided: partition 1's winner is committed, not aborted -- the write ends wholly visible."""
+    plan = started(proxy.address, topic)
+    messages = [run_write_task(iter(rows(p * 1000, 100)), plan, None, TaskInfo(0, p, 0, attempt_id=40 + p))
+                for p in (0, 1)]
+    held = proxy.blackhole_request(lambda frame: b"-p1-t41" in frame, ApiKey.END_TXN)
+    monkeypatch.setattr(transactions, "_END_TIMEOUT_S", 8.0)
+    with pytest.raises(transactions.TransactionCommitError, match="is decided .* nothing decided is ever aborted"):
+        transactions.commit_all(messages, plan.options)
+    assert held.wait(0)
+    direct = apache_kafka.bootstrap_servers
+    assert set(read_committed(direct, topic)) <= set(range(100)) | set(range(1000, 1100))
+    assert open_transactions(direct, f"{topic}-txn"), "partition 1's winner is open (held), not aborted"
+    proxy.clear_faults()
+    proxy.cut_all()
+    text = transactions.abort_all(messages, plan.options)
+    assert "completed as decided (1 committed, 0 aborted)" in text, text
+    assert read_committed(direct, topic, 200) == list(range(100)) + list(range(1000, 1100))
+    assert open_transactions(direct, f"{topic}-txn") == []
+
+
+# -- a stalled keeper and a second write under the prefix -----------------------------------------------
+def test_a_stalled_keeper_with_a_second_write_under_the_prefix_never_half_shows_a_write(apache_kafka, topic,
+                                                                                       tmp_path):
+    """The first job's keeper is stopped (SIGSTOP) while its job writes and commits; a second
+    exactly-once job to the same topic (the same default prefix) starts meanwhile, sees the first
+    driver's lease stand still for the window and ends the first write.  The first job then
+    completes or fails cleanly -- all of its rows or none -- and the second's rows are all
+    visible, none twice.  The keeper resumes after 40 s."""
+    bootstrap = apache_kafka.bootstrap_servers
+    prefix = default_prefix(apache_kafka, topic)
+    lease_dir = tmp_path / "leases"
+    first = batch_job(apache_kafka, topic, 0, 300_000, 5_000, lease_dir, tmp_path / "first.log")  # ~30 s of rows
+    stopped: list[int] = []
+    try:
+        writing(apache_kafka, prefix, first)
+        stopped = keeper_pids(lease_dir)
+        assert stopped, "no keeper beats for the first job"
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        stalled_at = time.monotonic()
+        second = batch_job(apache_kafka, topic, 1_000_000, 1000, 0, lease_dir, tmp_path / "second.log")
+        assert second.wait(240) == 0, second.output()[-3000:]
+        first_rc = first.wait(240)
+        time.sleep(max(0.0, 40 - (time.monotonic() - stalled_at)))
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        if first.proc.poll() is None:
+            first.kill()
+    got = [int(v) for v in committed(apache_kafka, topic, 1000, timeout=60)]
+    assert len(got) == len(set(got)), "a row twice"
+    mine = [v for v in got if v < 1_000_000]
+    assert sorted(v for v in got if v >= 1_000_000) == list(range(1_000_000, 1_001_000))
+    assert sorted(mine) in ([], list(range(300_000))), f"the first write is partly visible: {len(mine)} of 300000 rows"
+    assert (first_rc == 0) == bool(mine), f"the job's outcome and its rows disagree:\n{first.output()[-3000:]}"
+    assert "left open by drivers that are gone" in second.output() or first_rc == 0
+    wait_until("nothing open under the prefix", lambda: open_transactions(bootstrap, prefix) == [], timeout=60)
+
+
+# -- write tasks that begin long after planning -------------------------------------------------------------
+@pytest.mark.slow
+def test_write_tasks_beginning_minutes_after_planning_keep_their_lease(apache_kafka, topic, tmp_path):
+    """A stage of 130 s runs before the write's tasks (behind a shuffle), so they begin more than
+    two minutes after the driver planned the write: the keeper still beats for the driver then
+    (an observer sees its lease move), and the write commits every row once."""
+    prefix = default_prefix(apache_kafka, topic)
+    lease_dir = tmp_path / "leases"
+    job = batch_job(apache_kafka, topic, 0, 20_000, 2_000, lease_dir, tmp_path / "late.log", delay_s=130)
+    try:
+        planned = time.monotonic()
+        held = writing(apache_kafka, prefix, job, timeout=300)
+        assert time.monotonic() - planned > 120, "the write's tasks began too early: the test did not bite"
+        assert keeper_pids(lease_dir), "the keeper is gone"
+        write = parse(held[0])
+        assert write is not None
+        owner = write.owner
+        with TransactionAdmin({"bootstrap.servers": apache_kafka.bootstrap_servers}) as admin:
+            assert alive_owners(admin, {(prefix, owner)}, time.monotonic() + 60) == {(prefix, owner)}
+        assert job.wait(240) == 0, job.output()[-3000:]
+    finally:
+        if job.proc.poll() is None:
+            job.kill()
+    assert sorted(int(v) for v in committed(apache_kafka, topic, 20_000, timeout=60)) == list(range(20_000))
+
+
+# -- streaming checkpoints Python cannot open ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def scheme_jar(tmp_path_factory) -> Path:
+    """``SchemeOnLocalDisk`` (tests/spark/java): the ``dbfs`` scheme on the local disk, compiled
+    against pyspark's own Hadoop client."""
+    work = tmp_path_factory.mktemp("scheme")
+    api = next(PYSPARK_JARS.glob("hadoop-client-api-*.jar"))
+    source = Path(__file__).parents[1] / "spark" / "java" / "SchemeOnLocalDisk.java"
+    subprocess.run(["javac", "-nowarn", "-cp", str(api), "-d", str(work / "classes"), str(source)], check=True)
+    subprocess.run(["jar", "cf", str(work / "scheme.jar"), "-C", str(work / "classes"), "."], check=True)
+    return work / "scheme.jar"
+
+
+def stream(bootstrap: str, topic: str, checkpoint: str, until: int, cwd: Path, log: Path, conf: dict,
+           lease_dir: Path, kill_at=None) -> str:
+    """Run the streaming job (working directory ``cwd``) until micro-batch ``until``, or kill its
+    whole process group once the proxy holds ``kill_at``'s request."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
+               SPARKKAFKA_LEASE_DIR=str(lease_dir), STREAM_JOB_CONF=json.dumps(conf))
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, str(STREAM_JOB), bootstrap, topic, checkpoint, str(until)], env=env,
+                                cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        if kill_at is None:
+            proc.wait(300)
+        else:
+            deadline = time.monotonic() + 300
+            while not kill_at.wait(0.05):
+                assert proc.poll() is None, f"the job ended before its commit was held:\n{log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, f"the driver never got there:\n{log.read_text()[-3000:]}"
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    return log.read_text()
+
+
+def exactly_once_values(bootstrap: str, topic: str) -> list[int]:
+    got = [int(r.value) for r in consume_all(bootstrap, topic, isolation_level="read_committed", timeout=60)]
+    assert got, "nothing committed"
+    assert len(got) == len(set(got)), "a row was written twice"
+    assert sorted(got) == list(range(len(got))), "rows were lost"
+    return got
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scheme", ["file", "dbfs"])
+def test_a_streaming_query_checkpointed_where_python_cannot_write_is_killed_in_its_commit_and_restarted(
+        apache_kafka, proxy, topic, tmp_path, scheme_jar, scheme):
+    """``checkpointLocation`` as a ``file:///`` URL, and as ``dbfs:/...`` -- a scheme only Hadoop
+    knows here (``spark.hadoop.fs.dbfs.impl``), as on Databricks.  The driver is killed between
+    micro-batch 3's decision and its last commit, then the query restarts: every row once, the
+    decided micro-batch completed as recorded, and nothing written beside the checkpoint or
+    under the working directory (the decisions are in Kafka)."""
+    checkpoint_dir = tmp_path / "checkpoint"
+    checkpoint = f"file://{checkpoint_dir}" if scheme == "file" else f"dbfs:{checkpoint_dir}"
+    conf = ({} if scheme == "file" else {"spark.hadoop.fs.dbfs.impl": "SchemeOnLocalDisk",
+                                         "spark.driver.extraClassPath": str(scheme_jar),
+                                         "spark.executor.extraClassPath": str(scheme_jar)})
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    lease_dir = tmp_path / "leases"
+    held = proxy.blackhole_request(lambda frame: b"-b3-p1-" in frame, ApiKey.END_TXN)
+    stream(proxy.address, topic, checkpoint, 99, cwd, tmp_path / "run1.log", conf, lease_dir, kill_at=held)
+    proxy.clear_faults()
+    out = stream(proxy.address, topic, checkpoint, 6, cwd, tmp_path / "run2.log", conf, lease_dir)
+    assert "REACHED" in out, out[-3000:]
+    assert (checkpoint_dir / "commits").is_dir(), "Spark kept its checkpoint elsewhere: the test did not bite"
+    assert not (checkpoint_dir / "pyprod-kafka").exists()
+    assert sorted(p.name for p in cwd.iterdir()) in ([], ["spark-warehouse"]), list(cwd.iterdir())
+    exactly_once_values(apache_kafka.bootstrap_servers, topic)
+
+
+# -- the command and a streaming query's decided micro-batch ---------------------------------------------
+@pytest.mark.spark
+def test_the_command_completes_a_streaming_query_s_decided_micro_batch(apache_kafka, proxy, topic, tmp_path):
+    """The query's driver and keeper die between micro-batch 3's decision and its last commit;
+    the operator runs the command before restarting: it commits what the decision records (it
+    does not abort it), and the restarted query goes on from there, every row once."""
+    checkpoint = str(tmp_path / "checkpoint")
+    lease_dir = tmp_path / "leases"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    prefix = parse_options({"kafka.bootstrap.servers": "x:1", "deliveryGuarantee": "exactly-once",
+                            "checkpointLocation": checkpoint}, streaming=True).transactional_id_prefix
+    held = proxy.blackhole_request(lambda frame: b"-b3-p1-" in frame, ApiKey.END_TXN)
+    env_keepers: list[int] = []
+
+    def kill_keepers_first():
+        env_keepers.extend(keeper_pids(lease_dir))
+        for pid in env_keepers:
+            os.kill(pid, signal.SIGKILL)
+        return True
+
+    class KeepersFirst:
+        def wait(self, timeout):
+            return held.wait(timeout) and kill_keepers_first()
+
+    stream(proxy.address, topic, checkpoint, 99, cwd, tmp_path / "run1.log", {}, lease_dir, kill_at=KeepersFirst())
+    assert env_keepers, "no keeper beat for the query"
+    proxy.clear_faults()
+    direct = apache_kafka
+    dry = run_command(direct, "abort", "--prefix", prefix)
+    assert "commit" in dry and "would end" in dry, dry
+    done = run_command(direct, "abort", "--prefix", prefix, "--yes")
+    assert ", 1 committed (their driver had decided to commit them)" in done, done
+    assert open_transactions(direct.bootstrap_servers, prefix) == []
+    out = stream(proxy.address, topic, checkpoint, 6, cwd, tmp_path / "run2.log", {}, lease_dir)
+    assert "REACHED" in out and "(a replay)" in out, out[-3000:]
+    exactly_once_values(direct.bootstrap_servers, topic)

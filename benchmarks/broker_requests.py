@@ -115,7 +115,7 @@ def request_figures(before: dict, after: dict, elapsed_s: float, stored_batches:
     """What a run's Produce requests were, from two snapshots: how many (and per second), their
     mean size, the broker's mean time on one (total and in its request handlers), and with the
     batches the broker stored, batches per request."""
-    d = {k: after[k] - before[k] for k in after if k in before}
+    d = {k: after[k] - before[k] for k in after if k in before and not isinstance(after[k], dict)}
     n = d.get("produce_requests", 0)
     out = {"produce_requests": int(n), "requests_per_s": round(n / elapsed_s, 1) if elapsed_s > 0 else None,
            "messages_in": int(d.get("messages_in", 0)), "bytes_in": int(d.get("bytes_in", 0))}

@@ -39,6 +39,21 @@ public class BrokerRequests {
         return String.format(Locale.ROOT, "\"%s\": %.0f", key, sum(pattern, "Count"));
     }
 
+    /** Every request type's count ("requests": {"InitProducerId": n, ...}), for the exactly-once cost. */
+    private static String requests() throws Exception {
+        StringBuilder out = new StringBuilder("\"requests\": {");
+        java.util.TreeMap<String, Double> counts = new java.util.TreeMap<>();
+        for (ObjectName name : server.queryNames(new ObjectName("kafka.network:type=RequestMetrics,name=RequestsPerSec,*"), null)) {
+            counts.merge(name.getKeyProperty("request"), ((Number) server.getAttribute(name, "Count")).doubleValue(), Double::sum);
+        }
+        String sep = "";
+        for (java.util.Map.Entry<String, Double> e : counts.entrySet()) {
+            out.append(String.format(Locale.ROOT, "%s\"%s\": %.0f", sep, e.getKey(), e.getValue()));
+            sep = ", ";
+        }
+        return out.append("}").toString();
+    }
+
     public static void main(String[] args) throws Exception {
         JMXServiceURL url = new JMXServiceURL("service:jmx:rmi:///jndi/rmi://" + args[0] + "/jmxrmi");
         try (JMXConnector connector = JMXConnectorFactory.connect(url)) {
@@ -54,7 +69,8 @@ public class BrokerRequests {
                         histogram("queue_time_ms", produce + "name=RequestQueueTimeMs,*"),
                         counter("topic_produce_requests", "kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec"),
                         counter("messages_in", "kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec"),
-                        counter("bytes_in", "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec")) + "}";
+                        counter("bytes_in", "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec"),
+                        requests()) + "}";
                 System.out.println(line);
                 System.out.flush();
             }

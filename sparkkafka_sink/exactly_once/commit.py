@@ -35,22 +35,33 @@ from sparkkafka_sink.exactly_once.ids import WriteId
 from sparkkafka_sink.exactly_once.settle import list_write, plan, settle
 from sparkkafka_sink.producer.handover import PreparedTransaction
 
-__all__ = ["WriteEndedError", "UndecidedError", "IncompleteCommitError", "Committed", "commit_write"]
+__all__ = ["CommitError", "WriteEndedError", "NothingDecidedError", "UndecidedError", "IncompleteCommitError",
+           "Committed", "commit_write"]
 
 log = logging.getLogger(__name__)
 
 
-class WriteEndedError(KafkaError):
+class CommitError(KafkaError):
+    """The driver's commit did not end the write: the message says what is visible and who
+    ends it."""
+
+
+class WriteEndedError(CommitError):
     """Nothing of the write is visible: someone ended it before its driver decided (its driver
     was judged gone), or one of its winners was aborted by its coordinator."""
 
 
-class UndecidedError(KafkaError):
+class NothingDecidedError(CommitError):
+    """The commit failed before its decision (a request of the close or the sweep): nothing of
+    the write is committed, and its end (Spark's abort, which follows) aborts it."""
+
+
+class UndecidedError(CommitError):
     """The decision's transaction got no answer: whether it was recorded is known to whoever
     ends the write next (after fencing it)."""
 
 
-class IncompleteCommitError(KafkaError):
+class IncompleteCommitError(CommitError):
     """The write was decided, and some winners could not be committed yet: whoever ends the
     write next commits them, as recorded (never aborts them)."""
 
@@ -69,21 +80,20 @@ class Committed:
 
 def commit_write(admin: Any, decisions: DecisionLog, config: Any, write: WriteId,
                  winners: Sequence[PreparedTransaction], deadline: float) -> Committed:
-    """Close, sweep, decide and commit ``write`` with exactly ``winners`` (see the module)."""
-    partitions = decisions.partitions(deadline, create=True)
-    recorder = DecisionRecorder(config, write, decisions.topic, partitions)
+    """Close, sweep, decide and commit ``write`` with exactly ``winners`` (see the module); a
+    ``CommitError`` says what is visible when it did not end the write."""
+    recorder = None
     try:
-        if not recorder.close(_left(deadline)):
-            raise _ended_elsewhere(admin, decisions, write, deadline, "before its driver closed it")
-        ending = plan(write, list_write(admin, write, deadline), winners)
-        if ending.missing:
-            settle(admin, decisions, write, deadline)
-            raise WriteEndedError(Message(
-                "exactly-once write {}: the transactions of {} are no longer open (their coordinator aborted them: {} "
-                "passed, or a broker lost them), so the write cannot be committed whole: nothing of it is visible",
-                write, _tasks(ending.missing), Setting("transaction.timeout.ms")))
-        for txn_id in ending.fence:
-            admin.fence(txn_id, deadline)
+        try:
+            recorder = DecisionRecorder(config, write, decisions.topic, decisions.partitions(deadline, create=True))
+            losers = _close_and_sweep(admin, decisions, recorder, write, winners, deadline)
+        except CommitError:
+            raise
+        except KafkaError as e:
+            raise NothingDecidedError(
+                f"exactly-once write {write}: its commit failed before anything was decided ({type(e).__name__}: "
+                f"{e}): nothing of it is committed, and its end (the job's abort, else the driver's keeper, the next "
+                "write under the prefix or the command) aborts it") from None
         try:
             recorded = recorder.record(Decision(write, tuple(winners)), _left(deadline))
         except KafkaError as e:
@@ -93,7 +103,7 @@ def commit_write(admin: Any, decisions: DecisionLog, config: Any, write: WriteId
                 "the command) learns whether it was recorded, and commits or aborts all of it") from None
         if not recorded:
             raise _ended_elsewhere(admin, decisions, write, deadline, "before its driver's decision was recorded")
-        done = Committed(write, aborted=list(ending.fence))
+        done = Committed(write, aborted=losers)
         failed = []
         for winner in winners:
             try:
@@ -115,7 +125,26 @@ def commit_write(admin: Any, decisions: DecisionLog, config: Any, write: WriteId
                 log.warning("exactly-once write %s: its decision record stays in %r: %s", write, decisions.topic, e)
         return done
     finally:
-        recorder.close_producer()
+        if recorder is not None:
+            recorder.close_producer()
+
+
+def _close_and_sweep(admin: Any, decisions: DecisionLog, recorder: DecisionRecorder, write: WriteId,
+                     winners: Sequence[PreparedTransaction], deadline: float) -> list[str]:
+    """Steps 1 and 2: the write closed by its driver first, every id of it but the winners
+    fenced; the ids fenced."""
+    if not recorder.close(_left(deadline)):
+        raise _ended_elsewhere(admin, decisions, write, deadline, "before its driver closed it")
+    ending = plan(write, list_write(admin, write, deadline), winners)
+    if ending.missing:
+        settle(admin, decisions, write, deadline)
+        raise WriteEndedError(Message(
+            "exactly-once write {}: the transactions of {} are no longer open (their coordinator aborted them: {} "
+            "passed, or a broker lost them), so the write cannot be committed whole: nothing of it is visible",
+            write, _tasks(ending.missing), Setting("transaction.timeout.ms")))
+    for txn_id in ending.fence:
+        admin.fence(txn_id, deadline)
+    return list(ending.fence)
 
 
 def _ended_elsewhere(admin: Any, decisions: DecisionLog, write: WriteId, deadline: float, when: str) -> WriteEndedError:

@@ -893,9 +893,10 @@ def _(w: World) -> str:
     return commit_refused(plan, message)
 
 
-def held_commit(w: World, holding: bytes) -> str:
-    """The driver's commit through a fault proxy that holds the EndTxn naming ``holding`` past
-    the commit's bound (made short here); the write is then ended as decided."""
+def held_commit(w: World, holding: bytes, api_key: int | None = None) -> str:
+    """The driver's commit through a fault proxy that holds the request (EndTxn unless
+    ``api_key``) naming ``holding`` past the commit's bound (made short here); the write is then
+    ended as decided."""
     from faults.harness import FaultProxy
 
     from sparkkafka_sink.exactly_once.decision_log import DecisionLog
@@ -906,7 +907,7 @@ def held_commit(w: World, holding: bytes) -> str:
         plan = started({"kafka.bootstrap.servers": proxy.address, "topic": w.topic(), "clusterCheckTimeoutMs": "0",
                         "deliveryGuarantee": "exactly-once"})
         message = written(plan)
-        proxy.blackhole_request(lambda frame: holding in frame, ApiKey.END_TXN)
+        proxy.blackhole_request(lambda frame: holding in frame, ApiKey.END_TXN if api_key is None else api_key)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(transactions, "_END_TIMEOUT_S", 6.0)
             text = commit_refused(plan, message)
@@ -920,6 +921,15 @@ def held_commit(w: World, holding: bytes) -> str:
 @entry("exactly-once write …: the decision's transaction got no answer", needs=KAFKA)
 def _(w: World) -> str:
     return held_commit(w, b"-decision")
+
+
+@entry("exactly-once write …: its commit failed before anything was decided", needs=KAFKA)
+def _(w: World) -> str:
+    """The sweep's listing of the write gets no answer (the proxy holds the ListTransactions
+    asking for the write's ids: its pattern names them)."""
+    from sparkkafka_sink.protocol.api import ApiKey
+
+    return held_commit(w, b"-r", ApiKey.LIST_TRANSACTIONS)
 
 
 @entry("exactly-once write … is decided (… transactions), but … could not be committed yet", needs=KAFKA)
@@ -1013,7 +1023,8 @@ PASSED_ON = {
         "exactly-once write … was ended by another process before its driver closed it",
         "exactly-once write …: the transactions of … are no longer open",
         "exactly-once write …: the decision's transaction got no answer",
-        "exactly-once write … is decided (… transactions), but … could not be committed yet"],
+        "exactly-once write … is decided (… transactions), but … could not be committed yet",
+        "exactly-once write …: its commit failed before anything was decided"],
     ("driver/cluster_check.py", "f\"{in_option_names(e)} (option '{option}'; at {where})\""): [
         "topic '…' does not exist", "'…' is not a valid topic name", "not authorized to access topic '…'",
         "not authorized to write to topic '…'"],

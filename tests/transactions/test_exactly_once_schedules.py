@@ -60,6 +60,25 @@ pytestmark = [pytest.mark.broker, pytest.mark.transactions]
 PYSPARK_JARS = Path(__import__("pyspark").__file__).parent / "jars"
 
 
+@pytest.fixture(scope="module")
+def kafka3():
+    """Apache Kafka 3.9 (transactions v1: AddPartitionsToTxn, EndTxn keeping the epoch), started
+    when a test asks for it."""
+    from broker_kinds import running_apache_kafka
+
+    from sparkkafka_sink.testing.apache_kafka import KAFKA_3_VERSION
+
+    with running_apache_kafka(nodes=1, version=KAFKA_3_VERSION) as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["4.4", pytest.param("3.9", marks=pytest.mark.kafka3)])
+def cluster(request):
+    """The schedules run in this process on both transaction protocols: Apache Kafka 4.4
+    (transactions v2) and 3.9 (v1).  The Spark-process tests run on 4.4."""
+    return request.getfixturevalue("apache_kafka" if request.param == "4.4" else "kafka3")
+
+
 @pytest.fixture
 def topic(apache_kafka):
     name = f"sched-{uuid.uuid4().hex[:8]}"
@@ -72,6 +91,22 @@ def proxy(apache_kafka):
     from faults.harness import proxy_existing_broker
 
     proxied = proxy_existing_broker(apache_kafka.nodes[0])
+    yield proxied.proxy
+    proxied.stop()
+
+
+@pytest.fixture
+def cluster_topic(cluster):
+    name = f"sched-{uuid.uuid4().hex[:8]}"
+    create_topics(cluster.bootstrap_servers, {name: 2})
+    return name
+
+
+@pytest.fixture
+def cluster_proxy(cluster):
+    from faults.harness import proxy_existing_broker
+
+    proxied = proxy_existing_broker(cluster.nodes[0])
     yield proxied.proxy
     proxied.stop()
 
@@ -93,7 +128,7 @@ def read_committed(bootstrap: str, topic: str, expected: int | None = None) -> l
 
 
 # -- a late attempt after the sweep's listing --------------------------------------------------------
-def test_a_late_attempt_beginning_after_the_sweep_listed_the_write_is_never_committed(apache_kafka, topic,
+def test_a_late_attempt_beginning_after_the_sweep_listed_the_write_is_never_committed(cluster, cluster_topic,
                                                                                       monkeypatch):
     """The attempt initialised its producer and found the write open (before the driver closed
     it); it begins its transaction -- observed Ongoing at its coordinator -- after the driver's
@@ -102,7 +137,7 @@ def test_a_late_attempt_beginning_after_the_sweep_listed_the_write_is_never_comm
     attempt, and a keeper ending the write later committed it with the winners.  Now the listing
     holds it as initialised, the sweep fences it, its transaction is aborted, and a keeper ending
     the write afterwards commits only the recorded winners."""
-    bootstrap = apache_kafka.bootstrap_servers
+    bootstrap, topic = cluster.bootstrap_servers, cluster_topic
     plan = started(bootstrap, topic)
     winner = run_write_task(iter(rows(0, 100)), plan, None, TaskInfo(0, 1, 0, attempt_id=31))
     late = TaskInfo(0, 1, 1, attempt_id=32)
@@ -158,12 +193,13 @@ def test_a_late_attempt_beginning_after_the_sweep_listed_the_write_is_never_comm
 
 
 # -- a winner's EndTxn failing after the decision -----------------------------------------------------
-def test_a_winner_whose_commit_fails_after_the_decision_is_completed_never_aborted(apache_kafka, proxy, topic,
-                                                                                   monkeypatch):
+def test_a_winner_whose_commit_fails_after_the_decision_is_completed_never_aborted(cluster, cluster_proxy,
+                                                                                   cluster_topic, monkeypatch):
     """The fault proxy swallows the EndTxn of partition 1's winner, past the commit's bound
     (made short here): the job fails naming the write, partition 0's rows are visible and
     partition 1's are held.  Spark's abort, which follows a failed commit, ends the write as
     decided: partition 1's winner is committed, not aborted -- the write ends wholly visible."""
+    proxy, topic = cluster_proxy, cluster_topic
     plan = started(proxy.address, topic)
     messages = [run_write_task(iter(rows(p * 1000, 100)), plan, None, TaskInfo(0, p, 0, attempt_id=40 + p))
                 for p in (0, 1)]
@@ -172,7 +208,7 @@ def test_a_winner_whose_commit_fails_after_the_decision_is_completed_never_abort
     with pytest.raises(transactions.TransactionCommitError, match="is decided .* nothing decided is ever aborted"):
         transactions.commit_all(messages, plan.options)
     assert held.wait(0)
-    direct = apache_kafka.bootstrap_servers
+    direct = cluster.bootstrap_servers
     assert set(read_committed(direct, topic)) <= set(range(100)) | set(range(1000, 1100))
     assert open_transactions(direct, f"{topic}-txn"), "partition 1's winner is open (held), not aborted"
     proxy.clear_faults()
@@ -181,6 +217,27 @@ def test_a_winner_whose_commit_fails_after_the_decision_is_completed_never_abort
     assert "completed as decided (1 committed, 0 aborted)" in text, text
     assert read_committed(direct, topic, 200) == list(range(100)) + list(range(1000, 1100))
     assert open_transactions(direct, f"{topic}-txn") == []
+
+
+# -- no keeper ---------------------------------------------------------------------------------------
+def test_lease_keeper_none_starts_no_keeper_and_the_write_commits(apache_kafka, topic, tmp_path, monkeypatch):
+    """``leaseKeeper=none``, for platforms that forbid extra processes: no keeper starts (nor its
+    files), the write commits every row once, and its lease is unknown to the coordinator -- so
+    an observer judges the driver gone at once (the crash table's keeper-dead rows)."""
+    monkeypatch.setenv("SPARKKAFKA_LEASE_DIR", str(tmp_path / "leases"))
+    bootstrap = apache_kafka.bootstrap_servers
+    options = transactions.start_exactly_once(parse_options({
+        "kafka.bootstrap.servers": bootstrap, "topic": topic, "deliveryGuarantee": "exactly-once",
+        "transactionalIdPrefix": f"{topic}-txn", "leaseKeeper": "none", "producerCacheTimeoutMs": "0"}))
+    plan = WritePlan(options, ColumnLayout("value"))
+    message = run_write_task(iter(rows(0, 100)), plan, None, TaskInfo(0, 0, 0, attempt_id=51))
+    assert not (tmp_path / "leases").exists() or not list((tmp_path / "leases").rglob("keeper.json"))
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
+        owner = (options.transactional_id_prefix, options.owner)
+        assert alive_owners(admin, {owner}, time.monotonic() + 30, window_s=3) == set()
+    transactions.commit_all([message], options)
+    assert read_committed(bootstrap, topic, 100) == list(range(100))
+    assert open_transactions(bootstrap, f"{topic}-txn") == []
 
 
 # -- a stalled keeper and a second write under the prefix -----------------------------------------------

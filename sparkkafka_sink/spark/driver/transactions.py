@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.exactly_once import keeper as keepers
-from sparkkafka_sink.exactly_once.commit import IncompleteCommitError, UndecidedError, WriteEndedError, commit_write
+from sparkkafka_sink.exactly_once.commit import CommitError, commit_write
 from sparkkafka_sink.exactly_once.decision_log import DecisionLog
 from sparkkafka_sink.exactly_once.ids import WriteId, parse, probe_id
 from sparkkafka_sink.exactly_once.leases import judge
@@ -196,7 +196,7 @@ def commit_all(messages: CommitMessages, options: SinkOptions, batch_id: int | N
         deadline = _deadline(len(winners))
         try:
             done = commit_write(admin, decisions, options.producer_config, write, winners, deadline)
-        except (WriteEndedError, UndecidedError, IncompleteCommitError) as e:
+        except CommitError as e:
             raise TransactionCommitError(f"pyprod-kafka: {in_option_names(e)}") from None
     _unregister(options, write)
     return (f"{len(done.committed)} transactions committed under {options.transactional_id_prefix!r}"

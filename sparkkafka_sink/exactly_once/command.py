@@ -11,7 +11,7 @@ went down with the driver, and the job is not run again -- this does::
 
 ``--command-config FILE`` gives the producer's settings (security) as a Java properties file, as
 Kafka's own tools take it; ``--decision-topic`` the topic the writes' decisions are kept in, when
-not the default.  ``list`` shows each open transaction under the prefix (by default every prefix
+not the default; ``--lease-window`` how long a lease is watched (30 s).  ``list`` shows each open transaction under the prefix (by default every prefix
 the sink makes): its age, partitions, the write it belongs to, whether that write's driver still
 holds its lease, and how ending it would go.  ``abort`` ends the writes whose driver is gone as
 the driver decided (``settle``): a write whose decision was recorded is committed as recorded --
@@ -30,7 +30,7 @@ from typing import Any
 
 from sparkkafka_sink.exactly_once.decision_log import DEFAULT_TOPIC, DecisionLog
 from sparkkafka_sink.exactly_once.ids import WriteId
-from sparkkafka_sink.exactly_once.leases import judge
+from sparkkafka_sink.exactly_once.leases import WINDOW_S, judge
 from sparkkafka_sink.exactly_once.settle import settle
 from sparkkafka_sink.producer.config import ProducerConfig, read_properties
 from sparkkafka_sink.producer.handover import TransactionAdmin
@@ -73,11 +73,11 @@ def _shown(admin: TransactionAdmin, write: WriteId, ids: list[str], alive: bool,
     return shown
 
 
-def _survey(admin: TransactionAdmin, decisions: DecisionLog, prefix: str
+def _survey(admin: TransactionAdmin, decisions: DecisionLog, prefix: str, lease_window_s: float
             ) -> tuple[list[SinkTransaction], list[WriteId], list[SinkTransaction]]:
     """(the live drivers' open transactions, the gone drivers' writes, their open transactions)."""
-    deadline = time.monotonic() + _TIMEOUT_S
-    alive, gone = judge(admin, prefix, deadline)
+    deadline = time.monotonic() + _TIMEOUT_S + lease_window_s
+    alive, gone = judge(admin, prefix, deadline, window_s=lease_window_s)
     live = [t for w, ids in alive.items() for t in _shown(admin, w, ids, True, frozenset(), deadline)]
     dead = []
     for write, ids in gone.items():
@@ -87,23 +87,24 @@ def _survey(admin: TransactionAdmin, decisions: DecisionLog, prefix: str
 
 
 def list_open(bootstrap_servers: str, prefix: str = SINK_PREFIX, config: Mapping[str, Any] | None = None,
-              decision_topic: str = DEFAULT_TOPIC) -> list[SinkTransaction]:
+              decision_topic: str = DEFAULT_TOPIC, lease_window_s: float = WINDOW_S) -> list[SinkTransaction]:
     """The open transactions whose ids start with ``prefix`` (``config``: the producer's other
-    settings, security included), oldest first.  Takes up to half a minute: a driver's lease is
-    watched until it moves."""
+    settings, security included), oldest first.  Takes up to ``lease_window_s``: a driver's
+    lease is watched until it moves."""
     with TransactionAdmin(_config(bootstrap_servers, config)) as admin:
-        live, _, dead = _survey(admin, DecisionLog(admin, decision_topic), prefix)
+        live, _, dead = _survey(admin, DecisionLog(admin, decision_topic), prefix, lease_window_s)
     return sorted(live + dead, key=lambda t: -(t.age_s or 0))
 
 
 def abort_dead(bootstrap_servers: str, prefix: str = SINK_PREFIX, config: Mapping[str, Any] | None = None,
-               dry_run: bool = True, decision_topic: str = DEFAULT_TOPIC) -> list[SinkTransaction]:
+               dry_run: bool = True, decision_topic: str = DEFAULT_TOPIC,
+               lease_window_s: float = WINDOW_S) -> list[SinkTransaction]:
     """The open transactions under ``prefix`` whose write's driver is gone; their writes ended
     unless ``dry_run`` (the default: only say which) as their driver decided: committed as
     recorded (``SinkTransaction.decided``), else aborted.  A live driver's are left alone."""
     with TransactionAdmin(_config(bootstrap_servers, config)) as admin:
         decisions = DecisionLog(admin, decision_topic)
-        _, writes, dead = _survey(admin, decisions, prefix)
+        _, writes, dead = _survey(admin, decisions, prefix, lease_window_s)
         if not dry_run:
             deadline = time.monotonic() + _TIMEOUT_S
             for write in writes:
@@ -133,15 +134,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--command-config", metavar="FILE", help="the producer's settings (security), a properties file")
     ap.add_argument("--decision-topic", default=DEFAULT_TOPIC,
                     help=f"where the writes' decisions are kept (the sink's decisionTopic; default {DEFAULT_TOPIC!r})")
+    ap.add_argument("--lease-window", type=float, default=WINDOW_S, metavar="SECONDS",
+                    help=f"how long a driver's lease is watched before the driver is called gone (default {WINDOW_S:.0f}; "
+                         "shorter when you know the drivers are gone: a live driver misjudged only fails its job)")
     ap.add_argument("--yes", action="store_true", help="abort: do it (without: a dry run that lists what would go)")
     args = ap.parse_args(argv)
     config = read_properties(args.command_config) if args.command_config else None
     if args.action == "list":
-        found = list_open(args.bootstrap_servers, args.prefix, config, args.decision_topic)
+        found = list_open(args.bootstrap_servers, args.prefix, config, args.decision_topic, args.lease_window)
         print(_table(found) if found else f"no open transaction under {args.prefix!r}")
         return 0
     dead = abort_dead(args.bootstrap_servers, args.prefix, config, dry_run=not args.yes,
-                      decision_topic=args.decision_topic)
+                      decision_topic=args.decision_topic, lease_window_s=args.lease_window)
     if not dead:
         print(f"no open transaction under {args.prefix!r} whose driver is gone")
     else:

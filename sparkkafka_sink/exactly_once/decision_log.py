@@ -112,11 +112,11 @@ class DecisionRecorder:
 
     def forget(self, timeout_s: float) -> None:
         """A batch write all of whose transactions are committed: its record goes (a tombstone,
-        outside any transaction -- a reader then finds no decision, and nothing open)."""
-        with Producer(ProducerConfig(self._producer.config).updated(
-                {"transactional.id": None, "client.id": f"pyprod-kafka-decision-{self.write.run}-done"})) as p:
-            p.send(self.topic, None, key=self.write.decision_key.encode(), partition=self.partition)
-            p.flush(timeout_s)
+        in a second transaction under the decision id -- a reader then finds no decision, and
+        nothing open)."""
+        self._producer.begin_transaction()
+        self._producer.send(self.topic, None, key=self.write.decision_key.encode(), partition=self.partition)
+        self._producer.commit_transaction(timeout_s)
 
     def close_producer(self) -> None:
         self._producer.close(2.0)

@@ -128,14 +128,26 @@ def proxy(apache_kafka):
     proxied.stop()
 
 
-#: where the driver's commit is stopped: the request the proxy holds (its api key and what its frame holds)
+def _second_decision_end_txn():
+    """A predicate on EndTxn frames: true at the second one of a decision id."""
+    seen = []
+
+    def second(frame: bytes) -> bool:
+        if b"-decision" in frame:
+            seen.append(frame)
+        return len(seen) == 2
+    return second
+
+
+#: where the driver's commit is stopped: the request the proxy holds, as (its api key, a new
+#: predicate on its frame)
 _COMMIT_STEPS = {
-    "close": (ApiKey.INIT_PRODUCER_ID, lambda frame: b"-decision" in frame),       # before the decision
-    "first-commit": (ApiKey.END_TXN, lambda frame: b"-p0-" in frame),             # decided, nothing committed
-    "second-commit": (ApiKey.END_TXN, lambda frame: b"-p1-" in frame),            # between the two commits
-    # after the last commit: the tombstone of the decision record (its producer's client id
-    # ends with "-done")
-    "after-last": (ApiKey.PRODUCE, lambda frame: b"pyprod-kafka-decisions" in frame and b"-done" in frame),
+    "close": (ApiKey.INIT_PRODUCER_ID, lambda: lambda frame: b"-decision" in frame),    # before the decision
+    "first-commit": (ApiKey.END_TXN, lambda: lambda frame: b"-p0-" in frame),          # decided, nothing committed
+    "second-commit": (ApiKey.END_TXN, lambda: lambda frame: b"-p1-" in frame),         # between the two commits
+    # after the last commit: the decision record's tombstone, in the decision id's second
+    # transaction (its EndTxn: the first one's came before the winners' commits)
+    "after-last": (ApiKey.END_TXN, _second_decision_end_txn),
 }
 
 
@@ -158,7 +170,7 @@ def test_a_batch_driver_killed_during_its_commit(apache_kafka, proxy, topic, lea
     rows = 1000
     prefix = default_prefix(apache_kafka, topic, proxy.address)
     api_key, predicate = _COMMIT_STEPS[held]
-    hold = proxy.blackhole_request(predicate, api_key)
+    hold = proxy.blackhole_request(predicate(), api_key)
     job = Job(str(JOB), proxy.address, topic, "0", str(rows), "0", lease_dir=lease_dir, log=tmp_path / "job.log")
     try:
         deadline = time.monotonic() + 180

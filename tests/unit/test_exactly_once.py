@@ -2,7 +2,7 @@
 the decision record, the judgement of what ending a write takes, the driver's commit and whoever
 ends a write for it, each against a coordinator modelled in memory -- and the schedules where a
 driver and an ender interleave.  The same schedules against Apache Kafka, with real processes:
-tests/transactions/test_exactly_once_schedules.py."""
+tests/spark/test_spark_exactly_once_schedules.py."""
 
 from __future__ import annotations
 

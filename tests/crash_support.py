@@ -19,8 +19,8 @@ from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.testing.waiting import wait_until
 
-JOB = Path(__file__).with_name("crash_job.py")
-STREAM_JOB = Path(__file__).parents[1] / "spark" / "exactly_once_stream_job.py"
+JOB = Path(__file__).parent / "transactions" / "crash_job.py"
+STREAM_JOB = Path(__file__).parent / "spark" / "exactly_once_stream_job.py"
 AFTER = 100  # rows another producer writes after the crash
 
 
@@ -100,7 +100,8 @@ def stalled(kafka, topic) -> int:
 
 
 def run_command(kafka, *args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "sparkkafka_sink.transactions", *args,
+    """The operator's command; leases are watched 4 s (the drivers here are dead or beat every 2 s)."""
+    out = subprocess.run([sys.executable, "-m", "sparkkafka_sink.transactions", *args, "--lease-window", "4",
                           "--bootstrap-servers", kafka.bootstrap_servers], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout

@@ -12,7 +12,8 @@ the fault proxy holds, a transaction seen open at the coordinator, a lease seen 
 * the operator's command run against a streaming query's decided micro-batch.
 
 Each ends with every row once, none of a write partly visible, nothing left open.  The driver
-killed at each step of its commit: tests/transactions/test_crash_recovery.py."""
+killed at each step of its commit: tests/transactions/test_crash_recovery.py.  (Here, in the
+spark share of a parallel run: most of these run Spark drivers of their own.)"""
 
 from __future__ import annotations
 

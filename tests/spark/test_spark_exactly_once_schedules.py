@@ -280,32 +280,6 @@ def test_a_stalled_keeper_with_a_second_write_under_the_prefix_never_half_shows_
     wait_until("nothing open under the prefix", lambda: open_transactions(bootstrap, prefix) == [], timeout=60)
 
 
-# -- write tasks that begin long after planning -------------------------------------------------------------
-@pytest.mark.slow
-def test_write_tasks_beginning_minutes_after_planning_keep_their_lease(apache_kafka, topic, tmp_path):
-    """A stage of 130 s runs before the write's tasks (behind a shuffle), so they begin more than
-    two minutes after the driver planned the write: the keeper still beats for the driver then
-    (an observer sees its lease move), and the write commits every row once."""
-    prefix = default_prefix(apache_kafka, topic)
-    lease_dir = tmp_path / "leases"
-    job = batch_job(apache_kafka, topic, 0, 20_000, 2_000, lease_dir, tmp_path / "late.log", delay_s=130)
-    try:
-        planned = time.monotonic()
-        held = writing(apache_kafka, prefix, job, timeout=300)
-        assert time.monotonic() - planned > 120, "the write's tasks began too early: the test did not bite"
-        assert keeper_pids(lease_dir), "the keeper is gone"
-        write = parse(held[0])
-        assert write is not None
-        owner = write.owner
-        with TransactionAdmin({"bootstrap.servers": apache_kafka.bootstrap_servers}) as admin:
-            assert alive_owners(admin, {(prefix, owner)}, time.monotonic() + 60) == {(prefix, owner)}
-        assert job.wait(240) == 0, job.output()[-3000:]
-    finally:
-        if job.proc.poll() is None:
-            job.kill()
-    assert sorted(int(v) for v in committed(apache_kafka, topic, 20_000, timeout=60)) == list(range(20_000))
-
-
 # -- streaming checkpoints Python cannot open ------------------------------------------------------------
 @pytest.fixture(scope="module")
 def scheme_jar(tmp_path_factory) -> Path:
@@ -418,3 +392,55 @@ def test_the_command_completes_a_streaming_query_s_decided_micro_batch(apache_ka
     out = stream(proxy.address, topic, checkpoint, 6, cwd, tmp_path / "run2.log", {}, lease_dir)
     assert "REACHED" in out and "(a replay)" in out, out[-3000:]
     exactly_once_values(direct.bootstrap_servers, topic)
+
+
+# -- write tasks that begin long after planning -------------------------------------------------------------
+@pytest.fixture(scope="module", autouse=True)
+def late_write(apache_kafka, tmp_path_factory):
+    """Started before the module's other tests: a batch write whose tasks begin 130 s after its
+    driver planned it (a stage of that long before them, behind a shuffle), while the other
+    tests run; a thread watches for its tasks' transactions and then asks, as an observer would,
+    whether the driver's lease beats.  Its test, last in the module, reads the verdict."""
+    work = tmp_path_factory.mktemp("late-write")
+    topic = f"sched-late-{uuid.uuid4().hex[:8]}"
+    create_topics(apache_kafka.bootstrap_servers, {topic: 2})
+    prefix = default_prefix(apache_kafka, topic)
+    lease_dir = work / "leases"
+    job = batch_job(apache_kafka, topic, 0, 20_000, 2_000, lease_dir, work / "late.log", delay_s=130)
+    planned = time.monotonic()
+    verdict: dict = {}
+
+    def watch() -> None:
+        try:
+            held = writing(apache_kafka, prefix, job, timeout=400)
+            verdict["after_s"] = time.monotonic() - planned
+            verdict["keepers"] = keeper_pids(lease_dir)
+            write = parse(held[0])
+            assert write is not None
+            with TransactionAdmin({"bootstrap.servers": apache_kafka.bootstrap_servers}) as admin:
+                verdict["alive"] = alive_owners(admin, {(prefix, write.owner)}, time.monotonic() + 60)
+            verdict["owner"] = (prefix, write.owner)
+        except BaseException as e:  # noqa: BLE001 - the test reports it
+            verdict["error"] = e
+
+    watcher = threading.Thread(target=watch, name="late-write-watch", daemon=True)
+    watcher.start()
+    yield {"job": job, "topic": topic, "watcher": watcher, "verdict": verdict}
+    if job.proc.poll() is None:
+        job.kill()
+
+
+@pytest.mark.slow
+def test_write_tasks_beginning_minutes_after_planning_keep_their_lease(apache_kafka, late_write):
+    """The write whose tasks began more than two minutes after planning (``late_write``): the
+    keeper still beat for its driver then (an observer saw its lease move), and the write
+    committed every row once."""
+    job, verdict = late_write["job"], late_write["verdict"]
+    late_write["watcher"].join(400)
+    assert "error" not in verdict, verdict.get("error")
+    assert verdict["after_s"] > 120, "the write's tasks began too early: the test did not bite"
+    assert verdict["keepers"], "the keeper is gone"
+    assert verdict["alive"] == {verdict["owner"]}, "an observer judged the driver gone"
+    assert job.wait(240) == 0, job.output()[-3000:]
+    got = committed(apache_kafka, late_write["topic"], 20_000, timeout=60)
+    assert sorted(int(v) for v in got) == list(range(20_000))

@@ -72,6 +72,32 @@ def writing(kafka, prefix: str, job: Job, timeout: float = 120) -> list[str]:
         return wait_until(f"an open transaction under {prefix!r}", holding, timeout=timeout, interval=0.2)
 
 
+def pause_workers(job: Job) -> list[int]:
+    """SIGSTOP the Python processes of ``job``'s session but its driver's own (Spark's Python
+    workers, which put themselves in process groups of their own: its write tasks then hold their
+    open transactions); their pids, for :func:`resume`.  The keeper runs in a session of its own
+    and beats on."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, rest = stat.read_text().split(" (", 1)
+            comm, fields = rest.rsplit(") ", 1)
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields.split()[3]) == job.proc.pid and int(pid) != job.proc.pid and comm.startswith("python"):
+            os.kill(int(pid), signal.SIGSTOP)
+            pids.append(int(pid))
+    return pids
+
+
+def resume(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
 def keeper_pids(lease_dir: Path) -> list[int]:
     """The keepers beating for the jobs' drivers (their registries under ``lease_dir``)."""
     return [int(json.loads(p.read_text())["pid"]) for p in lease_dir.glob("*/keeper.json")]

@@ -28,6 +28,8 @@ from crash_support import (
     committed,
     default_prefix,
     keeper_pids,
+    pause_workers,
+    resume,
     run_command,
     stalled,
     visible,
@@ -204,23 +206,29 @@ def test_a_batch_driver_killed_during_its_commit(apache_kafka, proxy, topic, lea
 
 
 def test_a_live_write_under_the_same_prefix_is_never_touched(apache_kafka, topic, lease_dir, tmp_path):
-    """Two exactly-once writes to one topic at once share its default prefix: the second's sweep
-    sees the first's lease beat and leaves its open transactions alone; both commit, every row
-    once."""
+    """Two exactly-once writes to one topic at once share its default prefix: once the first has
+    open transactions its write tasks are paused (SIGSTOP; its driver and keeper go on) while the
+    second runs; the second's sweep sees the first's lease beat and leaves them alone; then the
+    tasks resume, both writes commit, every row once."""
     prefix = default_prefix(apache_kafka, topic)
-    first = batch_job(apache_kafka, topic, 0, 300_000, 5_000, lease_dir, tmp_path / "first.log")  # ~30 s
+    first = batch_job(apache_kafka, topic, 0, 100_000, 5_000, lease_dir, tmp_path / "first.log")  # ~10 s of rows
+    paused: list[int] = []
     try:
         held = writing(apache_kafka, prefix, first)
+        paused = pause_workers(first)
+        assert paused, "no Python worker of the first job to pause"
         second = batch_job(apache_kafka, topic, 1_000_000, 1000, 0, lease_dir, tmp_path / "second.log")
         assert second.wait(240) == 0, second.output()[-3000:]
         still = [t for t, _, _ in open_transactions(apache_kafka.bootstrap_servers, prefix + "-r")]
-        assert set(held) & set(still), "the live write's transactions were ended"
+        assert set(held) <= set(still), "the live write's transactions were ended"
+        resume(paused)
         assert first.wait(240) == 0, first.output()[-3000:]
     finally:
+        resume(paused)
         if first.proc.poll() is None:
             first.kill()
-    got = committed(apache_kafka, topic, 301_000, timeout=60)
-    assert sorted(map(int, got)) == list(range(300_000)) + list(range(1_000_000, 1_001_000))
+    got = committed(apache_kafka, topic, 101_000, timeout=60)
+    assert sorted(map(int, got)) == list(range(100_000)) + list(range(1_000_000, 1_001_000))
 
 
 @pytest.mark.parametrize("how", ["writeStream", "foreachBatch"])

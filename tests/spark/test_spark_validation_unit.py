@@ -158,8 +158,16 @@ def test_read_properties(tmp_path):
     assert read_properties(str(p)) == {"compression.type": "zstd", "linger.ms": "10"}
 
 
-def test_acks_1_is_accepted_without_idempotence_conflict():
-    parse_options({"kafka.bootstrap.servers": "h:9092", "kafka.acks": "1"})
+def test_acks_1_is_accepted_and_turns_the_default_idempotence_off():
+    """As the Java client (3.2 and newer): the default idempotence yields to an explicit acks=1,
+    while an explicit enable.idempotence=true with it is refused."""
+    default = parse_options({"kafka.bootstrap.servers": "h:9092"}).producer_config
+    assert default["enable.idempotence"] is True and default["acks"] == -1  # all
+    acks_1 = parse_options({"kafka.bootstrap.servers": "h:9092", "kafka.acks": "1"}).producer_config
+    assert acks_1["acks"] == 1
+    assert acks_1["enable.idempotence"] is False
+    with pytest.raises(SinkValidationError, match=r"kafka.enable.idempotence=true conflicts .*kafka.acks must be 'all'"):
+        parse_options({"kafka.bootstrap.servers": "h:9092", "kafka.acks": "1", "kafka.enable.idempotence": "true"})
 
 
 def test_sink_batch_size_default_and_explicit_override():

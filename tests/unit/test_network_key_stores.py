@@ -91,10 +91,57 @@ def test_jks_truststore_trusts_the_leaf_of_key_entries_too_as_java_does(pki):
     assert ctx.cert_store_stats() == {"x509": 1, "crl": 0, "x509_ca": 0}  # the client's own certificate
 
 
+def presented_in_a_handshake(pki, ctx: ssl.SSLContext) -> str:
+    """Mutual TLS in memory between ``ctx`` and a server with the broker's certificate that
+    requires a client certificate from the test CA: the common name of the certificate the
+    client presented, as the server verified it."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(str(pki.broker.chain_path), str(pki.broker.key_path))
+    server.load_verify_locations(str(pki.ca_cert_path))
+    server.verify_mode = ssl.CERT_REQUIRED
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client_out, server_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = ctx.wrap_bio(to_client, client_out, server_hostname="127.0.0.1")
+    end = server.wrap_bio(to_server, server_out, server_side=True)
+    done = {client: False, end: False}
+    for _ in range(20):
+        for side, out, peer in ((client, client_out, to_server), (end, server_out, to_client)):
+            if not done[side]:
+                try:
+                    side.do_handshake()
+                    done[side] = True
+                except ssl.SSLWantReadError:
+                    pass
+            peer.write(out.read())
+        if all(done.values()):
+            break
+    assert all(done.values()), "the handshake did not complete"
+    return dict(rdn[0] for rdn in end.getpeercert()["subject"])["commonName"]
+
+
 def test_key_password_defaults_to_the_store_password_and_may_differ(pki):
-    context(**{"ssl.keystore.location": str(pki.client_keystore_jks_path), "ssl.keystore.password": STORE_PW})
-    context(**{"ssl.keystore.location": str(pki.client_keystore_jks_key_password_path),
-               "ssl.keystore.password": STORE_PW, "ssl.key.password": KEY_PW})
+    """Either way the keystore's one key and its chain are read, and the context presents them."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    stores = [(pki.client_keystore_jks_path, {}),  # the key opens with the store password
+              (pki.client_keystore_jks_key_password_path, {"ssl.key.password": KEY_PW})]
+    for path, key_password in stores:
+        found = key_stores.identity("ssl.keystore.location", str(path), path.read_bytes(), STORE_PW,
+                                    key_password.get("ssl.key.password"))
+        chain = [x509.load_der_x509_certificate(der) for der in found.chain_der]
+        assert chain[0] == pki.client.cert and chain[-1] == pki.ca.cert  # leaf first, up to the CA
+        public = serialization.PublicFormat.SubjectPublicKeyInfo
+        key = serialization.load_der_private_key(found.private_key_der, None)
+        assert (key.public_key().public_bytes(serialization.Encoding.DER, public)
+                == chain[0].public_key().public_bytes(serialization.Encoding.DER, public))  # the leaf's key
+
+        ctx = context(**{"ssl.keystore.location": str(path), "ssl.keystore.password": STORE_PW, **key_password,
+                         "ssl.truststore.location": str(pki.ca_cert_path),
+                         "ssl.endpoint.identification.algorithm": "https"})  # the producer's default
+        assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+        assert trusted_subjects(ctx) == ["sparkkafka test CA"]
+        assert presented_in_a_handshake(pki, ctx) == "client"
 
 
 # -- errors: each names the option and the file -----------------------------------------------

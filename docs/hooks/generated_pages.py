@@ -10,6 +10,10 @@ too (as librdkafka commits its CONFIGURATION.md), and checked against what they 
 ``python docs/hooks/generated_pages.py`` writes them; ``--check`` lists the stale ones and exits 1.
 As an MkDocs hook it fails the build when one is stale; ``tests/unit/test_docs_reference.py``
 fails too.
+
+The contributing pages are the repository's own ``ARCHITECTURE.md``, ``DEVELOPERS.md`` and
+``CHANGELOG.md``, put on the site as they are at build time (``on_files``): no copy or include
+of them under ``docs/``, which would read wrong on GitHub or fall behind.
 """
 
 from __future__ import annotations
@@ -88,6 +92,14 @@ PAGES: dict[str, Callable[[], str]] = {
 }
 
 
+#: the site's pages that are files of the repository as they are: {page under docs/: file}
+INCLUDED: dict[str, str] = {
+    "contributing/architecture.md": "ARCHITECTURE.md",
+    "contributing/developers.md": "DEVELOPERS.md",
+    "contributing/changelog.md": "CHANGELOG.md",
+}
+
+
 def stale() -> list[str]:
     """The generated pages whose committed text differs from what their sources make now."""
     return [page for page, make in PAGES.items()
@@ -109,6 +121,15 @@ def on_pre_build(config: Any) -> None:
     out_of_date = stale()
     if out_of_date:
         raise PluginError(f"generated pages are stale: {', '.join(out_of_date)}; run `{COMMAND}` and commit them")
+
+
+def on_files(files: Any, config: Any) -> Any:
+    """MkDocs hook: the repository's files in ``INCLUDED`` become pages of the site."""
+    from mkdocs.structure.files import File
+
+    for page, source in INCLUDED.items():
+        files.append(File.generated(config, page, abs_src_path=str(ROOT / source)))
+    return files
 
 
 def main(argv: list[str]) -> int:

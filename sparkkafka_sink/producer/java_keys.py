@@ -177,12 +177,12 @@ _RULES: dict[str, _Rule] = {
         "keys are bytes here: send() takes bytes or str (UTF-8) and send_batch() binary or string "
         "columns; Spark's own Kafka sink refuses this key too",
         "serialize before the write (in Spark: a binary/string 'key' column, or the sink's keyFormat "
-        "option for Avro/JSON)"),
+        "option for Avro, JSON Schema or Protobuf)"),
     "value.serializer": _refused(
         "values are bytes here: send() takes bytes or str (UTF-8) and send_batch() binary or string "
         "columns; Spark's own Kafka sink refuses this key too",
         "serialize before the write (in Spark: a binary/string 'value' column, or the sink's "
-        "valueFormat option for Avro/JSON)"),
+        "valueFormat option for Avro, JSON Schema or Protobuf)"),
     "metadata.cluster.check.enable": _noted(
         "metadata from a broker of another cluster is not checked against the cluster id here"),
     "metadata.recovery.strategy": _noted(

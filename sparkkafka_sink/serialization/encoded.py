@@ -23,7 +23,7 @@ MAGIC_BYTE = 0
 
 
 class InvalidSchemaError(ConfigError):
-    """A schema that cannot be used: not valid Avro or JSON Schema, or unable to hold the
+    """A schema that cannot be used: not valid Avro, JSON Schema or proto3, or unable to hold the
     DataFrame's column (the message names the field path, Spark's type and the schema's)."""
 
 

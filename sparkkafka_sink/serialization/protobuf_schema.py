@@ -308,8 +308,9 @@ def from_descriptor_set(data: bytes, message_name: str | None = None) -> ProtoFi
     try:
         from google.protobuf import descriptor_pb2
     except ImportError as e:
-        raise InvalidSchemaError(f"reading a descriptor set needs the protobuf package (pip install protobuf): "
-                                 f"{e}") from None
+        raise InvalidSchemaError("reading a descriptor set needs the protobuf package, not installed here: pip "
+                                 "install 'sparkkafka-sink[protobuf]' (or give the schema's proto3 text in "
+                                 f"valueSchema/keySchema) ({e})") from None
     files = descriptor_pb2.FileDescriptorSet()
     try:
         files.ParseFromString(data)

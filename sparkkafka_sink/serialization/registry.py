@@ -1,9 +1,10 @@
 """SchemaRegistryClient: a small blocking client of the Confluent Schema Registry REST API.
 
 The sink's driver registers (or looks up) a write's schemas before any data moves, so a wrong
-schema or a refused credential fails the job with one clear message instead of every task.  Any
-registry speaking Confluent's API will do (Confluent's, Apicurio's ``/apis/ccompat/v7``,
-Karapace, Redpanda).  Standard library only: ``urllib`` over a fresh ``ssl.SSLContext``.
+schema or a refused credential fails the job with one clear message instead of every task.  Tested
+with Apicurio Registry's Confluent-compatible API (``/apis/ccompat/v7``); Confluent's own registry,
+Karapace and Redpanda speak the same API but are untested here.  Standard library only: ``urllib``
+over a fresh ``ssl.SSLContext``.
 
 Requests answered 408, 429 or 5xx, or not answered at all (refused, reset, timed out), are
 retried on the same URL (``max.retries``, backoff from ``retries.wait.ms`` doubling up to

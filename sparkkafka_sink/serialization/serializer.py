@@ -1,7 +1,7 @@
 """A column's serializer: Confluent's serializer semantics over our codecs.
 
 A ``SerializerSpec`` says how one column (a record's key or value) becomes bytes: the format
-(Avro or JSON Schema), the schema the data is checked against (derived from the column's type,
+(Avro, JSON Schema or Protobuf), the schema the data is checked against (derived from the column's type,
 or the user's), and the serializer settings Confluent's clients have -- the subject name
 strategy, ``auto.register.schemas``, ``use.latest.version``, ``normalize.schemas``.
 ``resolve`` asks the registry which schema and id the column is written with under a subject,

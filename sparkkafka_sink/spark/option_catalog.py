@@ -306,7 +306,8 @@ SERIALIZATION_OPTIONS: tuple[SinkOption, ...] = tuple(
                    unset="derived from the column's Spark type", field="schema", hint="the schema's text"),
         SinkOption(f"{column}DescriptorFile", "string", None,
                    "Protobuf: a descriptor set file holding the schema (`protoc --descriptor_set_out=FILE "
-                   "--include_imports`), read on the driver; its messages may import only the well-known types.",
+                   "--include_imports`), read on the driver; its messages may import only the well-known types. "
+                   "Needs the `protobuf` package on the driver (`pip install 'sparkkafka-sink[protobuf]'`).",
                    unset="none", field="descriptor_file", hint="a file path"),
         SinkOption(f"{column}RecordName", "string", None,
                    "The name of the derived schema's record (Avro), its `title` (JSON Schema), or its message "
@@ -359,10 +360,25 @@ def column_options(column: str) -> tuple[SinkOption, ...]:
 
 
 # -- the other options, in the same shape, for the reference -------------------------------------
+#: producer keys whose value may be a Python callable in the standalone ``Producer``: a Spark
+#: option is a string, so the sink's ``kafka.*`` option takes only what a string can say
+#: (``{key: (type, meaning)}``)
+STRING_ONLY_KAFKA_KEYS = {
+    "partitioner": ("one of murmur2, round_robin, random",
+                    "murmur2 (Java default), round_robin or random (the standalone Producer also takes a "
+                    "callable; a Spark option is a string)"),
+    "sasl.oauthbearer.token.provider": ("an importable 'module:function' string",
+                                        "OAUTHBEARER: the 'module:function' of a function returning a token (the "
+                                        "standalone Producer also takes the callable itself; a Spark option is a "
+                                        "string)"),
+}
+
+
 def producer_options() -> list[OptionDoc]:
     """Every producer key as a ``kafka.*`` option: the type its validator accepts (as its own
     error message says), the default the sink uses (where the sink sets its own, the producer's
-    follows) and the key's meaning; keys the sink refuses say so."""
+    follows) and the key's meaning; keys the sink refuses say so, keys that take a callable in
+    Python say what a Spark option (a string) can give."""
     from sparkkafka_sink.errors import ConfigError
     from sparkkafka_sink.producer.config import KEYS, describe
 
@@ -379,6 +395,8 @@ def producer_options() -> list[OptionDoc]:
             accepted = str(e).partition(": expected ")[2]
         if key in REJECTED_KAFKA_KEYS:
             doc = f"{doc}. Not accepted by the sink: {REJECTED_KAFKA_KEYS[key]}"
+        if key in STRING_ONLY_KAFKA_KEYS:
+            accepted, doc = STRING_ONLY_KAFKA_KEYS[key]
         shown = sink_defaults.get(key) or ("required" if key == "bootstrap.servers" else
                                            "unset" if default is None else _value_text(default))
         out.append(OptionDoc(f"kafka.{key}", _readable(accepted), shown, doc))

@@ -2,7 +2,7 @@
 
 ``SinkOptions`` (``options.py``) says where and how to write; ``ColumnLayout`` where each Kafka
 column is in the Arrow batches Spark hands the tasks (``driver/validation.py`` finds them); a
-``SerializerSpec`` how a key or value written as Avro or JSON becomes bytes
+``SerializerSpec`` how a key or value written as Avro, JSON or Protobuf becomes bytes
 (``driver/schema_plan.py`` plans it, resolved unless its subject depends on the topic column).
 """
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import sys
 from decimal import Decimal
 
 import pyarrow as pa
@@ -229,3 +230,13 @@ def test_a_descriptor_set_reads_as_the_proto_it_was_compiled_from():
     enums = descriptor_set('syntax = "proto3"; message M { enum E { A = 0; } E e = 1; }').SerializeToString()
     with pytest.raises(InvalidSchemaError, match="enum is not supported yet"):
         from_descriptor_set(enums)
+
+
+def test_a_descriptor_set_without_the_protobuf_package_names_the_extra(monkeypatch):
+    """Only a descriptor set needs Protobuf's runtime: without it the refusal says what to install
+    (the `protobuf` extra) or to give the schema as text."""
+    from sparkkafka_sink.serialization.protobuf_schema import from_descriptor_set
+
+    monkeypatch.setitem(sys.modules, "google.protobuf", None)  # as if the package were not installed
+    with pytest.raises(InvalidSchemaError, match=r"needs the protobuf package.*pip install 'sparkkafka-sink\[protobuf\]'"):
+        from_descriptor_set(b"")

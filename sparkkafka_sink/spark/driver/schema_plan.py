@@ -1,6 +1,6 @@
 """The driver's schema plan: the key's and value's schemas and ids, before any task.
 
-For each column written as Avro or JSON Schema (``valueFormat``/``keyFormat``), the schema is
+For each column written as Avro, JSON Schema or Protobuf (``valueFormat``/``keyFormat``), the schema is
 derived from the column's Spark type (Spark's ``to_avro`` mapping) or the user's is checked
 against it (an error names the field and both types), and the registry is asked once for the
 id the column is written with (``SerializerSpec.resolve``: registered, the latest version, or

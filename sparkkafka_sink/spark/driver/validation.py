@@ -88,7 +88,8 @@ def validate_schema(schema: StructType, topic_option: str | None, serialized: Co
             raise SinkValidationError(
                 f"column '{f.name}' has type {f.dataType.simpleString()}; "
                 f"accepted types for '{name}': {accepted}"
-                + (f" (or any type, written as Avro or JSON with .option(\"{name}Format\", \"avro\"))"
+                + (f" (or any type with {name}Format avro or json, a struct with protobuf: "
+                   f".option(\"{name}Format\", \"avro\"))"
                    if name in ("key", "value") else "")
             )
         found[name] = f.name

@@ -1,4 +1,4 @@
-"""The task's encoders: keys and values as Avro or JSON Schema in the registry's wire format.
+"""The task's encoders: keys and values as Avro, JSON Schema or Protobuf in the registry's wire format.
 
 The driver planned each serialized column (``driver/schema_plan.py``): its schema, and the id
 it is written with.  The task encodes whole Arrow columns with them (``ColumnSerializer``:

@@ -82,7 +82,7 @@ def rate_limiter(options: SinkOptions) -> RateLimiter | None:
 
 def payload_bytes(layout: ColumnLayout) -> Callable[[pa.RecordBatch], int]:
     """``batch -> bytes`` of key, value and headers (the columns of ``layout``) in a batch.  A key
-    or value serialized by the sink (Avro, JSON) counts its data before serialization: strings
+    or value serialized by the sink (Avro, JSON, Protobuf) counts its data before serialization: strings
     and binaries by their length, other values by their Arrow width."""
 
     def lengths(col: pa.Array) -> int:

@@ -17,6 +17,10 @@ tests and the Spark tests (tests/spark/test_spark_security.py) share one secured
   :data:`CAROL` (the producer's and the sink's ACL tests share the cases).
 * ``confluent_config(listener, mechanism=None, **kw)``: confluent-kafka settings for a listener
   (:func:`~sparkkafka_sink.testing.security.librdkafka_config` bound to ``secured_kafka``).
+* ``cloud_kafka`` (session): one Apache Kafka node whose ``MSK`` listener (SASL_SSL) verifies
+  Amazon MSK's IAM sign-in as MSK does, in both forms (``AWS_MSK_IAM`` and OAUTHBEARER), with the
+  keys of a :class:`CloudSignIn` (tests/security/java: SigV4 recomputed by the broker, in Java);
+  stopped after its last test.
 * ``token_endpoint`` (function): a fresh running
   :class:`~sparkkafka_sink.testing.security.TokenEndpoint` (client ``sparkkafka-client`` /
   ``sparkkafka-client-secret``).
@@ -26,16 +30,27 @@ from __future__ import annotations
 
 import functools
 import re
+import secrets
+import subprocess
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from broker_kinds import running_apache_kafka
 from session_resources import stop_after_last_use
 
-from sparkkafka_sink.testing.apache_kafka import java_and_maven_available
+import sparkkafka_sink.testing
+from sparkkafka_sink.testing.apache_kafka import (
+    KAFKA_VERSION,
+    java_and_maven_available,
+    resolve_kafka,
+    resolve_maven_artifacts,
+)
 from sparkkafka_sink.testing.brokers import create_topics
 from sparkkafka_sink.testing.security import BrokerSecurity, TestPki, TokenEndpoint, librdkafka_config
+from sparkkafka_sink.testing.security.broker_security import Listener
 
 #: the PLAIN user the ACL tests write as (``carol``/``carol-secret``: PLAIN only)
 CAROL = "User:carol"
@@ -102,3 +117,84 @@ def token_endpoint():
         yield endpoint
     finally:
         endpoint.close()
+
+
+# -- the cloud services' sign-ins, verified by the broker as the services verify them -----------
+JAVA_SOURCES = Path(__file__).parent / "security" / "java"
+_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+
+@dataclass(frozen=True)
+class CloudSignIn:
+    """The node and what its cloud listeners accept: the MSK listener's region and the one AWS
+    key pair its verifier knows (AWS_MSK_IAM signs the broker's host name: 127.0.0.1 or
+    localhost)."""
+
+    cluster: object
+    region: str
+    access_key_id: str
+    secret_access_key: str
+    #: the broker's verifiers append each refusal and its reason here
+    refusals_file: Path
+
+    def refusals(self) -> str:
+        return self.refusals_file.read_text() if self.refusals_file.exists() else ""
+
+    def bootstrap(self, listener: str = "MSK") -> str:
+        return self.cluster.bootstrap(listener)  # type: ignore[attr-defined]
+
+    @property
+    def ca(self) -> str:
+        return str(self.cluster.security.pki.ca_cert_path)  # type: ignore[attr-defined]
+
+
+def compile_broker_classes(work: Path) -> Path:
+    """tests/security/java compiled against the broker's own jars: a class directory."""
+    classes = work / "classes"
+    lib = resolve_kafka(KAFKA_VERSION)
+    subprocess.run(["javac", "-nowarn", "-cp", f"{lib}/*", "-d", str(classes),
+                    *map(str, sorted(JAVA_SOURCES.glob("*.java")))], check=True)
+    return classes
+
+
+@pytest.fixture(scope="session")
+def cloud_kafka(pki, tmp_path_factory):
+    if not java_and_maven_available():
+        pytest.skip("the cloud sign-in node needs java and mvn on PATH (Kafka runs from its Maven jars)")
+    region, key, secret = "eu-west-1", "AKIDSPARKKAFKATEST", secrets.token_urlsafe(30)
+    work = tmp_path_factory.mktemp("cloud-sign-in")
+    refusals = work / "refusals.txt"
+    keys = f'{key}:{secret}" refusals="{refusals}'  # (two JAAS options)
+    msk = Listener("MSK", "SASL_SSL", "broker", sasl=True, mechanisms=("AWS_MSK_IAM", "OAUTHBEARER"), properties=(
+        ("aws_msk_iam.sasl.jaas.config", f'{_PLAIN_MODULE} required region="{region}" hosts="127.0.0.1,localhost" keys="{keys}";'),
+        ("aws_msk_iam.sasl.server.callback.handler.class", "MskIamSaslServer$Handler"),
+        ("oauthbearer.sasl.jaas.config",
+         f'{_OAUTH_MODULE} required unsecuredLoginStringClaim_sub="broker" region="{region}" keys="{keys}";'),
+        ("oauthbearer.sasl.server.callback.handler.class", "MskOAuthValidator"),
+    ))
+    classes = compile_broker_classes(work)
+    with running_apache_kafka(" cloud sign-in", nodes=1, classpath=[classes],
+                              security=BrokerSecurity(pki, listeners=(), custom=(msk,)),
+                              broker_config={"security.providers": "MskIamSaslServer$Creator"}) as cluster:
+        stop_after_last_use("cloud_kafka", cluster.close, "[cloud sign-in apache kafka stopped after its last test]")
+        yield CloudSignIn(cluster, region, key, secret, refusals)
+
+
+@pytest.fixture(scope="session")
+def java_msk_client(tmp_path_factory) -> Callable[..., subprocess.CompletedProcess]:
+    """``java_msk_client(properties_file, topic, count, env)``: Java's KafkaProducer with AWS's
+    aws-msk-iam-auth (Maven, cached) sending ``count`` values; the finished process."""
+    if not java_and_maven_available():
+        pytest.skip("the Java MSK client needs java and mvn on PATH")
+    pom = (Path(sparkkafka_sink.testing.__file__).with_name("maven") / "aws-msk-iam-client.pom.xml").read_text()
+    lib = resolve_maven_artifacts(f"aws-msk-iam-client-{KAFKA_VERSION}", pom.replace("@KAFKA_VERSION@", KAFKA_VERSION))
+    classes = tmp_path_factory.mktemp("java-msk-client")
+    subprocess.run(["javac", "-nowarn", "-cp", f"{lib}/*", "-d", str(classes),
+                    str(JAVA_SOURCES / "client" / "JavaProduce.java")], check=True)
+
+    def run(properties: Path, topic: str, count: int, env: dict) -> subprocess.CompletedProcess:
+        return subprocess.run(["java", "-cp", f"{classes}:{lib}/*", "JavaProduce", str(properties), topic, str(count)],
+                              env=env, capture_output=True, text=True, timeout=120)
+
+    return run

@@ -71,7 +71,7 @@ class SaslAuthenticator:
         if response.error_code:
             raise self._fail(f"SaslHandshake answered with error code {response.error_code}")
         try:
-            self._client = client = self.settings.new_client()
+            self._client = client = self.settings.new_client(self.address.rpartition(":")[0].strip("[]"))
             first = client.first_message()
         except KafkaError as e:  # e.g. the token endpoint cannot be reached
             failure = self._fail(e)

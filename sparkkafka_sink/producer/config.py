@@ -224,9 +224,19 @@ _KEYS = [
     _Key("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", _str, "TLS versions allowed"),
     _Key("ssl.protocol", "TLSv1.3", _str, "highest TLS version offered (TLSv1.3, TLSv1.2)"),
     _Key("ssl.cipher.suites", None, _str, "TLS 1.2 cipher suites (Java/IANA or OpenSSL names; default: OpenSSL's)"),
-    _Key("sasl.mechanism", None, _str, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
+    _Key("sasl.mechanism", None, _str, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM"),
     _Key("sasl.jaas.config", None, _str, "credentials as Java users write them (PlainLoginModule, ScramLoginModule, "
                                           "OAuthBearerLoginModule)"),
+    _Key("sasl.client.callback.handler.class", None, _str,
+         "Java's class name, honoured where it names what is built in: Amazon MSK's IAMClientCallbackHandler "
+         "(AWS_MSK_IAM) or IAMOAuthBearerLoginCallbackHandler (OAUTHBEARER); any other class is refused"),
+    _Key("sasl.login.callback.handler.class", None, _str,
+         "Java's class name, honoured where it names what is built in: Kafka's OAuthBearerLoginCallbackHandler "
+         "(with sasl.oauthbearer.token.endpoint.url) or Amazon MSK's IAMOAuthBearerLoginCallbackHandler (the MSK "
+         "IAM token); any other class is refused"),
+    _Key("sasl.aws.region", None, _str,
+         "Amazon MSK IAM: the cluster's AWS region (not Java's key; default: the region in the broker host names, "
+         "else AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"),
     _Key("sasl.username", None, _str, "user name for PLAIN/SCRAM (instead of sasl.jaas.config)"),
     _Key("sasl.password", None, _str, "password for PLAIN/SCRAM (instead of sasl.jaas.config)"),
     _Key("sasl.oauthbearer.token.provider", None, _callable_or_str,

@@ -145,11 +145,6 @@ _ASSERTION = _refused(
     "implemented here", "`sasl.oauthbearer.token.provider` naming a Python 'module:function' that returns "
     "the token, or `sasl.oauthbearer.token.endpoint.url` with a client id and secret")
 _JAVA_CLASS = "and this producer runs no Java"
-_KAFKA_DEFAULT_HANDLER = (
-    "org.apache.kafka.common.security.oauthbearer.oauthbearerlogincallbackhandler",
-    "org.apache.kafka.common.security.oauthbearer.secured.oauthbearerlogincallbackhandler",
-    "org.apache.kafka.common.security.oauthbearer.oauthbearervalidatorcallbackhandler", "")
-
 _RULES: dict[str, _Rule] = {
     "auto.include.jmx.reporter": _METRICS,
     "bootstrap.resolve.timeout.ms": _noted(
@@ -204,18 +199,6 @@ _RULES: dict[str, _Rule] = {
         accepted_reason="Kafka's default partitioning is what happens here: murmur2 of the key, "
                         "sticky batches for null keys"),
     "partitioner.rack.aware": _noted("partitions are chosen without regard to racks here"),
-    "sasl.client.callback.handler.class": _refused(
-        f"a SASL callback handler is a Java class, {_JAVA_CLASS}",
-        "`sasl.mechanism` PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER; for AWS MSK IAM, OAUTHBEARER with "
-        "`sasl.oauthbearer.token.provider` naming a function that returns "
-        "aws-msk-iam-sasl-signer's token", accepted=("",), accepted_reason="no handler given"),
-    "sasl.login.callback.handler.class": _refused(
-        f"a login callback handler is a Java class, {_JAVA_CLASS}",
-        "`sasl.oauthbearer.token.endpoint.url` (the client-credentials grant, built in) or "
-        "`sasl.oauthbearer.token.provider` naming a Python 'module:function'",
-        accepted=_KAFKA_DEFAULT_HANDLER,
-        accepted_reason="Kafka's OAuthBearerLoginCallbackHandler is built in here: "
-                        "`sasl.oauthbearer.token.endpoint.url` selects it"),
     "sasl.login.class": _refused(
         f"a login class is a Java class, {_JAVA_CLASS}", "the `sasl.*` keys of the mechanism",
         accepted=("",), accepted_reason="no class given"),

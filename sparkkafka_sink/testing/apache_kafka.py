@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -296,7 +296,7 @@ class KafkaNode(EmbeddedBroker):
         extra = self.cluster.security.format_args() if self.cluster.security is not None else []
         for name, level in self.cluster.features.items():
             extra += ["--feature", f"{name}={level}"]
-        return [self.cluster.java, *self._log_opts(), "-cp", f"{self.cluster.lib}/*",
+        return [self.cluster.java, *self._log_opts(), "-cp", self.cluster.classpath,
                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.properties_file),
                 *extra]
 
@@ -313,7 +313,7 @@ class KafkaNode(EmbeddedBroker):
         tmp = self.dir / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         return [self.cluster.java, *_JVM_OPTS, f"-Djava.io.tmpdir={tmp}", *self._log_opts(), "-cp",
-                f"{self.cluster.lib}/*", "kafka.Kafka", str(self.properties_file)]
+                self.cluster.classpath, "kafka.Kafka", str(self.properties_file)]
 
     def _cwd(self) -> str:
         return str(self.dir)
@@ -357,7 +357,8 @@ class ApacheKafka:
     ``wait_for_brokers`` uses): one more port per listener per node, its server properties, and
     its storage format arguments (SCRAM users); ``bootstrap(listener_name)`` addresses them.
     ``features`` formats the storage with those feature levels (``{"transaction.version": 1}``:
-    a Kafka 4 cluster with transactions v1 only).
+    a Kafka 4 cluster with transactions v1 only).  ``classpath``: jars or class directories the
+    brokers load beside Kafka's (a test's SASL callback handler or security provider).
 
     ZooKeeper mode: SCRAM users are written to ZooKeeper (``kafka.admin.ConfigCommand
     --zookeeper``) before the brokers start, and ``security.authorizer`` is Kafka's
@@ -371,7 +372,7 @@ class ApacheKafka:
                  broker_config: dict[str, object] | None = None, startup_timeout: float = 120.0,
                  base_dir: str | None = None, keep_files: bool | None = None,
                  security: BrokerSecurity | None = None, features: dict[str, int] | None = None,
-                 zookeeper: bool | None = None):
+                 zookeeper: bool | None = None, classpath: Sequence[str | Path] = ()):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         line = release(version)
@@ -390,6 +391,8 @@ class ApacheKafka:
         self.log4j1 = logs_through_log4j1(version)
         self.zookeeper: ZooKeeper | None = None
         self.broker_config = dict(broker_config or {})
+        #: jars or class directories the brokers load beside Kafka's own (a test's callback handler)
+        self.extra_classpath = [str(c) for c in classpath]
         self.security = security
         #: feature levels the storage is formatted with (``{"transaction.version": 1}``)
         self.features = dict(features or {})
@@ -408,6 +411,11 @@ class ApacheKafka:
         self._closed = False
 
     # -- identity -----------------------------------------------------------------------------
+    @property
+    def classpath(self) -> str:
+        """The brokers' ``-cp``: Kafka's jars, then ``classpath``."""
+        return os.pathsep.join([f"{self.lib}/*", *self.extra_classpath])
+
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(n.bootstrap_servers for n in self.nodes)

@@ -69,8 +69,6 @@ def test_noted_keys_are_accepted_and_say_why():
     ("interceptor.classes", "com.acme.Audit", "interceptors are Java classes", "Spark select"),
     ("key.serializer", "org.apache.kafka.common.serialization.StringSerializer", "keys are bytes here", "keyFormat"),
     ("value.serializer", "io.confluent.kafka.serializers.KafkaAvroSerializer", "values are bytes here", "valueFormat"),
-    ("sasl.client.callback.handler.class", "software.amazon.msk.auth.iam.IAMClientCallbackHandler",
-     "Java class", "aws-msk-iam-sasl-signer"),
     ("transaction.two.phase.commit.enable", "true", "KIP-939", "exactly-once"),
     ("sasl.oauthbearer.assertion.file", "/etc/assertion.jwt", "jwt-bearer grant", "token.provider"),
 ])
@@ -85,9 +83,6 @@ def test_refused_keys_give_their_own_reason_and_the_way_here(key, value, reason,
 @pytest.mark.parametrize("key,value", [
     ("partitioner.class", "org.apache.kafka.clients.producer.internals.DefaultPartitioner"),
     ("interceptor.classes", ""),
-    ("sasl.login.callback.handler.class",
-     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler"),
-    ("sasl.login.callback.handler.class", "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"),
     ("transaction.two.phase.commit.enable", "false"),
 ])
 def test_a_refused_key_naming_what_happens_here_anyway_is_noted(key, value):

@@ -4,8 +4,9 @@
 on the first connection.  The connection asks the settings for a fresh ``SaslClient``
 (``sasl/client.py``) per (re-)authentication and moves its bytes.
 
-Supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER.  Not GSSAPI (Kerberos) nor
-AWS_MSK_IAM: both are reachable through OAUTHBEARER with a token provider.
+Supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (a token endpoint, a token
+provider, Kafka's unsecured login, or Amazon MSK's IAM token) and AWS_MSK_IAM, each as Java's
+settings write it (``sasl.jaas.config`` and the callback handler classes of AWS's jar included).
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import logging
 import types
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from sparkkafka_sink import security_protocol as protocols
+from sparkkafka_sink.cloud.aws import DEFAULT_ROLE_SESSION_NAME, AwsCredentials, AwsLogin, region_from_environment
+from sparkkafka_sink.cloud.msk import MskTokenProvider, iam_payload, region_in_host
 from sparkkafka_sink.errors import ConfigError, Message, Setting
+from sparkkafka_sink.network.sasl.aws_msk_iam import AwsMskIamClient
 from sparkkafka_sink.network.sasl.client import SaslClient
 from sparkkafka_sink.network.sasl.jaas import JaasConfig, parse_jaas
 from sparkkafka_sink.network.sasl.oauthbearer import OAuthBearerClient, validate_extensions
@@ -37,7 +41,7 @@ from sparkkafka_sink.oauth.token_source import TokenSource
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
 
 MECHANISM = "sasl.mechanism"
 JAAS = "sasl.jaas.config"
@@ -50,6 +54,9 @@ CLIENT_SECRET = "sasl.oauthbearer.client.secret"
 SCOPE = "sasl.oauthbearer.scope"
 EXTENSIONS = "sasl.oauthbearer.extensions"
 REFRESH_WINDOW_FACTOR = "sasl.login.refresh.window.factor"
+CLIENT_HANDLER = "sasl.client.callback.handler.class"
+LOGIN_HANDLER = "sasl.login.callback.handler.class"
+AWS_REGION = "sasl.aws.region"
 #: Kafka 4's names of the client id and secret (KIP-1139)
 CC_CLIENT_ID = "sasl.oauthbearer.client.credentials.client.id"
 CC_CLIENT_SECRET = "sasl.oauthbearer.client.credentials.client.secret"
@@ -64,7 +71,7 @@ _LOGIN_SETTINGS: dict[str, Any] = {
 #: the keys read here, in the order errors list them
 SASL_KEYS = (MECHANISM, JAAS, USERNAME, PASSWORD, TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID,
              CLIENT_SECRET, CC_CLIENT_ID, CC_CLIENT_SECRET, SCOPE, EXTENSIONS, REFRESH_WINDOW_FACTOR,
-             *_LOGIN_SETTINGS)
+             CLIENT_HANDLER, LOGIN_HANDLER, AWS_REGION, *_LOGIN_SETTINGS)
 _OAUTH_KEYS = (TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID, CLIENT_SECRET, CC_CLIENT_ID, CC_CLIENT_SECRET, SCOPE,
                EXTENSIONS, *(k for k in _LOGIN_SETTINGS if k.startswith("sasl.oauthbearer.")))
 
@@ -74,16 +81,25 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+    "AWS_MSK_IAM": "software.amazon.msk.auth.iam.IAMLoginModule",
 }
+#: the callback handler classes of Java's settings that name what is built in here (lower case)
+_KAFKA_LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.oauthbearerlogincallbackhandler",
+                         "org.apache.kafka.common.security.oauthbearer.secured.oauthbearerlogincallbackhandler",
+                         "org.apache.kafka.common.security.oauthbearer.oauthbearervalidatorcallbackhandler")
+_MSK_OAUTH_HANDLER = "software.amazon.msk.auth.iam.iamoauthbearerlogincallbackhandler"
+_MSK_CLIENT_HANDLER = "software.amazon.msk.auth.iam.iamclientcallbackhandler"
+#: Java's IAMLoginModule options (and the OAuthBearerLoginModule's under the MSK handler) read here
+_AWS_JAAS_OPTIONS = ("awsProfileName", "awsRoleArn", "awsRoleSessionName", "awsRoleExternalId", "awsStsRegion",
+                     "awsRoleAccessKeyId", "awsRoleSecretAccessKey", "awsRoleSessionToken")
+#: its options that change nothing here: debug logging of the caller, retries of the STS call
+_AWS_JAAS_NOTED = ("awsDebugCreds", "awsMaxRetries", "awsMaxBackOffTimeMs", "awsAddDefaultProviders")
 _TOKEN_PROVIDER_HINT = Message("set {}=OAUTHBEARER and {} to a 'module:function' that returns a token",
                                Setting(MECHANISM), Setting(TOKEN_PROVIDER))
 _UNSUPPORTED = {
     "GSSAPI": Message("Kerberos (GSSAPI, Java's default {}) is not supported. If the cluster also accepts "
                       "OAUTHBEARER, {} (or use {} with a client id and secret)", Setting(MECHANISM),
                       _TOKEN_PROVIDER_HINT, Setting(TOKEN_ENDPOINT)),
-    "AWS_MSK_IAM": Message("AWS_MSK_IAM is not supported, but MSK accepts IAM through OAUTHBEARER: {}, e.g. one "
-                           "that returns MSKAuthTokenProvider.generate_auth_token(region) from the "
-                           "aws-msk-iam-sasl-signer-python package", _TOKEN_PROVIDER_HINT),
 }
 _OAUTH_JAAS_OPTIONS = {"clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET, "scope": SCOPE}
 _JAAS_EXTENSION_PREFIX = "extension_"
@@ -101,6 +117,10 @@ class SaslSettings:
     token_auth: bool = False
     token_source: TokenSource | None = None
     extensions: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
+    #: AWS_MSK_IAM: the signed message for a broker host
+    iam_payload: Callable[[str], bytes] | None = None
+    #: AWS_MSK_IAM: whose credentials sign (for messages)
+    aws_principal: str | None = None
 
     def __repr__(self) -> str:
         return f"SaslSettings(mechanism={self.mechanism!r}, principal={self.principal!r})"
@@ -113,15 +133,19 @@ class SaslSettings:
         e.g. the OAuth client id), for messages."""
         if self.token_source is not None:
             return self.token_source.principal
-        return self.username
+        return self.aws_principal or self.username
 
     @property
     def uses_tls(self) -> bool:
         return protocols.uses_tls(self.security_protocol)
 
-    def new_client(self) -> SaslClient:
-        """A client for one (re-)authentication.  For OAUTHBEARER it takes the current token:
-        the first call blocks on the token provider (see :meth:`prepare`)."""
+    def new_client(self, host: str) -> SaslClient:
+        """A client for one (re-)authentication with the broker at ``host`` (the name dialled).
+        For OAUTHBEARER it takes the current token: the first call blocks on the token provider
+        (see :meth:`prepare`)."""
+        if self.iam_payload is not None:
+            payload = self.iam_payload
+            return AwsMskIamClient(lambda: payload(host))
         if self.mechanism == "PLAIN":
             assert self.username is not None and self.password is not None
             return PlainClient(self.username, self.password)
@@ -133,10 +157,17 @@ class SaslSettings:
         return OAuthBearerClient(token.value, self.extensions, principal=token.principal)
 
     def prepare(self) -> None:
-        """Fetch the first OAUTHBEARER token now (no-op for other mechanisms), so that a wrong
-        client secret fails where the producer is made, not inside the network thread."""
+        """Fetch the first OAUTHBEARER token (or load AWS_MSK_IAM's credentials) now, so that a
+        wrong client secret or missing credentials fail where the producer is made, not inside
+        the network thread; a no-op for the other mechanisms."""
         if self.token_source is not None:
             self.token_source.current()
+        if self.iam_payload is not None and self._aws_login is not None:
+            self._aws_login.credentials()
+
+    @property
+    def _aws_login(self) -> AwsLogin | None:
+        return getattr(self.iam_payload, "login", None)
 
     def close(self) -> None:
         """Stop the token refresher, if any."""
@@ -201,13 +232,114 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
                                   Setting(JAAS), jaas.login_module, Setting(MECHANISM), mechanism,
                                   _LOGIN_MODULES[mechanism]))
     factor = _refresh_window_factor(config)
+    client_handler = _handler(config, CLIENT_HANDLER, mechanism)
+    login_handler = _handler(config, LOGIN_HANDLER, mechanism)
+    if AWS_REGION in given and mechanism != "AWS_MSK_IAM" and login_handler != _MSK_OAUTH_HANDLER:
+        raise ConfigError(Message("Configuration {!r} applies to Amazon MSK's IAM sign-in: {} AWS_MSK_IAM, or "
+                                  "OAUTHBEARER with {}={}", Setting(AWS_REGION), Setting(MECHANISM),
+                                  Setting(LOGIN_HANDLER), "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"))
     if mechanism == "OAUTHBEARER":
-        return _oauthbearer(config, jaas, protocol, factor)
+        return _oauthbearer(config, jaas, protocol, factor, msk=login_handler == _MSK_OAUTH_HANDLER)
     oauth_given = [k for k in _OAUTH_KEYS if k in given]
     if oauth_given:
         raise ConfigError(Message("Configuration {} only applies to {} OAUTHBEARER, not {}", _keys(oauth_given),
                                   Setting(MECHANISM), mechanism))
+    if mechanism == "AWS_MSK_IAM":
+        return _aws_msk_iam(config, jaas, protocol)
+    del client_handler
     return _password_settings(config, jaas, protocol, mechanism)
+
+
+def _handler(config: Mapping[str, Any], key: str, mechanism: str) -> str | None:
+    """Java's callback handler class ``key``, lower-cased, when it names what is built in here
+    for ``mechanism``; a ConfigError for any other class (this producer runs no Java)."""
+    raw = _text(config, key)
+    if raw is None:
+        return None
+    value = raw.lower()
+    built_in: dict[str, tuple[str, ...]] = (
+        {"AWS_MSK_IAM": (_MSK_CLIENT_HANDLER,), "OAUTHBEARER": (_MSK_OAUTH_HANDLER,)} if key == CLIENT_HANDLER
+        else {"OAUTHBEARER": (*_KAFKA_LOGIN_HANDLERS, _MSK_OAUTH_HANDLER)})
+    if value in built_in.get(mechanism, ()):
+        return value
+    if key == LOGIN_HANDLER:
+        instead = Message("{} (the client-credentials grant, built in), {} naming a Python 'module:function', or for "
+                          "Amazon MSK software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler with {} "
+                          "OAUTHBEARER (built in)", Setting(TOKEN_ENDPOINT), Setting(TOKEN_PROVIDER), Setting(MECHANISM))
+    else:
+        instead = Message("{} PLAIN, SCRAM-SHA-256/512, OAUTHBEARER or AWS_MSK_IAM (Amazon MSK's "
+                          "IAMClientCallbackHandler is built in)", Setting(MECHANISM))
+    raise ConfigError(Message("Configuration {!r} of the Java producer is not supported here with {} {}: '{}' is a "
+                              "Java class, and this producer runs no Java; use {}", Setting(key), Setting(MECHANISM),
+                              mechanism, raw, instead))
+
+
+def _aws_login(options: Mapping[str, str], module: str) -> AwsLogin:
+    """The credentials Java's MSK options name (``awsRoleArn``...), and warnings for the rest."""
+    role_keys = [options.get(k) for k in ("awsRoleAccessKeyId", "awsRoleSecretAccessKey")]
+    if any(role_keys) and not all(role_keys):
+        raise ConfigError(Message("Invalid configuration {!r}: {} options awsRoleAccessKeyId and "
+                                  "awsRoleSecretAccessKey go together", Setting(JAAS), module))
+    if (any(role_keys) or options.get("awsRoleExternalId") or options.get("awsStsRegion")) \
+            and not options.get("awsRoleArn"):
+        raise ConfigError(Message("Invalid configuration {!r}: {} options of the assumed role need awsRoleArn",
+                                  Setting(JAAS), module))
+    noted = sorted(k for k in options if k in _AWS_JAAS_NOTED)
+    if noted:
+        log.info("%s: %s options %s change nothing here (AWS's Java client's logging and STS retries)", JAAS, module,
+                 ", ".join(noted))
+    base = None
+    if all(role_keys):
+        base = AwsCredentials(options["awsRoleAccessKeyId"], options["awsRoleSecretAccessKey"],
+                              options.get("awsRoleSessionToken") or None)
+    return AwsLogin(profile=options.get("awsProfileName") or None, role_arn=options.get("awsRoleArn") or None,
+                    role_session_name=options.get("awsRoleSessionName") or DEFAULT_ROLE_SESSION_NAME,
+                    role_external_id=options.get("awsRoleExternalId") or None,
+                    sts_region=options.get("awsStsRegion") or None, role_base=base)
+
+
+def _msk_region(config: Mapping[str, Any], hosts: list[str]) -> str | None:
+    """``sasl.aws.region``, else the region every bootstrap host names, else the environment's."""
+    given = _text(config, AWS_REGION)
+    if given is not None:
+        return given
+    named = {region_in_host(h) for h in hosts} - {None}
+    if len(named) == 1:
+        return named.pop()
+    return region_from_environment()
+
+
+def _bootstrap_hosts(config: Mapping[str, Any]) -> list[str]:
+    servers = config.get("bootstrap.servers") or []
+    if isinstance(servers, str):
+        return [s.strip().rpartition(":")[0].strip("[]") for s in servers.split(",") if s.strip()]
+    return [h for h, _ in servers]
+
+
+def _aws_msk_iam(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str) -> SaslSettings:
+    password_keys = [k for k in (USERNAME, PASSWORD) if _given(config.get(k))]
+    if password_keys:
+        raise ConfigError(Message("Configuration {} applies to PLAIN and SCRAM, not {} AWS_MSK_IAM",
+                                  _keys(password_keys), Setting(MECHANISM)))
+    options = dict(jaas.options) if jaas is not None else {}
+    unknown = sorted(k for k in options if k not in _AWS_JAAS_OPTIONS and k not in _AWS_JAAS_NOTED)
+    if unknown:
+        log.warning("%s: ignoring unknown IAMLoginModule options %s", JAAS, ", ".join(unknown))
+    login = _aws_login(options, "IAMLoginModule")
+    fallback = _msk_region(config, [])
+    hosts = _bootstrap_hosts(config)
+    if fallback is None and not all(region_in_host(h) for h in hosts):
+        raise ConfigError(Message("{} AWS_MSK_IAM needs the cluster's AWS region: no region in the broker host "
+                                  "names, none in {!r}, and none in the environment (AWS_REGION, AWS_DEFAULT_REGION, "
+                                  "the profile's region)", Setting(MECHANISM), Setting(AWS_REGION)))
+
+    def payload(host: str) -> bytes:
+        region = _text(config, AWS_REGION) or region_in_host(host) or fallback
+        assert region is not None
+        return iam_payload(host, region, login)
+
+    payload.login = login  # type: ignore[attr-defined]  # SaslSettings.prepare loads the credentials
+    return SaslSettings("AWS_MSK_IAM", protocol, iam_payload=payload, aws_principal=login.description)
 
 
 def _mechanism(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str) -> str:
@@ -294,7 +426,7 @@ def _password_settings(config: Mapping[str, Any], jaas: JaasConfig | None, proto
 
 
 def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str,
-                 factor: float) -> SaslSettings:
+                 factor: float, msk: bool = False) -> SaslSettings:
     password_keys = [k for k in (USERNAME, PASSWORD) if _given(config.get(k))]
     if password_keys:
         raise ConfigError(Message("Configuration {} applies to PLAIN and SCRAM, not {} OAUTHBEARER",
@@ -321,7 +453,8 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
 
     extensions = _extensions(config, options)
     unsecured = {k: v for k, v in options.items() if is_unsecured_claim_option(k)}
-    unknown = sorted(k for k in options if k not in _OAUTH_JAAS_OPTIONS and k not in unsecured
+    aws_options = {k: v for k, v in options.items() if k in _AWS_JAAS_OPTIONS or k in _AWS_JAAS_NOTED} if msk else {}
+    unknown = sorted(k for k in options if k not in _OAUTH_JAAS_OPTIONS and k not in unsecured and k not in aws_options
                      and not k.startswith((_JAAS_EXTENSION_PREFIX, UNSECURED_EXTENSION_PREFIX)))
     if unknown:
         log.warning("%s: ignoring unknown OAuthBearerLoginModule options %s", JAAS, ", ".join(unknown))
@@ -336,6 +469,8 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
     if unsecured:
         sources.append(Message("the unsecured login options of {!r} ({})", Setting(JAAS),
                                ", ".join(sorted(unsecured))))
+    if msk:
+        sources.append(Message("{!r} (Amazon MSK's IAM token)", Setting(LOGIN_HANDLER)))
     if not sources:
         raise ConfigError(Message(
             "{} OAUTHBEARER needs a token source: {!r} (a callable or 'module:function'), {!r} with a client id "
@@ -348,8 +483,20 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
 
     login: dict[str, Any] = {k: config.get(k, default) if config.get(k) is not None else default
                              for k, default in _LOGIN_SETTINGS.items()}
-    if endpoint is not None:
-        provider: Any = _endpoint_provider(endpoint, oauth, credentials_given, login)
+    if msk:
+        if credentials_given:
+            raise ConfigError(Message("Configuration {} (or the matching {!r} options) does not apply to Amazon "
+                                      "MSK's IAM token, signed with AWS credentials", _keys(credentials_given),
+                                      Setting(JAAS)))
+        region = _msk_region(config, _bootstrap_hosts(config))
+        if region is None:
+            raise ConfigError(Message("Amazon MSK's IAM token ({}) needs the cluster's AWS region: set {!r}, or "
+                                      "AWS_REGION in the environment (the bootstrap host names none)",
+                                      Setting(LOGIN_HANDLER), Setting(AWS_REGION)))
+        provider: Any = MskTokenProvider(region, _aws_login(aws_options, "OAuthBearerLoginModule"))
+        description = provider.description
+    elif endpoint is not None:
+        provider = _endpoint_provider(endpoint, oauth, credentials_given, login)
         description = provider.description
     else:
         if credentials_given:

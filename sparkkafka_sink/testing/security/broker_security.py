@@ -28,6 +28,10 @@ class Listener:
     client_auth: bool = False
     sasl: bool = False
     reauth: bool = False
+    #: a listener of a test's own (``BrokerSecurity(custom=...)``): its SASL mechanisms and its
+    #: ``listener.name.<name>.`` keys (JAAS and callback handlers), instead of the users' ones
+    mechanisms: tuple[str, ...] = ()
+    properties: tuple[tuple[str, str], ...] = ()
 
 
 #: every extra listener :class:`BrokerSecurity` can add, by name
@@ -89,6 +93,8 @@ class BrokerSecurity:
     scram_iterations: dict[tuple[str, str], int] = field(default_factory=lambda: {
         ("SCRAM-SHA-512", "bob"): 8192})
     oauth_required_scope: str | None = None
+    #: listeners of the test's own beside those of :data:`LISTENERS` (their own mechanisms and keys)
+    custom: Sequence[Listener] = ()
     #: the user tests log in as by default, per mechanism
     default_user: str = "alice"
     wrong_password: str = WRONG_PASSWORD
@@ -98,13 +104,17 @@ class BrokerSecurity:
         unknown = [n for n in self.listeners if n not in LISTENERS]
         if unknown:
             raise ValueError(f"unknown listeners {unknown}; known: {list(LISTENERS)}")
-        self.listeners = tuple(self.listeners)
+        self.custom = tuple(self.custom)
+        self.listeners = tuple(self.listeners) + tuple(c.name for c in self.custom)
+
+    def _spec(self, name: str) -> Listener:
+        return next((c for c in self.custom if c.name == name), None) or LISTENERS[name]
 
     # -- what ApacheKafka asks ------------------------------------------------------------------
     @property
     def protocols(self) -> dict[str, str]:
         """``{listener name: security protocol}``, in listener order."""
-        return {n: LISTENERS[n].protocol for n in self.listeners}
+        return {n: self._spec(n).protocol for n in self.listeners}
 
     def broker_properties(self) -> dict[str, str]:
         """``server.properties`` keys for the extra listeners (not ``listeners``,
@@ -115,7 +125,7 @@ class BrokerSecurity:
             props["super.users"] = "User:ANONYMOUS"
             props["allow.everyone.if.no.acl.found"] = "true"
         for name in self.listeners:
-            spec = LISTENERS[name]
+            spec = self._spec(name)
             p = f"listener.name.{name.lower()}."
             if spec.cert:
                 ck: CertKey = getattr(self.pki, spec.cert)
@@ -124,7 +134,10 @@ class BrokerSecurity:
                 props[p + "ssl.truststore.type"] = "PEM"
                 props[p + "ssl.truststore.location"] = str(self.pki.ca_cert_path)
                 props[p + "ssl.client.auth"] = "required" if spec.client_auth else "none"
-            if spec.sasl:
+            if spec.mechanisms:
+                props[p + "sasl.enabled.mechanisms"] = ",".join(spec.mechanisms)
+                props.update({p + k: v for k, v in spec.properties})
+            elif spec.sasl:
                 props[p + "sasl.enabled.mechanisms"] = ",".join(SASL_MECHANISMS)
                 users = " ".join(f"user_{u}={_jaas_quote(pw)}" for u, pw in self.plain_users.items())
                 props[p + "plain.sasl.jaas.config"] = f"{_PLAIN_MODULE} required {users};"
@@ -144,7 +157,7 @@ class BrokerSecurity:
 
     def format_args(self) -> list[str]:
         """Extra ``kafka.tools.StorageTool format`` arguments: the SCRAM credentials."""
-        if not any(LISTENERS[n].sasl for n in self.listeners):
+        if not any(self._spec(n).sasl and not self._spec(n).mechanisms for n in self.listeners):
             return []
         args: list[str] = []
         for mech, users in self.scram_users.items():

@@ -1,0 +1,111 @@
+"""Signing in where managed clusters are, against Apache Kafka made to verify what each service
+verifies (the ``cloud_kafka`` fixture; its Java checks in tests/security/java): Amazon MSK's IAM
+sign-in as Java's settings write it, in both of its forms -- ``AWS_MSK_IAM`` and OAUTHBEARER with
+AWS's login callback handler -- with the test's keys coming through the AWS credentials chain
+(environment, shared profile); what lands is read back by confluent-kafka on the PLAINTEXT
+listener.  A wrong secret key fails the producer where it is made, naming authentication, never
+showing the secret."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from kafka_helpers import consume_all
+
+from sparkkafka_sink import Producer
+from sparkkafka_sink.errors import AuthenticationError
+from sparkkafka_sink.testing.brokers import create_topics
+
+pytestmark = [pytest.mark.broker, pytest.mark.security]
+
+IAM_MODULE = "software.amazon.msk.auth.iam.IAMLoginModule"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+MSK_CLIENT_HANDLER = "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
+MSK_OAUTH_HANDLER = "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"
+#: Java's MSK settings, as AWS's README writes them (https://github.com/aws/aws-msk-iam-auth)
+JAVA_AWS_MSK_IAM = {"security.protocol": "SASL_SSL", "sasl.mechanism": "AWS_MSK_IAM",
+                    "sasl.jaas.config": f"{IAM_MODULE} required;",
+                    "sasl.client.callback.handler.class": MSK_CLIENT_HANDLER}
+JAVA_OAUTHBEARER = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                    "sasl.jaas.config": f"{OAUTH_MODULE} required;",
+                    "sasl.login.callback.handler.class": MSK_OAUTH_HANDLER,
+                    "sasl.client.callback.handler.class": MSK_OAUTH_HANDLER}
+_FAST = {"max.block.ms": 15000, "delivery.timeout.ms": 30000, "request.timeout.ms": 10000}
+
+
+@pytest.fixture
+def aws_keys(cloud_kafka, monkeypatch, tmp_path):
+    """The test's key pair in the environment, as the AWS credentials chain reads it first; no
+    shared files or instance metadata to fall back on; the region as AWS's SDKs read it."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", cloud_kafka.access_key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", cloud_kafka.secret_access_key)
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_REGION", cloud_kafka.region)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    return cloud_kafka
+
+
+def write_and_read_back(cloud, settings: dict, count: int = 200) -> None:
+    topic = f"msk-{uuid.uuid4().hex[:10]}"
+    create_topics(cloud.cluster.bootstrap(), {topic: 2}, timeout=30)
+    values = [f"v{i}".encode() for i in range(count)]
+    with Producer({"bootstrap.servers": cloud.bootstrap("MSK"), "ssl.truststore.location": cloud.ca, **_FAST,
+                   **settings}) as producer:
+        futures = [producer.send(topic, value=v) for v in values]
+        producer.flush(30)
+        for f in futures:
+            f.get(0)
+    got = consume_all(cloud.cluster.bootstrap(), topic, expected_count=count, timeout=30)
+    assert sorted(r.value for r in got) == sorted(values)
+
+
+@pytest.mark.parametrize("form", ["AWS_MSK_IAM", "OAUTHBEARER"])
+def test_javas_msk_iam_settings_sign_in_as_they_are(aws_keys, form):
+    write_and_read_back(aws_keys, JAVA_AWS_MSK_IAM if form == "AWS_MSK_IAM" else JAVA_OAUTHBEARER)
+
+
+def test_a_named_profile_and_the_region_option(aws_keys, monkeypatch, tmp_path):
+    """``awsProfileName`` in the JAAS line reads the shared credentials file (botocore); the
+    region given as ``sasl.aws.region`` with none in the environment."""
+    shared = tmp_path / "credentials"
+    shared.write_text(f"[analytics]\naws_access_key_id = {aws_keys.access_key_id}\n"
+                      f"aws_secret_access_key = {aws_keys.secret_access_key}\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(shared))
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.delenv("AWS_REGION")
+    write_and_read_back(aws_keys, {**JAVA_AWS_MSK_IAM, "sasl.jaas.config": f'{IAM_MODULE} required awsProfileName="analytics";',
+                                   "sasl.aws.region": aws_keys.region})
+
+
+@pytest.mark.parametrize("form", ["AWS_MSK_IAM", "OAUTHBEARER"])
+def test_a_wrong_secret_key_fails_naming_authentication(aws_keys, monkeypatch, form):
+    wrong = "not-" + aws_keys.secret_access_key
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", wrong)
+    settings = JAVA_AWS_MSK_IAM if form == "AWS_MSK_IAM" else JAVA_OAUTHBEARER
+    with pytest.raises(AuthenticationError) as info:
+        write_and_read_back(aws_keys, settings, count=1)
+    message = str(info.value)
+    assert "authentication" in message and form in message, message
+    assert wrong not in message and aws_keys.secret_access_key not in message
+
+
+@pytest.mark.parametrize("form", ["AWS_MSK_IAM", "OAUTHBEARER"])
+def test_the_broker_takes_what_aws_own_java_client_signs(aws_keys, java_msk_client, tmp_path, form):
+    """The check of the verifier: Java's KafkaProducer with AWS's aws-msk-iam-auth signs in with
+    the same settings and keys, so what the broker verifies is what MSK's own clients send."""
+    topic = f"msk-java-{uuid.uuid4().hex[:10]}"
+    create_topics(aws_keys.cluster.bootstrap(), {topic: 1}, timeout=30)
+    settings = {"bootstrap.servers": aws_keys.bootstrap("MSK"), "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": aws_keys.ca,
+                **(JAVA_AWS_MSK_IAM if form == "AWS_MSK_IAM" else JAVA_OAUTHBEARER)}
+    properties = tmp_path / "client.properties"
+    properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    done = java_msk_client(properties, topic, 20, dict(os.environ))
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-2000:] + aws_keys.refusals()
+    assert len(consume_all(aws_keys.cluster.bootstrap(), topic, expected_count=20, timeout=30)) == 20

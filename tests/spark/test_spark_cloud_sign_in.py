@@ -1,0 +1,73 @@
+"""The sink signs in to Amazon MSK with IAM, from a job submitted with the AWS keys in its
+environment (its executors sign their own tokens): a Java job's MSK producer settings, moved
+over by writing each as a ``kafka.`` option and changing the format's name; every row read back
+by confluent-kafka.  A wrong secret key fails the write on the driver, naming authentication and
+never the secret.  The broker verifies the signatures as MSK does (``cloud_kafka``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from kafka_helpers import consume_all
+
+from sparkkafka_sink.testing.brokers import create_topics
+
+pytestmark = [pytest.mark.broker, pytest.mark.security]
+
+JOB = Path(__file__).with_name("sign_in_job.py")
+IAM_MODULE = "software.amazon.msk.auth.iam.IAMLoginModule"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+MSK_OAUTH_HANDLER = "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"
+
+
+def java_msk_properties(cloud, form: str, profile: str) -> dict:
+    """What a Java MSK job's producer.properties holds (AWS's README), with a named profile."""
+    common = {"bootstrap.servers": cloud.bootstrap("MSK"), "security.protocol": "SASL_SSL",
+              "ssl.truststore.type": "PEM", "ssl.truststore.location": cloud.ca}
+    if form == "AWS_MSK_IAM":
+        return {**common, "sasl.mechanism": "AWS_MSK_IAM",
+                "sasl.jaas.config": f'{IAM_MODULE} required awsProfileName="{profile}";',
+                "sasl.client.callback.handler.class": "software.amazon.msk.auth.iam.IAMClientCallbackHandler"}
+    return {**common, "sasl.mechanism": "OAUTHBEARER",
+            "sasl.jaas.config": f'{OAUTH_MODULE} required awsProfileName="{profile}";',
+            "sasl.login.callback.handler.class": MSK_OAUTH_HANDLER,
+            "sasl.client.callback.handler.class": MSK_OAUTH_HANDLER}
+
+
+def test_a_java_jobs_msk_settings_write_from_spark(cloud_kafka, tmp_path):
+    cloud = cloud_kafka
+    shared = tmp_path / "credentials"
+    shared.write_text(f"[writer]\naws_access_key_id = {cloud.access_key_id}\n"
+                      f"aws_secret_access_key = {cloud.secret_access_key}\n"
+                      f"[stale]\naws_access_key_id = {cloud.access_key_id}\n"
+                      f"aws_secret_access_key = not-the-secret\n")
+    topics = {form: f"msk-spark-{form.lower()}-{uuid.uuid4().hex[:8]}" for form in ("AWS_MSK_IAM", "OAUTHBEARER")}
+    create_topics(cloud.cluster.bootstrap(), {t: 2 for t in topics.values()}, timeout=30)
+    writes = [{"topic": topics[form], **{f"kafka.{k}": v for k, v in java_msk_properties(cloud, form, "writer").items()}}
+              for form in topics]
+    writes.append({"topic": topics["AWS_MSK_IAM"], "kafka.max.block.ms": "15000",
+                   **{f"kafka.{k}": v for k, v in java_msk_properties(cloud, "AWS_MSK_IAM", "stale").items()}})
+    options = tmp_path / "writes.json"
+    options.write_text(json.dumps(writes))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", AWS_REGION=cloud.region,
+               AWS_SHARED_CREDENTIALS_FILE=str(shared), AWS_CONFIG_FILE=str(tmp_path / "no-config"),
+               AWS_EC2_METADATA_DISABLED="true")
+    done = subprocess.run([sys.executable, str(JOB), str(options), "1000"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    results = [line for line in done.stdout.splitlines() if line.startswith(("DONE", "FAILED"))]
+    assert results[:2] == ["DONE", "DONE"], done.stdout[-3000:] + done.stderr[-3000:] + cloud.refusals()
+    for topic in topics.values():
+        got = consume_all(cloud.cluster.bootstrap(), topic, expected_count=1000, timeout=30)
+        assert sorted(int(r.value) for r in got) == list(range(1000))
+    failed = results[2]
+    assert failed.startswith("FAILED") and "authentication" in failed and "AWS_MSK_IAM" in failed, failed
+    assert "not-the-secret" not in done.stdout + done.stderr and cloud.secret_access_key not in done.stdout + done.stderr
+    assert "AWS_MSK_IAM sign-in refused: java.lang.IllegalArgumentException: the signature does not match" \
+        in cloud.refusals()

@@ -21,6 +21,10 @@ tests and the Spark tests (tests/spark/test_spark_security.py) share one secured
   Amazon MSK's IAM sign-in as MSK does, in both forms (``AWS_MSK_IAM`` and OAUTHBEARER), with the
   keys of a :class:`CloudSignIn` (tests/security/java: SigV4 recomputed by the broker, in Java);
   stopped after its last test.
+* ``kerberos_kafka`` (session): an MIT KDC of the test's own realm (Debian's krb5-kdc) and one
+  Apache Kafka node with GSSAPI listeners ``KERBEROS`` (SASL_PLAINTEXT) and ``KERBEROS_SSL``
+  (SASL_SSL), advertised as ``localhost`` (service principal ``kafka/localhost``); a
+  :class:`KerberosSetup`.  Skipped without the KDC programs or python-gssapi.
 * ``token_endpoint`` (function): a fresh running
   :class:`~sparkkafka_sink.testing.security.TokenEndpoint` (client ``sparkkafka-client`` /
   ``sparkkafka-client-secret``).
@@ -49,6 +53,7 @@ from sparkkafka_sink.testing.apache_kafka import (
     resolve_maven_artifacts,
 )
 from sparkkafka_sink.testing.brokers import create_topics
+from sparkkafka_sink.testing.kdc import Kdc, kdc_available
 from sparkkafka_sink.testing.security import BrokerSecurity, TestPki, TokenEndpoint, librdkafka_config
 from sparkkafka_sink.testing.security.broker_security import Listener
 
@@ -198,3 +203,51 @@ def java_msk_client(tmp_path_factory) -> Callable[..., subprocess.CompletedProce
                               env=env, capture_output=True, text=True, timeout=120)
 
     return run
+
+
+# -- Kerberos -----------------------------------------------------------------------------------------
+_KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
+
+
+@dataclass(frozen=True)
+class KerberosSetup:
+    """The KDC, the node, and the client principal ``alice`` with her keytab."""
+
+    kdc: Kdc
+    cluster: object
+    alice_keytab: Path
+
+    def bootstrap(self, listener: str) -> str:
+        return self.cluster.bootstrap(listener, host="localhost")  # type: ignore[attr-defined]
+
+    def keytab_jaas(self, keytab: Path | str | None = None, principal: str = "alice") -> str:
+        return (f'{_KRB5_MODULE} required useKeyTab=true storeKey=true keyTab="{keytab or self.alice_keytab}" '
+                f'principal="{self.kdc.principal(principal)}";')
+
+
+@pytest.fixture(scope="session")
+def kerberos_kafka(pki, tmp_path_factory):
+    if not java_and_maven_available():
+        pytest.skip("the Kerberos node needs java and mvn on PATH (Kafka runs from its Maven jars)")
+    if not kdc_available():
+        pytest.skip("an MIT KDC is not installed (Debian: apt-get install krb5-kdc krb5-admin-server krb5-user)")
+    pytest.importorskip("gssapi", reason="python-gssapi is not installed (the [gssapi] extra)")
+    kdc = Kdc(tmp_path_factory.mktemp("kdc")).start()
+    try:
+        kdc.add_principal("kafka/localhost")
+        broker_keytab = kdc.keytab("kafka/localhost")
+        kdc.add_principal("alice")
+        alice = kdc.keytab("alice")
+        jaas = (f'{_KRB5_MODULE} required useKeyTab=true storeKey=true keyTab="{broker_keytab}" '
+                f'principal="{kdc.principal("kafka/localhost")}";')
+        listeners = [Listener(name, protocol, cert, sasl=True, mechanisms=("GSSAPI",), host="localhost",
+                              properties=(("gssapi.sasl.jaas.config", jaas),))
+                     for name, protocol, cert in (("KERBEROS", "SASL_PLAINTEXT", None),
+                                                  ("KERBEROS_SSL", "SASL_SSL", "broker"))]
+        with running_apache_kafka(" kerberos", nodes=1, jvm_options=[f"-Djava.security.krb5.conf={kdc.krb5_conf}"],
+                                  security=BrokerSecurity(pki, listeners=(), custom=listeners),
+                                  broker_config={"sasl.kerberos.service.name": "kafka"}) as cluster:
+            stop_after_last_use("kerberos_kafka", cluster.close, "[kerberos apache kafka stopped after its last test]")
+            yield KerberosSetup(kdc, cluster, alice)
+    finally:
+        kdc.close()

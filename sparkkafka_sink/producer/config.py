@@ -224,7 +224,7 @@ _KEYS = [
     _Key("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", _str, "TLS versions allowed"),
     _Key("ssl.protocol", "TLSv1.3", _str, "highest TLS version offered (TLSv1.3, TLSv1.2)"),
     _Key("ssl.cipher.suites", None, _str, "TLS 1.2 cipher suites (Java/IANA or OpenSSL names; default: OpenSSL's)"),
-    _Key("sasl.mechanism", None, _str, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM"),
+    _Key("sasl.mechanism", None, _str, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM or GSSAPI (Kerberos)"),
     _Key("sasl.jaas.config", None, _str, "credentials as Java users write them (PlainLoginModule, ScramLoginModule, "
                                           "OAuthBearerLoginModule)"),
     _Key("sasl.client.callback.handler.class", None, _str,
@@ -237,6 +237,9 @@ _KEYS = [
     _Key("sasl.aws.region", None, _str,
          "Amazon MSK IAM: the cluster's AWS region (not Java's key; default: the region in the broker host names, "
          "else AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"),
+    _Key("sasl.kerberos.service.name", None, _str,
+         "GSSAPI (Kerberos): the brokers' service name, their principals being <name>/<host>@REALM (usually kafka; "
+         "or serviceName in the Krb5LoginModule line)"),
     _Key("sasl.username", None, _str, "user name for PLAIN/SCRAM (instead of sasl.jaas.config)"),
     _Key("sasl.password", None, _str, "password for PLAIN/SCRAM (instead of sasl.jaas.config)"),
     _Key("sasl.oauthbearer.token.provider", None, _callable_or_str,

@@ -136,8 +136,8 @@ _METRICS = _noted("this producer keeps no JMX/Kafka metrics registry: its metric
                   "(and the Spark sink's task metrics)")
 _JSSE = ("TLS here is Python's ssl module (OpenSSL), not Java's JSSE, so a JSSE algorithm or provider "
          "name has nothing to select")
-_KERBEROS = ("Kerberos (GSSAPI) is not supported here (`sasl.mechanism`=GSSAPI is refused), and this only "
-             "applies to it")
+_KERBEROS = ("MIT's GSS-API library renews Kerberos tickets from the keytab itself; with a ticket cache, "
+             "whoever runs kinit keeps it fresh")
 _NOT_VALIDATED = ("the client does not validate its own token here (Kafka's 3.x client does not either): "
                   "the broker validates it with its own settings")
 _ASSERTION = _refused(
@@ -204,7 +204,6 @@ _RULES: dict[str, _Rule] = {
         accepted=("",), accepted_reason="no class given"),
     "sasl.kerberos.kinit.cmd": _noted(_KERBEROS),
     "sasl.kerberos.min.time.before.relogin": _noted(_KERBEROS),
-    "sasl.kerberos.service.name": _noted(_KERBEROS),
     "sasl.kerberos.ticket.renew.jitter": _noted(_KERBEROS),
     "sasl.kerberos.ticket.renew.window.factor": _noted(_KERBEROS),
     "sasl.oauthbearer.allow.unverified.audience": _noted(_NOT_VALIDATED),

@@ -220,12 +220,12 @@ def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config:
         raise SinkValidationError(f"deliveryGuarantee=exactly-once needs kafka.acks=all, got {lowered['kafka.acks']!r}")
     if not config["enable.idempotence"]:
         raise SinkValidationError("deliveryGuarantee=exactly-once needs idempotence: drop kafka.enable.idempotence=false")
-    if not tls_files_here(config):
+    if not files_here(config):
         raise SinkValidationError(
             "deliveryGuarantee=exactly-once: the driver commits the tasks' transactions, so it connects to the "
-            "cluster as they do, but a file named by kafka.ssl.truststore.location or kafka.ssl.keystore.location "
-            "is not on the driver: give a path that exists on the driver and the executors, or the certificates "
-            "inline as PEM")
+            "cluster as they do, but a file named by kafka.ssl.truststore.location, kafka.ssl.keystore.location or "
+            "the keyTab of kafka.sasl.jaas.config is not on the driver: give a path that exists on the driver and "
+            "the executors, or the certificates inline as PEM")
     if prefix is not None:
         return prefix
     if (streaming or values["batchid"] is not None) and not values["checkpointlocation"]:
@@ -252,7 +252,7 @@ def _producer_config(raw: dict) -> ProducerConfig:
 
     try:
         config = ProducerConfig(raw)
-        check_security(config, tls_files=tls_files_here(config))
+        check_security(config, tls_files=files_here(config))
         return config
     except ConfigError as exc:
         raise SinkValidationError(
@@ -261,9 +261,13 @@ def _producer_config(raw: dict) -> ProducerConfig:
         ) from exc
 
 
-def tls_files_here(config: Mapping[str, Any]) -> bool:
-    """The TLS files the producer options name exist here on the driver (on a cluster they may
-    be shipped to the executors only, with --files or addFile, and named by their base name):
-    only then can the driver check them, or connect as the tasks will."""
-    return all(os.path.exists(str(config[k])) for k in ("ssl.truststore.location", "ssl.keystore.location")
-               if config.get(k))
+def files_here(config: Mapping[str, Any]) -> bool:
+    """The files the producer options name -- the TLS stores, a Krb5LoginModule's keytab -- exist
+    here on the driver (on a cluster they may be shipped to the executors only, with --files or
+    addFile, and named by their base name): only then can the driver check them, or connect as
+    the tasks will."""
+    from sparkkafka_sink.network.sasl.jaas import keytab_of  # (see _producer_config)
+
+    paths = [str(config[k]) for k in ("ssl.truststore.location", "ssl.keystore.location") if config.get(k)]
+    keytab = keytab_of(config.get("sasl.jaas.config"))
+    return all(os.path.exists(p) for p in paths + ([keytab] if keytab else []))

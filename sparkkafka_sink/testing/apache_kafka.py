@@ -274,8 +274,8 @@ class KafkaNode(EmbeddedBroker):
             protocols = c.security.protocols
             props["listeners"] += "".join(f",{name}://{HOST}:{self.extra_ports[name]}"
                                           for name in protocols)
-            props["advertised.listeners"] += "".join(f",{name}://{HOST}:{self.extra_ports[name]}"
-                                                     for name in protocols)
+            props["advertised.listeners"] += "".join(
+                f",{name}://{c.security.advertised_host(name)}:{self.extra_ports[name]}" for name in protocols)
             props["listener.security.protocol.map"] += "".join(
                 f",{name}:{proto}" for name, proto in protocols.items())
             props.update(c.security.broker_properties())
@@ -312,7 +312,7 @@ class KafkaNode(EmbeddedBroker):
         # own directory, removed with the cluster: none left in the system's temp directory
         tmp = self.dir / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
-        return [self.cluster.java, *_JVM_OPTS, f"-Djava.io.tmpdir={tmp}", *self._log_opts(), "-cp",
+        return [self.cluster.java, *_JVM_OPTS, *self.cluster.jvm_options, f"-Djava.io.tmpdir={tmp}", *self._log_opts(), "-cp",
                 self.cluster.classpath, "kafka.Kafka", str(self.properties_file)]
 
     def _cwd(self) -> str:
@@ -358,7 +358,8 @@ class ApacheKafka:
     its storage format arguments (SCRAM users); ``bootstrap(listener_name)`` addresses them.
     ``features`` formats the storage with those feature levels (``{"transaction.version": 1}``:
     a Kafka 4 cluster with transactions v1 only).  ``classpath``: jars or class directories the
-    brokers load beside Kafka's (a test's SASL callback handler or security provider).
+    brokers load beside Kafka's (a test's SASL callback handler or security provider);
+    ``jvm_options``: more options of their JVMs (a Kerberos test's krb5.conf).
 
     ZooKeeper mode: SCRAM users are written to ZooKeeper (``kafka.admin.ConfigCommand
     --zookeeper``) before the brokers start, and ``security.authorizer`` is Kafka's
@@ -372,7 +373,8 @@ class ApacheKafka:
                  broker_config: dict[str, object] | None = None, startup_timeout: float = 120.0,
                  base_dir: str | None = None, keep_files: bool | None = None,
                  security: BrokerSecurity | None = None, features: dict[str, int] | None = None,
-                 zookeeper: bool | None = None, classpath: Sequence[str | Path] = ()):
+                 zookeeper: bool | None = None, classpath: Sequence[str | Path] = (),
+                 jvm_options: Sequence[str] = ()):
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, got {nodes}")
         line = release(version)
@@ -393,6 +395,8 @@ class ApacheKafka:
         self.broker_config = dict(broker_config or {})
         #: jars or class directories the brokers load beside Kafka's own (a test's callback handler)
         self.extra_classpath = [str(c) for c in classpath]
+        #: more options of the brokers' JVMs (``-Djava.security.krb5.conf=...``)
+        self.jvm_options = list(jvm_options)
         self.security = security
         #: feature levels the storage is formatted with (``{"transaction.version": 1}``)
         self.features = dict(features or {})

@@ -2,7 +2,8 @@
 ``python sign_in_job.py OPTIONS_JSON ROWS`` writes the values 0..ROWS-1 with
 ``df.write.format("pyprod-kafka")`` and the options of the JSON file (each write of the list in
 turn), printing ``DONE`` or ``FAILED <error>`` per write.  Its environment (AWS keys, Kerberos
-files) is the job's, as the executors' Python workers inherit it."""
+files) is the job's, as the executors' Python workers inherit it; ``SIGN_IN_JOB_FILES`` (paths,
+comma-separated) are shipped with the job (``addFile``, as ``spark-submit --files`` does)."""
 
 import json
 import os
@@ -18,6 +19,8 @@ def main(options_file: str, rows: int) -> int:
     spark = (SparkSession.builder.master("local[2]").appName("sign-in-test")
              .config("spark.ui.enabled", "false").config("spark.task.maxFailures", "1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    for path in filter(None, os.environ.get("SIGN_IN_JOB_FILES", "").split(",")):
+        spark.sparkContext.addFile(path)
     df = spark.range(rows, numPartitions=2).selectExpr("cast(id as string) as value")
     for options in json.loads(open(options_file).read()):
         try:

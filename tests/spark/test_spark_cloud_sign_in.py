@@ -1,8 +1,10 @@
-"""The sink signs in to Amazon MSK with IAM, from a job submitted with the AWS keys in its
-environment (its executors sign their own tokens): a Java job's MSK producer settings, moved
-over by writing each as a ``kafka.`` option and changing the format's name; every row read back
-by confluent-kafka.  A wrong secret key fails the write on the driver, naming authentication and
-never the secret.  The broker verifies the signatures as MSK does (``cloud_kafka``)."""
+"""The sink signs in where managed and Kerberos clusters are, from jobs submitted as users submit
+them (a process of their own, its environment the executors'): Amazon MSK with IAM -- a Java
+job's MSK producer settings, moved over by writing each as a ``kafka.`` option and changing the
+format's name; a wrong secret key fails the write on the driver, naming authentication and never
+the secret; the broker verifies the signatures as MSK does (``cloud_kafka``) -- and Kerberos,
+the executors logging in from the keytab shipped with the job (``kerberos_kafka``).  Every row is
+read back by confluent-kafka."""
 
 from __future__ import annotations
 
@@ -71,3 +73,26 @@ def test_a_java_jobs_msk_settings_write_from_spark(cloud_kafka, tmp_path):
     assert "not-the-secret" not in done.stdout + done.stderr and cloud.secret_access_key not in done.stdout + done.stderr
     assert "AWS_MSK_IAM sign-in refused: java.lang.IllegalArgumentException: the signature does not match" \
         in cloud.refusals()
+
+
+# -- Kerberos -------------------------------------------------------------------------------------------
+def test_executors_log_in_from_the_keytab_shipped_with_the_job(kerberos_kafka, tmp_path):
+    """A Java job's Kerberos settings, the keytab named by its base name and shipped with the job
+    (``addFile``, as ``--files`` does): the executors log in from their copy.  The driver, which
+    lacks the file, leaves the cluster check to the tasks."""
+    setup = kerberos_kafka
+    topic = f"krb-spark-{uuid.uuid4().hex[:8]}"
+    create_topics(setup.cluster.bootstrap(), {topic: 2}, timeout=30)
+    options = tmp_path / "writes.json"
+    options.write_text(json.dumps([{"topic": topic, "kafka.bootstrap.servers": setup.bootstrap("KERBEROS_SSL"),
+                                    "kafka.security.protocol": "SASL_SSL", "kafka.sasl.kerberos.service.name": "kafka",
+                                    "kafka.ssl.truststore.location": str(setup.cluster.security.pki.ca_cert_path),
+                                    "kafka.sasl.jaas.config": setup.keytab_jaas("alice.keytab")}]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KRB5")}
+    env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", SIGN_IN_JOB_FILES=str(setup.alice_keytab),
+               KRB5CCNAME=f"FILE:{tmp_path}/no-default-cache", **setup.kdc.env)
+    done = subprocess.run([sys.executable, str(JOB), str(options), "1000"], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert "DONE" in done.stdout.splitlines(), done.stdout[-3000:] + done.stderr[-3000:]
+    got = consume_all(setup.cluster.bootstrap(), topic, expected_count=1000, timeout=30)
+    assert sorted(int(r.value) for r in got) == list(range(1000))

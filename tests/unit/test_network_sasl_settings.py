@@ -71,14 +71,33 @@ def test_unknown_protocol():
 def test_unknown_mechanism_lists_the_supported_ones():
     assert error_of({**SASL_SSL, "sasl.mechanism": "CRAM-MD5"}) == (
         "Invalid value 'CRAM-MD5' for configuration 'sasl.mechanism': expected one of PLAIN, "
-        "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM")
+        "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM, GSSAPI")
 
 
-def test_gssapi_suggests_an_oauthbearer_token_provider():
-    message = error_of({**SASL_SSL, "sasl.mechanism": "GSSAPI"})
-    assert message.startswith("Unsupported sasl.mechanism 'GSSAPI': Kerberos")
-    assert "sasl.mechanism=OAUTHBEARER and sasl.oauthbearer.token.provider" in message
-    assert "Supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM" in message
+KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
+
+
+def test_gssapi_as_javas_settings_write_it():
+    pytest.importorskip("gssapi")
+    keytab = f'{KRB5_MODULE} required useKeyTab=true storeKey=true keyTab="/etc/app.keytab" principal="app@EX.COM";'
+    settings = sasl_settings({**SASL_SSL, "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": "kafka",
+                              "sasl.jaas.config": keytab})
+    assert settings.mechanism == "GSSAPI" and settings.kerberos_service == "kafka"
+    assert settings.kerberos.keytab == "/etc/app.keytab" and settings.principal == "app@EX.COM"
+    # Java's default mechanism, given Kerberos settings; the service name in the JAAS line
+    settings = sasl_settings({**SASL_SSL, "sasl.jaas.config": f'{KRB5_MODULE} required useTicketCache=true '
+                                                              'serviceName="kafka";'})
+    assert settings.mechanism == "GSSAPI" and settings.kerberos.keytab is None
+    assert "needs 'sasl.kerberos.service.name'" in error_of({**SASL_SSL, "sasl.mechanism": "GSSAPI"})
+    assert "needs keyTab and principal" in error_of(
+        {**SASL_SSL, "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": "kafka",
+         "sasl.jaas.config": f"{KRB5_MODULE} required useKeyTab=true;"})
+    assert "nothing here can prompt for a password" in error_of(
+        {**SASL_SSL, "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": "kafka",
+         "sasl.jaas.config": f"{KRB5_MODULE} required;"})
+    assert "applies to sasl.mechanism GSSAPI" in error_of(
+        {**SASL_SSL, "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": SECRET,
+         "sasl.kerberos.service.name": "kafka"})
 
 
 def test_missing_mechanism_defaults_to_plain_only_with_credentials():
@@ -89,8 +108,9 @@ def test_missing_mechanism_defaults_to_plain_only_with_credentials():
     assert settings.mechanism == "PLAIN"
     message = error_of({"security.protocol": "SASL_PLAINTEXT"})
     assert message == ("Missing configuration 'sasl.mechanism' (security.protocol is SASL_PLAINTEXT): "
-                       "Java's default GSSAPI (Kerberos) is not supported; set it to one of PLAIN, "
-                       "SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM")
+                       "set it to one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM, GSSAPI "
+                       "(Java's default, GSSAPI, needs Kerberos settings: sasl.kerberos.service.name and a "
+                       "Krb5LoginModule sasl.jaas.config)")
     message = error_of({**SASL_SSL, "sasl.jaas.config": f'{SCRAM_MODULE} required username="a" password="{SECRET}";'})
     assert "uses ScramLoginModule: SCRAM-SHA-256 or SCRAM-SHA-512" in message
     assert "(OAUTHBEARER, given the OAuth settings)" in error_of(

@@ -48,6 +48,18 @@ class JaasConfig:
         return (f"JaasConfig(login_module={self.login_module!r}, flag={self.flag!r}, "
                 f"options=[{', '.join(map(repr, self.options))}])")
 
+    def with_option(self, name: str, value: str) -> JaasConfig:
+        return JaasConfig(self.login_module, self.flag, {**self.options, name: value})
+
+    def render(self) -> str:
+        """The entry as ``sasl.jaas.config`` text (each value double-quoted, escaped), which
+        :func:`parse_jaas` reads back to this entry."""
+        def quoted(value: str) -> str:
+            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+        options = "".join(f" {k}={quoted(v)}" for k, v in self.options.items())
+        return f"{self.login_module} {self.flag}{options};"
+
 
 def _error(what: str) -> ConfigError:
     return ConfigError(Message("Invalid configuration {!r}: {}", Setting(KEY), what))
@@ -207,3 +219,11 @@ def _entry(tokens: _Tokenizer, first: _Token) -> JaasConfig:
     if token[0] == "eof":
         raise _error(f"the entry for '{module}' is not terminated by a semicolon")
     return JaasConfig(module, flag, options)
+
+
+def keytab_of(text: str | None) -> str | None:
+    """The keytab file a ``Krb5LoginModule`` line names (``keyTab``), or None."""
+    if not text or "Krb5LoginModule" not in text:
+        return None
+    jaas = parse_jaas(text)
+    return jaas.options.get("keyTab") if jaas.module_name == "Krb5LoginModule" else None

@@ -5,8 +5,9 @@ on the first connection.  The connection asks the settings for a fresh ``SaslCli
 (``sasl/client.py``) per (re-)authentication and moves its bytes.
 
 Supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (a token endpoint, a token
-provider, Kafka's unsecured login, or Amazon MSK's IAM token) and AWS_MSK_IAM, each as Java's
-settings write it (``sasl.jaas.config`` and the callback handler classes of AWS's jar included).
+provider, Kafka's unsecured login, or Amazon MSK's IAM token), AWS_MSK_IAM and GSSAPI
+(Kerberos, through python-gssapi), each as Java's settings write it (``sasl.jaas.config``, the
+callback handler classes of AWS's jar, ``sasl.kerberos.service.name``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sparkkafka_sink.cloud.msk import MskTokenProvider, iam_payload, region_in_h
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.network.sasl.aws_msk_iam import AwsMskIamClient
 from sparkkafka_sink.network.sasl.client import SaslClient
+from sparkkafka_sink.network.sasl.gssapi import GssapiClient, KerberosLogin, gssapi_module
 from sparkkafka_sink.network.sasl.jaas import JaasConfig, parse_jaas
 from sparkkafka_sink.network.sasl.oauthbearer import OAuthBearerClient, validate_extensions
 from sparkkafka_sink.network.sasl.plain import PlainClient
@@ -41,7 +43,7 @@ from sparkkafka_sink.oauth.token_source import TokenSource
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM", "GSSAPI")
 
 MECHANISM = "sasl.mechanism"
 JAAS = "sasl.jaas.config"
@@ -57,6 +59,7 @@ REFRESH_WINDOW_FACTOR = "sasl.login.refresh.window.factor"
 CLIENT_HANDLER = "sasl.client.callback.handler.class"
 LOGIN_HANDLER = "sasl.login.callback.handler.class"
 AWS_REGION = "sasl.aws.region"
+SERVICE_NAME = "sasl.kerberos.service.name"
 #: Kafka 4's names of the client id and secret (KIP-1139)
 CC_CLIENT_ID = "sasl.oauthbearer.client.credentials.client.id"
 CC_CLIENT_SECRET = "sasl.oauthbearer.client.credentials.client.secret"
@@ -71,7 +74,7 @@ _LOGIN_SETTINGS: dict[str, Any] = {
 #: the keys read here, in the order errors list them
 SASL_KEYS = (MECHANISM, JAAS, USERNAME, PASSWORD, TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID,
              CLIENT_SECRET, CC_CLIENT_ID, CC_CLIENT_SECRET, SCOPE, EXTENSIONS, REFRESH_WINDOW_FACTOR,
-             CLIENT_HANDLER, LOGIN_HANDLER, AWS_REGION, *_LOGIN_SETTINGS)
+             CLIENT_HANDLER, LOGIN_HANDLER, AWS_REGION, SERVICE_NAME, *_LOGIN_SETTINGS)
 _OAUTH_KEYS = (TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID, CLIENT_SECRET, CC_CLIENT_ID, CC_CLIENT_SECRET, SCOPE,
                EXTENSIONS, *(k for k in _LOGIN_SETTINGS if k.startswith("sasl.oauthbearer.")))
 
@@ -82,7 +85,13 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
     "AWS_MSK_IAM": "software.amazon.msk.auth.iam.IAMLoginModule",
+    "GSSAPI": "com.sun.security.auth.module.Krb5LoginModule",
 }
+#: Java's Krb5LoginModule options read here, and those that change nothing (MIT's library renews
+#: keytab tickets itself; nothing prompts; its debug output is Java's)
+_KRB5_OPTIONS = ("useKeyTab", "keyTab", "principal", "useTicketCache", "ticketCache", "serviceName")
+_KRB5_NOTED = ("storeKey", "renewTGT", "doNotPrompt", "debug", "isInitiator", "refreshKrb5Config", "useFirstPass",
+               "tryFirstPass", "storePass", "clearPass")
 #: the callback handler classes of Java's settings that name what is built in here (lower case)
 _KAFKA_LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.oauthbearerlogincallbackhandler",
                          "org.apache.kafka.common.security.oauthbearer.secured.oauthbearerlogincallbackhandler",
@@ -96,11 +105,6 @@ _AWS_JAAS_OPTIONS = ("awsProfileName", "awsRoleArn", "awsRoleSessionName", "awsR
 _AWS_JAAS_NOTED = ("awsDebugCreds", "awsMaxRetries", "awsMaxBackOffTimeMs", "awsAddDefaultProviders")
 _TOKEN_PROVIDER_HINT = Message("set {}=OAUTHBEARER and {} to a 'module:function' that returns a token",
                                Setting(MECHANISM), Setting(TOKEN_PROVIDER))
-_UNSUPPORTED = {
-    "GSSAPI": Message("Kerberos (GSSAPI, Java's default {}) is not supported. If the cluster also accepts "
-                      "OAUTHBEARER, {} (or use {} with a client id and secret)", Setting(MECHANISM),
-                      _TOKEN_PROVIDER_HINT, Setting(TOKEN_ENDPOINT)),
-}
 _OAUTH_JAAS_OPTIONS = {"clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET, "scope": SCOPE}
 _JAAS_EXTENSION_PREFIX = "extension_"
 
@@ -121,6 +125,9 @@ class SaslSettings:
     iam_payload: Callable[[str], bytes] | None = None
     #: AWS_MSK_IAM: whose credentials sign (for messages)
     aws_principal: str | None = None
+    #: GSSAPI: the brokers' service name and the client's Kerberos login
+    kerberos_service: str | None = None
+    kerberos: KerberosLogin | None = None
 
     def __repr__(self) -> str:
         return f"SaslSettings(mechanism={self.mechanism!r}, principal={self.principal!r})"
@@ -133,6 +140,8 @@ class SaslSettings:
         e.g. the OAuth client id), for messages."""
         if self.token_source is not None:
             return self.token_source.principal
+        if self.kerberos is not None:
+            return self.kerberos.principal or self.kerberos.description
         return self.aws_principal or self.username
 
     @property
@@ -146,6 +155,9 @@ class SaslSettings:
         if self.iam_payload is not None:
             payload = self.iam_payload
             return AwsMskIamClient(lambda: payload(host))
+        if self.kerberos is not None:
+            assert self.kerberos_service is not None
+            return GssapiClient(self.kerberos_service, host, self.kerberos)
         if self.mechanism == "PLAIN":
             assert self.username is not None and self.password is not None
             return PlainClient(self.username, self.password)
@@ -164,6 +176,8 @@ class SaslSettings:
             self.token_source.current()
         if self.iam_payload is not None and self._aws_login is not None:
             self._aws_login.credentials()
+        if self.kerberos is not None:
+            self.kerberos.credentials()
 
     @property
     def _aws_login(self) -> AwsLogin | None:
@@ -246,6 +260,11 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
                                   Setting(MECHANISM), mechanism))
     if mechanism == "AWS_MSK_IAM":
         return _aws_msk_iam(config, jaas, protocol)
+    if mechanism == "GSSAPI":
+        return _gssapi(config, jaas, protocol)
+    if SERVICE_NAME in given:
+        raise ConfigError(Message("Configuration {!r} applies to {} GSSAPI (Kerberos), not {}", Setting(SERVICE_NAME),
+                                  Setting(MECHANISM), mechanism))
     del client_handler
     return _password_settings(config, jaas, protocol, mechanism)
 
@@ -298,6 +317,46 @@ def _aws_login(options: Mapping[str, str], module: str) -> AwsLogin:
                     sts_region=options.get("awsStsRegion") or None, role_base=base)
 
 
+def _flag_option(options: Mapping[str, str], name: str) -> bool:
+    value = options.get(name, "false").strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(Message("Invalid configuration {!r}: Krb5LoginModule option '{}' must be true or false",
+                                  Setting(JAAS), name))
+    return value == "true"
+
+
+def _gssapi(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str) -> SaslSettings:
+    """Kerberos, as Java's ``Krb5LoginModule`` options and ``sasl.kerberos.service.name`` say."""
+    password_keys = [k for k in (USERNAME, PASSWORD) if _given(config.get(k))]
+    if password_keys:
+        raise ConfigError(Message("Configuration {} applies to PLAIN and SCRAM, not {} GSSAPI (Kerberos logs in "
+                                  "with a keytab or a ticket cache)", _keys(password_keys), Setting(MECHANISM)))
+    gssapi_module()  # the extra is there, or the error names it
+    options = dict(jaas.options) if jaas is not None else {}
+    service = _text(config, SERVICE_NAME) or options.get("serviceName")
+    if not service:
+        raise ConfigError(Message("{} GSSAPI needs {!r}: the brokers' Kerberos service name (their principals are "
+                                  "<service>/<host>@REALM; usually kafka)", Setting(MECHANISM), Setting(SERVICE_NAME)))
+    unknown = sorted(k for k in options if k not in _KRB5_OPTIONS and k not in _KRB5_NOTED)
+    if unknown:
+        log.warning("%s: ignoring unknown Krb5LoginModule options %s", JAAS, ", ".join(unknown))
+    use_keytab, use_cache = _flag_option(options, "useKeyTab"), _flag_option(options, "useTicketCache")
+    principal = options.get("principal") or None
+    if use_keytab:
+        keytab = options.get("keyTab")
+        if not keytab or not principal:
+            raise ConfigError(Message("Invalid configuration {!r}: Krb5LoginModule with useKeyTab=true needs keyTab "
+                                      "and principal", Setting(JAAS)))
+        return SaslSettings("GSSAPI", protocol, kerberos_service=service,
+                            kerberos=KerberosLogin(keytab=keytab, principal=principal))
+    if jaas is not None and not use_cache:
+        raise ConfigError(Message("Invalid configuration {!r}: Krb5LoginModule needs useKeyTab=true (with keyTab and "
+                                  "principal) or useTicketCache=true; nothing here can prompt for a password",
+                                  Setting(JAAS)))
+    return SaslSettings("GSSAPI", protocol, kerberos_service=service,
+                        kerberos=KerberosLogin(principal=principal, ticket_cache=options.get("ticketCache") or None))
+
+
 def _msk_region(config: Mapping[str, Any], hosts: list[str]) -> str | None:
     """``sasl.aws.region``, else the region every bootstrap host names, else the environment's."""
     given = _text(config, AWS_REGION)
@@ -348,6 +407,8 @@ def _mechanism(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str
         if _given(config.get(USERNAME)) or _given(config.get(PASSWORD)) or \
                 (jaas is not None and jaas.module_name == "PlainLoginModule"):
             return "PLAIN"
+        if (jaas is not None and jaas.module_name == "Krb5LoginModule") or _given(config.get(SERVICE_NAME)):
+            return "GSSAPI"  # Java's default, given Kerberos settings
         hint: str = ""
         if jaas is not None and jaas.module_name == "ScramLoginModule":
             hint = Message(" ({} uses ScramLoginModule: SCRAM-SHA-256 or SCRAM-SHA-512, as the user was created)",
@@ -356,16 +417,13 @@ def _mechanism(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str
                 any(_given(config.get(k)) for k in _OAUTH_KEYS):
             hint = " (OAUTHBEARER, given the OAuth settings)"
         raise ConfigError(Message(
-            "Missing configuration {!r} ({} is {}): Java's default GSSAPI (Kerberos) is not supported; set it to "
-            "one of {}{}", Setting(MECHANISM), Setting("security.protocol"), protocol,
-            ", ".join(SUPPORTED_MECHANISMS), hint))
+            "Missing configuration {!r} ({} is {}): set it to one of {}{} (Java's default, GSSAPI, needs Kerberos "
+            "settings: {} and a Krb5LoginModule {})", Setting(MECHANISM), Setting("security.protocol"), protocol,
+            ", ".join(SUPPORTED_MECHANISMS), hint, Setting(SERVICE_NAME), Setting(JAAS)))
     if not isinstance(raw, str):
         raise ConfigError(Message("Invalid configuration {!r}: expected a string, got {}", Setting(MECHANISM),
                                   type(raw).__name__))
     mechanism = raw.strip().upper()
-    if mechanism in _UNSUPPORTED:
-        raise ConfigError(Message("Unsupported {} '{}': {}. Supported: {}", Setting(MECHANISM), raw.strip(),
-                                  _UNSUPPORTED[mechanism], ", ".join(SUPPORTED_MECHANISMS)))
     if mechanism not in SUPPORTED_MECHANISMS:
         raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected one of {}", raw,
                                   Setting(MECHANISM), ", ".join(SUPPORTED_MECHANISMS)))

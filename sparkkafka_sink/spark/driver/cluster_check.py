@@ -17,7 +17,7 @@ from sparkkafka_sink.errors import AuthenticationError, KafkaConnectionError, Ka
 from sparkkafka_sink.producer.admin import BlockingAdmin
 from sparkkafka_sink.producer.control_requests import TopicCheckError
 from sparkkafka_sink.spark.errors import SinkValidationError, in_option_names
-from sparkkafka_sink.spark.options import SinkOptions, tls_files_here
+from sparkkafka_sink.spark.options import SinkOptions, files_here
 
 
 def check_cluster(options: SinkOptions) -> None:
@@ -26,8 +26,8 @@ def check_cluster(options: SinkOptions) -> None:
     if not timeout_ms:
         return
     config = options.producer_config
-    if not tls_files_here(config):
-        return  # TLS files shipped to the executors only (--files): the tasks will say
+    if not files_here(config):
+        return  # TLS files or a keytab shipped to the executors only (--files): the tasks will say
     deadline = time.monotonic() + timeout_ms / 1000
     auto_create = config["allow.auto.create.topics"]
     where = f"kafka.bootstrap.servers={options.bootstrap_servers}"

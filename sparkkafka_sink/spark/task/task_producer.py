@@ -15,6 +15,7 @@ from pyspark import SparkFiles
 
 from sparkkafka_sink.exactly_once.fence import write_closed
 from sparkkafka_sink.exactly_once.ids import WriteId
+from sparkkafka_sink.network.sasl.jaas import keytab_of, parse_jaas
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
@@ -24,6 +25,7 @@ from sparkkafka_sink.spark.task.task_info import TaskInfo
 
 _CLOSE_AFTER_FAILURE_S = 2.0
 #: options naming files, which on a cluster are shipped to the executors with --files / addFile
+#: (and the keyTab of a Krb5LoginModule line)
 _FILE_OPTIONS = ("ssl.truststore.location", "ssl.keystore.location")
 #: cumulative producer counters: a pooled producer's task reports what changed during the task
 _PRODUCER_COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "retries", "batch_splits",
@@ -114,6 +116,9 @@ class TaskProducer:
 def task_config(options: SinkOptions, task: TaskInfo, pooled: bool = False) -> ProducerConfig:
     config = options.producer_config
     changes = {key: _local_file(config[key]) for key in _FILE_OPTIONS if config[key]}
+    keytab_jaas = _jaas_with_local_keytab(config["sasl.jaas.config"])
+    if keytab_jaas is not None:
+        changes["sasl.jaas.config"] = keytab_jaas
     if "client.id" not in config.explicit:
         # a pooled producer serves many tasks of this Python worker: named after the worker
         changes["client.id"] = (f"pyprod-kafka-worker-{os.getpid()}" if pooled
@@ -144,6 +149,16 @@ def _local_file(path: str) -> str:
     except Exception:  # noqa: BLE001 - no SparkFiles here: the producer reports the missing file
         return path
     return shipped if os.path.exists(shipped) else path
+
+
+def _jaas_with_local_keytab(text: str | None) -> str | None:
+    """A Krb5LoginModule line whose keytab is not here but was shipped with the job, naming the
+    shipped copy; None when nothing changes."""
+    keytab = keytab_of(text)
+    if not keytab or _local_file(keytab) == keytab:
+        return None
+    assert text is not None
+    return parse_jaas(text).with_option("keyTab", _local_file(keytab)).render()
 
 
 def _abort_quietly(producer: Producer) -> None:

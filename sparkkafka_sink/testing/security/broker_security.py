@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sparkkafka_sink.testing.brokers import HOST
 from sparkkafka_sink.testing.security.pki import CertKey, TestPki
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -32,6 +33,8 @@ class Listener:
     #: ``listener.name.<name>.`` keys (JAAS and callback handlers), instead of the users' ones
     mechanisms: tuple[str, ...] = ()
     properties: tuple[tuple[str, str], ...] = ()
+    #: the host it is advertised as (Kerberos: ``localhost``, the host in the service principal)
+    host: str | None = None
 
 
 #: every extra listener :class:`BrokerSecurity` can add, by name
@@ -106,6 +109,9 @@ class BrokerSecurity:
             raise ValueError(f"unknown listeners {unknown}; known: {list(LISTENERS)}")
         self.custom = tuple(self.custom)
         self.listeners = tuple(self.listeners) + tuple(c.name for c in self.custom)
+
+    def advertised_host(self, name: str) -> str:
+        return self._spec(name).host or HOST
 
     def _spec(self, name: str) -> Listener:
         return next((c for c in self.custom if c.name == name), None) or LISTENERS[name]

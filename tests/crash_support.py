@@ -22,14 +22,19 @@ from sparkkafka_sink.testing.waiting import wait_until
 JOB = Path(__file__).parent / "transactions" / "crash_job.py"
 STREAM_JOB = Path(__file__).parent / "spark" / "exactly_once_stream_job.py"
 AFTER = 100  # rows another producer writes after the crash
+#: the jobs' leaseWindowMs, as the command's --lease-window below: the drivers here are dead or
+#: beat every 2 s (a test of a live driver beside another gives the default, None)
+LEASE_WINDOW_MS = 4000
 
 
 class Job:
     """A Spark driver in a process group of its own (killed whole, as a node or scheduler does)."""
 
-    def __init__(self, *args: str, lease_dir: Path, log: Path):
+    def __init__(self, *args: str, lease_dir: Path, log: Path, lease_window_ms: int | None = LEASE_WINDOW_MS):
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
                    SPARKKAFKA_LEASE_DIR=str(lease_dir))
+        if lease_window_ms is not None:
+            env["JOB_LEASE_WINDOW_MS"] = str(lease_window_ms)
         self.log = log
         self._out = open(log, "w")
         self.proc = subprocess.Popen([sys.executable, *args], env=env, stdout=self._out, stderr=subprocess.STDOUT,
@@ -50,9 +55,10 @@ class Job:
         return self.log.read_text(errors="replace")
 
 
-def batch_job(kafka, topic, first, rows, rate, lease_dir, log, delay_s: float = 0) -> Job:
+def batch_job(kafka, topic, first, rows, rate, lease_dir, log, delay_s: float = 0,
+              lease_window_ms: int | None = LEASE_WINDOW_MS) -> Job:
     return Job(str(JOB), kafka.bootstrap_servers, topic, str(first), str(rows), str(rate),
-               *([str(delay_s)] if delay_s else []), lease_dir=lease_dir, log=log)
+               *([str(delay_s)] if delay_s else []), lease_dir=lease_dir, log=log, lease_window_ms=lease_window_ms)
 
 
 def default_prefix(kafka, topic, bootstrap: str | None = None) -> str:

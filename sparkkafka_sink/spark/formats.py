@@ -82,9 +82,15 @@ class Formats:
                 f"registry={'set' if self.registry else 'none'})")
 
 
-def parse_formats(lowered: Mapping[str, str]) -> Formats:
+def parse_formats(lowered: Mapping[str, str], from_file: frozenset[str] = frozenset()) -> Formats:
     """The serialization options of a write (``lowered``: the options, keys lower-cased); each
-    parses itself (``option_catalog``), here are the rules that span several."""
+    parses itself (``option_catalog``), here are the rules that span several.  Registry lines of
+    a properties file (``from_file``) are dropped when no column is serialized: the file serves
+    the job's other clients too."""
+    registry_keys = [k for k in lowered if k.startswith(REGISTRY_PREFIX)]
+    if registry_keys and set(registry_keys) <= from_file and not any(
+            str(lowered.get(f"{c}format", "")).strip().lower() in ("avro", "json", "protobuf") for c in ("key", "value")):
+        lowered = {k: v for k, v in lowered.items() if k not in from_file or not k.startswith(REGISTRY_PREFIX)}
     registry = tuple(sorted((k[len(REGISTRY_PREFIX):], str(v)) for k, v in lowered.items()
                             if k.startswith(REGISTRY_PREFIX)))
     key, value = (_column(lowered, c) for c in ("key", "value"))

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sparkkafka_sink.exactly_once.ids import DEFAULT_DECISION_TOPIC
+from sparkkafka_sink.exactly_once.leases import BEAT_S as LEASE_BEAT_S
+from sparkkafka_sink.exactly_once.leases import WINDOW_S as LEASE_WINDOW_S
 from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, STRATEGY_NAMES, strategy_named
 from sparkkafka_sink.spark.errors import SinkValidationError
 
@@ -209,6 +211,13 @@ SINK_OPTIONS: tuple[SinkOption, ...] = (
     SinkOption("topic", "string", None,
                "The topic every row is written to. When set, it wins over a `topic` column.",
                unset="each row's `topic` column (then required)", field="topic", hint="a topic name"),
+    SinkOption("propertiesFile", "string", None,
+               "A client properties file read whole on the driver (Confluent Cloud's `client.properties`, a Java "
+               "job's `producer.properties`): its Kafka lines are taken as `kafka.*` options, its Schema Registry "
+               "lines (`schema.registry.url`, `basic.auth.*`, `bearer.auth.*`) as `schema.registry.*` ones (unused "
+               "when no column is written in a registry format). Options given with `.option()` win over its "
+               "lines; its secrets travel and are redacted as the options' are.",
+               unset="none: the options alone", hint="a path on the driver"),
     SinkOption("checkpointLocation", "string", None,
                "Spark's own streaming option: where the query keeps its progress, any path Spark accepts "
                "(local, `file:`, `dbfs:/`, `s3a://`, `abfss://`, `gs://`, `hdfs://`). Under exactly-once it names "
@@ -237,6 +246,12 @@ SINK_OPTIONS: tuple[SinkOption, ...] = (
                "write under the prefix, the operator's command or `kafka.transaction.timeout.ms`, and writes "
                "under one prefix must not run at once.",
                choices=("process", "none"), field="keeper"),
+    SinkOption("leaseWindowMs", "integer", int(LEASE_WINDOW_S * 1000),
+               "Exactly-once: how long a write watches the lease of another driver with open writes under its "
+               "prefix before calling that driver gone and ending its writes as they were decided: how long the "
+               "next write waits behind a dead driver. Shorter ends leftovers sooner; a live driver whose keeper "
+               "stalls longer than this may see its job fail, cleanly (nothing of it visible, nothing twice).",
+               minimum=int(2 * LEASE_BEAT_S * 1000), maximum=3_600_000, unit="ms", field="lease_window_ms"),
     SinkOption("batchId", "integer", None,
                "Exactly-once inside `foreachBatch`: the micro-batch id Spark passes, so that a replayed "
                "micro-batch is recognised (needs `checkpointLocation`).",

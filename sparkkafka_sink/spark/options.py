@@ -31,6 +31,7 @@ from sparkkafka_sink.spark.option_catalog import (
     SINK_BATCH_SIZE,
     SINK_LINGER_MS,
 )
+from sparkkafka_sink.spark.properties_file import with_properties_file
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,8 @@ class SinkOptions:
     #: exactly-once: "process" -- the driver starts a keeper (its lease, and the end of its
     #: writes should it die) -- or "none", for platforms that forbid extra processes
     keeper: str = "process"
+    #: exactly-once: how long another driver's lease is watched before it is called gone
+    lease_window_ms: int = 30_000
     #: the driver's check of the cluster before any task (0: none)
     cluster_check_timeout_ms: int = DEFAULT_CLUSTER_CHECK_TIMEOUT_MS
     #: rate limits of each write task (None: none)
@@ -148,7 +151,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
     settings), so unknown keys and out-of-range values are reported with the producer's wording,
     in the user's option names, before any data moves.
     """
-    lowered = {str(k).lower(): v for k, v in options.items()}
+    lowered, from_file = with_properties_file({str(k).lower(): v for k, v in options.items()})
     bootstrap = lowered.get("kafka.bootstrap.servers")
     if bootstrap is None or not str(bootstrap).strip():
         raise SinkValidationError(
@@ -172,7 +175,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
     return SinkOptions(producer_config=config, transactional_id_prefix=prefix, run=new_run() if prefix else "",
                        batch_id=values["batchid"], streaming=streaming,
                        tolerate_bad_rows=values["errors.tolerance"] == "all",
-                       formats=parse_formats(lowered),
+                       formats=parse_formats(lowered, from_file),
                        **catalog.fields(values, catalog.SINK_OPTIONS))
 
 

@@ -2,7 +2,8 @@
 so the test can kill the whole driver: ``python exactly_once_stream_job.py BOOTSTRAP TOPIC
 CHECKPOINT MIN_BATCH [foreachBatch]`` runs rate -> pyprod-kafka (exactly-once; as the sink, or
 inside foreachBatch with the batch id) until micro-batch MIN_BATCH is done, then stops cleanly
-(``$STREAM_JOB_CONF``: more Spark settings, as JSON).  The rate source numbers rows 0, 1, 2, ...: a replayed batch has the
+(``$STREAM_JOB_CONF``: more Spark settings, as JSON; ``$JOB_LEASE_WINDOW_MS``: the sink's
+``leaseWindowMs``).  The rate source numbers rows 0, 1, 2, ...: a replayed batch has the
 same rows.  The test stops the driver's commit at a chosen request with a FaultProxy in front of
 the broker (BOOTSTRAP is the proxy), then kills the process group."""
 
@@ -15,6 +16,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from pyspark.sql import SparkSession
+
+WINDOW = {"leaseWindowMs": os.environ["JOB_LEASE_WINDOW_MS"]} if os.environ.get("JOB_LEASE_WINDOW_MS") else {}
 
 
 def main(bootstrap: str, topic: str, checkpoint: str, min_batch: int, foreach_batch: bool = False) -> int:
@@ -30,6 +33,7 @@ def main(bootstrap: str, topic: str, checkpoint: str, min_batch: int, foreach_ba
             (batch_df.write.format("pyprod-kafka").mode("append")
              .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
              .option("deliveryGuarantee", "exactly-once").option("batchId", batch_id)
+             .options(**WINDOW)
              .option("checkpointLocation", checkpoint)
              .option("maxRecordsPerSecond", "10").save())  # each batch's transactions open for a while
 
@@ -38,7 +42,7 @@ def main(bootstrap: str, topic: str, checkpoint: str, min_batch: int, foreach_ba
     else:
         query = (rows.writeStream.format("pyprod-kafka")
                  .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
-                 .option("deliveryGuarantee", "exactly-once")
+                 .option("deliveryGuarantee", "exactly-once").options(**WINDOW)
                  .option("checkpointLocation", checkpoint)
                  .trigger(processingTime="250 milliseconds").start())
     deadline = time.monotonic() + 240

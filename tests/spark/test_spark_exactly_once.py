@@ -154,8 +154,9 @@ def proxy(apache_kafka):
 def _stream(bootstrap, topic, checkpoint, min_batch, log: Path, kill_at=None, timeout=300) -> str:
     """Run the streaming job until micro-batch ``min_batch``, or -- ``kill_at``, a FaultHandle --
     kill its whole process group (the driver: JVM and Python workers alike) the moment the
-    proxy saw that request.  Returns the job's output (the driver's commit lines included)."""
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    proxy saw that request.  Returns the job's output (the driver's commit lines included).  The
+    restarted query watches a dead driver's lease 4 s (``leaseWindowMs``)."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", JOB_LEASE_WINDOW_MS="4000")
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, str(STREAM_JOB), bootstrap, topic, str(checkpoint), str(min_batch)],
                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

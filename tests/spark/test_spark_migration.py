@@ -147,3 +147,71 @@ def test_the_same_jobs_run_on_sparks_own_sink(apache_kafka, secured_kafka, secur
         assert _read(bootstrap, topics[name]) == _expected(tag), name
     reader = {k: v for k, v in confluent_config("SASL_SSL", "PLAIN", user="alice").items() if k != "bootstrap.servers"}
     assert _read(secured_kafka.bootstrap("SASL_SSL"), topics["cloud"], reader) == _expected("cloud")
+
+
+#: Confluent Cloud's generated file with its Schema Registry lines (API key and secret)
+REGISTRY_LINES_API_KEY = """\
+# Required connection configs for Confluent Cloud Schema Registry
+schema.registry.url={url}
+basic.auth.credentials.source=USER_INFO
+basic.auth.user.info={key}:{secret}
+"""
+#: Confluent Cloud's OAuth variant: Kafka over OAUTHBEARER (an identity pool), the registry too
+CONFLUENT_CLOUD_OAUTH_PROPERTIES = """\
+bootstrap.servers={bootstrap}
+security.protocol=SASL_SSL
+sasl.oauthbearer.token.endpoint.url={endpoint}
+sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler
+sasl.mechanism=OAUTHBEARER
+sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId='{client_id}' clientSecret='{client_secret}' scope='kafka' extension_logicalCluster='lkc-test' extension_identityPoolId='pool-test';
+schema.registry.url={url}
+bearer.auth.credentials.source=OAUTHBEARER
+bearer.auth.issuer.endpoint.url={endpoint}
+bearer.auth.client.id={client_id}
+bearer.auth.client.secret={client_secret}
+bearer.auth.scope=kafka
+bearer.auth.logical.cluster=lsrc-test
+bearer.auth.identity.pool.id=pool-test
+ssl.truststore.location={ca}
+ssl.truststore.type=PEM
+"""
+
+
+def _avro_values(bootstrap: str, topic: str, reader: dict, registry_url: str) -> list[str]:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
+    got = consume_all(bootstrap, topic, expected_count=jobs.ROWS, timeout=60, config=reader)
+    return sorted(deserialize(r.value, None) for r in got)
+
+
+@pytest.mark.parametrize("sign_in", ["api-key", "oauth"])
+def test_a_confluent_cloud_properties_file_whole_with_its_registry_lines(
+        spark, sink_metrics, secured_kafka, secured_topic, confluent_config, schema_registry, token_endpoint,
+        tmp_path, sign_in):
+    """The file Confluent Cloud hands out, as it is, given as ``propertiesFile``: its Kafka lines
+    sign in (PLAIN with an API key, or OAUTHBEARER from a token endpoint), its registry lines
+    reach the registry client (the values are written in Avro with the registry's ids)."""
+    topic = secured_topic(partitions=2)
+    path = tmp_path / "client.properties"
+    if sign_in == "api-key":
+        path.write_text(Path(_properties_file(tmp_path, secured_kafka)).read_text() + REGISTRY_LINES_API_KEY.format(
+            url=schema_registry.url, key="SRKEY", secret="sr-secret"))
+        reader = {k: v for k, v in confluent_config("SASL_SSL", "PLAIN", user="alice").items()
+                  if k != "bootstrap.servers"}
+    else:
+        path.write_text(CONFLUENT_CLOUD_OAUTH_PROPERTIES.format(
+            bootstrap=secured_kafka.bootstrap("SASL_SSL"), endpoint=token_endpoint.url,
+            client_id=token_endpoint.client_id, client_secret=token_endpoint.client_secret, url=schema_registry.url,
+            ca=secured_kafka.security.pki.ca_cert_path))
+        reader = {k: v for k, v in confluent_config("SASL_SSL", "OAUTHBEARER").items() if k != "bootstrap.servers"}
+    options = parse_options({"propertiesFile": str(path), "topic": topic, "valueFormat": "avro"})
+    registry = options.formats.registry_config
+    assert registry["url"] == schema_registry.url
+    assert (registry["basic.auth.user.info"] == "SRKEY:sr-secret" if sign_in == "api-key"
+            else registry["bearer.auth.client.secret"] == token_endpoint.client_secret)
+    (jobs.rows_frame(spark, "file").select("value").write.format(FORMAT).mode(jobs.MODE)
+     .option("propertiesFile", str(path)).option("topic", topic).option("valueFormat", "avro").save())
+    assert _avro_values(secured_kafka.bootstrap("SASL_SSL"), topic, reader, schema_registry.url) == sorted(
+        f"file-value-{i}" for i in range(jobs.ROWS))

@@ -5,7 +5,8 @@ FIRST..FIRST+ROWS-1 in two tasks, each paced at RECORDS_PER_SECOND (0: no limit)
 default transactional id prefix (the target's), then prints DONE (or FAILED and the error).
 DELAY_S puts a stage before the write whose tasks wait that long: the write is planned, then its
 tasks begin DELAY_S later (behind a shuffle).  The driver's lease keeper leaves its files in
-``$SPARKKAFKA_LEASE_DIR``."""
+``$SPARKKAFKA_LEASE_DIR``; ``$JOB_LEASE_WINDOW_MS`` is the write's ``leaseWindowMs`` (how long
+it watches a dead driver's lease before ending its writes)."""
 
 import os
 import sys
@@ -31,6 +32,8 @@ def main(bootstrap: str, topic: str, first: int, rows: int, rate: int, delay_s: 
     writer = (df.write.format("pyprod-kafka").mode("append")
               .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
               .option("deliveryGuarantee", "exactly-once"))
+    if os.environ.get("JOB_LEASE_WINDOW_MS"):
+        writer = writer.option("leaseWindowMs", os.environ["JOB_LEASE_WINDOW_MS"])
     if rate:
         writer = writer.option("maxRecordsPerSecond", str(rate))
     try:

@@ -217,7 +217,8 @@ def test_a_live_write_under_the_same_prefix_is_never_touched(apache_kafka, topic
         held = writing(apache_kafka, prefix, first)
         paused = pause_workers(first)
         assert paused, "no Python worker of the first job to pause"
-        second = batch_job(apache_kafka, topic, 1_000_000, 1000, 0, lease_dir, tmp_path / "second.log")
+        second = batch_job(apache_kafka, topic, 1_000_000, 1000, 0, lease_dir, tmp_path / "second.log",
+                           lease_window_ms=None)  # the default window: a live driver's beats are seen
         assert second.wait(240) == 0, second.output()[-3000:]
         still = [t for t, _, _ in open_transactions(apache_kafka.bootstrap_servers, prefix + "-r")]
         assert set(held) <= set(still), "the live write's transactions were ended"

@@ -111,9 +111,10 @@ def _end_dead_drivers(admin: TransactionAdmin, decisions: DecisionLog, options: 
     """End the open writes under the prefix of every other driver whose lease stands still."""
     prefix = options.transactional_id_prefix
     assert prefix is not None
-    deadline = time.monotonic() + _END_TIMEOUT_S
+    deadline = time.monotonic() + _END_TIMEOUT_S + options.lease_window_ms / 1000
     try:
-        _, gone = judge(admin, prefix + "-r", deadline, spare=(options.owner,))
+        _, gone = judge(admin, prefix + "-r", deadline, spare=(options.owner,),
+                        window_s=options.lease_window_ms / 1000)
         ended = [settle(admin, decisions, write, deadline) for write in sorted(gone)]
     except KafkaError as e:
         if streaming:

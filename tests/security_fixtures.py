@@ -17,9 +17,10 @@ tests and the Spark tests (tests/spark/test_spark_security.py) share one secured
   :data:`CAROL` (the producer's and the sink's ACL tests share the cases).
 * ``confluent_config(listener, mechanism=None, **kw)``: confluent-kafka settings for a listener
   (:func:`~sparkkafka_sink.testing.security.librdkafka_config` bound to ``secured_kafka``).
-* ``cloud_kafka`` (session): one Apache Kafka node whose ``MSK`` listener (SASL_SSL) verifies
-  Amazon MSK's IAM sign-in as MSK does, in both forms (``AWS_MSK_IAM`` and OAUTHBEARER), with the
-  keys of a :class:`CloudSignIn` (tests/security/java: SigV4 recomputed by the broker, in Java);
+* ``cloud_kafka`` (session): one Apache Kafka node whose listeners (SASL_SSL) check sign-ins as
+  the cloud services do (tests/security/java): ``MSK`` Amazon MSK's IAM in both forms
+  (``AWS_MSK_IAM`` and OAUTHBEARER; SigV4 recomputed by the broker), ``GCP`` Google Managed
+  Kafka's token, ``AZURE`` Event Hubs' connection string over PLAIN; a :class:`CloudSignIn`;
   stopped after its last test.
 * ``kerberos_kafka`` (session): an MIT KDC of the test's own realm (Debian's krb5-kdc) and one
   Apache Kafka node with GSSAPI listeners ``KERBEROS`` (SASL_PLAINTEXT) and ``KERBEROS_SSL``
@@ -56,6 +57,7 @@ from sparkkafka_sink.testing.brokers import create_topics
 from sparkkafka_sink.testing.kdc import Kdc, kdc_available
 from sparkkafka_sink.testing.security import BrokerSecurity, TestPki, TokenEndpoint, librdkafka_config
 from sparkkafka_sink.testing.security.broker_security import Listener
+from sparkkafka_sink.testing.security.google_endpoint import GoogleTokenEndpoint
 
 #: the PLAIN user the ACL tests write as (``carol``/``carol-secret``: PLAIN only)
 CAROL = "User:carol"
@@ -132,9 +134,11 @@ _OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginMo
 
 @dataclass(frozen=True)
 class CloudSignIn:
-    """The node and what its cloud listeners accept: the MSK listener's region and the one AWS
-    key pair its verifier knows (AWS_MSK_IAM signs the broker's host name: 127.0.0.1 or
-    localhost)."""
+    """The node and what its cloud listeners accept: ``MSK`` -- the region and the one AWS key
+    pair its verifier knows (AWS_MSK_IAM signs the broker's host name: 127.0.0.1 or localhost);
+    ``GCP`` -- tokens of the service account whose access tokens ``google`` (the stand-in for
+    Google's token endpoint) issues; ``AZURE`` -- PLAIN as Event Hubs: ``$ConnectionString`` and
+    ``connection_string``."""
 
     cluster: object
     region: str
@@ -142,6 +146,8 @@ class CloudSignIn:
     secret_access_key: str
     #: the broker's verifiers append each refusal and its reason here
     refusals_file: Path
+    google: object
+    connection_string: str
 
     def refusals(self) -> str:
         return self.refusals_file.read_text() if self.refusals_file.exists() else ""
@@ -172,18 +178,36 @@ def cloud_kafka(pki, tmp_path_factory):
     refusals = work / "refusals.txt"
     keys = f'{key}:{secret}" refusals="{refusals}'  # (two JAAS options)
     msk = Listener("MSK", "SASL_SSL", "broker", sasl=True, mechanisms=("AWS_MSK_IAM", "OAUTHBEARER"), properties=(
-        ("aws_msk_iam.sasl.jaas.config", f'{_PLAIN_MODULE} required region="{region}" hosts="127.0.0.1,localhost" keys="{keys}";'),
+        ("aws_msk_iam.sasl.jaas.config",
+         f'{_PLAIN_MODULE} required region="{region}" hosts="127.0.0.1,localhost" keys="{keys}";'),
         ("aws_msk_iam.sasl.server.callback.handler.class", "MskIamSaslServer$Handler"),
         ("oauthbearer.sasl.jaas.config",
          f'{_OAUTH_MODULE} required unsecuredLoginStringClaim_sub="broker" region="{region}" keys="{keys}";'),
         ("oauthbearer.sasl.server.callback.handler.class", "MskOAuthValidator"),
     ))
+    google_secret = secrets.token_urlsafe(24)
+    gcp = Listener("GCP", "SASL_SSL", "broker", sasl=True, mechanisms=("OAUTHBEARER",), properties=(
+        ("oauthbearer.sasl.jaas.config", f'{_OAUTH_MODULE} required unsecuredLoginStringClaim_sub="broker" '
+                                         f'secret="{google_secret}" refusals="{refusals}";'),
+        ("oauthbearer.sasl.server.callback.handler.class", "GoogleTokenValidator"),
+    ))
+    connection_string = (f"Endpoint=sb://sparkkafka-test.servicebus.windows.net/;SharedAccessKeyName=writer;"
+                         f"SharedAccessKey={secrets.token_urlsafe(24)}")
+    azure = Listener("AZURE", "SASL_SSL", "broker", sasl=True, mechanisms=("PLAIN",), properties=(
+        ("plain.sasl.jaas.config", f'{_PLAIN_MODULE} required connectionString="{connection_string}" '
+                                   f'refusals="{refusals}";'),
+        ("plain.sasl.server.callback.handler.class", "EventHubsPlainHandler"),
+    ))
     classes = compile_broker_classes(work)
-    with running_apache_kafka(" cloud sign-in", nodes=1, classpath=[classes],
-                              security=BrokerSecurity(pki, listeners=(), custom=(msk,)),
-                              broker_config={"security.providers": "MskIamSaslServer$Creator"}) as cluster:
-        stop_after_last_use("cloud_kafka", cluster.close, "[cloud sign-in apache kafka stopped after its last test]")
-        yield CloudSignIn(cluster, region, key, secret, refusals)
+    google = GoogleTokenEndpoint(google_secret).start()
+    try:
+        with running_apache_kafka(" cloud sign-in", nodes=1, classpath=[classes],
+                                  security=BrokerSecurity(pki, listeners=(), custom=(msk, gcp, azure)),
+                                  broker_config={"security.providers": "MskIamSaslServer$Creator"}) as cluster:
+            stop_after_last_use("cloud_kafka", cluster.close, "[cloud sign-in apache kafka stopped after its last test]")
+            yield CloudSignIn(cluster, region, key, secret, refusals, google, connection_string)
+    finally:
+        google.close()
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,11 @@ INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+#: Azure Event Hubs' Kafka endpoint: its hosts, its largest request, the idle time it is given
+#: (it closes connections idle for 240 s; Microsoft advises 180 s)
+EVENT_HUBS_DOMAIN = ".servicebus.windows.net"
+EVENT_HUBS_MAX_REQUEST = 1_046_528
+EVENT_HUBS_IDLE_MS = 180_000
 PARTITIONERS = ("murmur2", "round_robin", "random")
 
 
@@ -232,8 +237,8 @@ _KEYS = [
          "(AWS_MSK_IAM) or IAMOAuthBearerLoginCallbackHandler (OAUTHBEARER); any other class is refused"),
     _Key("sasl.login.callback.handler.class", None, _str,
          "Java's class name, honoured where it names what is built in: Kafka's OAuthBearerLoginCallbackHandler "
-         "(with sasl.oauthbearer.token.endpoint.url) or Amazon MSK's IAMOAuthBearerLoginCallbackHandler (the MSK "
-         "IAM token); any other class is refused"),
+         "(with sasl.oauthbearer.token.endpoint.url), Amazon MSK's IAMOAuthBearerLoginCallbackHandler (the MSK "
+         "IAM token) or Google's GcpLoginCallbackHandler (the Managed Kafka token); any other class is refused"),
     _Key("sasl.aws.region", None, _str,
          "Amazon MSK IAM: the cluster's AWS region (not Java's key; default: the region in the broker host names, "
          "else AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"),
@@ -348,9 +353,32 @@ class ProducerConfig(Mapping[str, Any]):
                 "{} needs idempotence: {} must be true (and {}=all, {} > 0, {} <= 5)", Setting("transactional.id"),
                 Setting("enable.idempotence"), Setting("acks"), Setting("retries"),
                 Setting("max.in.flight.requests.per.connection")))
+        self._event_hubs_limits()
         if v["buffer.memory"] < v["batch.size"]:
             raise ConfigError(Message("{} ({}) must be >= {} ({})", Setting("buffer.memory"), v["buffer.memory"],
                                       Setting("batch.size"), v["batch.size"]))
+
+    def _event_hubs_limits(self) -> None:
+        """Azure Event Hubs' Kafka endpoint (a ``*.servicebus.windows.net`` bootstrap host) takes
+        gzip only and requests of at most 1,046,528 bytes, and closes connections idle for 240 s:
+        a setting it would refuse is refused here, naming the limit; defaults are fitted to it."""
+        v = self._values
+        hosts = [h for h, _ in v["bootstrap.servers"] if h.lower().endswith(EVENT_HUBS_DOMAIN)]
+        if not hosts:
+            return
+        where = f"Azure Event Hubs ({hosts[0]})"
+        if v["compression.type"] not in ("none", "gzip"):
+            raise ConfigError(Message("{} takes gzip compression only and refuses {}: set {} to gzip or none",
+                                      where, v["compression.type"], Setting("compression.type")))
+        if v["max.request.size"] > EVENT_HUBS_MAX_REQUEST:
+            if "max.request.size" in self.explicit:
+                raise ConfigError(Message("{} refuses requests over {} bytes: {} must be at most {} (got {})", where,
+                                          EVENT_HUBS_MAX_REQUEST, Setting("max.request.size"), EVENT_HUBS_MAX_REQUEST,
+                                          v["max.request.size"]))
+            v["max.request.size"] = EVENT_HUBS_MAX_REQUEST
+        for key in ("connections.max.idle.ms", "metadata.max.idle.ms"):  # as Microsoft advises
+            if key not in self.explicit:
+                v[key] = min(v[key], EVENT_HUBS_IDLE_MS) if v[key] >= 0 else EVENT_HUBS_IDLE_MS
 
     def updated(self, changes: Mapping[str, Any]) -> ProducerConfig:
         """This configuration with ``changes`` given too (a None value unsets the key), checked

@@ -1,10 +1,14 @@
 """Signing in where managed clusters are, against Apache Kafka made to verify what each service
-verifies (the ``cloud_kafka`` fixture; its Java checks in tests/security/java): Amazon MSK's IAM
-sign-in as Java's settings write it, in both of its forms -- ``AWS_MSK_IAM`` and OAUTHBEARER with
-AWS's login callback handler -- with the test's keys coming through the AWS credentials chain
-(environment, shared profile); what lands is read back by confluent-kafka on the PLAINTEXT
-listener.  A wrong secret key fails the producer where it is made, naming authentication, never
-showing the secret."""
+verifies (the ``cloud_kafka`` fixture; its Java checks in tests/security/java), each as Java's
+settings write it; what lands is read back by confluent-kafka on the PLAINTEXT listener:
+
+* Amazon MSK's IAM sign-in in both of its forms -- ``AWS_MSK_IAM`` and OAUTHBEARER with AWS's
+  login callback handler -- with the test's keys coming through the AWS credentials chain
+  (environment, shared profile); AWS's own Java client signs in to the same listener.  A wrong
+  secret key fails the producer where it is made, naming authentication, never the secret.
+* Google Managed Kafka's token (Google's ``GcpLoginCallbackHandler`` named), made from a
+  service-account key file through google-auth, whose token endpoint is a local stand-in.
+* Azure Event Hubs' connection string over PLAIN (``$ConnectionString``)."""
 
 from __future__ import annotations
 
@@ -51,10 +55,14 @@ def aws_keys(cloud_kafka, monkeypatch, tmp_path):
 
 
 def write_and_read_back(cloud, settings: dict, count: int = 200) -> None:
-    topic = f"msk-{uuid.uuid4().hex[:10]}"
+    write_and_read_back_on(cloud, "MSK", settings, count)
+
+
+def write_and_read_back_on(cloud, listener: str, settings: dict, count: int = 200) -> None:
+    topic = f"{listener.lower()}-{uuid.uuid4().hex[:10]}"
     create_topics(cloud.cluster.bootstrap(), {topic: 2}, timeout=30)
     values = [f"v{i}".encode() for i in range(count)]
-    with Producer({"bootstrap.servers": cloud.bootstrap("MSK"), "ssl.truststore.location": cloud.ca, **_FAST,
+    with Producer({"bootstrap.servers": cloud.bootstrap(listener), "ssl.truststore.location": cloud.ca, **_FAST,
                    **settings}) as producer:
         futures = [producer.send(topic, value=v) for v in values]
         producer.flush(30)
@@ -109,3 +117,48 @@ def test_the_broker_takes_what_aws_own_java_client_signs(aws_keys, java_msk_clie
     done = java_msk_client(properties, topic, 20, dict(os.environ))
     assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-2000:] + aws_keys.refusals()
     assert len(consume_all(aws_keys.cluster.bootstrap(), topic, expected_count=20, timeout=30)) == 20
+
+
+# -- Google Managed Kafka ------------------------------------------------------------------------------
+GCP_HANDLER = "com.google.cloud.hosted.kafka.auth.GcpLoginCallbackHandler"
+#: Google's documented client settings for Managed Kafka (Java)
+JAVA_GCP = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+            "sasl.login.callback.handler.class": GCP_HANDLER,
+            "sasl.jaas.config": f"{OAUTH_MODULE} required;"}
+
+
+@pytest.fixture
+def google_credentials(cloud_kafka, monkeypatch, tmp_path):
+    """Application default credentials: a service-account key file whose token_uri is the stand-in."""
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(cloud_kafka.google.key_file(tmp_path / "sa.json")))
+    return cloud_kafka
+
+
+def test_googles_managed_kafka_token_from_application_default_credentials(google_credentials):
+    cloud = google_credentials
+    before = len(cloud.google.issued)
+    write_and_read_back_on(cloud, "GCP", JAVA_GCP)
+    assert len(cloud.google.issued) > before  # google-auth's service-account flow got its token here
+
+
+def test_a_service_account_google_does_not_know_fails_naming_google(google_credentials, monkeypatch, tmp_path):
+    cloud = google_credentials
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS",
+                       str(cloud.google.key_file(tmp_path / "other.json", email="nobody@elsewhere.iam.gserviceaccount.com")))
+    with pytest.raises(AuthenticationError) as info:
+        write_and_read_back_on(cloud, "GCP", JAVA_GCP, count=1)
+    assert "Google" in str(info.value) and "invalid_grant" in str(info.value), str(info.value)
+
+
+# -- Azure Event Hubs --------------------------------------------------------------------------------------
+def test_an_event_hubs_connection_string_over_plain(cloud_kafka):
+    plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
+    settings = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                "sasl.jaas.config": f'{plain} required username="$ConnectionString" '
+                                    f'password="{cloud_kafka.connection_string}";'}
+    write_and_read_back_on(cloud_kafka, "AZURE", settings)
+    wrong = {**settings, "sasl.jaas.config": f'{plain} required username="$ConnectionString" '
+                                             f'password="{cloud_kafka.connection_string}x";'}
+    with pytest.raises(AuthenticationError) as info:
+        write_and_read_back_on(cloud_kafka, "AZURE", wrong, count=1)
+    assert "PLAIN authentication" in str(info.value) and "SharedAccessKey" not in str(info.value)

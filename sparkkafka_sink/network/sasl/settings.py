@@ -22,6 +22,7 @@ from typing import Any, TypeGuard
 
 from sparkkafka_sink import security_protocol as protocols
 from sparkkafka_sink.cloud.aws import DEFAULT_ROLE_SESSION_NAME, AwsCredentials, AwsLogin, region_from_environment
+from sparkkafka_sink.cloud.google import GoogleTokenProvider
 from sparkkafka_sink.cloud.msk import MskTokenProvider, iam_payload, region_in_host
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.network.sasl.aws_msk_iam import AwsMskIamClient
@@ -98,6 +99,7 @@ _KAFKA_LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.oauthbear
                          "org.apache.kafka.common.security.oauthbearer.oauthbearervalidatorcallbackhandler")
 _MSK_OAUTH_HANDLER = "software.amazon.msk.auth.iam.iamoauthbearerlogincallbackhandler"
 _MSK_CLIENT_HANDLER = "software.amazon.msk.auth.iam.iamclientcallbackhandler"
+_GCP_LOGIN_HANDLER = "com.google.cloud.hosted.kafka.auth.gcplogincallbackhandler"
 #: Java's IAMLoginModule options (and the OAuthBearerLoginModule's under the MSK handler) read here
 _AWS_JAAS_OPTIONS = ("awsProfileName", "awsRoleArn", "awsRoleSessionName", "awsRoleExternalId", "awsStsRegion",
                      "awsRoleAccessKeyId", "awsRoleSecretAccessKey", "awsRoleSessionToken")
@@ -253,7 +255,7 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
                                   "OAUTHBEARER with {}={}", Setting(AWS_REGION), Setting(MECHANISM),
                                   Setting(LOGIN_HANDLER), "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"))
     if mechanism == "OAUTHBEARER":
-        return _oauthbearer(config, jaas, protocol, factor, msk=login_handler == _MSK_OAUTH_HANDLER)
+        return _oauthbearer(config, jaas, protocol, factor, login_handler)
     oauth_given = [k for k in _OAUTH_KEYS if k in given]
     if oauth_given:
         raise ConfigError(Message("Configuration {} only applies to {} OAUTHBEARER, not {}", _keys(oauth_given),
@@ -278,13 +280,14 @@ def _handler(config: Mapping[str, Any], key: str, mechanism: str) -> str | None:
     value = raw.lower()
     built_in: dict[str, tuple[str, ...]] = (
         {"AWS_MSK_IAM": (_MSK_CLIENT_HANDLER,), "OAUTHBEARER": (_MSK_OAUTH_HANDLER,)} if key == CLIENT_HANDLER
-        else {"OAUTHBEARER": (*_KAFKA_LOGIN_HANDLERS, _MSK_OAUTH_HANDLER)})
+        else {"OAUTHBEARER": (*_KAFKA_LOGIN_HANDLERS, _MSK_OAUTH_HANDLER, _GCP_LOGIN_HANDLER)})
     if value in built_in.get(mechanism, ()):
         return value
     if key == LOGIN_HANDLER:
-        instead = Message("{} (the client-credentials grant, built in), {} naming a Python 'module:function', or for "
-                          "Amazon MSK software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler with {} "
-                          "OAUTHBEARER (built in)", Setting(TOKEN_ENDPOINT), Setting(TOKEN_PROVIDER), Setting(MECHANISM))
+        instead = Message("{} (the client-credentials grant, built in), {} naming a Python 'module:function', or, "
+                          "with {} OAUTHBEARER, Amazon MSK's software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallback"
+                          "Handler or Google's com.google.cloud.hosted.kafka.auth.GcpLoginCallbackHandler (both "
+                          "built in)", Setting(TOKEN_ENDPOINT), Setting(TOKEN_PROVIDER), Setting(MECHANISM))
     else:
         instead = Message("{} PLAIN, SCRAM-SHA-256/512, OAUTHBEARER or AWS_MSK_IAM (Amazon MSK's "
                           "IAMClientCallbackHandler is built in)", Setting(MECHANISM))
@@ -484,12 +487,13 @@ def _password_settings(config: Mapping[str, Any], jaas: JaasConfig | None, proto
 
 
 def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str,
-                 factor: float, msk: bool = False) -> SaslSettings:
+                 factor: float, login_handler: str | None = None) -> SaslSettings:
     password_keys = [k for k in (USERNAME, PASSWORD) if _given(config.get(k))]
     if password_keys:
         raise ConfigError(Message("Configuration {} applies to PLAIN and SCRAM, not {} OAUTHBEARER",
                                   _keys(password_keys), Setting(MECHANISM)))
     options = dict(jaas.options) if jaas is not None else {}
+    msk, google = login_handler == _MSK_OAUTH_HANDLER, login_handler == _GCP_LOGIN_HANDLER
 
     # client id, secret and scope: a key or its JAAS option, not both
     oauth: dict[str, str | None] = {}
@@ -529,6 +533,8 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
                                ", ".join(sorted(unsecured))))
     if msk:
         sources.append(Message("{!r} (Amazon MSK's IAM token)", Setting(LOGIN_HANDLER)))
+    if google:
+        sources.append(Message("{!r} (Google's Managed Kafka token)", Setting(LOGIN_HANDLER)))
     if not sources:
         raise ConfigError(Message(
             "{} OAUTHBEARER needs a token source: {!r} (a callable or 'module:function'), {!r} with a client id "
@@ -552,6 +558,13 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
                                       "AWS_REGION in the environment (the bootstrap host names none)",
                                       Setting(LOGIN_HANDLER), Setting(AWS_REGION)))
         provider: Any = MskTokenProvider(region, _aws_login(aws_options, "OAuthBearerLoginModule"))
+        description = provider.description
+    elif google:
+        if credentials_given:
+            raise ConfigError(Message("Configuration {} (or the matching {!r} options) does not apply to Google's "
+                                      "Managed Kafka token, made from the application default credentials",
+                                      _keys(credentials_given), Setting(JAAS)))
+        provider = GoogleTokenProvider()
         description = provider.description
     elif endpoint is not None:
         provider = _endpoint_provider(endpoint, oauth, credentials_given, login)

@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable
 
 from sparkkafka_sink.cloud.aws import AwsLogin, presign, query_string
+from sparkkafka_sink.errors import AuthenticationError, Message, Setting
 from sparkkafka_sink.oauth.bearer_token import OAuthBearerToken
 from sparkkafka_sink.version import __version__
 
@@ -82,3 +83,19 @@ def iam_payload(host: str, region: str, login: AwsLogin, now: dt.datetime | None
     message = {"version": PAYLOAD_VERSION, "host": host, "user-agent": USER_AGENT,
                **{k.lower(): v for k, v in params.items()}}
     return json.dumps(message, separators=(",", ":")).encode("utf-8")
+
+
+class MskIamSigner:
+    """``AWS_MSK_IAM``'s message for each broker host: signed for the region ``region`` names
+    (given), else the host's, else ``fallback`` (the environment's)."""
+
+    def __init__(self, login: AwsLogin, region: str | None, fallback: str | None):
+        self.login, self.region, self.fallback = login, region, fallback
+
+    def payload(self, host: str) -> bytes:
+        region = self.region or region_in_host(host) or self.fallback
+        if region is None:
+            raise AuthenticationError(Message("AWS_MSK_IAM: no AWS region for broker host {!r}: it names none, and "
+                                              "none is given ({}) or in the environment (AWS_REGION)", host,
+                                              Setting("sasl.aws.region")))
+        return iam_payload(host, region, self.login)

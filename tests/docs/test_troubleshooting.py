@@ -261,6 +261,21 @@ def _(w: World) -> Messages:
     return [refused({**NOWHERE, "topic": "t", **options}) for options in bad]
 
 
+@entry("option 'propertiesFile': cannot read …")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "propertiesFile": "/etc/kafka/client.properties"})
+
+
+@entry("option 'propertiesFile': …")
+def _(w: World) -> str:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "client.properties"
+        path.write_text("bootstrap.servers\n")
+        return refused({**NOWHERE, "topic": "t", "propertiesFile": str(path)})
+
+
 @entry("option 'errors.deadletterqueue.topic.name' needs errors.tolerance=all")
 def _(w: World) -> str:
     return refused({**NOWHERE, "topic": "t", "errors.deadletterqueue.topic.name": "t-dlq"})

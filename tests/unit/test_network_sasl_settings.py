@@ -340,3 +340,12 @@ def test_oauthbearer_provider_callable_and_file_endpoint(tmp_path):
         assert settings.principal == "filed"
     finally:
         settings.close()
+
+
+def test_gssapi_without_python_gssapi_names_the_extra_and_the_packages(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gssapi", None)  # an import of it fails, as where it is not installed
+    message = error_of({**SASL_SSL, "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": "kafka",
+                        "sasl.jaas.config": f"{KRB5_MODULE} required useTicketCache=true;"})
+    assert "sparkkafka-sink[gssapi]" in message and "libkrb5-dev" in message and "krb5-devel" in message, message

@@ -16,14 +16,14 @@ import logging
 import types
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from sparkkafka_sink import security_protocol as protocols
 from sparkkafka_sink.cloud.aws import DEFAULT_ROLE_SESSION_NAME, AwsCredentials, AwsLogin, region_from_environment
 from sparkkafka_sink.cloud.google import GoogleTokenProvider
-from sparkkafka_sink.cloud.msk import MskTokenProvider, iam_payload, region_in_host
+from sparkkafka_sink.cloud.msk import MskIamSigner, MskTokenProvider, region_in_host
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.network.sasl.aws_msk_iam import AwsMskIamClient
 from sparkkafka_sink.network.sasl.client import SaslClient
@@ -123,10 +123,8 @@ class SaslSettings:
     token_auth: bool = False
     token_source: TokenSource | None = None
     extensions: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
-    #: AWS_MSK_IAM: the signed message for a broker host
-    iam_payload: Callable[[str], bytes] | None = None
-    #: AWS_MSK_IAM: whose credentials sign (for messages)
-    aws_principal: str | None = None
+    #: AWS_MSK_IAM: signs the message for each broker host
+    msk_signer: MskIamSigner | None = None
     #: GSSAPI: the brokers' service name and the client's Kerberos login
     kerberos_service: str | None = None
     kerberos: KerberosLogin | None = None
@@ -144,7 +142,9 @@ class SaslSettings:
             return self.token_source.principal
         if self.kerberos is not None:
             return self.kerberos.principal or self.kerberos.description
-        return self.aws_principal or self.username
+        if self.msk_signer is not None:
+            return self.msk_signer.login.description
+        return self.username
 
     @property
     def uses_tls(self) -> bool:
@@ -154,9 +154,9 @@ class SaslSettings:
         """A client for one (re-)authentication with the broker at ``host`` (the name dialled).
         For OAUTHBEARER it takes the current token: the first call blocks on the token provider
         (see :meth:`prepare`)."""
-        if self.iam_payload is not None:
-            payload = self.iam_payload
-            return AwsMskIamClient(lambda: payload(host))
+        if self.msk_signer is not None:
+            signer = self.msk_signer
+            return AwsMskIamClient(lambda: signer.payload(host))
         if self.kerberos is not None:
             assert self.kerberos_service is not None
             return GssapiClient(self.kerberos_service, host, self.kerberos)
@@ -176,14 +176,10 @@ class SaslSettings:
         the network thread; a no-op for the other mechanisms."""
         if self.token_source is not None:
             self.token_source.current()
-        if self.iam_payload is not None and self._aws_login is not None:
-            self._aws_login.credentials()
+        if self.msk_signer is not None:
+            self.msk_signer.login.credentials()
         if self.kerberos is not None:
             self.kerberos.credentials()
-
-    @property
-    def _aws_login(self) -> AwsLogin | None:
-        return getattr(self.iam_payload, "login", None)
 
     def close(self) -> None:
         """Stop the token refresher, if any."""
@@ -248,7 +244,7 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
                                   Setting(JAAS), jaas.login_module, Setting(MECHANISM), mechanism,
                                   _LOGIN_MODULES[mechanism]))
     factor = _refresh_window_factor(config)
-    client_handler = _handler(config, CLIENT_HANDLER, mechanism)
+    _handler(config, CLIENT_HANDLER, mechanism)  # one of AWS's classes, or refused
     login_handler = _handler(config, LOGIN_HANDLER, mechanism)
     if AWS_REGION in given and mechanism != "AWS_MSK_IAM" and login_handler != _MSK_OAUTH_HANDLER:
         raise ConfigError(Message("Configuration {!r} applies to Amazon MSK's IAM sign-in: {} AWS_MSK_IAM, or "
@@ -267,7 +263,6 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
     if SERVICE_NAME in given:
         raise ConfigError(Message("Configuration {!r} applies to {} GSSAPI (Kerberos), not {}", Setting(SERVICE_NAME),
                                   Setting(MECHANISM), mechanism))
-    del client_handler
     return _password_settings(config, jaas, protocol, mechanism)
 
 
@@ -395,13 +390,7 @@ def _aws_msk_iam(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
                                   "names, none in {!r}, and none in the environment (AWS_REGION, AWS_DEFAULT_REGION, "
                                   "the profile's region)", Setting(MECHANISM), Setting(AWS_REGION)))
 
-    def payload(host: str) -> bytes:
-        region = _text(config, AWS_REGION) or region_in_host(host) or fallback
-        assert region is not None
-        return iam_payload(host, region, login)
-
-    payload.login = login  # type: ignore[attr-defined]  # SaslSettings.prepare loads the credentials
-    return SaslSettings("AWS_MSK_IAM", protocol, iam_payload=payload, aws_principal=login.description)
+    return SaslSettings("AWS_MSK_IAM", protocol, msk_signer=MskIamSigner(login, _text(config, AWS_REGION), fallback))
 
 
 def _mechanism(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str) -> str:

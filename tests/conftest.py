@@ -133,6 +133,20 @@ def apache_kafka():
 
 
 @pytest.fixture(scope="session")
+def kafka3():
+    """One Apache Kafka 3.9 node (transactions v1: AddPartitionsToTxn, EndTxn keeping the epoch),
+    started when a test asks for it and stopped after the last test of the process that uses it."""
+    from session_resources import stop_after_last_use
+
+    from sparkkafka_sink.testing.apache_kafka import KAFKA_3_VERSION
+
+    with running_apache_kafka(" 3.9", needs="Apache Kafka 3.9 from Maven jars", nodes=1,
+                              version=KAFKA_3_VERSION) as cluster:
+        stop_after_last_use("kafka3", cluster.close, "[apache kafka 3.9 stopped after the last test that uses it]")
+        yield cluster
+
+
+@pytest.fixture(scope="session")
 def kafka_zookeeper():
     """One Apache Kafka 2.8 node in ZooKeeper mode (the oldest line tested), started when a test
     asks for it."""

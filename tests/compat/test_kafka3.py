@@ -1,5 +1,5 @@
 """Compatibility pass against the newest Apache Kafka 3.9 (``pytest -m kafka3``): many users still
-run 3.x.  One node from Maven jars (``KAFKA_3_VERSION``), started once for this module: a
+run 3.x.  One node from Maven jars (the session's ``kafka3``, ``KAFKA_3_VERSION``): a
 producer round trip with every codec, idempotence (the broker holds our producer id and
 sequences; a resend after a lost answer is not written twice), transactions (v1 only on 3.9:
 AddPartitionsToTxn, Produce v11, EndTxn v4; the driver-side hand-over), and Spark writes at
@@ -8,12 +8,11 @@ least once and exactly once."""
 from __future__ import annotations
 
 import pytest
-from broker_kinds import APACHE_SOURCE, running_apache_kafka
+from broker_kinds import APACHE_SOURCE
 from kafka_helpers import consume_all
 from tier_scenarios import idempotent_sends, round_trip, transactions_and_hand_over
 
 from sparkkafka_sink.protocol.api import ApiKey
-from sparkkafka_sink.testing.apache_kafka import KAFKA_3_VERSION
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [
@@ -22,12 +21,6 @@ pytestmark = [
 ]
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-@pytest.fixture(scope="module")
-def kafka3():
-    with running_apache_kafka(nodes=1, version=KAFKA_3_VERSION) as cluster:
-        yield cluster
 
 
 def _topic(kafka3, name: str, partitions: int) -> str:

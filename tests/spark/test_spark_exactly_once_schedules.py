@@ -62,18 +62,6 @@ pytestmark = [pytest.mark.broker, pytest.mark.transactions]
 PYSPARK_JARS = Path(__import__("pyspark").__file__).parent / "jars"
 
 
-@pytest.fixture(scope="module")
-def kafka3():
-    """Apache Kafka 3.9 (transactions v1: AddPartitionsToTxn, EndTxn keeping the epoch), started
-    when a test asks for it."""
-    from broker_kinds import running_apache_kafka
-
-    from sparkkafka_sink.testing.apache_kafka import KAFKA_3_VERSION
-
-    with running_apache_kafka(nodes=1, version=KAFKA_3_VERSION) as cluster:
-        yield cluster
-
-
 @pytest.fixture(params=["4.4", pytest.param("3.9", marks=pytest.mark.kafka3)])
 def cluster(request):
     """The schedules run in this process on both transaction protocols: Apache Kafka 4.4

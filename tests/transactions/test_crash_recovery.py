@@ -46,9 +46,16 @@ from sparkkafka_sink.testing.waiting import wait_until
 pytestmark = [pytest.mark.broker, pytest.mark.transactions, pytest.mark.spark, pytest.mark.slow]
 
 @pytest.fixture
-def topic(apache_kafka):
+def cluster(request, apache_kafka):
+    """The broker a test runs on: Apache Kafka 4.4 (transactions v2), or 3.9 (v1) where a test is
+    parametrized with ``cluster`` "3.9" (indirect)."""
+    return apache_kafka if getattr(request, "param", "4.4") == "4.4" else request.getfixturevalue("kafka3")
+
+
+@pytest.fixture
+def topic(cluster):
     name = f"crash-{uuid.uuid4().hex[:8]}"
-    create_topics(apache_kafka.bootstrap_servers, {name: 1})
+    create_topics(cluster.bootstrap_servers, {name: 1})
     return name
 
 
@@ -121,11 +128,11 @@ def test_the_operator_command_lists_then_aborts_what_a_dead_driver_left(apache_k
 
 
 @pytest.fixture
-def proxy(apache_kafka):
+def proxy(cluster):
     """The broker behind a FaultProxy: the driver's commit can be stopped at a chosen request."""
     from faults.harness import proxy_existing_broker
 
-    proxied = proxy_existing_broker(apache_kafka.nodes[0])
+    proxied = proxy_existing_broker(cluster.nodes[0])
     yield proxied.proxy
     proxied.stop()
 
@@ -153,9 +160,12 @@ _COMMIT_STEPS = {
 }
 
 
-@pytest.mark.parametrize("held, ender", [("close", "keeper"), ("first-commit", "next"), ("second-commit", "keeper"),
-                                         ("second-commit", "command"), ("after-last", "keeper")])
-def test_a_batch_driver_killed_during_its_commit(apache_kafka, proxy, topic, lease_dir, tmp_path, held, ender):
+@pytest.mark.parametrize("held, ender, cluster", [
+    ("close", "keeper", "4.4"), ("first-commit", "next", "4.4"), ("second-commit", "keeper", "4.4"),
+    ("second-commit", "command", "4.4"), ("after-last", "keeper", "4.4"),
+    pytest.param("second-commit", "keeper", "3.9", marks=pytest.mark.kafka3),  # transactions v1
+], indirect=["cluster"])
+def test_a_batch_driver_killed_during_its_commit(cluster, proxy, topic, lease_dir, tmp_path, held, ender):
     """The driver of a batch write (two tasks) is killed inside its commit, at a request the
     proxy holds (observed, then SIGKILL), at each step of ``exactly_once.commit``:
 
@@ -166,11 +176,12 @@ def test_a_batch_driver_killed_during_its_commit(apache_kafka, proxy, topic, lea
     * ``after-last``: every transaction committed, the decision record not yet deleted: nothing
       is left open, everything visible once.
 
-    Who ends it: its keeper; the keeper dead too, the next exactly-once write under the prefix
+    On Apache Kafka 4.4 (transactions v2) each step; on 3.9 (v1) the one that would leave a write
+    half visible.  Who ends it: its keeper; the keeper dead too, the next exactly-once write under the prefix
     (once the dead driver's lease stood still for the window) or the operator's command.  Then
     rows written after the crash are read, and nothing stays open."""
     rows = 1000
-    prefix = default_prefix(apache_kafka, topic, proxy.address)
+    prefix = default_prefix(cluster, topic, proxy.address)
     api_key, predicate = _COMMIT_STEPS[held]
     hold = proxy.blackhole_request(predicate(), api_key)
     job = Job(str(JOB), proxy.address, topic, "0", str(rows), "0", lease_dir=lease_dir, log=tmp_path / "job.log")
@@ -185,23 +196,23 @@ def test_a_batch_driver_killed_during_its_commit(apache_kafka, proxy, topic, lea
     finally:
         job.kill()
     proxy.clear_faults()
-    write_after(apache_kafka, topic)
+    write_after(cluster, topic)
     written = [] if held == "close" else [str(v) for v in range(rows)]
     if ender == "command":
         # the open transaction holds back every row after its first (the other task's committed before it may show)
-        assert not [v for v in visible(apache_kafka, topic) if v.startswith("after-")]
-        assert "1 committed (their driver had decided to commit them)" in run_command(apache_kafka, "abort", "--prefix", prefix)
-        assert "0 aborted, 1 committed" in run_command(apache_kafka, "abort", "--prefix", prefix, "--yes")
+        assert not [v for v in visible(cluster, topic) if v.startswith("after-")]
+        assert "1 committed (their driver had decided to commit them)" in run_command(cluster, "abort", "--prefix", prefix)
+        assert "0 aborted, 1 committed" in run_command(cluster, "abort", "--prefix", prefix, "--yes")
     if ender == "next":
         nxt = Job(str(JOB), proxy.address, topic, "1000000", "10", "0", lease_dir=lease_dir, log=tmp_path / "next.log")
         assert nxt.wait(240) == 0, nxt.output()[-3000:]
         assert "completed as decided (2 committed" in nxt.output(), nxt.output()[-3000:]
         written += [str(v) for v in range(1_000_000, 1_000_010)]
-    got = committed(apache_kafka, topic, len(written) + AFTER, timeout=30)
+    got = committed(cluster, topic, len(written) + AFTER, timeout=30)
     assert sorted(got) == sorted(written + [f"after-{i}" for i in range(AFTER)])
     # (after the last commit the one transaction left is the decision's tombstone, on the
     # decisions topic: it holds back no reader of the write's topic, and its ender ends it too)
-    wait_until("nothing open under the prefix", lambda: open_transactions(apache_kafka.bootstrap_servers, prefix) == [],
+    wait_until("nothing open under the prefix", lambda: open_transactions(cluster.bootstrap_servers, prefix) == [],
                timeout=30)
 
 

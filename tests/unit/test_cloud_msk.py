@@ -210,3 +210,19 @@ def test_without_botocore_only_the_environment_is_read(env_credentials, monkeypa
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     with pytest.raises(ConfigError, match=r"no AWS credentials in the environment.*sparkkafka-sink\[aws\]"):
         AwsLogin().credentials()
+
+
+def test_a_long_write_gets_a_new_token_before_the_old_one_expires(env_credentials):
+    """The token lives 900 s: with Kafka's defaults (window 0.8, buffer 300 s, minimum 60 s) the
+    refresher signs the next at 600 s, and that one is signed anew, not the old one repeated."""
+    from sparkkafka_sink.oauth.token_source import refresh_at
+
+    clock = [NOW]
+    provider = MskTokenProvider("eu-west-1", AwsLogin(), clock=lambda: clock[0])
+    first = provider()
+    issued_s = first.issued_at_ms / 1000
+    due = refresh_at(first, issued_s, 0.8, min_period_s=60, buffer_s=300)
+    assert due == issued_s + 600 and due < first.expires_at_ms / 1000
+    clock[0] = NOW + dt.timedelta(seconds=600)
+    second = provider()
+    assert second.value != first.value and second.expires_at_ms == first.expires_at_ms + 600_000

@@ -14,12 +14,23 @@ memory cache of this process), or a ticket cache (``useTicketCache``, ``ticketCa
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkkafka_sink.errors import AuthenticationError, ConfigError, Message, Setting
 from sparkkafka_sink.network.sasl.client import SaslClient
+from sparkkafka_sink.network.sasl.jaas import JaasConfig
+from sparkkafka_sink.network.sasl.reading import JAAS, MECHANISM, SERVICE_NAME, text
+
+log = logging.getLogger(__name__)
+#: Java's Krb5LoginModule options read here, and those that change nothing (MIT's library renews
+#: keytab tickets itself; nothing prompts; its debug output is Java's)
+KRB5_OPTIONS = ("useKeyTab", "keyTab", "principal", "useTicketCache", "ticketCache", "serviceName")
+KRB5_NOTED = ("storeKey", "renewTGT", "doNotPrompt", "debug", "isInitiator", "refreshKrb5Config", "useFirstPass",
+              "tryFirstPass", "storePass", "clearPass")
 
 #: RFC 4752: the security layer "none"
 _NO_SECURITY_LAYER = 1
@@ -130,3 +141,38 @@ class GssapiClient(SaslClient):
             raise AuthenticationError("GSSAPI: the broker offers no 'no security layer' option, which Kafka uses")
         self.complete = True
         return self._context.wrap(bytes([_NO_SECURITY_LAYER, 0, 0, 0]), False).message
+
+
+def _flag_option(options: Mapping[str, str], name: str) -> bool:
+    value = options.get(name, "false").strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(Message("Invalid configuration {!r}: Krb5LoginModule option '{}' must be true or false",
+                                  Setting(JAAS), name))
+    return value == "true"
+
+
+def kerberos_settings(config: Mapping[str, Any], jaas: JaasConfig | None) -> tuple[str, KerberosLogin]:
+    """The brokers' service name and the client's login, as Java's ``Krb5LoginModule`` options
+    and ``sasl.kerberos.service.name`` say."""
+    gssapi_module()  # the extra is there, or the error names it
+    options = dict(jaas.options) if jaas is not None else {}
+    service = text(config, SERVICE_NAME) or options.get("serviceName")
+    if not service:
+        raise ConfigError(Message("{} GSSAPI needs {!r}: the brokers' Kerberos service name (their principals are "
+                                  "<service>/<host>@REALM; usually kafka)", Setting(MECHANISM), Setting(SERVICE_NAME)))
+    unknown = sorted(k for k in options if k not in KRB5_OPTIONS and k not in KRB5_NOTED)
+    if unknown:
+        log.warning("%s: ignoring unknown Krb5LoginModule options %s", JAAS, ", ".join(unknown))
+    use_keytab, use_cache = _flag_option(options, "useKeyTab"), _flag_option(options, "useTicketCache")
+    principal = options.get("principal") or None
+    if use_keytab:
+        keytab = options.get("keyTab")
+        if not keytab or not principal:
+            raise ConfigError(Message("Invalid configuration {!r}: Krb5LoginModule with useKeyTab=true needs keyTab "
+                                      "and principal", Setting(JAAS)))
+        return service, KerberosLogin(keytab=keytab, principal=principal)
+    if jaas is not None and not use_cache:
+        raise ConfigError(Message("Invalid configuration {!r}: Krb5LoginModule needs useKeyTab=true (with keyTab and "
+                                  "principal) or useTicketCache=true; nothing here can prompt for a password",
+                                  Setting(JAAS)))
+    return service, KerberosLogin(principal=principal, ticket_cache=options.get("ticketCache") or None)

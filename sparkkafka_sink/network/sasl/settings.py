@@ -18,19 +18,30 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
 from sparkkafka_sink import security_protocol as protocols
-from sparkkafka_sink.cloud.aws import DEFAULT_ROLE_SESSION_NAME, AwsCredentials, AwsLogin, region_from_environment
 from sparkkafka_sink.cloud.google import GoogleTokenProvider
-from sparkkafka_sink.cloud.msk import MskIamSigner, MskTokenProvider, region_in_host
+from sparkkafka_sink.cloud.msk import MskIamSigner, MskTokenProvider
 from sparkkafka_sink.errors import ConfigError, Message, Setting
-from sparkkafka_sink.network.sasl.aws_msk_iam import AwsMskIamClient
+from sparkkafka_sink.network.sasl.aws_msk_iam import (
+    AWS_JAAS_NOTED,
+    AWS_JAAS_OPTIONS,
+    AwsMskIamClient,
+    aws_login,
+    bootstrap_hosts,
+    msk_region,
+    msk_signer,
+)
 from sparkkafka_sink.network.sasl.client import SaslClient
-from sparkkafka_sink.network.sasl.gssapi import GssapiClient, KerberosLogin, gssapi_module
+from sparkkafka_sink.network.sasl.gssapi import GssapiClient, KerberosLogin, kerberos_settings
 from sparkkafka_sink.network.sasl.jaas import JaasConfig, parse_jaas
 from sparkkafka_sink.network.sasl.oauthbearer import OAuthBearerClient, validate_extensions
 from sparkkafka_sink.network.sasl.plain import PlainClient
+from sparkkafka_sink.network.sasl.reading import AWS_REGION, JAAS, MECHANISM, PASSWORD, SERVICE_NAME, USERNAME
+from sparkkafka_sink.network.sasl.reading import given as _given
+from sparkkafka_sink.network.sasl.reading import keys_part as _keys
+from sparkkafka_sink.network.sasl.reading import text as _text
 from sparkkafka_sink.network.sasl.scram import SCRAM_HASHES, ScramClient
 from sparkkafka_sink.oauth.token_providers import (
     UNSECURED_EXTENSION_PREFIX,
@@ -46,10 +57,6 @@ log = logging.getLogger(__name__)
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM", "GSSAPI")
 
-MECHANISM = "sasl.mechanism"
-JAAS = "sasl.jaas.config"
-USERNAME = "sasl.username"
-PASSWORD = "sasl.password"
 TOKEN_PROVIDER = "sasl.oauthbearer.token.provider"
 TOKEN_ENDPOINT = "sasl.oauthbearer.token.endpoint.url"
 CLIENT_ID = "sasl.oauthbearer.client.id"
@@ -59,8 +66,6 @@ EXTENSIONS = "sasl.oauthbearer.extensions"
 REFRESH_WINDOW_FACTOR = "sasl.login.refresh.window.factor"
 CLIENT_HANDLER = "sasl.client.callback.handler.class"
 LOGIN_HANDLER = "sasl.login.callback.handler.class"
-AWS_REGION = "sasl.aws.region"
-SERVICE_NAME = "sasl.kerberos.service.name"
 #: Kafka 4's names of the client id and secret (KIP-1139)
 CC_CLIENT_ID = "sasl.oauthbearer.client.credentials.client.id"
 CC_CLIENT_SECRET = "sasl.oauthbearer.client.credentials.client.secret"
@@ -88,11 +93,6 @@ _LOGIN_MODULES = {
     "AWS_MSK_IAM": "software.amazon.msk.auth.iam.IAMLoginModule",
     "GSSAPI": "com.sun.security.auth.module.Krb5LoginModule",
 }
-#: Java's Krb5LoginModule options read here, and those that change nothing (MIT's library renews
-#: keytab tickets itself; nothing prompts; its debug output is Java's)
-_KRB5_OPTIONS = ("useKeyTab", "keyTab", "principal", "useTicketCache", "ticketCache", "serviceName")
-_KRB5_NOTED = ("storeKey", "renewTGT", "doNotPrompt", "debug", "isInitiator", "refreshKrb5Config", "useFirstPass",
-               "tryFirstPass", "storePass", "clearPass")
 #: the callback handler classes of Java's settings that name what is built in here (lower case)
 _KAFKA_LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.oauthbearerlogincallbackhandler",
                          "org.apache.kafka.common.security.oauthbearer.secured.oauthbearerlogincallbackhandler",
@@ -100,11 +100,6 @@ _KAFKA_LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.oauthbear
 _MSK_OAUTH_HANDLER = "software.amazon.msk.auth.iam.iamoauthbearerlogincallbackhandler"
 _MSK_CLIENT_HANDLER = "software.amazon.msk.auth.iam.iamclientcallbackhandler"
 _GCP_LOGIN_HANDLER = "com.google.cloud.hosted.kafka.auth.gcplogincallbackhandler"
-#: Java's IAMLoginModule options (and the OAuthBearerLoginModule's under the MSK handler) read here
-_AWS_JAAS_OPTIONS = ("awsProfileName", "awsRoleArn", "awsRoleSessionName", "awsRoleExternalId", "awsStsRegion",
-                     "awsRoleAccessKeyId", "awsRoleSecretAccessKey", "awsRoleSessionToken")
-#: its options that change nothing here: debug logging of the caller, retries of the STS call
-_AWS_JAAS_NOTED = ("awsDebugCreds", "awsMaxRetries", "awsMaxBackOffTimeMs", "awsAddDefaultProviders")
 _TOKEN_PROVIDER_HINT = Message("set {}=OAUTHBEARER and {} to a 'module:function' that returns a token",
                                Setting(MECHANISM), Setting(TOKEN_PROVIDER))
 _OAUTH_JAAS_OPTIONS = {"clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET, "scope": SCOPE}
@@ -187,26 +182,6 @@ class SaslSettings:
             self.token_source.close()
 
 
-# -- reading the config ------------------------------------------------------------------------
-def _given(value: Any) -> TypeGuard[Any]:  # narrows away None
-    return value is not None and not (isinstance(value, str) and value.strip() == "")
-
-
-def _text(config: Mapping[str, Any], key: str, *, strip: bool = True) -> str | None:
-    value = config.get(key)
-    if not _given(value):
-        return None
-    if not isinstance(value, str):
-        raise ConfigError(Message("Invalid configuration {!r}: expected a string, got {}", Setting(key),
-                                  type(value).__name__))
-    return value.strip() if strip else value
-
-
-def _keys(keys: list[str]) -> Message:
-    """``'a', 'b'``: the keys as one message part, each a :class:`Setting`."""
-    return Message(", ".join("{!r}" for _ in keys), *map(Setting, keys))
-
-
 def _joined(parts: list[Message]) -> Message:
     return Message(", ".join("{}" for _ in parts), *parts)
 
@@ -256,10 +231,15 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
     if oauth_given:
         raise ConfigError(Message("Configuration {} only applies to {} OAUTHBEARER, not {}", _keys(oauth_given),
                                   Setting(MECHANISM), mechanism))
-    if mechanism == "AWS_MSK_IAM":
-        return _aws_msk_iam(config, jaas, protocol)
-    if mechanism == "GSSAPI":
-        return _gssapi(config, jaas, protocol)
+    if mechanism in ("AWS_MSK_IAM", "GSSAPI"):
+        password_keys = [k for k in (USERNAME, PASSWORD) if _given(config.get(k))]
+        if password_keys:
+            raise ConfigError(Message("Configuration {} applies to PLAIN and SCRAM, not {} {}", _keys(password_keys),
+                                      Setting(MECHANISM), mechanism))
+        if mechanism == "AWS_MSK_IAM":
+            return SaslSettings(mechanism, protocol, msk_signer=msk_signer(config, jaas))
+        service, kerberos = kerberos_settings(config, jaas)
+        return SaslSettings(mechanism, protocol, kerberos_service=service, kerberos=kerberos)
     if SERVICE_NAME in given:
         raise ConfigError(Message("Configuration {!r} applies to {} GSSAPI (Kerberos), not {}", Setting(SERVICE_NAME),
                                   Setting(MECHANISM), mechanism))
@@ -289,108 +269,6 @@ def _handler(config: Mapping[str, Any], key: str, mechanism: str) -> str | None:
     raise ConfigError(Message("Configuration {!r} of the Java producer is not supported here with {} {}: '{}' is a "
                               "Java class, and this producer runs no Java; use {}", Setting(key), Setting(MECHANISM),
                               mechanism, raw, instead))
-
-
-def _aws_login(options: Mapping[str, str], module: str) -> AwsLogin:
-    """The credentials Java's MSK options name (``awsRoleArn``...), and warnings for the rest."""
-    role_keys = [options.get(k) for k in ("awsRoleAccessKeyId", "awsRoleSecretAccessKey")]
-    if any(role_keys) and not all(role_keys):
-        raise ConfigError(Message("Invalid configuration {!r}: {} options awsRoleAccessKeyId and "
-                                  "awsRoleSecretAccessKey go together", Setting(JAAS), module))
-    if (any(role_keys) or options.get("awsRoleExternalId") or options.get("awsStsRegion")) \
-            and not options.get("awsRoleArn"):
-        raise ConfigError(Message("Invalid configuration {!r}: {} options of the assumed role need awsRoleArn",
-                                  Setting(JAAS), module))
-    noted = sorted(k for k in options if k in _AWS_JAAS_NOTED)
-    if noted:
-        log.info("%s: %s options %s change nothing here (AWS's Java client's logging and STS retries)", JAAS, module,
-                 ", ".join(noted))
-    base = None
-    if all(role_keys):
-        base = AwsCredentials(options["awsRoleAccessKeyId"], options["awsRoleSecretAccessKey"],
-                              options.get("awsRoleSessionToken") or None)
-    return AwsLogin(profile=options.get("awsProfileName") or None, role_arn=options.get("awsRoleArn") or None,
-                    role_session_name=options.get("awsRoleSessionName") or DEFAULT_ROLE_SESSION_NAME,
-                    role_external_id=options.get("awsRoleExternalId") or None,
-                    sts_region=options.get("awsStsRegion") or None, role_base=base)
-
-
-def _flag_option(options: Mapping[str, str], name: str) -> bool:
-    value = options.get(name, "false").strip().lower()
-    if value not in ("true", "false"):
-        raise ConfigError(Message("Invalid configuration {!r}: Krb5LoginModule option '{}' must be true or false",
-                                  Setting(JAAS), name))
-    return value == "true"
-
-
-def _gssapi(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str) -> SaslSettings:
-    """Kerberos, as Java's ``Krb5LoginModule`` options and ``sasl.kerberos.service.name`` say."""
-    password_keys = [k for k in (USERNAME, PASSWORD) if _given(config.get(k))]
-    if password_keys:
-        raise ConfigError(Message("Configuration {} applies to PLAIN and SCRAM, not {} GSSAPI (Kerberos logs in "
-                                  "with a keytab or a ticket cache)", _keys(password_keys), Setting(MECHANISM)))
-    gssapi_module()  # the extra is there, or the error names it
-    options = dict(jaas.options) if jaas is not None else {}
-    service = _text(config, SERVICE_NAME) or options.get("serviceName")
-    if not service:
-        raise ConfigError(Message("{} GSSAPI needs {!r}: the brokers' Kerberos service name (their principals are "
-                                  "<service>/<host>@REALM; usually kafka)", Setting(MECHANISM), Setting(SERVICE_NAME)))
-    unknown = sorted(k for k in options if k not in _KRB5_OPTIONS and k not in _KRB5_NOTED)
-    if unknown:
-        log.warning("%s: ignoring unknown Krb5LoginModule options %s", JAAS, ", ".join(unknown))
-    use_keytab, use_cache = _flag_option(options, "useKeyTab"), _flag_option(options, "useTicketCache")
-    principal = options.get("principal") or None
-    if use_keytab:
-        keytab = options.get("keyTab")
-        if not keytab or not principal:
-            raise ConfigError(Message("Invalid configuration {!r}: Krb5LoginModule with useKeyTab=true needs keyTab "
-                                      "and principal", Setting(JAAS)))
-        return SaslSettings("GSSAPI", protocol, kerberos_service=service,
-                            kerberos=KerberosLogin(keytab=keytab, principal=principal))
-    if jaas is not None and not use_cache:
-        raise ConfigError(Message("Invalid configuration {!r}: Krb5LoginModule needs useKeyTab=true (with keyTab and "
-                                  "principal) or useTicketCache=true; nothing here can prompt for a password",
-                                  Setting(JAAS)))
-    return SaslSettings("GSSAPI", protocol, kerberos_service=service,
-                        kerberos=KerberosLogin(principal=principal, ticket_cache=options.get("ticketCache") or None))
-
-
-def _msk_region(config: Mapping[str, Any], hosts: list[str]) -> str | None:
-    """``sasl.aws.region``, else the region every bootstrap host names, else the environment's."""
-    given = _text(config, AWS_REGION)
-    if given is not None:
-        return given
-    named = {region_in_host(h) for h in hosts} - {None}
-    if len(named) == 1:
-        return named.pop()
-    return region_from_environment()
-
-
-def _bootstrap_hosts(config: Mapping[str, Any]) -> list[str]:
-    servers = config.get("bootstrap.servers") or []
-    if isinstance(servers, str):
-        return [s.strip().rpartition(":")[0].strip("[]") for s in servers.split(",") if s.strip()]
-    return [h for h, _ in servers]
-
-
-def _aws_msk_iam(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str) -> SaslSettings:
-    password_keys = [k for k in (USERNAME, PASSWORD) if _given(config.get(k))]
-    if password_keys:
-        raise ConfigError(Message("Configuration {} applies to PLAIN and SCRAM, not {} AWS_MSK_IAM",
-                                  _keys(password_keys), Setting(MECHANISM)))
-    options = dict(jaas.options) if jaas is not None else {}
-    unknown = sorted(k for k in options if k not in _AWS_JAAS_OPTIONS and k not in _AWS_JAAS_NOTED)
-    if unknown:
-        log.warning("%s: ignoring unknown IAMLoginModule options %s", JAAS, ", ".join(unknown))
-    login = _aws_login(options, "IAMLoginModule")
-    fallback = _msk_region(config, [])
-    hosts = _bootstrap_hosts(config)
-    if fallback is None and not all(region_in_host(h) for h in hosts):
-        raise ConfigError(Message("{} AWS_MSK_IAM needs the cluster's AWS region: no region in the broker host "
-                                  "names, none in {!r}, and none in the environment (AWS_REGION, AWS_DEFAULT_REGION, "
-                                  "the profile's region)", Setting(MECHANISM), Setting(AWS_REGION)))
-
-    return SaslSettings("AWS_MSK_IAM", protocol, msk_signer=MskIamSigner(login, _text(config, AWS_REGION), fallback))
 
 
 def _mechanism(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str) -> str:
@@ -504,7 +382,7 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
 
     extensions = _extensions(config, options)
     unsecured = {k: v for k, v in options.items() if is_unsecured_claim_option(k)}
-    aws_options = {k: v for k, v in options.items() if k in _AWS_JAAS_OPTIONS or k in _AWS_JAAS_NOTED} if msk else {}
+    aws_options = {k: v for k, v in options.items() if k in AWS_JAAS_OPTIONS or k in AWS_JAAS_NOTED} if msk else {}
     unknown = sorted(k for k in options if k not in _OAUTH_JAAS_OPTIONS and k not in unsecured and k not in aws_options
                      and not k.startswith((_JAAS_EXTENSION_PREFIX, UNSECURED_EXTENSION_PREFIX)))
     if unknown:
@@ -541,12 +419,12 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
             raise ConfigError(Message("Configuration {} (or the matching {!r} options) does not apply to Amazon "
                                       "MSK's IAM token, signed with AWS credentials", _keys(credentials_given),
                                       Setting(JAAS)))
-        region = _msk_region(config, _bootstrap_hosts(config))
+        region = msk_region(config, bootstrap_hosts(config))
         if region is None:
             raise ConfigError(Message("Amazon MSK's IAM token ({}) needs the cluster's AWS region: set {!r}, or "
                                       "AWS_REGION in the environment (the bootstrap host names none)",
                                       Setting(LOGIN_HANDLER), Setting(AWS_REGION)))
-        provider: Any = MskTokenProvider(region, _aws_login(aws_options, "OAuthBearerLoginModule"))
+        provider: Any = MskTokenProvider(region, aws_login(aws_options, "OAuthBearerLoginModule"))
         description = provider.description
     elif google:
         if credentials_given:

@@ -46,10 +46,11 @@ from sparkkafka_sink.testing.waiting import wait_until
 pytestmark = [pytest.mark.broker, pytest.mark.transactions, pytest.mark.spark, pytest.mark.slow]
 
 @pytest.fixture
-def cluster(request, apache_kafka):
+def cluster(request, apache_kafka, kafka3):
     """The broker a test runs on: Apache Kafka 4.4 (transactions v2), or 3.9 (v1) where a test is
-    parametrized with ``cluster`` "3.9" (indirect)."""
-    return apache_kafka if getattr(request, "param", "4.4") == "4.4" else request.getfixturevalue("kafka3")
+    parametrized with ``cluster`` "3.9" (indirect).  Both asked for by name, so that the 3.9 node
+    (shared with the compatibility pass) stays up until the last test here."""
+    return apache_kafka if getattr(request, "param", "4.4") == "4.4" else kafka3
 
 
 @pytest.fixture

@@ -196,6 +196,12 @@ def test_a_batch_driver_killed_during_its_commit(cluster, proxy, topic, lease_di
                 os.kill(pid, signal.SIGKILL)
     finally:
         job.kill()
+    if ender != "keeper":  # a keeper the driver re-ensured between the two kills goes too
+        for pid in keeper_pids(lease_dir):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     proxy.clear_faults()
     write_after(cluster, topic)
     written = [] if held == "close" else [str(v) for v in range(rows)]

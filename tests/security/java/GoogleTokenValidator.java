@@ -3,7 +3,6 @@ import java.util.Base64;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
 import javax.security.auth.callback.Callback;
@@ -13,7 +12,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.kafka.common.security.auth.AuthenticateCallbackHandler;
 import org.apache.kafka.common.security.oauthbearer.OAuthBearerExtensionsValidatorCallback;
-import org.apache.kafka.common.security.oauthbearer.OAuthBearerToken;
 import org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallback;
 
 /**
@@ -79,7 +77,7 @@ public final class GoogleTokenValidator implements AuthenticateCallbackHandler {
             String[] fields = body.split("\\|");
             if (!fields[0].equals(sub)) throw new IllegalArgumentException("the access token is " + fields[0] + "'s, not " + sub + "'s");
             if (Long.parseLong(fields[1]) <= now) throw new IllegalArgumentException("the access token expired");
-            callback.token(new Token(callback.tokenValue(), sub, now * 1000, exp * 1000));
+            callback.token(new VerifiedToken(callback.tokenValue(), sub, Collections.singleton("kafka"), now * 1000, exp * 1000));
         } catch (Exception e) {
             callback.error("invalid_token", null, null);
             SigV4Check.refused(refusals, "Google token refused: " + e);
@@ -88,24 +86,4 @@ public final class GoogleTokenValidator implements AuthenticateCallbackHandler {
 
     @Override
     public void close() {}
-
-    private static final class Token implements OAuthBearerToken {
-        private final String value;
-        private final String principal;
-        private final long start;
-        private final long lifetime;
-
-        Token(String value, String principal, long start, long lifetime) {
-            this.value = value;
-            this.principal = principal;
-            this.start = start;
-            this.lifetime = lifetime;
-        }
-
-        @Override public String value() { return value; }
-        @Override public Set<String> scope() { return Collections.singleton("kafka"); }
-        @Override public long lifetimeMs() { return lifetime; }
-        @Override public String principalName() { return principal; }
-        @Override public Long startTimeMs() { return start; }
-    }
 }

@@ -6,13 +6,11 @@ import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import javax.security.auth.callback.Callback;
 import javax.security.auth.callback.UnsupportedCallbackException;
 import javax.security.auth.login.AppConfigurationEntry;
 import org.apache.kafka.common.security.auth.AuthenticateCallbackHandler;
 import org.apache.kafka.common.security.oauthbearer.OAuthBearerExtensionsValidatorCallback;
-import org.apache.kafka.common.security.oauthbearer.OAuthBearerToken;
 import org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallback;
 
 /**
@@ -79,7 +77,7 @@ public final class MskOAuthValidator implements AuthenticateCallbackHandler {
             long signed = java.time.Instant.from(java.time.format.DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'")
                     .withZone(java.time.ZoneOffset.UTC).parse(params.get("X-Amz-Date"))).toEpochMilli();
             long lifetime = signed + Long.parseLong(params.get("X-Amz-Expires")) * 1000;
-            callback.token(new Token(callback.tokenValue(), key, signed, lifetime));
+            callback.token(new VerifiedToken(callback.tokenValue(), key, Collections.emptySet(), signed, lifetime));
         } catch (Exception e) {
             callback.error("invalid_token", null, null);
             SigV4Check.refused(refusals, "OAUTHBEARER token refused: " + e);
@@ -88,24 +86,4 @@ public final class MskOAuthValidator implements AuthenticateCallbackHandler {
 
     @Override
     public void close() {}
-
-    private static final class Token implements OAuthBearerToken {
-        private final String value;
-        private final String principal;
-        private final long start;
-        private final long lifetime;
-
-        Token(String value, String principal, long start, long lifetime) {
-            this.value = value;
-            this.principal = principal;
-            this.start = start;
-            this.lifetime = lifetime;
-        }
-
-        @Override public String value() { return value; }
-        @Override public Set<String> scope() { return Collections.emptySet(); }
-        @Override public long lifetimeMs() { return lifetime; }
-        @Override public String principalName() { return principal; }
-        @Override public Long startTimeMs() { return start; }
-    }
 }

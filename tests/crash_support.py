@@ -35,13 +35,19 @@ class Job:
                    SPARKKAFKA_LEASE_DIR=str(lease_dir))
         if lease_window_ms is not None:
             env["JOB_LEASE_WINDOW_MS"] = str(lease_window_ms)
-        self.log = log
+        self.log, self.lease_dir = log, lease_dir
         self._out = open(log, "w")
         self.proc = subprocess.Popen([sys.executable, *args], env=env, stdout=self._out, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
     def kill(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        self._out.close()
+
+    def host_down(self) -> None:
+        """The driver and its keepers killed at once (:func:`host_down`)."""
+        host_down(self.proc.pid, self.lease_dir)
         self.proc.wait(30)
         self._out.close()
 
@@ -102,6 +108,53 @@ def resume(pids: list[int]) -> None:
             os.kill(pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
+
+
+def host_down(group: int, lease_dir: Path) -> None:
+    """The host of a driver goes down: its process group (``group``, its session leader's pid)
+    and every process started with its ``lease_dir`` -- Spark's Python workers (groups of their
+    own) and the keepers (sessions of their own), one the driver started a moment ago whose
+    ``keeper.json`` is not written yet included -- are SIGKILLed, none left to end a transaction
+    first.  The group is stopped first; then looks and kills until a look finds nothing alive (a
+    worker killed mid-spawn of a keeper leaves the keeper to the next look)."""
+    os.killpg(group, signal.SIGSTOP)
+    marker = f"SPARKKAFKA_LEASE_DIR={lease_dir}".encode()
+    deadline = time.monotonic() + 30
+    while True:
+        found = [pid for pid in _pids_alive() if pid != os.getpid() and marker in _environ(pid).split(b"\0")]
+        assert time.monotonic() < deadline, f"processes of the job outlive SIGKILL: {found}"
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if not found:
+            break
+        time.sleep(0.05)
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _pids_alive() -> list[int]:
+    """Every process but zombies (a killed child its parent has not reaped yet)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state = stat.read_text().rsplit(") ", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if state != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""
 
 
 def keeper_pids(lease_dir: Path) -> list[int]:

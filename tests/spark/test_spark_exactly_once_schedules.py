@@ -27,6 +27,7 @@ import time
 import uuid
 from pathlib import Path
 
+import crash_support
 import pyarrow as pa
 import pytest
 from crash_support import (
@@ -283,9 +284,10 @@ def scheme_jar(tmp_path_factory) -> Path:
 
 
 def stream(bootstrap: str, topic: str, checkpoint: str, until: int, cwd: Path, log: Path, conf: dict,
-           lease_dir: Path, kill_at=None) -> str:
+           lease_dir: Path, kill_at=None, host_down: bool = False) -> str:
     """Run the streaming job (working directory ``cwd``) until micro-batch ``until``, or kill its
-    whole process group once the proxy holds ``kill_at``'s request."""
+    whole process group once the proxy holds ``kill_at``'s request (with ``host_down``, its
+    keepers too: :func:`crash_support.host_down`)."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
                SPARKKAFKA_LEASE_DIR=str(lease_dir), STREAM_JOB_CONF=json.dumps(conf),
                JOB_LEASE_WINDOW_MS=str(LEASE_WINDOW_MS))
@@ -300,7 +302,7 @@ def stream(bootstrap: str, topic: str, checkpoint: str, until: int, cwd: Path, l
             while not kill_at.wait(0.05):
                 assert proc.poll() is None, f"the job ended before its commit was held:\n{log.read_text()[-3000:]}"
                 assert time.monotonic() < deadline, f"the driver never got there:\n{log.read_text()[-3000:]}"
-            os.killpg(proc.pid, signal.SIGKILL)
+            crash_support.host_down(proc.pid, lease_dir) if host_down else os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
     finally:
         if proc.poll() is None:
@@ -358,26 +360,9 @@ def test_the_command_completes_a_streaming_query_s_decided_micro_batch(apache_ka
     prefix = parse_options({"kafka.bootstrap.servers": "x:1", "deliveryGuarantee": "exactly-once",
                             "checkpointLocation": checkpoint}, streaming=True).transactional_id_prefix
     held = proxy.blackhole_request(lambda frame: b"-b3-p1-" in frame, ApiKey.END_TXN)
-    env_keepers: list[int] = []
-
-    def kill_keepers_first():
-        env_keepers.extend(keeper_pids(lease_dir))
-        for pid in env_keepers:
-            os.kill(pid, signal.SIGKILL)
-        return True
-
-    class KeepersFirst:
-        def wait(self, timeout):
-            return held.wait(timeout) and kill_keepers_first()
-
-    stream(proxy.address, topic, checkpoint, 99, cwd, tmp_path / "run1.log", {}, lease_dir, kill_at=KeepersFirst())
-    assert env_keepers, "no keeper beat for the query"
-    # the driver re-ensures its keeper at each commit: one it started between the kills goes too
-    for pid in set(keeper_pids(lease_dir)) - set(env_keepers):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    stream(proxy.address, topic, checkpoint, 99, cwd, tmp_path / "run1.log", {}, lease_dir, kill_at=held,
+           host_down=True)
+    assert list(lease_dir.glob("*/keeper.log")), "no keeper was started for the query: the test did not bite"
     proxy.clear_faults()
     direct = apache_kafka
     # a beat the killed keeper had in flight may land during the command's first look: it then

@@ -13,7 +13,6 @@ every row written after it (the tests show that stall before they end it)."""
 from __future__ import annotations
 
 import os
-import signal
 import time
 import uuid
 from pathlib import Path
@@ -91,10 +90,8 @@ def test_with_the_keeper_dead_too_the_next_write_ends_the_leftovers(apache_kafka
     job = batch_job(apache_kafka, topic, 0, 400_000, 20_000, lease_dir, tmp_path / "dead.log")
     try:
         writing(apache_kafka, prefix, job)
-        for pid in keeper_pids(lease_dir):
-            os.kill(pid, signal.SIGKILL)
     finally:
-        job.kill()
+        job.host_down()  # driver and keeper at once
     write_after(apache_kafka, topic)
     assert stalled(apache_kafka, topic) == 0  # the dead write holds every reader back
     assert open_transactions(apache_kafka.bootstrap_servers, prefix + "-r")
@@ -110,10 +107,8 @@ def test_the_operator_command_lists_then_aborts_what_a_dead_driver_left(apache_k
     job = batch_job(apache_kafka, topic, 0, 400_000, 20_000, lease_dir, tmp_path / "dead.log")
     try:
         open_ids = writing(apache_kafka, prefix, job)
-        for pid in keeper_pids(lease_dir):
-            os.kill(pid, signal.SIGKILL)
     finally:
-        job.kill()
+        job.host_down()  # driver and keeper at once
     write_after(apache_kafka, topic)
 
     listed = run_command(apache_kafka, "list")  # every prefix the sink makes
@@ -191,17 +186,8 @@ def test_a_batch_driver_killed_during_its_commit(cluster, proxy, topic, lease_di
         while not hold.wait(0.05):  # observed: the driver's request is held by the proxy
             assert job.proc.poll() is None, f"the job ended before its commit was held:\n{job.output()[-3000:]}"
             assert time.monotonic() < deadline, f"the driver never got there:\n{job.output()[-3000:]}"
-        if ender != "keeper":
-            for pid in keeper_pids(lease_dir):
-                os.kill(pid, signal.SIGKILL)
     finally:
-        job.kill()
-    if ender != "keeper":  # a keeper the driver re-ensured between the two kills goes too
-        for pid in keeper_pids(lease_dir):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        job.kill() if ender == "keeper" else job.host_down()  # the keeper lives on, or goes with it
     proxy.clear_faults()
     write_after(cluster, topic)
     written = [] if held == "close" else [str(v) for v in range(rows)]

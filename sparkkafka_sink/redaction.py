@@ -11,7 +11,7 @@ any value.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 REDACTED = "*********(redacted)"
@@ -25,10 +25,10 @@ def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY.search(str(key)))
 
 
-def redact(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``config`` with the values of secret keys (that are set) replaced, and
-    credentials in URLs masked."""
-    return {k: (REDACTED if is_secret_key(k) and v not in (None, "") else _mask_url_credentials(v))
+def redact(config: Mapping[str, Any], secret: Callable[[str], bool] = is_secret_key) -> dict[str, Any]:
+    """A copy of ``config`` with the values of secret keys (that are set; ``secret`` judges a key)
+    replaced, and credentials in URLs masked."""
+    return {k: (REDACTED if secret(k) and v not in (None, "") else _mask_url_credentials(v))
             for k, v in config.items()}
 
 

@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkkafka_sink.errors import AuthenticationError, ConfigError, Message, Setting
+from sparkkafka_sink.config_def import ConfigKey, value_of
+from sparkkafka_sink.errors import AuthenticationError, Message
 from sparkkafka_sink.oauth.bearer_token import (
     OAuthBearerToken,
     TokenProvider,
@@ -30,6 +31,11 @@ log = logging.getLogger(__name__)
 #: unless the token lives less than twice as long: an IdP that hands back a cached,
 #: half-used token must not be asked again every instant
 MIN_REFRESH_PERIOD_S = 60.0
+#: how much of a token's lifetime passes before it is refreshed (Kafka's setting, declared here,
+#: where it is honoured: the SASL keys and the producer's configuration take it from here)
+REFRESH_WINDOW_FACTOR_KEY = ConfigKey("sasl.login.refresh.window.factor", "number", 0.8,
+                                      "refresh an OAUTHBEARER token once this fraction of its lifetime has passed",
+                                      minimum=0.5, maximum=1.0)
 RETRY_BACKOFF_S = 0.1
 RETRY_BACKOFF_MAX_S = 10.0
 _MAX_WAIT_S = 30.0   # re-read the wall clock at least this often (suspend, clock steps)
@@ -78,9 +84,7 @@ class TokenSource:
                  clock: Callable[[], float] = time.time, *, jitter: float = 0.05,
                  description: str | None = None, min_refresh_period_s: float = MIN_REFRESH_PERIOD_S,
                  refresh_buffer_s: float = 0.0):
-        if not 0.5 <= refresh_window_factor <= 1.0:
-            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected a number in [0.5, 1.0]",
-                                      refresh_window_factor, Setting("sasl.login.refresh.window.factor")))
+        value_of(REFRESH_WINDOW_FACTOR_KEY, refresh_window_factor)  # its bounds, as the setting's
         self._provider = provider
         self.refresh_window_factor = refresh_window_factor
         self.jitter = jitter

@@ -1,24 +1,26 @@
 """Producer configuration: the Java producer's key names, defaults and checks.
 
-Values may arrive as strings (Spark options, properties files), so each key
-parses its own value.  Every error names the key, the value and what is
-allowed; an unknown key suggests the closest valid one.
+Each key is declared once (``config_def.ConfigKey``: kind, default, bounds, meaning), the
+``sasl.*`` keys beside the SASL protocols (``sasl_keys``), as Java's
+``ProducerConfig`` takes ``SaslConfigs``.  Values may arrive as strings (Spark options,
+properties files), so each key parses its own value.  Every error names the key, the value and
+what is allowed; an unknown key suggests the closest valid one.  Here are the rules that span
+several keys.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from sparkkafka_sink.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, Invalid
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.producer import java_keys
-from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
-from sparkkafka_sink.security_protocol import parse_security_protocol
+from sparkkafka_sink.sasl_keys import LOGIN_KEYS, SASL_KEYS
+from sparkkafka_sink.security_protocol import SECURITY_PROTOCOL
 
-INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
+__all__ = ["KEYS", "ProducerConfig", "INT_MAX", "LONG_MAX", "read_properties"]
 
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 #: Azure Event Hubs' Kafka endpoint: its hosts, its largest request, the idle time it is given
@@ -29,114 +31,12 @@ EVENT_HUBS_IDLE_MS = 180_000
 PARTITIONERS = ("murmur2", "round_robin", "random")
 
 
-@dataclass(frozen=True)
-class _Key:
-    name: str
-    default: Any
-    parse: Callable[[str, Any], Any]
-    doc: str
-
-
-def _fail(key: str, value: Any, allowed: str) -> ConfigError:
-    shown = REDACTED if is_secret_key(key) else repr(value)
-    return ConfigError(Message("Invalid value {} for configuration {!r}: expected {}", shown, Setting(key), allowed))
-
-
-def _int(lo: int, hi: int = INT_MAX) -> Callable[[str, Any], int]:
-    def parse(key: str, value: Any) -> int:
-        allowed = f"an integer in [{lo}, {hi}]"
-        if isinstance(value, bool):
-            raise _fail(key, value, allowed)
-        if isinstance(value, str):
-            try:
-                value_i = int(value.strip())
-            except ValueError:
-                raise _fail(key, value, allowed) from None
-        elif isinstance(value, int):
-            value_i = value
-        elif isinstance(value, float) and value.is_integer():
-            value_i = int(value)
-        else:
-            raise _fail(key, value, allowed)
-        if not lo <= value_i <= hi:
-            raise _fail(key, value, allowed)
-        return value_i
-
-    return parse
-
-
-def _bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise _fail(key, value, "true or false")
-
-
-def _choice(options: tuple[str, ...], lower: bool = True) -> Callable[[str, Any], str]:
-    def parse(key: str, value: Any) -> str:
-        if isinstance(value, str):
-            v = value.strip().lower() if lower else value.strip()
-            if v in options:
-                return v
-        raise _fail(key, value, "one of " + ", ".join(options))
-
-    return parse
-
-
-def _str(key: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise _fail(key, value, "a string")
-    return value
-
-
-def _callable_or_str(key: str, value: Any) -> Callable[..., Any] | str:
-    if callable(value) or isinstance(value, str):
-        return value
-    raise _fail(key, value, "a callable or an importable 'module:function' string")
-
-
-def _float(lo: float, hi: float) -> Callable[[str, Any], float]:
-    def parse(key: str, value: Any) -> float:
-        try:
-            f = float(value)
-        except (TypeError, ValueError):
-            raise _fail(key, value, f"a number in [{lo}, {hi}]") from None
-        if isinstance(value, bool) or not lo <= f <= hi:
-            raise _fail(key, value, f"a number in [{lo}, {hi}]")
-        return f
-
-    return parse
-
-
-def _gzip_level(key: str, value: Any) -> int:
-    try:
-        level = _int(-1, 9)(key, value)
-    except ConfigError:
-        level = 0
-    if level == 0:
-        raise _fail(key, value, "an integer in [1, 9] or -1 (zlib's default)")
-    return level
-
-
-def _acks(key: str, value: Any) -> int:
-    v = value.strip().lower() if isinstance(value, str) else value
-    if isinstance(v, bool):
-        raise _fail(key, value, "one of all, -1, 0, 1")
-    if v == "all" or v in (-1, "-1"):
-        return -1
-    if v in (0, "0"):
-        return 0
-    if v in (1, "1"):
-        return 1
-    raise _fail(key, value, "one of all, -1, 0, 1")
-
-
-def parse_bootstrap(key: str, value: Any) -> list[tuple[str, int]]:
+# -- values of their own shape --------------------------------------------------------------------
+def _bootstrap(value: Any) -> list[tuple[str, int]]:
     """'h1:9092,h2:9093' (or a list of such) -> [(host, port), ...]."""
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
-        raise _fail(key, value, "a comma-separated list of host:port")
+        raise Invalid(_BOOTSTRAP)
     out = []
     for item in items:
         item = str(item).strip()
@@ -145,144 +45,147 @@ def parse_bootstrap(key: str, value: Any) -> list[tuple[str, int]]:
         host, sep, port = item.rpartition(":")
         host = host.strip("[]")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: {!r} is not host:port with a port "
-                                      "in [1, 65535]", value, Setting(key), item))
+            raise Invalid(_BOOTSTRAP, Message("{!r} is not host:port with a port in [1, 65535]", item))
         out.append((host, int(port)))
     if not out:
-        raise _fail(key, value, "at least one host:port")
+        raise Invalid(_BOOTSTRAP, "it names no host:port")
     return out
 
 
-def _partitioner(key: str, value: Any) -> Callable[..., Any] | str:
+_BOOTSTRAP = "a comma-separated list of host:port"
+
+
+def _acks(value: Any) -> int:
+    v = value.strip().lower() if isinstance(value, str) else value
+    if not isinstance(v, bool):
+        for number, spellings in ((-1, ("all", -1, "-1")), (0, (0, "0")), (1, (1, "1"))):
+            if v in spellings:
+                return number
+    raise Invalid("one of all, -1, 0, 1")
+
+
+def _gzip_level(value: Any) -> int:
+    try:
+        level = _LEVEL.parse(value)
+    except Invalid:
+        level = 0
+    if level == 0:
+        raise Invalid("a whole number from 1 to 9, or -1 (zlib's default)")
+    return level
+
+
+_LEVEL = ConfigKey("compression.gzip.level", "integer", None, "", minimum=-1, maximum=9)
+
+
+def _partitioner(value: Any) -> Any:
     if callable(value):
         return value
-    return _choice(PARTITIONERS)(key, value)
+    return _PARTITIONER_NAMES.parse(value)
 
 
-def _transactional_id(key: str, value: Any) -> str | None:
-    if value is None:
-        return None
+_PARTITIONER_NAMES = ConfigKey("partitioner", "choice", None, "", choices=PARTITIONERS)
+
+
+def _transactional_id(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise _fail(key, value, "a non-empty string (or unset)")
+        raise Invalid("a non-empty string (or unset)")
     return value
 
 
-_KEYS = [
-    _Key("bootstrap.servers", None, parse_bootstrap, "host:port list used to discover the cluster"),
-    _Key("client.id", "sparkkafka-sink", _str, "name sent to brokers in every request"),
-    _Key("acks", "all", _acks, "acknowledgements the leader waits for: 0, 1 or all (-1)"),
-    _Key("linger.ms", 5, _int(0), "how long a batch waits for more records before it is sent"),
-    _Key("batch.size", 16384, _int(0), "target size in bytes of one partition's batch"),
-    _Key("buffer.memory", 33554432, _int(0, LONG_MAX), "bytes that buffered records may use"),
-    _Key("max.block.ms", 60000, _int(0, LONG_MAX), "how long send()/partitions_for() may block"),
-    _Key("compression.type", "none", _choice(COMPRESSION_TYPES), "codec for record batches"),
-    _Key("compression.gzip.level", -1, _gzip_level, "gzip level, 1 (fastest) to 9 (smallest); -1: zlib's default, 6"),
-    _Key("compression.lz4.level", 9, _int(1, 17),
+# -- the keys ------------------------------------------------------------------------------------
+def _int_key(name: str, default: int | None, doc: str, lo: int = 0, hi: int = INT_MAX, unit: str = "",
+         **more: Any) -> ConfigKey:
+    unit = unit or ("ms" if name.endswith(".ms") else "bytes" if name.endswith((".size", ".memory", ".bytes")) else "")
+    return ConfigKey(name, "integer", default, doc, minimum=lo, maximum=hi, unit=unit, **more)
+
+
+def _long_key(name: str, default: int | None, doc: str, lo: int = 0, **more: Any) -> ConfigKey:
+    return _int_key(name, default, doc, lo, LONG_MAX, **more)
+
+
+def _bool_key(name: str, default: bool, doc: str) -> ConfigKey:
+    return ConfigKey(name, "boolean", default, doc)
+
+
+def _text_key(name: str, default: str | None, doc: str, **more: Any) -> ConfigKey:
+    """A string kept as given (``ssl.endpoint.identification.algorithm=''`` means something)."""
+    return ConfigKey(name, "string", default, doc, blank="value", **more)
+
+
+_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("bootstrap.servers", "custom", None, "host:port list used to discover the cluster", parser=_bootstrap,
+              accepts=_BOOTSTRAP, unset="required"),
+    _text_key("client.id", "sparkkafka-sink", "name sent to brokers in every request"),
+    ConfigKey("acks", "custom", "all", "acknowledgements the leader waits for: 0, 1 or all (-1)", parser=_acks,
+              accepts="one of all, -1, 0, 1"),
+    _int_key("linger.ms", 5, "how long a batch waits for more records before it is sent"),
+    _int_key("batch.size", 16384, "target size in bytes of one partition's batch"),
+    _long_key("buffer.memory", 33554432, "bytes that buffered records may use"),
+    _long_key("max.block.ms", 60000, "how long send()/partitions_for() may block"),
+    ConfigKey("compression.type", "choice", "none", "codec for record batches", choices=COMPRESSION_TYPES),
+    ConfigKey("compression.gzip.level", "custom", -1, "gzip level, 1 (fastest) to 9 (smallest); -1: zlib's default, 6",
+              parser=_gzip_level, accepts="a whole number from 1 to 9, or -1 (zlib's default)"),
+    _int_key("compression.lz4.level", 9,
          "lz4 level, 1 to 17; 9 (Java's default) is lz4's fast mode, any other level its high-compression "
-         "mode (liblz4 applies levels 1-2 as its fast mode and caps the others at 12)"),
-    _Key("compression.zstd.level", 3, _int(-131072, 22), "zstd level, -131072 (fastest) to 22 (smallest)"),
-    _Key("max.request.size", 1048576, _int(0), "largest request (and so record) the producer sends"),
-    _Key("retries", INT_MAX, _int(0), "how many times a failed batch is resent"),
-    _Key("retry.backoff.ms", 100, _int(0, LONG_MAX), "wait before resending a failed batch"),
-    _Key("retry.backoff.max.ms", 1000, _int(0, LONG_MAX), "cap of the exponential retry backoff"),
-    _Key("delivery.timeout.ms", 120000, _int(0), "upper bound on the time from send() to success or failure"),
-    _Key("request.timeout.ms", 30000, _int(0), "how long to wait for a broker's answer before retrying"),
-    _Key("max.in.flight.requests.per.connection", 5, _int(1), "unanswered requests per broker connection"),
-    _Key("enable.idempotence", True, _bool, "producer id + sequence numbers: no duplicates on retry"),
-    _Key("reconnect.backoff.ms", 50, _int(0, LONG_MAX), "first wait before reconnecting to a broker"),
-    _Key("reconnect.backoff.max.ms", 1000, _int(0, LONG_MAX), "cap of the exponential reconnect backoff"),
-    _Key("socket.connection.setup.timeout.ms", 10000, _int(0, LONG_MAX), "how long a connection attempt may take"),
-    _Key("socket.connection.setup.timeout.max.ms", 30000, _int(0, LONG_MAX), "cap of the growing connection timeout"),
-    _Key("connections.max.idle.ms", 540000, _int(-1, LONG_MAX), "close connections idle this long (-1: never)"),
-    _Key("metadata.max.age.ms", 300000, _int(0, LONG_MAX), "refresh metadata at least this often"),
-    _Key("metadata.max.idle.ms", 300000, _int(5000, LONG_MAX), "forget topics not produced to for this long"),
-    _Key("allow.auto.create.topics", True, _bool, "let Metadata requests create missing topics"),
-    _Key("partitioner", "murmur2", _partitioner, "murmur2 (Java default), round_robin, random, or a callable"),
-    _Key("partitioner.ignore.keys", False, _bool, "spread keyed records like null keys"),
-    _Key("partitioner.adaptive.partitioning.enable", True, _bool,
-         "null keys (murmur2): switch less often to partitions whose broker has more queued bytes (KIP-794)"),
-    _Key("partitioner.availability.timeout.ms", 0, _int(0, LONG_MAX),
-         "with adaptive partitioning: skip a partition whose broker took no batch for this long (0: never)"),
-    _Key("send.buffer.bytes", -1, _int(-1),
-         "SO_SNDBUF (-1: OS autotuning; Java's 131072 splits large requests into many writes)"),
-    _Key("receive.buffer.bytes", 32768, _int(-1), "SO_RCVBUF (-1: OS default)"),
-    _Key("security.protocol", "PLAINTEXT", parse_security_protocol,
-         "PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over TLS)"),
-    _Key("ssl.truststore.location", None, _str,
-         "CA certificates to trust: a PEM, PKCS12 or JKS file (default: system CAs)"),
-    _Key("ssl.truststore.type", None, _str,
-         "PEM, PKCS12 or JKS (default: from the file's content; JKS and PKCS12 accept either, as in Java)"),
-    _Key("ssl.truststore.password", None, _str,
-         "password of a PKCS12 or JKS truststore (a JKS one is read without it unchecked, as Java does)"),
-    _Key("ssl.truststore.certificates", None, _str, "CA certificates as PEM text (instead of a file)"),
-    _Key("ssl.keystore.location", None, _str,
-         "mutual TLS: client key and certificate, a PEM, PKCS12 or JKS file (JKS: the [jks] extra)"),
-    _Key("ssl.keystore.type", None, _str,
-         "PEM, PKCS12 or JKS (default: from the file's content; JKS and PKCS12 accept either, as in Java)"),
-    _Key("ssl.keystore.password", None, _str, "password of a PKCS12 or JKS keystore"),
-    _Key("ssl.keystore.certificate.chain", None, _str, "mutual TLS: client certificate chain as PEM text"),
-    _Key("ssl.keystore.key", None, _str, "mutual TLS: client private key as PEM text"),
-    _Key("ssl.key.password", None, _str,
-         "password of an encrypted PEM private key, or of a JKS keystore's key (default: ssl.keystore.password)"),
-    _Key("ssl.endpoint.identification.algorithm", "https", _str,
-         "'https' verifies the broker's host name against its certificate; '' turns that off"),
-    _Key("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", _str, "TLS versions allowed"),
-    _Key("ssl.protocol", "TLSv1.3", _str, "highest TLS version offered (TLSv1.3, TLSv1.2)"),
-    _Key("ssl.cipher.suites", None, _str, "TLS 1.2 cipher suites (Java/IANA or OpenSSL names; default: OpenSSL's)"),
-    _Key("sasl.mechanism", None, _str, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM or GSSAPI (Kerberos)"),
-    _Key("sasl.jaas.config", None, _str, "credentials as Java users write them (PlainLoginModule, ScramLoginModule, "
-                                          "OAuthBearerLoginModule)"),
-    _Key("sasl.client.callback.handler.class", None, _str,
-         "Java's class name, honoured where it names what is built in: Amazon MSK's IAMClientCallbackHandler "
-         "(AWS_MSK_IAM) or IAMOAuthBearerLoginCallbackHandler (OAUTHBEARER); any other class is refused"),
-    _Key("sasl.login.callback.handler.class", None, _str,
-         "Java's class name, honoured where it names what is built in: Kafka's OAuthBearerLoginCallbackHandler "
-         "(with sasl.oauthbearer.token.endpoint.url), Amazon MSK's IAMOAuthBearerLoginCallbackHandler (the MSK "
-         "IAM token) or Google's GcpLoginCallbackHandler (the Managed Kafka token); any other class is refused"),
-    _Key("sasl.aws.region", None, _str,
-         "Amazon MSK IAM: the cluster's AWS region (not Java's key; default: the region in the broker host names, "
-         "else AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"),
-    _Key("sasl.kerberos.service.name", None, _str,
-         "GSSAPI (Kerberos): the brokers' service name, their principals being <name>/<host>@REALM (usually kafka; "
-         "or serviceName in the Krb5LoginModule line)"),
-    _Key("sasl.username", None, _str, "user name for PLAIN/SCRAM (instead of sasl.jaas.config)"),
-    _Key("sasl.password", None, _str, "password for PLAIN/SCRAM (instead of sasl.jaas.config)"),
-    _Key("sasl.oauthbearer.token.provider", None, _callable_or_str,
-         "OAUTHBEARER: a callable (or 'module:function') returning a token"),
-    _Key("sasl.oauthbearer.token.endpoint.url", None, _str, "OAUTHBEARER: OIDC token endpoint (client credentials)"),
-    _Key("sasl.oauthbearer.client.id", None, _str, "OAUTHBEARER/OIDC client id"),
-    _Key("sasl.oauthbearer.client.secret", None, _str, "OAUTHBEARER/OIDC client secret"),
-    _Key("sasl.oauthbearer.scope", None, _str, "OAUTHBEARER/OIDC scope"),
-    _Key("sasl.oauthbearer.extensions", None, _str, "OAUTHBEARER SASL extensions: k=v,k2=v2"),
-    _Key("sasl.oauthbearer.client.credentials.client.id", None, _str,
-         "OAUTHBEARER/OIDC client id (Kafka 4's name of sasl.oauthbearer.client.id)"),
-    _Key("sasl.oauthbearer.client.credentials.client.secret", None, _str,
-         "OAUTHBEARER/OIDC client secret (Kafka 4's name of sasl.oauthbearer.client.secret)"),
-    _Key("sasl.oauthbearer.header.urlencode", False, _bool,
-         "URL-encode the client id and secret in the token request's Basic header (RFC 6749)"),
-    _Key("sasl.oauthbearer.sub.claim.name", "sub", _str, "the token claim naming the principal"),
-    _Key("sasl.oauthbearer.scope.claim.name", "scope", _str,
-         "the token claim holding its scope (a string or a list of strings, checked)"),
-    _Key("sasl.login.connect.timeout.ms", None, _int(0),
-         "connect timeout of a token endpoint request (unset: 10000)"),
-    _Key("sasl.login.read.timeout.ms", None, _int(0),
-         "read timeout of a token endpoint request (unset: 10000)"),
-    _Key("sasl.login.retry.backoff.ms", 100, _int(0, LONG_MAX), "first wait before retrying a token request"),
-    _Key("sasl.login.retry.backoff.max.ms", 10000, _int(0, LONG_MAX),
-         "time allowed for retrying a token request (its backoff doubles up to this)"),
-    _Key("sasl.login.refresh.window.factor", 0.8, _float(0.5, 1.0),
-         "refresh an OAUTHBEARER token once this fraction of its lifetime has passed"),
-    _Key("sasl.login.refresh.window.jitter", 0.05, _float(0.0, 0.25),
-         "random extra fraction of the lifetime added to the refresh time"),
-    _Key("sasl.login.refresh.min.period.seconds", 60, _int(0, 900),
-         "refresh a token no sooner than this after the previous fetch"),
-    _Key("sasl.login.refresh.buffer.seconds", 300, _int(0, 3600),
-         "refresh a token at least this long before it expires"),
-    _Key("transactional.id", None, _transactional_id,
-         "makes the producer transactional: init_transactions(), begin/commit/abort_transaction()"),
-    _Key("transaction.timeout.ms", 60000, _int(1), "the coordinator aborts a transaction open this long"),
-]
-KEYS: dict[str, _Key] = {k.name: k for k in _KEYS}
+         "mode (liblz4 applies levels 1-2 as its fast mode and caps the others at 12)", 1, 17),
+    _int_key("compression.zstd.level", 3, "zstd level, -131072 (fastest) to 22 (smallest)", -131072, 22),
+    _int_key("max.request.size", 1048576, "largest request (and so record) the producer sends"),
+    _int_key("retries", INT_MAX, "how many times a failed batch is resent"),
+    _long_key("retry.backoff.ms", 100, "wait before resending a failed batch"),
+    _long_key("retry.backoff.max.ms", 1000, "cap of the exponential retry backoff"),
+    _int_key("delivery.timeout.ms", 120000, "upper bound on the time from send() to success or failure"),
+    _int_key("request.timeout.ms", 30000, "how long to wait for a broker's answer before retrying"),
+    _int_key("max.in.flight.requests.per.connection", 5, "unanswered requests per broker connection", 1),
+    _bool_key("enable.idempotence", True, "producer id + sequence numbers: no duplicates on retry"),
+    _long_key("reconnect.backoff.ms", 50, "first wait before reconnecting to a broker"),
+    _long_key("reconnect.backoff.max.ms", 1000, "cap of the exponential reconnect backoff"),
+    _long_key("socket.connection.setup.timeout.ms", 10000, "how long a connection attempt may take"),
+    _long_key("socket.connection.setup.timeout.max.ms", 30000, "cap of the growing connection timeout"),
+    _long_key("connections.max.idle.ms", 540000, "close connections idle this long (-1: never)", -1),
+    _long_key("metadata.max.age.ms", 300000, "refresh metadata at least this often"),
+    _long_key("metadata.max.idle.ms", 300000, "forget topics not produced to for this long", 5000),
+    _bool_key("allow.auto.create.topics", True, "let Metadata requests create missing topics"),
+    ConfigKey("partitioner", "custom", "murmur2", "murmur2 (Java default), round_robin, random, or a callable",
+              parser=_partitioner, accepts="one of murmur2, round_robin, random, or a callable"),
+    _bool_key("partitioner.ignore.keys", False, "spread keyed records like null keys"),
+    _bool_key("partitioner.adaptive.partitioning.enable", True,
+          "null keys (murmur2): switch less often to partitions whose broker has more queued bytes (KIP-794)"),
+    _long_key("partitioner.availability.timeout.ms", 0,
+          "with adaptive partitioning: skip a partition whose broker took no batch for this long (0: never)"),
+    _int_key("send.buffer.bytes", -1, "SO_SNDBUF (-1: OS autotuning; Java's 131072 splits large requests into many writes)",
+         -1),
+    _int_key("receive.buffer.bytes", 32768, "SO_RCVBUF (-1: OS default)", -1),
+    SECURITY_PROTOCOL,
+    _text_key("ssl.truststore.location", None, "CA certificates to trust: a PEM, PKCS12 or JKS file",
+          unset="the system's CAs"),
+    _text_key("ssl.truststore.type", None,
+          "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)", unset="from the file's content"),
+    _text_key("ssl.truststore.password", None,
+          "password of a PKCS12 or JKS truststore (a JKS one is read without it unchecked, as Java does)"),
+    _text_key("ssl.truststore.certificates", None, "CA certificates as PEM text (instead of a file)"),
+    _text_key("ssl.keystore.location", None,
+          "mutual TLS: client key and certificate, a PEM, PKCS12 or JKS file (JKS: the [jks] extra)"),
+    _text_key("ssl.keystore.type", None,
+          "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)", unset="from the file's content"),
+    _text_key("ssl.keystore.password", None, "password of a PKCS12 or JKS keystore"),
+    _text_key("ssl.keystore.certificate.chain", None, "mutual TLS: client certificate chain as PEM text"),
+    _text_key("ssl.keystore.key", None, "mutual TLS: client private key as PEM text"),
+    _text_key("ssl.key.password", None,
+          "password of an encrypted PEM private key, or of a JKS keystore's key", unset="ssl.keystore.password"),
+    _text_key("ssl.endpoint.identification.algorithm", "https",
+          "'https' verifies the broker's host name against its certificate; '' turns that off"),
+    _text_key("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", "TLS versions allowed"),
+    _text_key("ssl.protocol", "TLSv1.3", "highest TLS version offered (TLSv1.3, TLSv1.2)"),
+    _text_key("ssl.cipher.suites", None, "TLS 1.2 cipher suites (Java/IANA or OpenSSL names)", unset="OpenSSL's"),
+    *SASL_KEYS,
+    *LOGIN_KEYS,
+    ConfigKey("transactional.id", "custom", None,
+              "makes the producer transactional: init_transactions(), begin/commit/abort_transaction()",
+              parser=_transactional_id, accepts="a non-empty string (or unset)"),
+    _int_key("transaction.timeout.ms", 60000, "the coordinator aborts a transaction open this long", 1),
+)
+#: every key of the producer, by its Java name
+KEYS = ConfigDef(_KEYS)
 
 
 class ProducerConfig(Mapping[str, Any]):
@@ -296,8 +199,7 @@ class ProducerConfig(Mapping[str, Any]):
         values: dict[str, Any] = {}
         noted: dict[str, Message] = {}
         for key, raw in given.items():
-            spec = KEYS.get(key)
-            if spec is None:
+            if key not in KEYS:
                 verdict = java_keys.judge(key, raw)
                 if verdict is None:
                     raise ConfigError(_unknown_key_message(key))
@@ -307,16 +209,16 @@ class ProducerConfig(Mapping[str, Any]):
                                               Setting(key), why))
                 noted[key] = why
                 continue
-            values[key] = spec.parse(key, raw) if raw is not None or spec.default is None else spec.parse(key, spec.default)
+            values[key] = KEYS.parse(key, raw)
         if values.get("bootstrap.servers") is None:
             raise ConfigError(Message("Missing required configuration {!r} (a comma-separated host:port list)",
                                       Setting("bootstrap.servers")))
         self.explicit = frozenset(values)
         #: the Java producer's keys given that have no effect here -> why (``producer.java_keys``)
         self.noted: Mapping[str, Message] = noted  # (a dict: the config is pickled into Spark tasks)
-        for spec in _KEYS:
-            if spec.name not in values:
-                values[spec.name] = spec.parse(spec.name, spec.default) if spec.default is not None else None
+        for name in KEYS:
+            if name not in values:
+                values[name] = KEYS.parse(name, None)
         self._values = values
         self._check_combinations()
 
@@ -414,7 +316,7 @@ class ProducerConfig(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        return f"ProducerConfig({redact(self._values)!r})"
+        return f"ProducerConfig({KEYS.redacted(self._values)!r})"
 
 
 def _unknown_key_message(key: str) -> Message:
@@ -429,11 +331,6 @@ def _unknown_key_message(key: str) -> Message:
     if near:
         template += " Near it: " + ", ".join(["{!r}"] * len(near)) + "."
     return Message(template + " Every key: the configuration reference.", *map(Setting, [key, *close, *near]))
-
-
-def describe() -> list[tuple[str, Any, str]]:
-    """(key, default, doc) for every key: the README's config table comes from here."""
-    return [(k.name, k.default, k.doc) for k in _KEYS]
 
 
 def read_properties(path: str) -> dict:

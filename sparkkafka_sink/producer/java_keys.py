@@ -291,9 +291,9 @@ def _here(key: str, docs: dict[str, str]) -> str:
 def migration_table() -> list[tuple[str, str, str, str]]:
     """One row per Java key: the key, the kafka-clients lines that have it, its status and what
     happens here (the docs' migration table, ``docs/reference/java-keys.md``)."""
-    from sparkkafka_sink.producer.config import describe
+    from sparkkafka_sink.producer.config import KEYS
 
-    docs = {name: doc for name, _, doc in describe()}
+    docs = {name: key.doc for name, key in KEYS.items()}
     return [(key, JAVA_PRODUCER_KEYS[key], status(key) or "", _here(key, docs)) for key in sorted(JAVA_PRODUCER_KEYS)]
 
 

@@ -13,7 +13,6 @@ key: no repr, message or log line shows them.
 from __future__ import annotations
 
 import base64
-import difflib
 import os
 import ssl
 import threading
@@ -23,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sparkkafka_sink.config_def import ConfigDef, ConfigKey
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.oauth.bearer_token import OAuthBearerToken
 from sparkkafka_sink.oauth.token_providers import ClientCredentialsTokenProvider
@@ -39,55 +39,48 @@ DEFAULT_RETRIES_WAIT_MS = 1_000
 DEFAULT_RETRIES_MAX_WAIT_MS = 20_000
 
 
-@dataclass(frozen=True)
-class RegistryKey:
-    """One setting the client reads: its name, what it accepts, its default and meaning (the
-    documentation's reference is generated from these)."""
-
-    name: str
-    type: str
-    default: str
-    doc: str
+def _text_key(name: str, doc: str, **more: Any) -> ConfigKey:
+    return ConfigKey(name, "string", None, doc, blank="unset", **more)
 
 
-#: every setting the client reads (``Did you mean`` suggestions and the reference come from here)
-REGISTRY_KEYS: tuple[RegistryKey, ...] = (
-    RegistryKey("url", "URL list", "required",
-                "the registry's URL; several, comma-separated, are tried in turn when one cannot be reached"),
-    RegistryKey("basic.auth.credentials.source", "one of " + ", ".join(BASIC_AUTH_SOURCES), "USER_INFO",
-                "USER_INFO (basic.auth.user.info) or URL (user:password@ in url)"),
-    RegistryKey("basic.auth.user.info", "user:password", "unset", "user:password for HTTP basic authentication"),
-    RegistryKey("bearer.auth.credentials.source", "one of " + ", ".join(BEARER_AUTH_SOURCES), "unset",
-                "STATIC_TOKEN (bearer.auth.token) or OAUTHBEARER (a client-credentials token)"),
-    RegistryKey("bearer.auth.token", "string", "unset",
-                "the bearer token, with bearer.auth.credentials.source=STATIC_TOKEN"),
-    RegistryKey("bearer.auth.issuer.endpoint.url", "URL", "unset", "the OAuth token endpoint, with OAUTHBEARER"),
-    RegistryKey("bearer.auth.client.id", "string", "unset", "the OAuth client id, with OAUTHBEARER"),
-    RegistryKey("bearer.auth.client.secret", "string", "unset", "the OAuth client secret, with OAUTHBEARER"),
-    RegistryKey("bearer.auth.scope", "string", "unset", "the OAuth scope asked for, with OAUTHBEARER (optional)"),
-    RegistryKey("bearer.auth.logical.cluster", "string", "unset",
-                "Confluent Cloud: the registry's logical cluster (header target-sr-cluster)"),
-    RegistryKey("bearer.auth.identity.pool.id", "string", "unset",
-                "Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)"),
-    RegistryKey("ssl.ca.location", "path", "the system's CAs",
-                "CA certificate file (PEM) or directory that verifies an https registry"),
-    RegistryKey("ssl.certificate.location", "path", "unset",
-                "client certificate (PEM) for mutual TLS; may hold the key too"),
-    RegistryKey("ssl.key.location", "path", "unset", "the client certificate's private key (PEM)"),
-    RegistryKey("ssl.key.password", "string", "unset", "the password of an encrypted private key"),
-    RegistryKey("timeout", "number (seconds), above 0", "unset (timeout.ms applies)",
-                "seconds one request may take (confluent-kafka's name; or timeout.ms)"),
-    RegistryKey("timeout.ms", "integer (ms), at least 1", str(DEFAULT_TIMEOUT_MS),
-                "milliseconds one request may take (connecting, then waiting for the answer)"),
-    RegistryKey("max.retries", "integer, at least 0", str(DEFAULT_MAX_RETRIES),
-                "retries of a request answered 408/429/5xx or not answered at all"),
-    RegistryKey("retries.wait.ms", "integer (ms), at least 0", str(DEFAULT_RETRIES_WAIT_MS),
-                "the first retry's wait; it doubles with each retry"),
-    RegistryKey("retries.max.wait.ms", "integer (ms), at least 0", str(DEFAULT_RETRIES_MAX_WAIT_MS),
-                "the longest wait between two retries"),
-)
-#: every key the client reads, with its meaning
-KNOWN_KEYS: dict[str, str] = {k.name: k.doc for k in REGISTRY_KEYS}
+def _count_key(name: str, default: int, doc: str, unit: str = "") -> ConfigKey:
+    return ConfigKey(name, "integer", default, doc, minimum=0, unit=unit)
+
+
+#: every setting the client reads, declared once (``config_def``): parsed, checked and documented
+#: from here, with confluent-kafka's names
+REGISTRY_KEYS = ConfigDef((
+    _text_key("url", "the registry's URL; several, comma-separated, are tried in turn when one cannot be reached",
+          unset="required"),
+    ConfigKey("basic.auth.credentials.source", "choice", "USER_INFO",
+              "USER_INFO (basic.auth.user.info) or URL (user:password@ in url)", choices=BASIC_AUTH_SOURCES),
+    _text_key("basic.auth.user.info", "user:password for HTTP basic authentication"),
+    ConfigKey("bearer.auth.credentials.source", "choice", None,
+              "STATIC_TOKEN (bearer.auth.token) or OAUTHBEARER (a client-credentials token)",
+              choices=BEARER_AUTH_SOURCES),
+    _text_key("bearer.auth.token", "the bearer token, with bearer.auth.credentials.source=STATIC_TOKEN"),
+    _text_key("bearer.auth.issuer.endpoint.url", "the OAuth token endpoint, with OAUTHBEARER"),
+    _text_key("bearer.auth.client.id", "the OAuth client id, with OAUTHBEARER"),
+    _text_key("bearer.auth.client.secret", "the OAuth client secret, with OAUTHBEARER"),
+    _text_key("bearer.auth.scope", "the OAuth scope asked for, with OAUTHBEARER (optional)"),
+    _text_key("bearer.auth.logical.cluster", "Confluent Cloud: the registry's logical cluster (header target-sr-cluster)"),
+    _text_key("bearer.auth.identity.pool.id", "Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)"),
+    _text_key("ssl.ca.location", "CA certificate file (PEM) or directory that verifies an https registry",
+          unset="the system's CAs"),
+    _text_key("ssl.certificate.location", "client certificate (PEM) for mutual TLS; may hold the key too"),
+    _text_key("ssl.key.location", "the client certificate's private key (PEM)"),
+    _text_key("ssl.key.password", "the password of an encrypted private key"),
+    ConfigKey("timeout", "number", None, "seconds one request may take (confluent-kafka's name; or timeout.ms)",
+              above=0, unit="seconds", unset="unset (timeout.ms applies)"),
+    ConfigKey("timeout.ms", "integer", None,
+              "milliseconds one request may take (connecting, then waiting for the answer)", minimum=1, unit="ms",
+              unset=str(DEFAULT_TIMEOUT_MS)),
+    _count_key("max.retries", DEFAULT_MAX_RETRIES, "retries of a request answered 408/429/5xx or not answered at all"),
+    _count_key("retries.wait.ms", DEFAULT_RETRIES_WAIT_MS, "the first retry's wait; it doubles with each retry", "ms"),
+    _count_key("retries.max.wait.ms", DEFAULT_RETRIES_MAX_WAIT_MS, "the longest wait between two retries", "ms"),
+))
+#: every key the client reads
+KNOWN_KEYS = REGISTRY_KEYS
 #: confluent-kafka keys this client does not implement, and why that matters
 UNSUPPORTED_KEYS: dict[str, str] = {
     "proxy": "an HTTP proxy setting is not supported; the standard environment variables "
@@ -144,10 +137,16 @@ class RegistrySettings:
 
     def __init__(self, config: Mapping[str, Any]):
         _reject_unknown(config)
-        self.timeout_s = _timeout_s(config)
-        self.max_retries = _int(config, "max.retries", DEFAULT_MAX_RETRIES, minimum=0)
-        self.retries_wait_ms = _int(config, "retries.wait.ms", DEFAULT_RETRIES_WAIT_MS, minimum=0)
-        self.retries_max_wait_ms = _int(config, "retries.max.wait.ms", DEFAULT_RETRIES_MAX_WAIT_MS, minimum=0)
+        # a blank value is no value (a Spark option left empty)
+        config = REGISTRY_KEYS.parse_all({k: v for k, v in config.items()
+                                          if not (isinstance(v, str) and not v.strip())})
+        if config["timeout"] is not None and config["timeout.ms"] is not None:
+            raise ConfigError(Message("Give {} (seconds, confluent-kafka's name) or {}, not both", Setting("timeout"),
+                                      Setting("timeout.ms")))
+        self.timeout_s = config["timeout"] or (config["timeout.ms"] or DEFAULT_TIMEOUT_MS) / 1000
+        self.max_retries = config["max.retries"]
+        self.retries_wait_ms = config["retries.wait.ms"]
+        self.retries_max_wait_ms = config["retries.max.wait.ms"]
         if self.retries_max_wait_ms < self.retries_wait_ms:
             raise ConfigError(Message("Invalid configuration: {} ({}) is below {} ({})", Setting("retries.max.wait.ms"),
                                       self.retries_max_wait_ms, Setting("retries.wait.ms"), self.retries_wait_ms))
@@ -214,7 +213,7 @@ class RegistrySettings:
 
     # -- parsing ----------------------------------------------------------------------------
     def _endpoints(self, config: Mapping[str, Any]) -> tuple[Endpoint, ...]:
-        raw = _text(config, "url")
+        raw = config["url"]
         if raw is None:
             raise ConfigError(Message("Missing configuration {!r}: the Schema Registry's URL, e.g. "
                                       "http://registry:8081 (several may be given, comma-separated)", Setting("url")))
@@ -243,10 +242,10 @@ class RegistrySettings:
         return tuple(endpoints)
 
     def _ssl_context(self, config: Mapping[str, Any]) -> ssl.SSLContext | None:
-        ca = _text(config, "ssl.ca.location")
-        cert = _text(config, "ssl.certificate.location")
-        key = _text(config, "ssl.key.location")
-        key_password = _text(config, "ssl.key.password")
+        ca = config["ssl.ca.location"]
+        cert = config["ssl.certificate.location"]
+        key = config["ssl.key.location"]
+        key_password = config["ssl.key.password"]
         if key_password:
             self._secrets.append(key_password)
         given = [k for k, v in (("ssl.ca.location", ca), ("ssl.certificate.location", cert),
@@ -263,15 +262,12 @@ class RegistrySettings:
         return tls_context(ca, cert, key, key_password)
 
     def _auth(self, config: Mapping[str, Any]) -> None:
-        self._basic_source = (_text(config, "basic.auth.credentials.source") or "USER_INFO").upper()
-        if self._basic_source not in BASIC_AUTH_SOURCES:
-            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected one of {}", self._basic_source,
-                                      Setting("basic.auth.credentials.source"), ", ".join(BASIC_AUTH_SOURCES)))
-        user_info = _text(config, "basic.auth.user.info")
+        self._basic_source = config["basic.auth.credentials.source"]
+        user_info = config["basic.auth.user.info"]
         in_url = [e for e in self.endpoints if e.user is not None]
-        bearer_source = _text(config, "bearer.auth.credentials.source")
+        bearer_source = config["bearer.auth.credentials.source"]
         bearer_keys = [k for k in KNOWN_KEYS if k.startswith("bearer.auth.") and k != "bearer.auth.credentials.source"
-                       and _text(config, k) is not None]
+                       and config[k] is not None]
         if bearer_source is None:
             if bearer_keys:
                 raise ConfigError(Message("{} given but {} is not: set it to one of {}", listed_settings(bearer_keys),
@@ -281,7 +277,7 @@ class RegistrySettings:
                                       "and {}): keep one", Setting("basic.auth.user.info"), Setting("url"),
                                       Setting("bearer.auth.credentials.source")))
         if bearer_source is not None:
-            self._bearer(config, bearer_source.upper())
+            self._bearer(config, bearer_source)
             return
         if self._basic_source == "URL":
             if user_info:
@@ -311,11 +307,8 @@ class RegistrySettings:
             self.auth_kind, self.user = "basic", in_url[0].user
 
     def _bearer(self, config: Mapping[str, Any], source: str) -> None:
-        if source not in BEARER_AUTH_SOURCES:
-            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected one of {}", source,
-                                      Setting("bearer.auth.credentials.source"), ", ".join(BEARER_AUTH_SOURCES)))
-        cluster = _text(config, "bearer.auth.logical.cluster")
-        pool = _text(config, "bearer.auth.identity.pool.id")
+        cluster = config["bearer.auth.logical.cluster"]
+        pool = config["bearer.auth.identity.pool.id"]
         if cluster:
             self.extra_headers["target-sr-cluster"] = cluster
         if pool:
@@ -323,11 +316,11 @@ class RegistrySettings:
         oauth_keys = ("bearer.auth.issuer.endpoint.url", "bearer.auth.client.id", "bearer.auth.client.secret",
                       "bearer.auth.scope")
         if source == "STATIC_TOKEN":
-            stray = [k for k in oauth_keys if _text(config, k) is not None]
+            stray = [k for k in oauth_keys if config[k] is not None]
             if stray:
                 raise ConfigError(Message("{} given but {}=STATIC_TOKEN (they belong to OAUTHBEARER)", listed_settings(stray),
                                           Setting("bearer.auth.credentials.source")))
-            token = _text(config, "bearer.auth.token")
+            token = config["bearer.auth.token"]
             if not token:
                 raise ConfigError(Message("{}=STATIC_TOKEN needs {}", Setting("bearer.auth.credentials.source"),
                                           Setting("bearer.auth.token")))
@@ -335,23 +328,23 @@ class RegistrySettings:
             self._bearer_header = f"Bearer {token}"
             self.auth_kind = "static-token"
             return
-        if _text(config, "bearer.auth.token") is not None:
+        if config["bearer.auth.token"] is not None:
             raise ConfigError(Message("{} given but {}=OAUTHBEARER (it fetches its own tokens): drop one",
                                       Setting("bearer.auth.token"), Setting("bearer.auth.credentials.source")))
-        missing = [k for k in oauth_keys[:3] if not _text(config, k)]
+        missing = [k for k in oauth_keys[:3] if not config[k]]
         if missing:
             raise ConfigError(Message("{}=OAUTHBEARER needs {}", Setting("bearer.auth.credentials.source"),
                                       listed_settings(missing)))
-        endpoint_url = _text(config, "bearer.auth.issuer.endpoint.url") or ""
+        endpoint_url = config["bearer.auth.issuer.endpoint.url"] or ""
         parts = urllib.parse.urlsplit(endpoint_url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ConfigError(Message("Invalid configuration {!r}: {!r} is not an http(s) URL",
                                       Setting("bearer.auth.issuer.endpoint.url"), strip_credentials(endpoint_url)))
-        secret = _text(config, "bearer.auth.client.secret") or ""
+        secret = config["bearer.auth.client.secret"] or ""
         self._secrets.append(secret)
         provider = ClientCredentialsTokenProvider(
-            endpoint_url, _text(config, "bearer.auth.client.id") or "", secret,
-            _text(config, "bearer.auth.scope"), timeout_s=self.timeout_s,
+            endpoint_url, config["bearer.auth.client.id"] or "", secret,
+            config["bearer.auth.scope"], timeout_s=self.timeout_s,
             retry_backoff_ms=self.retries_wait_ms, retry_backoff_max_ms=max(self.retries_max_wait_ms, 1))
         self._tokens = _OAuthTokens(provider)
         self.auth_kind = "oauthbearer"
@@ -437,52 +430,7 @@ def _reject_unknown(config: Mapping[str, Any]) -> None:
         if key in UNSUPPORTED_KEYS:
             raise ConfigError(Message("Configuration '{}' of confluent-kafka's SchemaRegistryClient is not "
                                       "supported: {}", Setting(key), UNSUPPORTED_KEYS[key]))
-        near = difflib.get_close_matches(str(key), list(KNOWN_KEYS), n=3)
+        near = REGISTRY_KEYS.close_to(key, n=3)
         hint = f" Did you mean {' or '.join(['{!r}'] * len(near))}?" if near else ""
         raise ConfigError(Message("Unknown Schema Registry configuration '{}'." + hint + " Every key: the "
                                   "configuration reference.", Setting(str(key)), *map(Setting, near)))
-
-
-def _text(config: Mapping[str, Any], key: str) -> str | None:
-    value = config.get(key)
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def _int(config: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
-    value = config.get(key)
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return default
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        number = int(str(value).strip()) if not isinstance(value, int) else value
-    except ValueError:
-        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected a whole number >= {}",
-                                  value, Setting(key), minimum)) from None
-    if number < minimum:
-        raise ConfigError(Message("Invalid value {} for configuration {!r}: expected a number >= {}", number,
-                                  Setting(key), minimum))
-    return number
-
-
-def _timeout_s(config: Mapping[str, Any]) -> float:
-    if _text(config, "timeout") is not None and _text(config, "timeout.ms") is not None:
-        raise ConfigError(Message("Give {} (seconds, confluent-kafka's name) or {}, not both", Setting("timeout"),
-                                  Setting("timeout.ms")))
-    if _text(config, "timeout") is not None:
-        value = config["timeout"]
-        try:
-            if isinstance(value, bool):
-                raise ValueError
-            seconds = float(str(value).strip())
-        except ValueError:
-            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected seconds (a number > 0)",
-                                      value, Setting("timeout"))) from None
-        if not seconds > 0 or seconds != seconds or seconds == float("inf"):
-            raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected seconds (a number > 0)",
-                                      value, Setting("timeout")))
-        return seconds
-    return _int(config, "timeout.ms", DEFAULT_TIMEOUT_MS, minimum=1) / 1000

@@ -87,13 +87,12 @@ def parse_formats(lowered: Mapping[str, str], from_file: frozenset[str] = frozen
     parses itself (``option_catalog``), here are the rules that span several.  Registry lines of
     a properties file (``from_file``) are dropped when no column is serialized: the file serves
     the job's other clients too."""
+    key, value = (_column(lowered, c) for c in ("key", "value"))
     registry_keys = [k for k in lowered if k.startswith(REGISTRY_PREFIX)]
-    if registry_keys and set(registry_keys) <= from_file and not any(
-            str(lowered.get(f"{c}format", "")).strip().lower() in ("avro", "json", "protobuf") for c in ("key", "value")):
+    if registry_keys and set(registry_keys) <= from_file and not (key.serialized or value.serialized):
         lowered = {k: v for k, v in lowered.items() if k not in from_file or not k.startswith(REGISTRY_PREFIX)}
     registry = tuple(sorted((k[len(REGISTRY_PREFIX):], str(v)) for k, v in lowered.items()
                             if k.startswith(REGISTRY_PREFIX)))
-    key, value = (_column(lowered, c) for c in ("key", "value"))
     values = parse_all(lowered, FORMATS_OPTIONS)
     if values["use.latest.version"] and values["auto.register.schemas"]:
         raise SinkValidationError("option 'use.latest.version' writes with the subject's latest schema, which "
@@ -119,23 +118,23 @@ def _column(lowered: Mapping[str, str], column: Literal["key", "value"]) -> Colu
     declared = column_options(column)
     values = parse_all(lowered, declared)
     given = [o.name for o in declared if o.field in ("schema", "descriptor_file", "record_name", "record_namespace")
-             and values[o.key] is not None]
-    format = values[f"{column}format"]
+             and values[o.name] is not None]
+    format = values[f"{column}Format"]
     if format == "binary" and given:
         raise SinkValidationError(f"option '{given[0]}' needs {column}Format=avro, json or protobuf (the {column} "
                                   "column is written as it is)")
-    descriptor = values[f"{column}descriptorfile"] is not None
+    descriptor = values[f"{column}DescriptorFile"] is not None
     if descriptor and format != "protobuf":
         raise SinkValidationError(f"option '{column}DescriptorFile' needs {column}Format=protobuf (for "
                                   f"{format}, give the schema's text in '{column}Schema')")
     schema = f"{column}DescriptorFile" if descriptor else f"{column}Schema"
-    if descriptor and values[f"{column}schema"] is not None:
+    if descriptor and values[f"{column}Schema"] is not None:
         raise SinkValidationError(f"options '{column}Schema' and '{column}DescriptorFile' both give the {column} "
                                   "schema: give one")
     naming = [g for g in given if g not in (f"{column}Schema", f"{column}DescriptorFile")]
     if format == "protobuf" and naming == [f"{column}RecordName"]:
         naming = []  # with a given .proto, the record name says which of its messages is written
-    if (descriptor or values[f"{column}schema"] is not None) and naming:
+    if (descriptor or values[f"{column}Schema"] is not None) and naming:
         raise SinkValidationError(f"options '{column}RecordName' and '{column}RecordNamespace' name the derived "
                                   f"schema's record: with '{schema}' the record is named in the schema")
     return ColumnFormat(column, **fields(values, declared))

@@ -164,7 +164,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
     for key, why in REJECTED_KAFKA_KEYS.items():
         if key in raw:
             raise SinkValidationError(f"option 'kafka.{key}' is not supported: {why}")
-    if values["deliveryguarantee"] == "exactly-once":
+    if values["deliveryGuarantee"] == "exactly-once":
         # a task's transaction stays open until the driver commits the whole job
         raw.setdefault("transaction.timeout.ms", str(EXACTLY_ONCE_TIMEOUT_MS))
     config = _producer_config(raw)
@@ -173,7 +173,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
     prefix = _exactly_once(values, lowered, config, streaming)
     _check_dead_letters(values)
     return SinkOptions(producer_config=config, transactional_id_prefix=prefix, run=new_run() if prefix else "",
-                       batch_id=values["batchid"], streaming=streaming,
+                       batch_id=values["batchId"], streaming=streaming,
                        tolerate_bad_rows=values["errors.tolerance"] == "all",
                        formats=parse_formats(lowered, from_file),
                        **catalog.fields(values, catalog.SINK_OPTIONS))
@@ -213,14 +213,14 @@ def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config:
                   streaming: bool = False) -> str | None:
     """The transactional id prefix under exactly-once (None: at-least-once); checks the producer
     options that would break it."""
-    prefix = values["transactionalidprefix"]
-    if values["deliveryguarantee"] == "at-least-once":
+    prefix = values["transactionalIdPrefix"]
+    if values["deliveryGuarantee"] == "at-least-once":
         for option in ("transactionalIdPrefix", "batchId"):
-            if values[option.lower()] is not None:
+            if values[option] is not None:
                 raise SinkValidationError(f"option '{option}' needs deliveryGuarantee=exactly-once")
         return None
     if config["acks"] != -1:
-        raise SinkValidationError(f"deliveryGuarantee=exactly-once needs kafka.acks=all, got {lowered['kafka.acks']!r}")
+        raise SinkValidationError(f"deliveryGuarantee=exactly-once needs kafka.acks=all, got {config['acks']}")
     if not config["enable.idempotence"]:
         raise SinkValidationError("deliveryGuarantee=exactly-once needs idempotence: drop kafka.enable.idempotence=false")
     if not files_here(config):
@@ -231,15 +231,15 @@ def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config:
             "the executors, or the certificates inline as PEM")
     if prefix is not None:
         return prefix
-    if (streaming or values["batchid"] is not None) and not values["checkpointlocation"]:
+    if (streaming or values["batchId"] is not None) and not values["checkpointLocation"]:
         raise SinkValidationError(
             "deliveryGuarantee=exactly-once on writeStream (or with batchId in foreachBatch) needs "
             ".option(\"checkpointLocation\", path) -- in foreachBatch the query's own -- or a transactionalIdPrefix "
             "of the query's own: the query's decisions are kept under it, so that a micro-batch replayed after a "
             "restart is not written twice")
-    if streaming or values["batchid"] is not None:
+    if streaming or values["batchId"] is not None:
         # the query's own: stable across restarts, so leftovers of a crashed run are found
-        return f"pyprod-kafka-q{hashlib.sha1(values['checkpointlocation'].encode()).hexdigest()[:16]}"
+        return f"pyprod-kafka-q{hashlib.sha1(values['checkpointLocation'].encode()).hexdigest()[:16]}"
     # the target's: a later write to it finds what a crashed one left open (driver/lease.py);
     # writes running at once have runs of their own under it
     target = "|".join(sorted(str(lowered["kafka.bootstrap.servers"]).split(",")) + [str(lowered.get("topic", ""))])

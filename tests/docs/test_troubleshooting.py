@@ -1043,7 +1043,7 @@ PASSED_ON = {
     ("driver/cluster_check.py", "f\"{in_option_names(e)} (option '{option}'; at {where})\""): [
         "topic '…' does not exist", "'…' is not a valid topic name", "not authorized to access topic '…'",
         "not authorized to write to topic '…'"],
-    ("option_catalog.py", "f\"option '{self.name}' must be {self._accepted()}{hint}, got {raw!r}\""): [
+    ("option_catalog.py", "f\"option '{key.name}' must be {invalid.accepted}{hint}, got {key.shown(raw)}\""): [
         "option '…' must be …"],
     ("driver/schema_plan.py", "f'{column.option}={column.format}: {where}: {e}'"): [
         "…Format=…: option '…Schema': …", "…Format=…: the … column: …"],

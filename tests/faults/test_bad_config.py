@@ -57,6 +57,7 @@ CHOICES = {
     "partitioner.ignore.keys": ([False, "true"], ["maybe", 0]),
     "partitioner": (["murmur2", "round_robin", "random", lambda t, k, n: 0], ["sticky", 3]),
     "security.protocol": (["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "sasl_ssl", "plaintext "], ["TLS", "SASL", "", 1]),
+    "sasl.mechanism": (["PLAIN", "scram-sha-512", "GSSAPI ", "AWS_MSK_IAM"], ["CRAM-MD5", "", 12345]),
     "sasl.login.refresh.window.factor": ([0.5, "0.8", 1, "1.0"], [0.4, "1.1", "soon", True]),
     "sasl.login.refresh.window.jitter": ([0, "0.05", 0.25], [-0.1, "0.26", "soon", True]),
     "compression.gzip.level": ([-1, "1", 9, "-1"], [0, 10, -2, "soon", True]),

@@ -279,7 +279,7 @@ def test_refresh_at_schedule():
 
 
 def test_token_source_validates_the_factor():
-    with pytest.raises(ConfigError, match=r"'sasl.login.refresh.window.factor': expected a number in \[0.5, 1.0\]"):
+    with pytest.raises(ConfigError, match=r"'sasl.login.refresh.window.factor': expected a number from 0.5 to 1"):
         TokenSource(lambda: "x", refresh_window_factor=0.3)
 
 

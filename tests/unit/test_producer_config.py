@@ -3,7 +3,7 @@
 import pytest
 
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.producer.config import ProducerConfig, describe
+from sparkkafka_sink.producer.config import ProducerConfig
 
 BS = {"bootstrap.servers": "127.0.0.1:9092"}
 
@@ -38,13 +38,13 @@ def test_unknown_key_suggests_the_closest():
 
 
 @pytest.mark.parametrize("key,value,allowed", [
-    ("linger.ms", -1, r"an integer in \[0, 2147483647\]"),
-    ("linger.ms", "soon", r"an integer in \[0, 2147483647\]"),
-    ("batch.size", 1.5, "an integer"),
+    ("linger.ms", -1, "a whole number of milliseconds from 0 to 2147483647"),
+    ("linger.ms", "soon", "a whole number of milliseconds from 0 to 2147483647"),
+    ("batch.size", 1.5, "a whole number of bytes"),
     ("acks", "2", "one of all, -1, 0, 1"),
     ("compression.type", "brotli", "one of none, gzip, snappy, lz4, zstd"),
     ("enable.idempotence", "yes", "true or false"),
-    ("max.in.flight.requests.per.connection", 0, r"\[1, "),
+    ("max.in.flight.requests.per.connection", 0, "a whole number from 1 to"),
 ])
 def test_bad_values_name_key_value_and_range(key, value, allowed):
     with pytest.raises(ConfigError) as e:
@@ -88,8 +88,3 @@ def test_transactional_id_needs_idempotence():
         ProducerConfig({**BS, "transactional.id": "tx", "enable.idempotence": False})
     with pytest.raises(ConfigError, match="'transactional.id'"):
         ProducerConfig({**BS, "transactional.id": " "})
-
-
-def test_every_key_is_documented():
-    for key, _default, doc in describe():
-        assert doc, key

@@ -18,9 +18,10 @@ from sparkkafka_sink.serialization.registry_settings import KNOWN_KEYS
 ROOT = Path(sparkkafka_sink.__file__).parent
 #: where the keys are the users' own words, or no message is made
 OUTSIDE = {"spark", "testing", "demo.py", "examples", "transactions.py"}
-#: calls whose text is a declaration (a key's documentation), or marks its keys itself (the Java
-#: keys' reasons, `key` in backticks): not a message
-DECLARATIONS = {"_Key", "RegistryKey", "_noted", "_refused"}
+#: calls whose text is a declaration (a key's documentation: ``config_def``'s, and a scope's
+#: helpers making them, named ``_..._key``), or marks its keys itself (the Java keys' reasons,
+#: `key` in backticks): not a message
+DECLARATIONS = {"ConfigKey", "ConfigDef", "_noted", "_refused"}
 
 
 def _key_pattern() -> re.Pattern[str]:
@@ -51,7 +52,7 @@ def _message_texts(tree: ast.AST) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name not in DECLARATIONS:
+            if name not in DECLARATIONS and not re.fullmatch(r"_\w+_key", name):
                 found += [(node.lineno, t) for arg in (*node.args, *(k.value for k in node.keywords))
                           for t in _texts(arg)]
     return found

@@ -51,11 +51,10 @@ from sparkkafka_sink.oauth.token_providers import (
     is_unsecured_claim_option,
     load_token_provider,
 )
-from sparkkafka_sink.oauth.token_source import TokenSource
+from sparkkafka_sink.oauth.token_source import REFRESH_WINDOW_FACTOR_KEY, TokenSource
+from sparkkafka_sink.sasl_keys import LOGIN_KEYS, SASL
 
 log = logging.getLogger(__name__)
-
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM", "GSSAPI")
 
 TOKEN_PROVIDER = "sasl.oauthbearer.token.provider"
 TOKEN_ENDPOINT = "sasl.oauthbearer.token.endpoint.url"
@@ -63,26 +62,18 @@ CLIENT_ID = "sasl.oauthbearer.client.id"
 CLIENT_SECRET = "sasl.oauthbearer.client.secret"
 SCOPE = "sasl.oauthbearer.scope"
 EXTENSIONS = "sasl.oauthbearer.extensions"
-REFRESH_WINDOW_FACTOR = "sasl.login.refresh.window.factor"
+REFRESH_WINDOW_FACTOR = REFRESH_WINDOW_FACTOR_KEY.name
 CLIENT_HANDLER = "sasl.client.callback.handler.class"
 LOGIN_HANDLER = "sasl.login.callback.handler.class"
 #: Kafka 4's names of the client id and secret (KIP-1139)
 CC_CLIENT_ID = "sasl.oauthbearer.client.credentials.client.id"
 CC_CLIENT_SECRET = "sasl.oauthbearer.client.credentials.client.secret"
-#: the token endpoint's and the token refresher's settings (each with Kafka's default)
-_LOGIN_SETTINGS: dict[str, Any] = {
-    "sasl.login.connect.timeout.ms": None, "sasl.login.read.timeout.ms": None,
-    "sasl.login.retry.backoff.ms": 100, "sasl.login.retry.backoff.max.ms": 10000,
-    "sasl.login.refresh.window.jitter": 0.05, "sasl.login.refresh.min.period.seconds": 60,
-    "sasl.login.refresh.buffer.seconds": 300, "sasl.oauthbearer.header.urlencode": False,
-    "sasl.oauthbearer.sub.claim.name": "sub", "sasl.oauthbearer.scope.claim.name": "scope",
-}
-#: the keys read here, in the order errors list them
-SASL_KEYS = (MECHANISM, JAAS, USERNAME, PASSWORD, TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID,
-             CLIENT_SECRET, CC_CLIENT_ID, CC_CLIENT_SECRET, SCOPE, EXTENSIONS, REFRESH_WINDOW_FACTOR,
-             CLIENT_HANDLER, LOGIN_HANDLER, AWS_REGION, SERVICE_NAME, *_LOGIN_SETTINGS)
+#: the keys read here, in the order errors list them (``keys``: each one's declaration)
+SASL_KEYS = tuple(SASL)
+assert {MECHANISM, JAAS, USERNAME, PASSWORD, TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID, CLIENT_SECRET, CC_CLIENT_ID,
+        CC_CLIENT_SECRET, SCOPE, EXTENSIONS, CLIENT_HANDLER, LOGIN_HANDLER, AWS_REGION, SERVICE_NAME} <= set(SASL)
 _OAUTH_KEYS = (TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID, CLIENT_SECRET, CC_CLIENT_ID, CC_CLIENT_SECRET, SCOPE,
-               EXTENSIONS, *(k for k in _LOGIN_SETTINGS if k.startswith("sasl.oauthbearer.")))
+               EXTENSIONS, *(k.name for k in LOGIN_KEYS if k.name.startswith("sasl.oauthbearer.")))
 
 #: login module (simple class name) each mechanism's JAAS entry must use
 _LOGIN_MODULES = {
@@ -194,7 +185,7 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
     (``ProducerConfig``), only those count for the security.protocol check.  Every error is a ConfigError naming the keys (and JAAS options)
     concerned and never showing a password, secret or token.
     """
-    protocol = protocols.parse_security_protocol("security.protocol", config.get("security.protocol"))
+    protocol = protocols.parse_security_protocol(config.get("security.protocol"))
     # a config that knows which keys the user set (ProducerConfig.explicit) fills in defaults
     # (sasl.login.refresh.window.factor=0.8) that must not count as given
     explicit = getattr(config, "explicit", None)
@@ -289,31 +280,13 @@ def _mechanism(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str
         raise ConfigError(Message(
             "Missing configuration {!r} ({} is {}): set it to one of {}{} (Java's default, GSSAPI, needs Kerberos "
             "settings: {} and a Krb5LoginModule {})", Setting(MECHANISM), Setting("security.protocol"), protocol,
-            ", ".join(SUPPORTED_MECHANISMS), hint, Setting(SERVICE_NAME), Setting(JAAS)))
-    if not isinstance(raw, str):
-        raise ConfigError(Message("Invalid configuration {!r}: expected a string, got {}", Setting(MECHANISM),
-                                  type(raw).__name__))
-    mechanism = raw.strip().upper()
-    if mechanism not in SUPPORTED_MECHANISMS:
-        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected one of {}", raw,
-                                  Setting(MECHANISM), ", ".join(SUPPORTED_MECHANISMS)))
-    return mechanism
+            ", ".join(protocols.SASL_MECHANISMS), hint, Setting(SERVICE_NAME), Setting(JAAS)))
+    return SASL.parse(MECHANISM, raw)
 
 
 def _refresh_window_factor(config: Mapping[str, Any]) -> float:
     raw = config.get(REFRESH_WINDOW_FACTOR)
-    if not _given(raw):
-        return 0.8
-    try:
-        if isinstance(raw, bool):
-            raise ValueError
-        value = float(raw.strip()) if isinstance(raw, str) else float(raw)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if not 0.5 <= value <= 1.0:
-        raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected a number in [0.5, 1.0]", raw,
-                                  Setting(REFRESH_WINDOW_FACTOR)))
-    return value
+    return SASL.parse(REFRESH_WINDOW_FACTOR, raw if _given(raw) else None)
 
 
 def _password_settings(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str,
@@ -412,8 +385,7 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
                                   Setting(MECHANISM), _joined(sources)))
     credentials_given = [k for k in (CLIENT_ID, CLIENT_SECRET, SCOPE) if oauth[k] is not None]
 
-    login: dict[str, Any] = {k: config.get(k, default) if config.get(k) is not None else default
-                             for k, default in _LOGIN_SETTINGS.items()}
+    login = {k.name: SASL.parse(k.name, config.get(k.name)) for k in LOGIN_KEYS}
     if msk:
         if credentials_given:
             raise ConfigError(Message("Configuration {} (or the matching {!r} options) does not apply to Amazon "

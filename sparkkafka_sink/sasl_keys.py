@@ -1,0 +1,90 @@
+"""The ``sasl.*`` keys, declared once (``config_def``): what each accepts, its default (Kafka's)
+and meaning.  The SASL settings (``network.sasl.settings``) read them; the producer's
+configuration takes them among its own keys, as Java's ``ProducerConfig`` takes ``SaslConfigs``.
+At the bottom, beside ``security_protocol``: the driver checks a configuration without loading
+the network layer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkkafka_sink.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, Invalid
+from sparkkafka_sink.oauth.token_source import REFRESH_WINDOW_FACTOR_KEY
+from sparkkafka_sink.security_protocol import SASL_MECHANISM
+
+
+def _callable_or_str(value: Any) -> Any:
+    if callable(value) or isinstance(value, str):
+        return value
+    raise Invalid("a callable or an importable 'module:function' string")
+
+
+def _text_key(name: str, doc: str, **more: Any) -> ConfigKey:
+    return ConfigKey(name, "string", None, doc, blank="value", **more)
+
+
+def _ms_key(name: str, default: int | None, doc: str, **more: Any) -> ConfigKey:
+    return ConfigKey(name, "integer", default, doc, minimum=0, maximum=LONG_MAX, unit="ms", **more)
+
+
+SASL_KEYS: tuple[ConfigKey, ...] = (
+    SASL_MECHANISM,
+    _text_key("sasl.jaas.config", "credentials as Java users write them (PlainLoginModule, ScramLoginModule, "
+                              "OAuthBearerLoginModule, IAMLoginModule, Krb5LoginModule)"),
+    _text_key("sasl.username", "user name for PLAIN/SCRAM (instead of sasl.jaas.config)"),
+    _text_key("sasl.password", "password for PLAIN/SCRAM (instead of sasl.jaas.config)"),
+    ConfigKey("sasl.oauthbearer.token.provider", "custom", None,
+              "OAUTHBEARER: a callable (or 'module:function') returning a token", parser=_callable_or_str,
+              accepts="a callable or an importable 'module:function' string"),
+    _text_key("sasl.oauthbearer.token.endpoint.url", "OAUTHBEARER: OIDC token endpoint (client credentials)"),
+    _text_key("sasl.oauthbearer.client.id", "OAUTHBEARER/OIDC client id"),
+    _text_key("sasl.oauthbearer.client.secret", "OAUTHBEARER/OIDC client secret"),
+    _text_key("sasl.oauthbearer.client.credentials.client.id",
+          "OAUTHBEARER/OIDC client id (Kafka 4's name of sasl.oauthbearer.client.id)"),
+    _text_key("sasl.oauthbearer.client.credentials.client.secret",
+          "OAUTHBEARER/OIDC client secret (Kafka 4's name of sasl.oauthbearer.client.secret)"),
+    _text_key("sasl.oauthbearer.scope", "OAUTHBEARER/OIDC scope"),
+    _text_key("sasl.oauthbearer.extensions", "OAUTHBEARER SASL extensions: k=v,k2=v2"),
+    REFRESH_WINDOW_FACTOR_KEY,
+    _text_key("sasl.client.callback.handler.class",
+          "Java's class name, honoured where it names what is built in: Amazon MSK's IAMClientCallbackHandler "
+          "(AWS_MSK_IAM) or IAMOAuthBearerLoginCallbackHandler (OAUTHBEARER); any other class is refused"),
+    _text_key("sasl.login.callback.handler.class",
+          "Java's class name, honoured where it names what is built in: Kafka's OAuthBearerLoginCallbackHandler "
+          "(with sasl.oauthbearer.token.endpoint.url), Amazon MSK's IAMOAuthBearerLoginCallbackHandler (the MSK "
+          "IAM token) or Google's GcpLoginCallbackHandler (the Managed Kafka token); any other class is refused"),
+    _text_key("sasl.aws.region",
+          "Amazon MSK IAM: the cluster's AWS region (not Java's key; default: the region in the broker host names, "
+          "else AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"),
+    _text_key("sasl.kerberos.service.name",
+          "GSSAPI (Kerberos): the brokers' service name, their principals being <name>/<host>@REALM (usually kafka; "
+          "or serviceName in the Krb5LoginModule line)"),
+)
+
+#: the token endpoint's and the token refresher's settings (each with Kafka's default)
+LOGIN_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("sasl.login.connect.timeout.ms", "integer", None,
+              "connect timeout of a token endpoint request", minimum=0, maximum=INT_MAX, unit="ms",
+              unset="10000"),
+    ConfigKey("sasl.login.read.timeout.ms", "integer", None,
+              "read timeout of a token endpoint request", minimum=0, maximum=INT_MAX, unit="ms", unset="10000"),
+    _ms_key("sasl.login.retry.backoff.ms", 100, "first wait before retrying a token request"),
+    _ms_key("sasl.login.retry.backoff.max.ms", 10000,
+        "time allowed for retrying a token request (its backoff doubles up to this)"),
+    ConfigKey("sasl.login.refresh.window.jitter", "number", 0.05,
+              "random extra fraction of the lifetime added to the refresh time", minimum=0.0, maximum=0.25),
+    ConfigKey("sasl.login.refresh.min.period.seconds", "integer", 60,
+              "refresh a token no sooner than this after the previous fetch", minimum=0, maximum=900,
+              unit="seconds"),
+    ConfigKey("sasl.login.refresh.buffer.seconds", "integer", 300,
+              "refresh a token at least this long before it expires", minimum=0, maximum=3600, unit="seconds"),
+    ConfigKey("sasl.oauthbearer.header.urlencode", "boolean", False,
+              "URL-encode the client id and secret in the token request's Basic header (RFC 6749)"),
+    ConfigKey("sasl.oauthbearer.sub.claim.name", "string", "sub", "the token claim naming the principal",
+              blank="value"),
+    ConfigKey("sasl.oauthbearer.scope.claim.name", "string", "scope",
+              "the token claim holding its scope (a string or a list of strings, checked)", blank="value"),
+)
+
+#: every ``sasl.*`` key read (errors list them in this order)
+SASL = ConfigDef(SASL_KEYS + LOGIN_KEYS)

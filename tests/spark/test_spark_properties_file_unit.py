@@ -62,3 +62,56 @@ def test_a_file_the_driver_cannot_read_is_named(tmp_path):
     bad.write_text("bootstrap.servers\n")
     with pytest.raises(SinkValidationError, match=r"option 'propertiesFile': .*bad.properties:1: expected key=value"):
         parse_options({"propertiesFile": str(bad), "topic": "t"})
+
+
+JAVA_JOB = """\
+# a Java job's producer.properties
+bootstrap.servers=broker:9092
+key.serializer=org.apache.kafka.common.serialization.StringSerializer
+value.serializer={value_serializer}
+schema.registry.url=http://registry:8081
+auto.register.schemas=false
+use.latest.version=true
+value.subject.name.strategy=io.confluent.kafka.serializers.subject.RecordNameStrategy
+"""
+
+
+def _java_job(tmp_path, value_serializer: str) -> str:
+    path = tmp_path / "producer.properties"
+    path.write_text(JAVA_JOB.format(value_serializer=value_serializer))
+    return str(path)
+
+
+def test_a_java_job_s_byte_and_string_serializers_are_dropped_with_a_note_its_serializer_settings_kept(
+        tmp_path, caplog):
+    path = _java_job(tmp_path, "org.apache.kafka.common.serialization.ByteArraySerializer")
+    with caplog.at_level("WARNING", logger="sparkkafka_sink.spark.properties_file"):
+        parsed = parse_options({"propertiesFile": path, "topic": "t", "valueFormat": "avro"})
+    notes = [r.getMessage() for r in caplog.records]
+    assert any("key.serializer=org.apache.kafka.common.serialization.StringSerializer is not used" in n
+               and "key column" in n for n in notes), notes
+    assert any("value.serializer=org.apache.kafka.common.serialization.ByteArraySerializer is not used" in n
+               for n in notes), notes
+    formats = parsed.formats
+    assert (formats.auto_register, formats.use_latest_version) == (False, True)
+    assert formats.value.subject_strategy == "RecordNameStrategy"
+    assert formats.registry_config == {"url": "http://registry:8081"}
+
+
+@pytest.mark.parametrize("serializer, fmt", [
+    ("io.confluent.kafka.serializers.KafkaAvroSerializer", "avro"),
+    ("io.confluent.kafka.serializers.json.KafkaJsonSchemaSerializer", "json"),
+    ("io.confluent.kafka.serializers.protobuf.KafkaProtobufSerializer", "protobuf"),
+])
+def test_confluent_s_serializers_are_refused_naming_the_format_that_does_their_work(tmp_path, serializer, fmt):
+    with pytest.raises(SinkValidationError, match=rf"line value.serializer={serializer}: the sink serializes the "
+                                                  rf"value column itself: drop the line and set "
+                                                  rf'.option\("valueFormat", "{fmt}"\)'):
+        parse_options({"propertiesFile": _java_job(tmp_path, serializer), "topic": "t"})
+
+
+def test_any_other_serializer_is_refused(tmp_path):
+    with pytest.raises(SinkValidationError, match="line value.serializer=org.apache.kafka.common.serialization."
+                                                  "IntegerSerializer: the sink writes the value column's bytes"):
+        parse_options({"propertiesFile": _java_job(tmp_path, "org.apache.kafka.common.serialization.IntegerSerializer"),
+                       "topic": "t"})

@@ -54,7 +54,7 @@ def one_run(bootstrap: str, topic: str, batch: pa.RecordBatch) -> tuple[float, i
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 100, "batch.size": 262_144}) as producer:
         producer.partitions_for(topic)  # metadata outside the clock
         started = time.perf_counter()
-        send_arrow_batch(producer, Part.of(batch, 0), layout, topic, tracker, dead_letters)
+        send_arrow_batch(producer, Part.of(batch, 0), layout, topic, tracker)
         producer.flush(60)
         took = time.perf_counter() - started
     assert tracker.wait_all(30) and not tracker.failed, tracker.first_failure

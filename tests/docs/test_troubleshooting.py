@@ -276,6 +276,26 @@ def _(w: World) -> str:
         return refused({**NOWHERE, "topic": "t", "propertiesFile": str(path)})
 
 
+def _java_job_file(serializer: str) -> str:
+    """The refusal of a Java job's producer.properties whose value.serializer is ``serializer``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "producer.properties"
+        path.write_text(f"bootstrap.servers=broker:9092\nvalue.serializer={serializer}\n")
+        return refused({**NOWHERE, "topic": "t", "propertiesFile": str(path)})
+
+
+@entry("option 'propertiesFile' (…): line …serializer=…: the sink serializes the … column itself")
+def _(w: World) -> str:
+    return _java_job_file("io.confluent.kafka.serializers.KafkaAvroSerializer")
+
+
+@entry("option 'propertiesFile' (…): line …serializer=…: the sink writes the … column's bytes")
+def _(w: World) -> str:
+    return _java_job_file("org.apache.kafka.common.serialization.LongSerializer")
+
+
 @entry("option 'errors.deadletterqueue.topic.name' needs errors.tolerance=all")
 def _(w: World) -> str:
     return refused({**NOWHERE, "topic": "t", "errors.deadletterqueue.topic.name": "t-dlq"})

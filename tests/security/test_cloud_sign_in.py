@@ -16,9 +16,8 @@ import os
 import uuid
 
 import pytest
-from kafka_helpers import consume_all
+from kafka_helpers import consume_all, signed_in_round_trip
 
-from sparkkafka_sink import Producer
 from sparkkafka_sink.errors import AuthenticationError
 from sparkkafka_sink.testing.brokers import create_topics
 
@@ -36,7 +35,6 @@ JAVA_OAUTHBEARER = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEA
                     "sasl.jaas.config": f"{OAUTH_MODULE} required;",
                     "sasl.login.callback.handler.class": MSK_OAUTH_HANDLER,
                     "sasl.client.callback.handler.class": MSK_OAUTH_HANDLER}
-_FAST = {"max.block.ms": 15000, "delivery.timeout.ms": 30000, "request.timeout.ms": 10000}
 
 
 @pytest.fixture
@@ -59,17 +57,8 @@ def write_and_read_back(cloud, settings: dict, count: int = 200) -> None:
 
 
 def write_and_read_back_on(cloud, listener: str, settings: dict, count: int = 200) -> None:
-    topic = f"{listener.lower()}-{uuid.uuid4().hex[:10]}"
-    create_topics(cloud.cluster.bootstrap(), {topic: 2}, timeout=30)
-    values = [f"v{i}".encode() for i in range(count)]
-    with Producer({"bootstrap.servers": cloud.bootstrap(listener), "ssl.truststore.location": cloud.ca, **_FAST,
-                   **settings}) as producer:
-        futures = [producer.send(topic, value=v) for v in values]
-        producer.flush(30)
-        for f in futures:
-            f.get(0)
-    got = consume_all(cloud.cluster.bootstrap(), topic, expected_count=count, timeout=30)
-    assert sorted(r.value for r in got) == sorted(values)
+    signed_in_round_trip({"bootstrap.servers": cloud.bootstrap(listener), "ssl.truststore.location": cloud.ca,
+                          **settings}, cloud.cluster.bootstrap(), listener.lower(), count)
 
 
 @pytest.mark.parametrize("form", ["AWS_MSK_IAM", "OAUTHBEARER"])

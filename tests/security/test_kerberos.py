@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import uuid
 
 import pytest
-from kafka_helpers import consume_all
+from kafka_helpers import signed_in_round_trip
 
-from sparkkafka_sink import Producer
 from sparkkafka_sink.errors import AuthenticationError
-from sparkkafka_sink.testing.brokers import create_topics
 from sparkkafka_sink.testing.waiting import wait_until
 
 pytestmark = [pytest.mark.broker, pytest.mark.security]
 
 _KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
-_FAST = {"max.block.ms": 15000, "delivery.timeout.ms": 30000, "request.timeout.ms": 10000}
 
 
 @pytest.fixture
@@ -34,21 +30,12 @@ def krb5_env(kerberos_kafka, monkeypatch):
 
 
 def write_and_read_back(setup, listener: str, jaas: str, count: int = 200) -> None:
-    topic = f"krb-{uuid.uuid4().hex[:10]}"
-    create_topics(setup.cluster.bootstrap(), {topic: 2}, timeout=30)
     config = {"bootstrap.servers": setup.bootstrap(listener), "sasl.kerberos.service.name": "kafka",
-              "sasl.mechanism": "GSSAPI", "sasl.jaas.config": jaas, **_FAST,
+              "sasl.mechanism": "GSSAPI", "sasl.jaas.config": jaas,
               "security.protocol": "SASL_SSL" if listener == "KERBEROS_SSL" else "SASL_PLAINTEXT"}
     if listener == "KERBEROS_SSL":
         config["ssl.truststore.location"] = str(setup.cluster.security.pki.ca_cert_path)
-    values = [f"v{i}".encode() for i in range(count)]
-    with Producer(config) as producer:
-        futures = [producer.send(topic, value=v) for v in values]
-        producer.flush(30)
-        for f in futures:
-            f.get(0)
-    got = consume_all(setup.cluster.bootstrap(), topic, expected_count=count, timeout=30)
-    assert sorted(r.value for r in got) == sorted(values)
+    signed_in_round_trip(config, setup.cluster.bootstrap(), "krb", count)
 
 
 @pytest.mark.parametrize("listener", ["KERBEROS", "KERBEROS_SSL"])

@@ -6,18 +6,15 @@ task retries and speculation (``exactly_once_job.py``)."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 from kafka_helpers import consume_all, open_transactions
 
-from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.transactions, pytest.mark.spark]
@@ -135,132 +132,6 @@ def test_speculative_copy_and_original_both_write_one_is_committed(apache_kafka,
     assert len(original) == 1 and len(copy) == 1 and original != copy, f"original on {original}, copy on {copy}"
     assert f"4 transactions committed under '{topic}-txn'" in out, out[-3000:]
     assert_rows_once_losers_aborted(bootstrap, topic, ROWS + 1, "the losing attempt wrote nothing: the test did not bite")
-
-
-STREAM_JOB = Path(__file__).with_name("exactly_once_stream_job.py")
-
-
-@pytest.fixture
-def proxy(apache_kafka):
-    """The broker behind a FaultProxy for the streaming job: the driver's commit can be stopped
-    at a chosen request (the proxy rewrites metadata, so every connection goes through it)."""
-    from faults.harness import proxy_existing_broker
-
-    proxied = proxy_existing_broker(apache_kafka.nodes[0])
-    yield proxied.proxy
-    proxied.stop()
-
-
-def _stream(bootstrap, topic, checkpoint, min_batch, log: Path, kill_at=None, timeout=300) -> str:
-    """Run the streaming job until micro-batch ``min_batch``, or -- ``kill_at``, a FaultHandle --
-    kill its whole process group (the driver: JVM and Python workers alike) the moment the
-    proxy saw that request.  Returns the job's output (the driver's commit lines included).  The
-    restarted query watches a dead driver's lease 4 s (``leaseWindowMs``)."""
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", JOB_LEASE_WINDOW_MS="4000")
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, str(STREAM_JOB), bootstrap, topic, str(checkpoint), str(min_batch)],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        if kill_at is None:
-            proc.wait(timeout)
-        else:
-            deadline = time.monotonic() + timeout
-            while not kill_at.wait(0.05):  # observed: the driver's request is held by the proxy
-                assert proc.poll() is None, f"the job ended before the driver got there:\n{log.read_text()[-3000:]}"
-                assert time.monotonic() < deadline, f"the driver never got there:\n{log.read_text()[-3000:]}"
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-    return log.read_text()
-
-
-def _decision(out: str, batch: int) -> str:
-    """What the driver's exactly-once commit of micro-batch ``batch`` said it did."""
-    found = [line for line in out.splitlines() if re.search(rf"exactly-once: micro-batch {batch}\b", line)]
-    assert found, f"no exactly-once commit of micro-batch {batch}:\n{out[-3000:]}"
-    return found[-1]
-
-
-def _forget_recorded_batch(checkpoint: Path, batch: int) -> None:
-    """Spark's checkpoint as a crash right after the sink committed ``batch`` leaves it: Spark
-    writes ``offsets/<n>`` before running micro-batch n and ``commits/<n>`` once the sink's
-    commit() returned, and plans n+1 (``offsets/<n+1>``) only after that.  So the crash leaves
-    ``offsets/<batch>`` without ``commits/<batch>``, and no ``offsets/<batch+1>``; both files,
-    written after the moment, go (with their checksums)."""
-    for path in (checkpoint / "commits" / str(batch), checkpoint / "offsets" / str(batch + 1)):
-        assert path.exists(), f"{path} missing: the driver was not where the test thinks"
-        path.unlink()
-        path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
-    assert not (checkpoint / "commits" / str(batch + 1)).exists()
-
-
-def _latest_decided(bootstrap: str, checkpoint: Path) -> int | None:
-    """The micro-batch of the query's latest decision, as the decisions topic holds it."""
-    from sparkkafka_sink.exactly_once.decision_log import DecisionLog
-    from sparkkafka_sink.producer.handover import TransactionAdmin
-    from sparkkafka_sink.spark.options import parse_options
-
-    prefix = parse_options({"kafka.bootstrap.servers": bootstrap, "deliveryGuarantee": "exactly-once",
-                            "checkpointLocation": str(checkpoint)}, streaming=True).transactional_id_prefix
-    with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
-        latest = DecisionLog(admin).latest_of_query(prefix, time.monotonic() + 30)
-    return latest.write.batch if latest is not None else None
-
-
-def test_streaming_driver_killed_around_the_commit_then_restarted(apache_kafka, proxy, topic, tmp_path):
-    """The driver is killed at each point of a micro-batch's commit, each time at a request the
-    proxy holds, and restarted; Spark then replays the batch:
-
-    1. before the commit of micro-batch 2 (its tasks' transactions prepared): its first request,
-       InitProducerId closing the write (its decision id), never reaches the broker.  The
-       driver's keeper aborts the killed run's transactions; the replay writes the batch anew.
-    2. between the decision and the last commit of micro-batch 4: the EndTxn of partition 1's
-       transaction never reaches the broker (partition 0's may be committed).  The keeper
-       commits what the decision records, and the replay finds micro-batch 4 decided (the
-       query's latest decision, in the decisions topic) and aborts its own new transactions.
-    3. after the sink committed micro-batch 6, before Spark recorded it.  Killing between two
-       steps would be a race, so the driver is stopped at an observed point just after --
-       micro-batch 7's first commit request (nothing of 7 decided) -- and Spark's checkpoint is
-       put back to what the crash leaves (``_forget_recorded_batch``).  On restart Spark re-runs
-       the newest batch of its offset log that its commit log lacks
-       (MicroBatchExecution.populateStartOffsets): 6, whose replay finds it decided and aborts
-       its new transactions; micro-batch 7's open ones go with the keeper.
-
-    Every row once, none lost: read_committed shows exactly 0..n-1; read_uncommitted shows more
-    (the killed and replayed transactions' rows exist: the test bites).  Nothing is written
-    beside the checkpoint: the decisions are in Kafka."""
-    bootstrap = proxy.address
-    direct = apache_kafka.bootstrap_servers
-    checkpoint = tmp_path / "checkpoint"
-
-    def held(what: bytes, api_key: ApiKey):
-        return proxy.blackhole_request(lambda frame: what in frame, api_key=api_key)
-
-    _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run1.log", kill_at=held(b"-b2-decision", ApiKey.INIT_PRODUCER_ID))
-    assert _latest_decided(direct, checkpoint) == 1
-
-    out = _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run2.log", kill_at=held(b"-b4-p1-", ApiKey.END_TXN))
-    assert "2 transactions committed" in _decision(out, 2)  # the replay's; the killed run's were the keeper's
-    assert _latest_decided(direct, checkpoint) == 4
-
-    out = _stream(bootstrap, topic, checkpoint, 99, tmp_path / "run3.log", kill_at=held(b"-b7-decision", ApiKey.INIT_PRODUCER_ID))
-    assert "was decided before by" in _decision(out, 4)
-    assert _latest_decided(direct, checkpoint) == 6
-    _forget_recorded_batch(checkpoint, 6)
-
-    out = _stream(bootstrap, topic, checkpoint, 8, tmp_path / "run4.log")
-    assert "REACHED" in out, out[-3000:]
-    assert "(a replay)" in _decision(out, 6)
-    assert not (checkpoint / "pyprod-kafka").exists()
-    committed = values(consume_all(direct, topic, isolation_level="read_committed", timeout=60))
-    assert committed, "nothing committed"
-    assert len(committed) == len(set(committed)), "a row was written twice"
-    assert sorted(committed) == list(range(len(committed))), "rows were lost"
-    everything = values(consume_all(direct, topic, timeout=60))
-    assert len(everything) > len(committed), "no replayed rows were written: the test did not bite"
 
 
 @pytest.mark.pyspark_lines

@@ -7,8 +7,8 @@ the fault proxy holds, a transaction seen open at the coordinator, a lease seen 
 * a keeper stalled (SIGSTOP) while its driver writes and commits, with a second write under the
   same prefix meanwhile;
 * write tasks that begin more than two minutes after planning;
-* a streaming query checkpointed at a ``file:`` URL and under a scheme Python cannot open,
-  killed in its commit and restarted;
+* a streaming query checkpointed under a scheme Python cannot open, its driver killed at each
+  step of its commits and restarted;
 * the operator's command run against a streaming query's decided micro-batch.
 
 Each ends with every row once, none of a write partly visible, nothing left open.  The driver
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -320,31 +321,98 @@ def exactly_once_values(bootstrap: str, topic: str) -> list[int]:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("scheme", ["file", "dbfs"])
-def test_a_streaming_query_checkpointed_where_python_cannot_write_is_killed_in_its_commit_and_restarted(
-        apache_kafka, proxy, topic, tmp_path, scheme_jar, scheme):
-    """``checkpointLocation`` as a ``file:///`` URL, and as ``dbfs:/...`` -- a scheme only Hadoop
-    knows here (``spark.hadoop.fs.dbfs.impl``), as on Databricks.  The driver is killed between
-    micro-batch 3's decision and its last commit, then the query restarts: every row once, the
-    decided micro-batch completed as recorded, and nothing written beside the checkpoint or
-    under the working directory (the decisions are in Kafka)."""
+def test_a_streaming_driver_killed_around_its_commits_then_restarted_checkpointed_where_python_cannot_write(
+        apache_kafka, proxy, topic, tmp_path, scheme_jar):
+    """The query's checkpoint is ``dbfs:/...`` -- a scheme only Hadoop knows here
+    (``spark.hadoop.fs.dbfs.impl``), as on Databricks: Python cannot open it.  The driver is
+    killed at each point of a micro-batch's commit, each time at a request the proxy holds, and
+    restarted; Spark then replays the batch:
+
+    1. before the commit of micro-batch 2 (its tasks' transactions prepared): its first request,
+       InitProducerId closing the write (its decision id), never reaches the broker.  The
+       driver's keeper aborts the killed run's transactions; the replay writes the batch anew.
+    2. between the decision and the last commit of micro-batch 4: the EndTxn of partition 1's
+       transaction never reaches the broker (partition 0's may be committed).  The keeper
+       commits what the decision records, and the replay finds micro-batch 4 decided (the
+       query's latest decision, in the decisions topic) and aborts its own new transactions.
+    3. after the sink committed micro-batch 6, before Spark recorded it.  Killing between two
+       steps would be a race, so the driver is stopped at an observed point just after --
+       micro-batch 7's first commit request (nothing of 7 decided) -- and Spark's checkpoint is
+       put back to what the crash leaves (``_forget_recorded_batch``).  On restart Spark re-runs
+       the newest batch of its offset log that its commit log lacks
+       (MicroBatchExecution.populateStartOffsets): 6, whose replay finds it decided and aborts
+       its new transactions; micro-batch 7's open ones go with the keeper.
+
+    Every row once, none lost: read_committed shows exactly 0..n-1; read_uncommitted shows more
+    (the killed and replayed transactions' rows exist: the test bites).  Nothing is written
+    beside the checkpoint or under the working directory: the decisions are in Kafka."""
     checkpoint_dir = tmp_path / "checkpoint"
-    checkpoint = f"file://{checkpoint_dir}" if scheme == "file" else f"dbfs:{checkpoint_dir}"
-    conf = ({} if scheme == "file" else {"spark.hadoop.fs.dbfs.impl": "SchemeOnLocalDisk",
-                                         "spark.driver.extraClassPath": str(scheme_jar),
-                                         "spark.executor.extraClassPath": str(scheme_jar)})
+    checkpoint = f"dbfs:{checkpoint_dir}"
+    conf = {"spark.hadoop.fs.dbfs.impl": "SchemeOnLocalDisk", "spark.driver.extraClassPath": str(scheme_jar),
+            "spark.executor.extraClassPath": str(scheme_jar)}
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     lease_dir = tmp_path / "leases"
-    held = proxy.blackhole_request(lambda frame: b"-b3-p1-" in frame, ApiKey.END_TXN)
-    stream(proxy.address, topic, checkpoint, 99, cwd, tmp_path / "run1.log", conf, lease_dir, kill_at=held)
-    proxy.clear_faults()
-    out = stream(proxy.address, topic, checkpoint, 6, cwd, tmp_path / "run2.log", conf, lease_dir)
-    assert "REACHED" in out, out[-3000:]
+    direct = apache_kafka.bootstrap_servers
+
+    def run(n: int, until: int, kill_at=None) -> str:
+        return stream(proxy.address, topic, checkpoint, until, cwd, tmp_path / f"run{n}.log", conf, lease_dir,
+                      kill_at=kill_at)
+
+    def held(what: bytes, api_key: ApiKey):
+        return proxy.blackhole_request(lambda frame: what in frame, api_key=api_key)
+
+    run(1, 99, held(b"-b2-decision", ApiKey.INIT_PRODUCER_ID))
     assert (checkpoint_dir / "commits").is_dir(), "Spark kept its checkpoint elsewhere: the test did not bite"
+    assert _latest_decided(direct, checkpoint) == 1
+
+    out = run(2, 99, held(b"-b4-p1-", ApiKey.END_TXN))
+    assert "2 transactions committed" in _decision(out, 2)  # the replay's; the killed run's were the keeper's
+    assert _latest_decided(direct, checkpoint) == 4
+
+    out = run(3, 99, held(b"-b7-decision", ApiKey.INIT_PRODUCER_ID))
+    assert "was decided before by" in _decision(out, 4)
+    assert _latest_decided(direct, checkpoint) == 6
+    _forget_recorded_batch(checkpoint_dir, 6)
+
+    out = run(4, 8)
+    assert "REACHED" in out, out[-3000:]
+    assert "(a replay)" in _decision(out, 6)
     assert not (checkpoint_dir / "pyprod-kafka").exists()
     assert sorted(p.name for p in cwd.iterdir()) in ([], ["spark-warehouse"]), list(cwd.iterdir())
-    exactly_once_values(apache_kafka.bootstrap_servers, topic)
+    committed_values = exactly_once_values(direct, topic)
+    everything = consume_all(direct, topic, timeout=60)
+    assert len(everything) > len(committed_values), "no replayed rows were written: the test did not bite"
+
+
+def _decision(out: str, batch: int) -> str:
+    """What the driver's exactly-once commit of micro-batch ``batch`` said it did."""
+    found = [line for line in out.splitlines() if re.search(rf"exactly-once: micro-batch {batch}\b", line)]
+    assert found, f"no exactly-once commit of micro-batch {batch}:\n{out[-3000:]}"
+    return found[-1]
+
+
+def _forget_recorded_batch(checkpoint: Path, batch: int) -> None:
+    """Spark's checkpoint as a crash right after the sink committed ``batch`` leaves it: Spark
+    writes ``offsets/<n>`` before running micro-batch n and ``commits/<n>`` once the sink's
+    commit() returned, and plans n+1 (``offsets/<n+1>``) only after that.  So the crash leaves
+    ``offsets/<batch>`` without ``commits/<batch>``, and no ``offsets/<batch+1>``; both files,
+    written after the moment, go (with their checksums)."""
+    for path in (checkpoint / "commits" / str(batch), checkpoint / "offsets" / str(batch + 1)):
+        assert path.exists(), f"{path} missing: the driver was not where the test thinks"
+        path.unlink()
+        path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+    assert not (checkpoint / "commits" / str(batch + 1)).exists()
+
+
+def _latest_decided(bootstrap: str, checkpoint: str) -> int | None:
+    """The micro-batch of the query's latest decision, as the decisions topic holds it."""
+    prefix = parse_options({"kafka.bootstrap.servers": bootstrap, "deliveryGuarantee": "exactly-once",
+                            "checkpointLocation": str(checkpoint)}, streaming=True).transactional_id_prefix
+    with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
+        latest = DecisionLog(admin).latest_of_query(prefix, time.monotonic() + 30)
+    return latest.write.batch if latest is not None else None
+
 
 
 # -- the command and a streaming query's decided micro-batch ---------------------------------------------

@@ -12,8 +12,8 @@ producer, so under exactly-once in the same transaction -- with its original key
 headers (as far as they could be read), plus context headers (Kafka Connect's names where
 Connect has one) naming the error, the intended topic and partition, and the Spark partition,
 attempt and row.  A value too large to travel at all (the row was refused for its size) is cut
-to fit ``max.request.size``, its original length in a header.  The DLQ writes are tracked like
-any other: one that fails fails the task.
+to fit ``max.request.size``, its original length in a header.  The task's ``DeliveryTracker``
+sends them (``outgoing``) and follows them as it follows the rows: one that fails fails the task.
 
 Bad rows are found at four stages -- the row checks, serialization (a key or value its Avro or
 JSON schema cannot hold: dead-lettered as JSON text of its data), the producer's refusal before
@@ -28,7 +28,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -38,10 +38,6 @@ from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.errors import in_option_names
 from sparkkafka_sink.spark.plan import ColumnLayout
 from sparkkafka_sink.spark.task.part import Part
-
-if TYPE_CHECKING:
-    from sparkkafka_sink.producer.producer import Producer
-    from sparkkafka_sink.spark.task.delivery import DeliveryTracker
 
 log = logging.getLogger(__name__)
 
@@ -138,18 +134,13 @@ class DeadLetters:
                         (H_ROW, _text(bad.row))]
         return bad.key, value, headers
 
-    def send(self, producer: Producer, tracker: DeliveryTracker) -> int:
-        """Send the bad rows queued so far to the dead-letter topic (``tracker`` follows them);
-        how many."""
+    def outgoing(self) -> tuple[str, list, np.ndarray] | None:
+        """The dead-letter records of the bad rows queued so far -- (the topic, their (key, value,
+        headers), the bad rows' places in the task's input) -- or None: none to send."""
         queued, topic = self.take(), self.topic
         if not queued or topic is None:  # (rows are queued only with a topic)
-            return 0
-        records = [self.record_of(b) for b in queued]
-        future = producer.send_batch(topic, values=[v for _, v, _ in records],
-                                     keys=[k for k, _, _ in records], headers=[h for _, _, h in records])
-        # a failure names the bad row by its place in the task's input, as every task failure does
-        tracker.track_bulk(future, topic, np.array([b.row for b in queued], dtype=np.int64))
-        return len(records)
+            return None
+        return topic, [self.record_of(b) for b in queued], np.array([b.row for b in queued], dtype=np.int64)
 
 
 def _json_default(value: Any) -> object:

@@ -1,4 +1,6 @@
-"""Collect the outcome of every record a write task handed to the producer.
+"""Collect the outcome of every record a write task handed to the producer: its rows' and, under
+``errors.tolerance=all``, the dead-letter records of its bad rows (one tracker follows both, so a
+row's way ends here).
 
 Each ``send_batch`` call reports once, with the failed rows' indices.  Callbacks run on the
 producer's Sender thread (or inline when a future is already done), so they only append to a
@@ -20,6 +22,7 @@ import numpy as np
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.producer.bulk import BulkFuture
 from sparkkafka_sink.producer.offset_ranges import merge_range
+from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.errors import in_option_names
 from sparkkafka_sink.spark.task.dead_letters import DeadLetters, is_bad_row
@@ -35,6 +38,8 @@ class Failure:
     partition: int | None
     error: BaseException
     count: int = 1
+    #: a dead-letter record of the bad row ``row`` failed (not the row's own write)
+    dead_letter: bool = False
 
     def where(self) -> str:
         part = ("partition chosen by the partitioner" if self.partition is None
@@ -55,8 +60,9 @@ class DeliveryTracker:
         self._arrived = threading.Event()  # set by each callback: wait_all looks again
         self.dead_letters = dead_letters
         self.transactional = transactional
-        self.sent = 0  # records handed to the producer
-        self.delivered = 0
+        self.sent = 0  # records handed to the producer (dead letters included)
+        self.delivered = 0  # the task's rows written
+        self.dead_lettered = 0  # dead-letter records written
         self.failed = 0  # includes the rejected ones
         self.rejected = 0  # send_batch() refused them: never handed over
         self.tolerated = 0  # handed over, refused by the broker as bad rows, handed to dead_letters
@@ -97,25 +103,41 @@ class DeliveryTracker:
             self.fail_now(part.task_row(0), topic, None, error, count=part.num_rows)
 
     # -- bulk futures ----------------------------------------------------------------------
-    def track_bulk(self, future: BulkFuture, topic: str, sent: Part | np.ndarray) -> None:
-        """A ``send_batch`` future of the rows of ``sent``: a part (kept until it resolves only
-        when bad rows are dead-lettered: their contents are read from it), or the rows' numbers in
-        the task's input."""
+    def track_bulk(self, future: BulkFuture, topic: str, sent: Part) -> None:
+        """A ``send_batch`` future of the rows of ``sent`` (the part is kept until it resolves only
+        when bad rows are dead-lettered: their contents are read from it)."""
         self.sent += future.record_count
-        rows = sent.rows if isinstance(sent, Part) else sent
-        source = sent if isinstance(sent, Part) and self.dead_letters is not None else None
-        future.add_callback(partial(self._on_bulk_done, (future, topic, rows, source)))
+        source = sent if self.dead_letters is not None else None
+        future.add_callback(partial(self._on_bulk_done, (future, topic, sent.rows, source, False)))
+
+    def send_dead_letters(self, producer: Producer) -> int:
+        """Send the dead-letter records of the bad rows found so far, and follow them (each must
+        land, or the task fails); how many."""
+        outgoing = self.dead_letters.outgoing() if self.dead_letters is not None else None
+        if outgoing is None:
+            return 0
+        topic, records, rows = outgoing
+        future = producer.send_batch(topic, values=[v for _, v, _ in records], keys=[k for k, _, _ in records],
+                                     headers=[h for _, _, h in records])
+        self.sent += future.record_count
+        # a failure names the bad row by its place in the task's input, as every task failure does
+        future.add_callback(partial(self._on_bulk_done, (future, topic, rows, None, True)))
+        return len(records)
 
     def _on_bulk_done(self, entry: tuple, _result: object, _error: object) -> None:
         self._bulk_done.append(entry)
         self._arrived.set()
 
     def _fold_bulk(self, entry: tuple) -> None:
-        future, topic, task_rows, source = entry
+        future, topic, task_rows, source, dead_letters = entry
         errors = future.errors()
         failed = 0
         for exc, partition, rows in errors:
             failed += len(rows)
+            if dead_letters:  # a dead letter is never dead-lettered: its failure fails the task
+                self._record_failure(Failure(int(task_rows[int(rows.min())]), topic, partition, exc, len(rows),
+                                             dead_letter=True))
+                continue
             if self.dead_letters is not None and is_bad_row(exc) and self.transactional:
                 exc = KafkaError(
                     f"{in_option_names(exc)} -- under exactly-once a record the broker refuses after it was sent "
@@ -129,6 +151,9 @@ class DeliveryTracker:
                 continue
             row = int(task_rows[int(rows.min())])
             self._record_failure(Failure(row, topic, partition, exc, len(rows)))
+        if dead_letters:
+            self.dead_lettered += future.record_count - failed
+            return
         self.delivered += future.record_count - failed
         for partition, (count, first, last) in future.landed().partitions.items():
             merge_range(self.offsets, (topic, partition), count, first, last)
@@ -150,7 +175,7 @@ class DeliveryTracker:
     @property
     def pending(self) -> int:
         """Records handed over whose outcome has not been drained yet."""
-        return self.sent - self.delivered - self.tolerated - (self.failed - self.rejected)
+        return self.sent - self.delivered - self.dead_lettered - self.tolerated - (self.failed - self.rejected)
 
     def wait_all(self, timeout_s: float) -> bool:
         """After ``flush()``: wait until every callback ran; False on timeout."""

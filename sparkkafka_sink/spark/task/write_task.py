@@ -52,14 +52,13 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
     dead_letters = (DeadLetters(options.dead_letter_topic, options.dead_letter_context_headers, options.log_bad_rows,
                                 task.partition, task.attempt, options.producer_config["max.request.size"], plan.layout)
                     if options.tolerate_bad_rows else None)
-    tracker = DeliveryTracker(dead_letters, transactional=options.exactly_once)
-    dlq_tracker = DeliveryTracker()  # the dead-letter records: each must land, or the task fails
+    tracker = DeliveryTracker(dead_letters, transactional=options.exactly_once)  # the rows and their dead letters
     producer = TaskProducer(options, task)
     encoders = TaskEncoders(plan)  # valueFormat/keyFormat avro, json or protobuf
     rows_seen = 0
     ok = False
     limiter = rate_limiter(options)
-    dead_lettering = f"writing bad rows to the dead-letter topic {options.dead_letter_topic!r} failed"
+    dead_lettering = _dead_lettering(options)
     try:
         for batch in paced(coalesced(batches, options.coalesce_bytes), limiter, plan.layout):
             if producer.current is None:  # the task's first rows (an empty partition opens none)
@@ -77,30 +76,22 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
             tracker.drain()
             if tracker.failed:
                 break
-            if dead_letters is not None:
-                with _step(task, dead_lettering):
-                    dead_letters.send(current, dlq_tracker)
+            with _step(task, dead_lettering):
+                tracker.send_dead_letters(current)
         opened = producer.current  # None: no rows, no producer
         if opened is not None:
             _flush(opened, tracker, options, task)
-            while dead_letters is not None:  # bad rows the broker refused late
-                with _step(task, dead_lettering):
-                    if not dead_letters.send(opened, dlq_tracker):
-                        break
-                _flush(opened, tracker, options, task)
-            if dead_letters is not None:
-                _flush(opened, dlq_tracker, options, task)
+            with _step(task, dead_lettering):  # bad rows the broker refused at the flush, then theirs
+                while not tracker.failed and tracker.send_dead_letters(opened):
+                    _flush(opened, tracker, options, task)
         metrics = task_metrics(producer.metrics(), tracker.delivered, tracker.failed,
                                task.micro_batch, limiter.throttled_s if limiter is not None else 0.0,
                                skipped=dead_letters.skipped if dead_letters is not None else 0,
-                               dead_lettered=dlq_tracker.delivered, producers_created=producer.created)
+                               dead_lettered=tracker.dead_lettered, producers_created=producer.created)
         if metrics_total is not None:  # a Spark accumulator of the sink's metrics
             metrics_total.add(metrics)
         if tracker.failed:
             raise _failure(tracker, task, options)
-        if dlq_tracker.failed:
-            raise _failure(dlq_tracker, task, options,
-                           f"writing bad rows to the dead-letter topic {options.dead_letter_topic!r} failed")
         transaction = producer.prepare()  # exactly-once: the driver commits it with the job
         ok = True
         return TaskCommitMessage(
@@ -171,9 +162,14 @@ def _task(task: TaskInfo) -> str:
     return f"{PREFIX}write task for Spark partition {task.partition} (attempt {task.attempt})"
 
 
-def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions, what: str | None = None) -> SinkWriteError:
+def _dead_lettering(options: SinkOptions) -> str:
+    return f"writing bad rows to the dead-letter topic {options.dead_letter_topic!r} failed"
+
+
+def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions) -> SinkWriteError:
     first = tracker.first_failure
     assert first is not None, "a failed task has a first failure"
+    what = _dead_lettering(options) if first.dead_letter else None
     err = first.error
     hint = ""
     if isinstance(err, (KafkaTimeoutError, KafkaConnectionError)) and not isinstance(err, SslError):

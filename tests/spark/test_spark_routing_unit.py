@@ -1,4 +1,4 @@
-"""A row without a topic is found (its number in the task's input) before its batch is sent;
+"""routing.py: a row without a topic is found (its number in the task's input) before its batch is sent;
 rows are grouped by topic, each group knowing where its rows came from."""
 
 import pyarrow as pa

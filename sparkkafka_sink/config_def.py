@@ -105,6 +105,7 @@ class ConfigKey:
             return self.parser(raw)
         if self.kind == "string":
             return self._string(raw)
+        found: Any
         if self.kind == "boolean":
             if isinstance(raw, bool):
                 return raw

@@ -811,11 +811,12 @@ def _configs_desc(meta: dict) -> str:
             parts.append(f"tuned: linger.ms={meta['linger_ms']}, batch.size={meta['batch_size']}, buffer.memory="
                          f"max({meta['buffer_memory']}, partitions x batch.size) for every client")
         else:
-            from sparkkafka_sink.producer.config import KEYS
-            from sparkkafka_sink.spark.options import SINK_BATCH_SIZE, SINK_LINGER_MS
+            from sparkkafka_sink.producer.config import BULK_BATCH_SIZE, KEYS
+            from sparkkafka_sink.spark.options import SINK_LINGER_MS
 
-            parts.append(f"defaults: each client's own linger.ms, batch size and buffer (ours: the sink's batch.size "
-                         f"{SINK_BATCH_SIZE}, linger.ms {SINK_LINGER_MS}, buffer.memory {KEYS['buffer.memory'].default}; "
+            parts.append(f"defaults: each client's own linger.ms, batch size and buffer (ours: send_batch's batches "
+                         f"{BULK_BATCH_SIZE}, the sink's linger.ms {SINK_LINGER_MS}, buffer.memory "
+                         f"{KEYS['buffer.memory'].default}; "
                          "Java: 16384, 0 ms, 33554432; librdkafka: 1 MB batches, 5 ms, 1 GB queue)")
     if meta.get("sink_options"):
         parts.append("pyprod-kafka also with " + ", ".join(f"{k}={v}" for k, v in meta["sink_options"].items()))

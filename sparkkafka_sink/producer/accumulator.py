@@ -61,8 +61,11 @@ class RecordAccumulator:
     def __init__(self, *, batch_size: int, compression_type: int, linger_ms: int, retry_backoff_ms: int,
                  retry_backoff_max_ms: int, delivery_timeout_ms: int, pool: BufferPool,
                  idempotence: IdempotenceManager | None = None,
-                 compression_level: int | None = None, availability_timeout_ms: int = 0):
+                 compression_level: int | None = None, availability_timeout_ms: int = 0,
+                 bulk_batch_size: int | None = None):
         self.batch_size = batch_size
+        #: the batches of the bulk path (``append_rows``): ``ProducerConfig.bulk_batch_size``
+        self.bulk_batch_size = bulk_batch_size or batch_size
         self.compression_type = compression_type
         #: Kafka's level of the codec (KIP-390; None: its default)
         self.compression_level = compression_level
@@ -144,7 +147,7 @@ class RecordAccumulator:
         nor expires a claimed batch), the rows cut into pieces -- what the open batch still
         takes, whole batches, a new open batch -- all encoded in one vectorised pass, and queued.
         Returns ``(batch, first record, the call's rows)`` of every piece."""
-        bound = memory_bound(sizes, len(rows.group_partitions), self.batch_size)
+        bound = memory_bound(sizes, len(rows.group_partitions), self.bulk_batch_size)
         with self._appends_lock:  # close() waits for appends blocked on memory
             self._appends_in_progress += 1
         try:
@@ -158,7 +161,7 @@ class RecordAccumulator:
         try:
             opens = {p: OpenBatch(b.record_count, b.estimated_size, b.encoded_builder.base_timestamp)
                      for p, b in claimed.items()}
-            pieces = plan_pieces(rows, opens, self.batch_size)
+            pieces = plan_pieces(rows, opens, self.bulk_batch_size)
             encode_pieces(rows, pieces, self.compression_type, self.compression_level)
             now = now_ms()
             for piece in pieces:
@@ -182,7 +185,7 @@ class RecordAccumulator:
                         builder = EncodedRecordsBuilder(self.compression_type,
                                                         rows.records.timestamp(piece.slice.start),
                                                         self.compression_level)
-                        batch = ProducerBatch(topic, piece.partition, builder, self.batch_size, now, 0)
+                        batch = ProducerBatch(topic, piece.partition, builder, self.bulk_batch_size, now, 0)
                         first = batch.append_records(piece.data, count, piece.max_timestamp, size)
                     self.queue_batch(batch)
                 used += size

@@ -29,6 +29,11 @@ EVENT_HUBS_DOMAIN = ".servicebus.windows.net"
 EVENT_HUBS_MAX_REQUEST = 1_046_528
 EVENT_HUBS_IDLE_MS = 180_000
 PARTITIONERS = ("murmur2", "round_robin", "random")
+#: the batches ``send_batch`` fills where ``batch.size`` is not set: a bulk call encodes many
+#: records per partition at once, and Java's 16 KiB would cap each batch (and so each Produce
+#: request's share of a partition) at a sixteenth of this, for ~4x the CPU per byte
+#: (benchmarks/README.md, "The producer alone")
+BULK_BATCH_SIZE = 262_144
 
 
 # -- values of their own shape --------------------------------------------------------------------
@@ -119,7 +124,8 @@ _KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("acks", "custom", "all", "acknowledgements the leader waits for: 0, 1 or all (-1)", parser=_acks,
               accepts="one of all, -1, 0, 1"),
     _int_key("linger.ms", 5, "how long a batch waits for more records before it is sent"),
-    _int_key("batch.size", 16384, "target size in bytes of one partition's batch"),
+    _int_key("batch.size", 16384, "target size in bytes of one partition's batch (send_batch's batches: 262144 "
+             "where it is not set, never above buffer.memory)"),
     _long_key("buffer.memory", 33554432, "bytes that buffered records may use"),
     _long_key("max.block.ms", 60000, "how long send()/partitions_for() may block"),
     ConfigKey("compression.type", "choice", "none", "codec for record batches", choices=COMPRESSION_TYPES),
@@ -281,6 +287,14 @@ class ProducerConfig(Mapping[str, Any]):
         for key in ("connections.max.idle.ms", "metadata.max.idle.ms"):  # as Microsoft advises
             if key not in self.explicit:
                 v[key] = min(v[key], EVENT_HUBS_IDLE_MS) if v[key] >= 0 else EVENT_HUBS_IDLE_MS
+
+    @property
+    def bulk_batch_size(self) -> int:
+        """The size of the batches ``send_batch`` fills: ``batch.size`` where it was set, else
+        ``BULK_BATCH_SIZE`` (never above ``buffer.memory``)."""
+        if "batch.size" in self.explicit:
+            return self._values["batch.size"]
+        return max(self._values["batch.size"], min(BULK_BATCH_SIZE, self._values["buffer.memory"]))
 
     def updated(self, changes: Mapping[str, Any]) -> ProducerConfig:
         """This configuration with ``changes`` given too (a None value unsets the key), checked

@@ -204,9 +204,12 @@ class Murmur2Partitioner(Partitioner):
     whose broker lags (``partitioner.availability.timeout.ms``) unless all do; equal queues
     (the usual case) draw uniformly, as without it."""
 
-    def __init__(self, batch_size: int, ignore_keys: bool = False, load: PartitionLoad | None = None):
+    def __init__(self, batch_size: int, ignore_keys: bool = False, load: PartitionLoad | None = None,
+                 bulk_batch_size: int | None = None):
         super().__init__()
         self.batch_size = max(batch_size, 1)
+        #: ``partition_many``'s stride: the batches ``send_batch`` fills (the producer's bulk batch size)
+        self.bulk_batch_size = max(bulk_batch_size or batch_size, 1)
         self.ignore_keys = ignore_keys
         self.load = load
         self._sticky: dict[str, list[int]] = {}  # topic -> [partition, bytes since the switch]
@@ -216,7 +219,7 @@ class Murmur2Partitioner(Partitioner):
         if key is not None and not self.ignore_keys:
             return murmur2_partition(key, num_partitions)
         with self._lock:
-            state = self._sticky_state(topic, available, num_partitions)
+            state = self._sticky_state(topic, available, num_partitions, self.batch_size)
             state[1] += size
             return state[0]
 
@@ -236,21 +239,21 @@ class Murmur2Partitioner(Partitioner):
                 out[rest] = self._sticky_many(topic, sizes[rest], available, num_partitions)
         return out
 
-    def _sticky_state(self, topic: str, available: Sequence[int], num_partitions: int) -> list[int]:
+    def _sticky_state(self, topic: str, available: Sequence[int], num_partitions: int, stride: int) -> list[int]:
         state = self._sticky.get(topic)
-        if state is None or state[1] >= self.batch_size or state[0] >= num_partitions:
+        if state is None or state[1] >= stride or state[0] >= num_partitions:
             previous = state[0] if state else -1
             state = self._sticky[topic] = [self._next(topic, previous, available, num_partitions), 0]
         return state
 
     def _sticky_many(self, topic: str, sizes: np.ndarray, available: Sequence[int], num_partitions: int) -> np.ndarray:
-        """Rows in order, switching partition whenever ~batch.size bytes went to the current one
-        (the per-record rule, applied chunk by chunk)."""
+        """Rows in order, switching partition whenever ~a bulk batch of bytes went to the current
+        one (the per-record rule, applied chunk by chunk)."""
         out = np.empty(len(sizes), dtype=np.int32)
         start = 0
         while start < len(sizes):
-            state = self._sticky_state(topic, available, num_partitions)
-            room = self.batch_size - state[1]
+            state = self._sticky_state(topic, available, num_partitions, self.bulk_batch_size)
+            room = self.bulk_batch_size - state[1]
             filled = np.cumsum(sizes[start:])
             stop = start + int(np.searchsorted(filled, room, side="left")) + 1  # the row crossing it stays
             stop = min(stop, len(sizes))
@@ -330,7 +333,7 @@ class CallablePartitioner(Partitioner):
 
 
 def make_partitioner(kind: str | Callable, batch_size: int, ignore_keys: bool = False,
-                     load: PartitionLoad | None = None) -> Partitioner:
+                     load: PartitionLoad | None = None, bulk_batch_size: int | None = None) -> Partitioner:
     """The partitioner the ``partitioner`` setting names (validated by the config); ``load``:
     adaptive partitioning of the sticky choice (murmur2 only, as Java's built-in partitioner)."""
     if callable(kind):
@@ -339,4 +342,4 @@ def make_partitioner(kind: str | Callable, batch_size: int, ignore_keys: bool = 
         return RoundRobinPartitioner()
     if kind == "random":
         return RandomPartitioner()
-    return Murmur2Partitioner(batch_size, ignore_keys, load)
+    return Murmur2Partitioner(batch_size, ignore_keys, load, bulk_batch_size)

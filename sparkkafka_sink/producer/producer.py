@@ -152,17 +152,17 @@ class Producer:
             retry_backoff_ms=c["retry.backoff.ms"], retry_backoff_max_ms=c["retry.backoff.max.ms"],
             delivery_timeout_ms=c["delivery.timeout.ms"], pool=self._pool, idempotence=self._idempotence,
             compression_level=level_setting(self._compression, c),
-            availability_timeout_ms=c["partitioner.availability.timeout.ms"])
+            availability_timeout_ms=c["partitioner.availability.timeout.ms"], bulk_batch_size=c.bulk_batch_size)
         #: one partitioner (and one state) for send() and send_batch()
         self._partitioner = make_partitioner(
             c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"],
-            self._accumulator if c["partitioner.adaptive.partitioning.enable"] else None)
+            self._accumulator if c["partitioner.adaptive.partitioning.enable"] else None, c.bulk_batch_size)
         self._keyed_murmur2 = c["partitioner"] == "murmur2" and not c["partitioner.ignore.keys"]
         self._max_block_ms = c["max.block.ms"]
         self._size_limit = min(c["max.request.size"], c["buffer.memory"])
         #: a bulk call is queued in ranges of at most this many bytes, each reserving its memory
         #: before it holds an open batch (a call larger than buffer.memory still goes through)
-        self._bulk_range_bytes = max(c["buffer.memory"] // 4, c["batch.size"])
+        self._bulk_range_bytes = max(c["buffer.memory"] // 4, c.bulk_batch_size)
         self._valid_topics: set[str] = set()
         self._sender = Sender(
             self._client, self._metadata, self._accumulator, acks=c["acks"], retries=c["retries"],

@@ -28,7 +28,7 @@ from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, STRATEGY_NA
 from sparkkafka_sink.spark.errors import SinkValidationError
 
 __all__ = ["SINK_OPTIONS", "SERIALIZATION_OPTIONS", "OPTIONS", "option", "parse_all", "fields",
-           "REJECTED_KAFKA_KEYS", "SINK_BATCH_SIZE", "SINK_LINGER_MS", "EXACTLY_ONCE_TIMEOUT_MS",
+           "REJECTED_KAFKA_KEYS", "SINK_LINGER_MS", "EXACTLY_ONCE_TIMEOUT_MS",
            "producer_options", "registry_options"]
 
 
@@ -56,11 +56,8 @@ GUARANTEES = ("at-least-once", "exactly-once")
 TOLERANCES = ("none", "all")
 COLUMN_FORMATS = ("binary", "avro", "json", "protobuf")
 
-#: The sink's producer defaults of its own (an explicit ``kafka.*`` option wins).  batch.size:
-#: the sink hands the producer whole Arrow batches, and a Produce request carries one batch per
-#: partition, so the Java default of 16 KiB would cap each round trip at 16 KiB per partition
-#: (never above buffer.memory).
-SINK_BATCH_SIZE = 262_144
+#: The sink's producer default of its own (an explicit ``kafka.*`` option wins; its batches are
+#: ``send_batch``'s, ``producer.config.BULK_BATCH_SIZE`` unless ``kafka.batch.size`` is set).
 #: linger.ms: a bulk call leaves each partition a last, partial batch, and the task's next Arrow
 #: batch comes tens of ms later; 5 ms sent those partials alone (at 64 partitions and 1 KiB rows
 #: ~25 % more batches than Spark's JVM sink, and the broker's CPU with them).  It costs a task
@@ -272,8 +269,7 @@ def producer_options() -> list[OptionDoc]:
     give."""
     from sparkkafka_sink.producer.config import KEYS
 
-    sink_defaults = {"batch.size": f"{SINK_BATCH_SIZE} (the producer's: {KEYS['batch.size'].default})",
-                     "linger.ms": f"{SINK_LINGER_MS} (the producer's: {KEYS['linger.ms'].default})",
+    sink_defaults = {"linger.ms": f"{SINK_LINGER_MS} (the producer's: {KEYS['linger.ms'].default})",
                      "transaction.timeout.ms": (f"{KEYS['transaction.timeout.ms'].default}; under exactly-once "
                                                 f"{EXACTLY_ONCE_TIMEOUT_MS}")}
     out = []

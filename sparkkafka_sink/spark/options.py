@@ -28,7 +28,6 @@ from sparkkafka_sink.spark.option_catalog import (
     DEFAULT_CLUSTER_CHECK_TIMEOUT_MS,
     EXACTLY_ONCE_TIMEOUT_MS,
     REJECTED_KAFKA_KEYS,
-    SINK_BATCH_SIZE,
     SINK_LINGER_MS,
 )
 from sparkkafka_sink.spark.properties_file import with_properties_file
@@ -108,8 +107,8 @@ class SinkOptions:
 
 
 def producer_config_from_options(options: Mapping[str, str]) -> dict:
-    """The ``kafka.*`` options with the prefix stripped, plus the sink's batch.size and
-    linger.ms defaults.
+    """The ``kafka.*`` options with the prefix stripped, plus the sink's linger.ms default (its
+    batches are the bulk path's, ``ProducerConfig.bulk_batch_size``).
 
     Otherwise the producer's own defaults (acks=all, idempotence on) apply, and stay
     implicit so an explicit ``kafka.acks=1`` quietly turns idempotence off instead of
@@ -119,12 +118,6 @@ def producer_config_from_options(options: Mapping[str, str]) -> dict:
     for key, value in options.items():
         if key.lower().startswith(KAFKA_PREFIX):
             config[key[len(KAFKA_PREFIX):].lower()] = value
-    if "batch.size" not in config:
-        try:
-            memory = int(config.get("buffer.memory", SINK_BATCH_SIZE))
-        except (TypeError, ValueError):
-            memory = SINK_BATCH_SIZE  # the producer's validation reports the bad value
-        config["batch.size"] = str(min(SINK_BATCH_SIZE, max(memory, 0)))
     if "linger.ms" not in config:
         config["linger.ms"] = str(_sink_linger_ms(config))
     return config

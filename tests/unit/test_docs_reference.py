@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkkafka_sink.producer.config import BULK_BATCH_SIZE
 from sparkkafka_sink.spark import option_catalog as catalog
 from sparkkafka_sink.spark.formats import FORMATS_OPTIONS, ColumnFormat, Formats
 from sparkkafka_sink.spark.options import SinkOptions, _check_known, parse_options
@@ -68,7 +69,7 @@ def test_the_parser_applies_the_declared_defaults():
     assert parsed.dead_letter_context_headers is declared["errors.deadletterqueue.context.headers.enable"]
     assert parsed.log_bad_rows is declared["errors.log.enable"]
     assert parsed.max_records_per_s is None and parsed.max_bytes_per_s is None
-    assert parsed.producer_config["batch.size"] == catalog.SINK_BATCH_SIZE
+    assert parsed.producer_config.bulk_batch_size == BULK_BATCH_SIZE  # the bulk path's, the sink's batches
     assert parsed.producer_config["linger.ms"] == catalog.SINK_LINGER_MS
     assert parsed.formats.value.format == catalog.option("valueFormat").default
     assert parsed.formats.value.subject_strategy == catalog.option("value.subject.name.strategy").default

@@ -209,6 +209,19 @@ def test_sticky_null_keys_are_shared_by_both_paths():
     assert p.partition_many("t", keyed, sizes, 50, list(range(50)))[0] == 16  # murmur2 for keys
 
 
+def test_the_column_path_sticks_for_a_bulk_batch_the_record_path_for_batch_size():
+    """``send_batch`` fills batches of the producer's bulk size (``bulk_batch_size``): its rows
+    stick to a partition that long, while ``send`` keeps to ``batch.size``."""
+    p = make_partitioner("murmur2", batch_size=1000, bulk_batch_size=4000)
+    keys, sizes = _column_and_sizes([None] * 60)  # 100 bytes each
+    got = p.partition_many("t", keys, sizes, 6, list(range(6))).tolist()
+    assert len(set(got[:40])) == 1 and got[40] != got[0] and len(set(got[40:60])) == 1
+    one_by_one = [p.partition("t", None, 6, list(range(6)), 100) for _ in range(20)]
+    assert one_by_one[0] != got[59]  # 2000 bytes there: over batch.size
+    assert one_by_one[:10] == [one_by_one[0]] * 10 and one_by_one[10:] == [one_by_one[10]] * 10
+    assert one_by_one[10] != one_by_one[0]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.lists(st.one_of(st.integers(1, 4), st.integers(1, 900)), min_size=1, max_size=40),
                           st.one_of(st.none(), st.tuples(st.integers(0, 50), st.integers(0, 4200)))),

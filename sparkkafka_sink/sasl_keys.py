@@ -40,25 +40,25 @@ SASL_KEYS: tuple[ConfigKey, ...] = (
     _text_key("sasl.oauthbearer.client.id", "OAUTHBEARER/OIDC client id"),
     _text_key("sasl.oauthbearer.client.secret", "OAUTHBEARER/OIDC client secret"),
     _text_key("sasl.oauthbearer.client.credentials.client.id",
-          "OAUTHBEARER/OIDC client id (Kafka 4's name of sasl.oauthbearer.client.id)"),
+              "OAUTHBEARER/OIDC client id (Kafka 4's name of sasl.oauthbearer.client.id)"),
     _text_key("sasl.oauthbearer.client.credentials.client.secret",
-          "OAUTHBEARER/OIDC client secret (Kafka 4's name of sasl.oauthbearer.client.secret)"),
+              "OAUTHBEARER/OIDC client secret (Kafka 4's name of sasl.oauthbearer.client.secret)"),
     _text_key("sasl.oauthbearer.scope", "OAUTHBEARER/OIDC scope"),
     _text_key("sasl.oauthbearer.extensions", "OAUTHBEARER SASL extensions: k=v,k2=v2"),
     REFRESH_WINDOW_FACTOR_KEY,
     _text_key("sasl.client.callback.handler.class",
-          "Java's class name, honoured where it names what is built in: Amazon MSK's IAMClientCallbackHandler "
-          "(AWS_MSK_IAM) or IAMOAuthBearerLoginCallbackHandler (OAUTHBEARER); any other class is refused"),
+              "Java's class name, honoured where it names what is built in: Amazon MSK's IAMClientCallbackHandler "
+              "(AWS_MSK_IAM) or IAMOAuthBearerLoginCallbackHandler (OAUTHBEARER); any other class is refused"),
     _text_key("sasl.login.callback.handler.class",
-          "Java's class name, honoured where it names what is built in: Kafka's OAuthBearerLoginCallbackHandler "
-          "(with sasl.oauthbearer.token.endpoint.url), Amazon MSK's IAMOAuthBearerLoginCallbackHandler (the MSK "
-          "IAM token) or Google's GcpLoginCallbackHandler (the Managed Kafka token); any other class is refused"),
+              "Java's class name, honoured where it names what is built in: Kafka's OAuthBearerLoginCallbackHandler "
+              "(with sasl.oauthbearer.token.endpoint.url), Amazon MSK's IAMOAuthBearerLoginCallbackHandler (the MSK "
+              "IAM token) or Google's GcpLoginCallbackHandler (the Managed Kafka token); any other class is refused"),
     _text_key("sasl.aws.region",
-          "Amazon MSK IAM: the cluster's AWS region (not Java's key; default: the region in the broker host names, "
-          "else AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"),
+              "Amazon MSK IAM: the cluster's AWS region (not Java's key; default: the region in the broker host names, "
+              "else AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"),
     _text_key("sasl.kerberos.service.name",
-          "GSSAPI (Kerberos): the brokers' service name, their principals being <name>/<host>@REALM (usually kafka; "
-          "or serviceName in the Krb5LoginModule line)"),
+              "GSSAPI (Kerberos): the brokers' service name, their principals being <name>/<host>@REALM (usually kafka; "
+              "or serviceName in the Krb5LoginModule line)"),
 )
 
 #: the token endpoint's and the token refresher's settings (each with Kafka's default)
@@ -70,7 +70,7 @@ LOGIN_KEYS: tuple[ConfigKey, ...] = (
               "read timeout of a token endpoint request", minimum=0, maximum=INT_MAX, unit="ms", unset="10000"),
     _ms_key("sasl.login.retry.backoff.ms", 100, "first wait before retrying a token request"),
     _ms_key("sasl.login.retry.backoff.max.ms", 10000,
-        "time allowed for retrying a token request (its backoff doubles up to this)"),
+            "time allowed for retrying a token request (its backoff doubles up to this)"),
     ConfigKey("sasl.login.refresh.window.jitter", "number", 0.05,
               "random extra fraction of the lifetime added to the refresh time", minimum=0.0, maximum=0.25),
     ConfigKey("sasl.login.refresh.min.period.seconds", "integer", 60,

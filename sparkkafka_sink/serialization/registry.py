@@ -164,7 +164,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 class SchemaRegistryClient:
     """A blocking client of the Confluent Schema Registry API, configured with
-    confluent-kafka-python's ``SchemaRegistryClient`` keys (see ``registry_settings.KNOWN_KEYS``):
+    confluent-kafka-python's ``SchemaRegistryClient`` keys (see ``registry_settings.REGISTRY_KEYS``):
     ``SchemaRegistryClient({"url": "https://registry:8081", "basic.auth.user.info": "u:p"})``.
 
     Thread-safe; there is nothing to close (each request opens its own connection).

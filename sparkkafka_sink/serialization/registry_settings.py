@@ -51,7 +51,7 @@ def _count_key(name: str, default: int, doc: str, unit: str = "") -> ConfigKey:
 #: from here, with confluent-kafka's names
 REGISTRY_KEYS = ConfigDef((
     _text_key("url", "the registry's URL; several, comma-separated, are tried in turn when one cannot be reached",
-          unset="required"),
+              unset="required"),
     ConfigKey("basic.auth.credentials.source", "choice", "USER_INFO",
               "USER_INFO (basic.auth.user.info) or URL (user:password@ in url)", choices=BASIC_AUTH_SOURCES),
     _text_key("basic.auth.user.info", "user:password for HTTP basic authentication"),
@@ -66,7 +66,7 @@ REGISTRY_KEYS = ConfigDef((
     _text_key("bearer.auth.logical.cluster", "Confluent Cloud: the registry's logical cluster (header target-sr-cluster)"),
     _text_key("bearer.auth.identity.pool.id", "Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)"),
     _text_key("ssl.ca.location", "CA certificate file (PEM) or directory that verifies an https registry",
-          unset="the system's CAs"),
+              unset="the system's CAs"),
     _text_key("ssl.certificate.location", "client certificate (PEM) for mutual TLS; may hold the key too"),
     _text_key("ssl.key.location", "the client certificate's private key (PEM)"),
     _text_key("ssl.key.password", "the password of an encrypted private key"),
@@ -79,8 +79,6 @@ REGISTRY_KEYS = ConfigDef((
     _count_key("retries.wait.ms", DEFAULT_RETRIES_WAIT_MS, "the first retry's wait; it doubles with each retry", "ms"),
     _count_key("retries.max.wait.ms", DEFAULT_RETRIES_MAX_WAIT_MS, "the longest wait between two retries", "ms"),
 ))
-#: every key the client reads
-KNOWN_KEYS = REGISTRY_KEYS
 #: confluent-kafka keys this client does not implement, and why that matters
 UNSUPPORTED_KEYS: dict[str, str] = {
     "proxy": "an HTTP proxy setting is not supported; the standard environment variables "
@@ -266,7 +264,7 @@ class RegistrySettings:
         user_info = config["basic.auth.user.info"]
         in_url = [e for e in self.endpoints if e.user is not None]
         bearer_source = config["bearer.auth.credentials.source"]
-        bearer_keys = [k for k in KNOWN_KEYS if k.startswith("bearer.auth.") and k != "bearer.auth.credentials.source"
+        bearer_keys = [k for k in REGISTRY_KEYS if k.startswith("bearer.auth.") and k != "bearer.auth.credentials.source"
                        and config[k] is not None]
         if bearer_source is None:
             if bearer_keys:
@@ -425,7 +423,7 @@ def _basic_header(user: str, password: str) -> str:
 
 def _reject_unknown(config: Mapping[str, Any]) -> None:
     for key in config:
-        if key in KNOWN_KEYS:
+        if key in REGISTRY_KEYS:
             continue
         if key in UNSUPPORTED_KEYS:
             raise ConfigError(Message("Configuration '{}' of confluent-kafka's SchemaRegistryClient is not "

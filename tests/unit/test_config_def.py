@@ -99,3 +99,15 @@ def test_every_setting_of_every_scope_is_declared_whole(scope):
             key.parse(None)  # the default is a value the key accepts
         else:
             assert key.default_text, key.name
+
+
+def test_the_sasl_settings_read_only_declared_keys():
+    """Every key name the SASL settings read is declared (``sasl_keys``): its default and check
+    are the declaration's, and the producer's configuration knows it."""
+    from sparkkafka_sink.network.sasl import reading, settings
+    from sparkkafka_sink.sasl_keys import SASL
+
+    names = {v for module in (reading, settings) for k, v in vars(module).items()
+             if k.isupper() and isinstance(v, str) and v.startswith("sasl.")}
+    assert len(names) >= 16 and names <= set(SASL), names - set(SASL)
+    assert set(SASL) <= set(KEYS)

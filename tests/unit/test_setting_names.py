@@ -13,7 +13,7 @@ import pytest
 import sparkkafka_sink
 from sparkkafka_sink.errors import ConfigError, KafkaTimeoutError, Message, Setting, named
 from sparkkafka_sink.producer.config import KEYS
-from sparkkafka_sink.serialization.registry_settings import KNOWN_KEYS
+from sparkkafka_sink.serialization.registry_settings import REGISTRY_KEYS
 
 ROOT = Path(sparkkafka_sink.__file__).parent
 #: where the keys are the users' own words, or no message is made
@@ -25,8 +25,8 @@ DECLARATIONS = {"ConfigKey", "ConfigDef", "_noted", "_refused"}
 
 
 def _key_pattern() -> re.Pattern[str]:
-    dotted = sorted({k for k in (*KEYS, *KNOWN_KEYS) if "." in k}, key=len, reverse=True)
-    plain = sorted({k for k in (*KEYS, *KNOWN_KEYS) if "." not in k}, key=len, reverse=True)
+    dotted = sorted({k for k in (*KEYS, *REGISTRY_KEYS) if "." in k}, key=len, reverse=True)
+    plain = sorted({k for k in (*KEYS, *REGISTRY_KEYS) if "." not in k}, key=len, reverse=True)
     return re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, dotted)) + r")(?![\w-]|\.\w)"
                       + r"|'(" + "|".join(map(re.escape, plain)) + r")'")
 

@@ -70,8 +70,6 @@ CC_CLIENT_ID = "sasl.oauthbearer.client.credentials.client.id"
 CC_CLIENT_SECRET = "sasl.oauthbearer.client.credentials.client.secret"
 #: the keys read here, in the order errors list them (``keys``: each one's declaration)
 SASL_KEYS = tuple(SASL)
-assert {MECHANISM, JAAS, USERNAME, PASSWORD, TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID, CLIENT_SECRET, CC_CLIENT_ID,
-        CC_CLIENT_SECRET, SCOPE, EXTENSIONS, CLIENT_HANDLER, LOGIN_HANDLER, AWS_REGION, SERVICE_NAME} <= set(SASL)
 _OAUTH_KEYS = (TOKEN_PROVIDER, TOKEN_ENDPOINT, CLIENT_ID, CLIENT_SECRET, CC_CLIENT_ID, CC_CLIENT_SECRET, SCOPE,
                EXTENSIONS, *(k.name for k in LOGIN_KEYS if k.name.startswith("sasl.oauthbearer.")))
 

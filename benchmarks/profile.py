@@ -1,0 +1,261 @@
+"""Where the producer's CPU goes, stage by stage (issue 43): ``python -m benchmarks.profile``.
+
+Starts its own Apache Kafka (``benchmarks.run.start_bench_broker``).  For each cell -- value size
+x partitions x configuration (``tuned``: 256 KiB batches, linger 5 ms; ``defaults``: the
+producer's own) -- a child process writes ``--megabytes`` of records with ``Producer.send_batch`` (Arrow
+chunks of 10,000 rows, 10-byte keys, then ``flush``), sampled by py-spy (``--native``: the C
+frames under each Python one; active samples only, so a sample is CPU, not waiting) and timed
+with ``getrusage``.  Each sample is charged to the stage of the innermost frame of the package on
+its stack (:data:`STAGES`, by module and function), so a C routine counts for the Python step that
+called it; samples without a frame of the package are the harness's.  The stages' shares of the
+samples scale the child's measured CPU seconds (py-spy misses a few), and each is given per GB of
+record bytes (keys + values).
+
+Beside them, in the same child and on the same bytes, what the work cannot avoid, per GB: one copy
+into fresh memory, one CRC-32C pass (crc32c, as the record batches use), one write of the bytes
+into a local socket whose other end a thread drains (the kernel's share of sending them).
+
+Writes ``profile-<date>.json`` in ``--out`` and prints a Markdown table (benchmarks/README.md,
+"Where the producer's CPU goes").  Needs py-spy (``pip install py-spy``; root, or ptrace allowed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+GB = 1e9
+#: how often py-spy samples (Hz)
+RATE = 500
+CHUNK = 10_000
+KEY_SIZE = 10
+
+#: the stages, each a (module pattern, function pattern) list matched against a frame of the
+#: package (its path under sparkkafka_sink/ and its function); the first stage that matches the
+#: innermost frame of the package on a sample's stack takes the sample
+STAGES: list[tuple[str, list[tuple[str, str]]]] = [
+    ("partitioning", [(r"producer/partitioner\.py", ""), (r"producer/bulk\.py", r"resolve_partitions|group_")]),
+    ("compression", [(r"record/compression\.py", "")]),
+    ("CRC", [(r"record/crc\.py", "")]),
+    ("record encoding", [(r"record/(arrow|batch)\.py", ""), (r"producer/bulk\.py", r"encode|plan_pieces|sub_calls|"
+                                                                                    r"memory_bound|oversized")]),
+    ("accumulator and buffers", [(r"producer/(accumulator|buffer_pool|producer_batch)\.py", "")]),
+    ("futures and results", [(r"producer/(future|offset_ranges)\.py", ""), (r"producer/bulk\.py", "")]),
+    ("requests and responses", [(r"protocol/", ""), (r"producer/(sender|idempotence|metrics)\.py", "")]),
+    ("network", [(r"network/", "")]),
+    ("send_batch's own steps", [(r"producer/producer\.py", "")]),
+    ("the rest of the package", [(r"", "")]),
+]
+_FRAME = re.compile(r"^(?P<function>.*?) \((?P<path>[^():]*?)(?::\d+)?\)$")
+_PACKAGE = "sparkkafka_sink/"
+
+
+@dataclass
+class Cell:
+    value_size: int
+    partitions: int
+    config: str  # "tuned" or "defaults"
+
+    @property
+    def name(self) -> str:
+        return f"{self.value_size} B, {self.partitions} partitions, {self.config}"
+
+
+def stage_of(stack: list[str]) -> str:
+    """The stage a sample's stack (root first) is charged to."""
+    for frame in reversed(stack):
+        m = _FRAME.match(frame)
+        if m is None or _PACKAGE not in m["path"]:
+            continue
+        module = m["path"].split(_PACKAGE, 1)[1]
+        for stage, rules in STAGES:
+            if any(re.search(mp, module) and re.search(fp, m["function"]) for mp, fp in rules):
+                return stage
+    return "harness and interpreter outside the package"
+
+
+def read_stacks(path: Path) -> Counter:
+    """py-spy's raw output (``frame;frame;... count`` a line) as samples per stage."""
+    samples: Counter = Counter()
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            samples[stage_of(stack.split(";"))] += int(count)
+    return samples
+
+
+# -- the child: the producer alone ----------------------------------------------------------------
+def _arrow_chunks(records: int, value_size: int):
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(42)
+    pool = 100_000
+    values = rng.integers(0, 256, size=(pool, value_size), dtype=np.uint8)
+    value_array = pa.Array.from_buffers(pa.binary(), pool, [None, pa.py_buffer(
+        np.arange(0, (pool + 1) * value_size, value_size, dtype=np.int32)), pa.py_buffer(values.tobytes())])
+    key_array = pa.array([b"%010d" % i for i in range(pool)], pa.binary())
+    chunks = []
+    for start in range(0, records, CHUNK):
+        n = min(CHUNK, records - start)
+        at = start % (pool - CHUNK)
+        chunks.append((key_array.slice(at, n), value_array.slice(at, n)))
+    return chunks, records * (KEY_SIZE + value_size)
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _per_gb(seconds: float, nbytes: int) -> float:
+    return seconds / (nbytes / GB)
+
+
+def unavoidable(nbytes: int) -> dict[str, float]:
+    """CPU seconds per GB of one copy, one CRC-32C pass and one socket write of ``nbytes``."""
+    import crc32c
+    import numpy as np
+
+    block = np.random.default_rng(1).integers(0, 256, size=64 << 20, dtype=np.uint8)
+    passes = max(1, nbytes // block.nbytes)
+    total = passes * block.nbytes
+    started = _cpu_s()
+    for _ in range(passes):
+        np.array(block, copy=True)
+    copy = _per_gb(_cpu_s() - started, total)
+    started = _cpu_s()
+    for _ in range(passes):
+        crc32c.crc32c(block)
+    crc = _per_gb(_cpu_s() - started, total)
+    left, right = socket.socketpair()
+    drained = threading.Thread(target=lambda: [None for _ in iter(lambda: right.recv(1 << 20), b"")], daemon=True)
+    drained.start()
+    piece = memoryview(block)[: 1 << 20]
+    started = _cpu_s()
+    for _ in range(total // len(piece)):
+        left.sendall(piece)
+    left.close()
+    drained.join()
+    right.close()
+    write = _per_gb(_cpu_s() - started, total)  # (the drain's reads are in it too: the receiving side's)
+    return {"copy": copy, "crc32c": crc, "socket write and read": write}
+
+
+def child(spec: dict) -> None:
+    from sparkkafka_sink import Producer
+
+    chunks, nbytes = _arrow_chunks(spec["records"], spec["value_size"])
+    config = {"bootstrap.servers": spec["bootstrap"], **spec["settings"]}
+    with Producer(config) as producer:
+        producer.partitions_for(spec["topic"])  # metadata and connections outside the measure
+        producer.send_batch(spec["topic"], values=chunks[0][1].slice(0, 10), keys=chunks[0][0].slice(0, 10))
+        producer.flush(60)
+        started, wall = _cpu_s(), time.perf_counter()
+        futures = [producer.send_batch(spec["topic"], values=values, keys=keys) for keys, values in chunks]
+        producer.flush(300)
+        cpu, wall = _cpu_s() - started, time.perf_counter() - wall
+        failed = sum(f.failed_count() for f in futures)
+    result = {"cpu_s": cpu, "wall_s": wall, "bytes": nbytes, "failed": failed,
+              "unavoidable_s_per_gb": unavoidable(nbytes)}
+    Path(spec["result"]).write_text(json.dumps(result))
+
+
+# -- the parent -------------------------------------------------------------------------------------
+def _settings(cell: Cell) -> dict:
+    if cell.config == "tuned":
+        return {"linger.ms": 5, "batch.size": 262_144, "buffer.memory": max(128 << 20, cell.partitions * 262_144)}
+    return {}
+
+
+def profile_cell(cell: Cell, bootstrap: str, records: int, work: Path) -> dict:
+    from benchmarks.common import create_topic, delete_topic, new_topic
+
+    topic = new_topic("profile")
+    create_topic(bootstrap, topic, cell.partitions)
+    stacks, result = work / f"{topic}.stacks", work / f"{topic}.json"
+    spec = {"bootstrap": bootstrap, "topic": topic, "records": records, "value_size": cell.value_size,
+            "settings": _settings(cell), "result": str(result)}
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    subprocess.run([py_spy, "record", "--native", "--rate", str(RATE), "--format", "raw", "--output", str(stacks),
+                    "--", sys.executable, "-m", "benchmarks.profile", "--child", json.dumps(spec)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    delete_topic(bootstrap, topic)
+    measured = json.loads(result.read_text())
+    samples = read_stacks(stacks)
+    total = sum(samples.values()) or 1
+    gb = measured["bytes"] / GB
+    stages = {stage: measured["cpu_s"] * count / total / gb for stage, count in samples.most_common()}
+    return {"cell": cell.__dict__, "samples": total, "cpu_s_per_gb": measured["cpu_s"] / gb,
+            "wall_s": measured["wall_s"], "failed": measured["failed"], "stages_s_per_gb": stages,
+            "unavoidable_s_per_gb": measured["unavoidable_s_per_gb"]}
+
+
+def table(results: list[dict]) -> str:
+    stages = [s for s, _ in STAGES] + ["harness and interpreter outside the package"]
+    head = "| stage (CPU s per GB) | " + " | ".join(
+        f"{r['cell']['value_size']} B, {r['cell']['partitions']} p, {r['cell']['config']}" for r in results) + " |"
+    lines = [head, "|---|" + "---:|" * len(results)]
+    for stage in stages:
+        if any(stage in r["stages_s_per_gb"] for r in results):
+            lines.append(f"| {stage} | " + " | ".join(f"{r['stages_s_per_gb'].get(stage, 0.0):.2f}"
+                                                       for r in results) + " |")
+    lines.append("| **all (getrusage)** | " + " | ".join(f"**{r['cpu_s_per_gb']:.2f}**" for r in results) + " |")
+    for name in results[0]["unavoidable_s_per_gb"]:
+        lines.append(f"| *unavoidable: {name}* | " + " | ".join(f"*{r['unavoidable_s_per_gb'][name]:.2f}*"
+                                                                 for r in results) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--megabytes", type=float, default=1000, help="record bytes (keys + values) each cell writes")
+    ap.add_argument("--value-sizes", default="1024,100")
+    ap.add_argument("--partitions", default="4,64")
+    ap.add_argument("--configs", default="tuned,defaults")
+    ap.add_argument("--out", default="benchmarks/results")
+    args = ap.parse_args(argv)
+    if args.child:
+        child(json.loads(args.child))
+        return 0
+    from benchmarks.common import log, versions
+    from benchmarks.run import start_bench_broker
+
+    cells = [Cell(int(v), int(p), c) for v in args.value_sizes.split(",") for p in args.partitions.split(",")
+             for c in args.configs.split(",")]
+    work = Path(args.out)
+    work.mkdir(parents=True, exist_ok=True)
+    broker = start_bench_broker("apache")
+    try:
+        results = []
+        for cell in cells:
+            log(f"profiling {cell.name}")
+            records = max(CHUNK, int(args.megabytes * 1e6) // (KEY_SIZE + cell.value_size))  # the same bytes each
+            results.append(profile_cell(cell, broker.bootstrap, records, work))
+            log(f"  {results[-1]['cpu_s_per_gb']:.2f} CPU s/GB ({results[-1]['samples']} samples)")
+    finally:
+        broker.stop()
+    stamp = time.strftime("%Y-%m-%d")
+    out = work / f"profile-{stamp}.json"
+    out.write_text(json.dumps({"date": stamp, "versions": versions(), "rate_hz": RATE, "results": results}, indent=1))
+    print(table(results))
+    print(f"\n(written to {out})")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    raise SystemExit(main())

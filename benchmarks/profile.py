@@ -27,6 +27,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -37,8 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GB = 1e9
-#: how often py-spy samples (Hz)
+#: how often py-spy samples (Hz), and whether it reads the C frames too (slower; the Python frame
+#: above a C routine already names the stage)
 RATE = 500
+NATIVE = False
 CHUNK = 10_000
 KEY_SIZE = 10
 
@@ -46,10 +49,11 @@ KEY_SIZE = 10
 #: package (its path under sparkkafka_sink/ and its function); the first stage that matches the
 #: innermost frame of the package on a sample's stack takes the sample
 STAGES: list[tuple[str, list[tuple[str, str]]]] = [
-    ("partitioning", [(r"producer/partitioner\.py", ""), (r"producer/bulk\.py", r"resolve_partitions|group_")]),
+    ("partitioning", [(r"producer/partitioner\.py", ""), (r"producer/bulk\.py", r"resolve_partitions")]),
+    ("grouping rows by partition (a take)", [(r"record/arrow\.py", r"\btake\b"), (r"producer/bulk\.py", r"group_")]),
     ("compression", [(r"record/compression\.py", "")]),
     ("CRC", [(r"record/crc\.py", "")]),
-    ("record encoding", [(r"record/(arrow|batch)\.py", ""), (r"producer/bulk\.py", r"encode|plan_pieces|sub_calls|"
+    ("record encoding (varints, the join)", [(r"record/(arrow|batch)\.py", ""), (r"producer/bulk\.py", r"encode|plan_pieces|sub_calls|"
                                                                                     r"memory_bound|oversized")]),
     ("accumulator and buffers", [(r"producer/(accumulator|buffer_pool|producer_batch)\.py", "")]),
     ("futures and results", [(r"producer/(future|offset_ranges)\.py", ""), (r"producer/bulk\.py", "")]),
@@ -73,8 +77,15 @@ class Cell:
         return f"{self.value_size} B, {self.partitions} partitions, {self.config}"
 
 
-def stage_of(stack: list[str]) -> str:
-    """The stage a sample's stack (root first) is charged to."""
+#: a sample whose innermost frame is one of these is a thread waiting (py-spy cannot always tell
+#: a thread blocked in a C call from one running): not CPU, left out
+WAITING = re.compile(r"^(\S+\.)?(select|poll|wait|_say|sleep|readline|recv_into|accept)\b")
+
+
+def stage_of(stack: list[str]) -> str | None:
+    """The stage a sample's stack (root first) is charged to; None: a thread waiting."""
+    if stack and WAITING.match(stack[-1]):
+        return None
     for frame in reversed(stack):
         m = _FRAME.match(frame)
         if m is None or _PACKAGE not in m["path"]:
@@ -91,8 +102,9 @@ def read_stacks(path: Path) -> Counter:
     samples: Counter = Counter()
     for line in path.read_text(errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
-        if stack and count.isdigit():
-            samples[stage_of(stack.split(";"))] += int(count)
+        stage = stage_of(stack.split(";")) if stack and count.isdigit() else None
+        if stage is not None:
+            samples[stage] += int(count)
     return samples
 
 
@@ -155,6 +167,8 @@ def unavoidable(nbytes: int) -> dict[str, float]:
 
 
 def child(spec: dict) -> None:
+    """The measured child: prepares, says ``READY``, waits for ``GO`` (the sampler attached), writes,
+    says ``DONE``, waits for ``GO`` again (the sampler detached), measures the unavoidable work."""
     from sparkkafka_sink import Producer
 
     chunks, nbytes = _arrow_chunks(spec["records"], spec["value_size"])
@@ -163,14 +177,22 @@ def child(spec: dict) -> None:
         producer.partitions_for(spec["topic"])  # metadata and connections outside the measure
         producer.send_batch(spec["topic"], values=chunks[0][1].slice(0, 10), keys=chunks[0][0].slice(0, 10))
         producer.flush(60)
+        _say("READY")
         started, wall = _cpu_s(), time.perf_counter()
         futures = [producer.send_batch(spec["topic"], values=values, keys=keys) for keys, values in chunks]
         producer.flush(300)
         cpu, wall = _cpu_s() - started, time.perf_counter() - wall
+        _say("DONE")
         failed = sum(f.failed_count() for f in futures)
     result = {"cpu_s": cpu, "wall_s": wall, "bytes": nbytes, "failed": failed,
               "unavoidable_s_per_gb": unavoidable(nbytes)}
     Path(spec["result"]).write_text(json.dumps(result))
+
+
+def _say(word: str) -> None:
+    """Tell the parent, then wait for its ``GO``."""
+    print(word, flush=True)
+    assert sys.stdin.readline().strip() == "GO"
 
 
 # -- the parent -------------------------------------------------------------------------------------
@@ -189,9 +211,22 @@ def profile_cell(cell: Cell, bootstrap: str, records: int, work: Path) -> dict:
     spec = {"bootstrap": bootstrap, "topic": topic, "records": records, "value_size": cell.value_size,
             "settings": _settings(cell), "result": str(result)}
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    subprocess.run([py_spy, "record", "--native", "--rate", str(RATE), "--format", "raw", "--output", str(stacks),
-                    "--", sys.executable, "-m", "benchmarks.profile", "--child", json.dumps(spec)],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen([sys.executable, "-m", "benchmarks.profile", "--child", json.dumps(spec)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert worker.stdin is not None and worker.stdout is not None
+    assert worker.stdout.readline().strip() == "READY"
+    sampler = subprocess.Popen([py_spy, "record", "--pid", str(worker.pid), "--rate", str(RATE), "--format", "raw",
+                                "--output", str(stacks), *(["--native"] if NATIVE else [])],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(2)  # attached
+    worker.stdin.write("GO\n")
+    worker.stdin.flush()
+    assert worker.stdout.readline().strip() == "DONE"
+    sampler.send_signal(signal.SIGINT)  # py-spy writes what it sampled and detaches
+    sampler.wait(60)
+    worker.stdin.write("GO\n")
+    worker.stdin.flush()
+    assert worker.wait(600) == 0
     delete_topic(bootstrap, topic)
     measured = json.loads(result.read_text())
     samples = read_stacks(stacks)

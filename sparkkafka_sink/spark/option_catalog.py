@@ -81,99 +81,101 @@ REJECTED_KAFKA_KEYS = {
 
 SINK_OPTIONS: tuple[ConfigKey, ...] = (
     ConfigKey("topic", "string", None,
-               "The topic every row is written to. When set, it wins over a `topic` column.",
-               unset="each row's `topic` column (then required)", field="topic", hint="a topic name"),
+              "The topic every row is written to. When set, it wins over a `topic` column.",
+              unset="each row's `topic` column (then required)", field="topic", hint="a topic name"),
     ConfigKey("propertiesFile", "string", None,
-               "A client properties file read whole on the driver (Confluent Cloud's `client.properties`, a Java "
-               "job's `producer.properties`): its Kafka lines are taken as `kafka.*` options, its Schema Registry "
-               "lines (`schema.registry.url`, `basic.auth.*`, `bearer.auth.*`) as `schema.registry.*` ones (unused "
-               "when no column is written in a registry format). Options given with `.option()` win over its "
-               "lines; its secrets travel and are redacted as the options' are.",
-               unset="none: the options alone", hint="a path on the driver"),
+              "A client properties file read whole on the driver (Confluent Cloud's `client.properties`, a Java "
+              "job's `producer.properties`): its Kafka lines are taken as `kafka.*` options, its Schema Registry "
+              "lines (`schema.registry.url`, `basic.auth.*`, `bearer.auth.*`) as `schema.registry.*` ones (unused "
+              "when no column is written in a registry format), its Confluent serializer settings as the sink's "
+              "options of those names; a Java job's byte and string serializer lines are dropped with a warning, "
+              "Confluent's serializers refused naming the `keyFormat`/`valueFormat` that does their work. Options "
+              "given with `.option()` win over its lines; its secrets travel and are redacted as the options' are.",
+              unset="none: the options alone", hint="a path on the driver"),
     ConfigKey("checkpointLocation", "string", None,
-               "Spark's own streaming option: where the query keeps its progress, any path Spark accepts "
-               "(local, `file:`, `dbfs:/`, `s3a://`, `abfss://`, `gs://`, `hdfs://`). Under exactly-once it names "
-               "the query (the default `transactionalIdPrefix` is made from it); the sink writes nothing under "
-               "it. In `foreachBatch` give the query's own.",
-               unset="none (Spark asks for one to start a streaming query)", hint="a path"),
+              "Spark's own streaming option: where the query keeps its progress, any path Spark accepts "
+              "(local, `file:`, `dbfs:/`, `s3a://`, `abfss://`, `gs://`, `hdfs://`). Under exactly-once it names "
+              "the query (the default `transactionalIdPrefix` is made from it); the sink writes nothing under "
+              "it. In `foreachBatch` give the query's own.",
+              unset="none (Spark asks for one to start a streaming query)", hint="a path"),
     ConfigKey("deliveryGuarantee", "choice", "at-least-once",
-               "`exactly-once`: every task attempt writes in a Kafka transaction that the driver commits "
-               "with the job; readers with `isolation.level=read_committed` see each row once.",
-               choices=GUARANTEES),
+              "`exactly-once`: every task attempt writes in a Kafka transaction that the driver commits "
+              "with the job; readers with `isolation.level=read_committed` see each row once.",
+              choices=GUARANTEES),
     ConfigKey("transactionalIdPrefix", "string", None,
-               "Exactly-once: the start of the tasks' transactional ids (1 to 200 characters). Ids under "
-               "it are the sink's: the driver aborts open transactions under it that it did not commit.",
-               unset="the target's (its bootstrap servers and topic); per query (from its checkpoint location) "
+              "Exactly-once: the start of the tasks' transactional ids (1 to 200 characters). Ids under "
+              "it are the sink's: the driver aborts open transactions under it that it did not commit.",
+              unset="the target's (its bootstrap servers and topic); per query (from its checkpoint location) "
                      "when streaming", max_length=200),
     ConfigKey("decisionTopic", "string", DEFAULT_DECISION_TOPIC,
-               "Exactly-once: the compacted topic each write's decision is recorded in (its exact winning "
-               "transactions, before the first commit), so whoever ends a write its driver left ends it as "
-               "decided. Created by the first exactly-once write when missing (16 partitions, replication up "
-               "to 3); the principal needs WRITE and READ on it (and CREATE, or have it created).",
-               field="decision_topic", hint="a topic name", max_length=249),
+              "Exactly-once: the compacted topic each write's decision is recorded in (its exact winning "
+              "transactions, before the first commit), so whoever ends a write its driver left ends it as "
+              "decided. Created by the first exactly-once write when missing (16 partitions, replication up "
+              "to 3); the principal needs WRITE and READ on it (and CREATE, or have it created).",
+              field="decision_topic", hint="a topic name", max_length=249),
     ConfigKey("leaseKeeper", "choice", "process",
-               "Exactly-once: `process` starts a small keeper process beside the driver that holds its lease "
-               "and ends its writes within seconds should the driver die. `none` starts none (for platforms "
-               "that forbid extra processes): a dead driver's write is then ended by the next exactly-once "
-               "write under the prefix, the operator's command or `kafka.transaction.timeout.ms`, and writes "
-               "under one prefix must not run at once.",
-               choices=("process", "none"), field="keeper"),
+              "Exactly-once: `process` starts a small keeper process beside the driver that holds its lease "
+              "and ends its writes within seconds should the driver die. `none` starts none (for platforms "
+              "that forbid extra processes): a dead driver's write is then ended by the next exactly-once "
+              "write under the prefix, the operator's command or `kafka.transaction.timeout.ms`, and writes "
+              "under one prefix must not run at once.",
+              choices=("process", "none"), field="keeper"),
     ConfigKey("leaseWindowMs", "integer", int(LEASE_WINDOW_S * 1000),
-               "Exactly-once: how long a write watches the lease of another driver with open writes under its "
-               "prefix before calling that driver gone and ending its writes as they were decided: how long the "
-               "next write waits behind a dead driver. Shorter ends leftovers sooner; a live driver whose keeper "
-               "stalls longer than this may see its job fail, cleanly (nothing of it visible, nothing twice).",
-               minimum=int(2 * LEASE_BEAT_S * 1000), maximum=3_600_000, unit="ms", field="lease_window_ms"),
+              "Exactly-once: how long a write watches the lease of another driver with open writes under its "
+              "prefix before calling that driver gone and ending its writes as they were decided: how long the "
+              "next write waits behind a dead driver. Shorter ends leftovers sooner; a live driver whose keeper "
+              "stalls longer than this may see its job fail, cleanly (nothing of it visible, nothing twice).",
+              minimum=int(2 * LEASE_BEAT_S * 1000), maximum=3_600_000, unit="ms", field="lease_window_ms"),
     ConfigKey("batchId", "integer", None,
-               "Exactly-once inside `foreachBatch`: the micro-batch id Spark passes, so that a replayed "
-               "micro-batch is recognised (needs `checkpointLocation`).",
-               minimum=0, unset="none: the batch write is a write of its own",
-               hint="the micro-batch id foreachBatch passes"),
+              "Exactly-once inside `foreachBatch`: the micro-batch id Spark passes, so that a replayed "
+              "micro-batch is recognised (needs `checkpointLocation`).",
+              minimum=0, unset="none: the batch write is a write of its own",
+              hint="the micro-batch id foreachBatch passes"),
     ConfigKey("coalesceBytes", "integer", DEFAULT_COALESCE_BYTES,
-               "A task joins Spark's Arrow batches until they hold this many bytes, then hands them to the "
-               "producer in one bulk call. `0` sends each Arrow batch alone; lower it where the Python "
-               "workers' memory is tight.",
-               minimum=0, maximum=1 << 30, unit="bytes", field="coalesce_bytes",
-               hint="0: hand each Spark Arrow batch to the producer alone"),
+              "A task joins Spark's Arrow batches until they hold this many bytes, then hands them to the "
+              "producer in one bulk call. `0` sends each Arrow batch alone; lower it where the Python "
+              "workers' memory is tight.",
+              minimum=0, maximum=1 << 30, unit="bytes", field="coalesce_bytes",
+              hint="0: hand each Spark Arrow batch to the producer alone"),
     ConfigKey("tuneAllocator", "boolean", True,
-               "Each write task raises glibc's malloc thresholds in its Python worker (mmap 16 MiB, trim "
-               "32 MiB), so the large temporaries of a bulk call reuse the heap instead of fresh pages. "
-               "Process-wide; does nothing on another C library. `false` leaves them alone.",
-               field="tune_allocator"),
+              "Each write task raises glibc's malloc thresholds in its Python worker (mmap 16 MiB, trim "
+              "32 MiB), so the large temporaries of a bulk call reuse the heap instead of fresh pages. "
+              "Process-wide; does nothing on another C library. `false` leaves them alone.",
+              field="tune_allocator"),
     ConfigKey("clusterCheckTimeoutMs", "integer", DEFAULT_CLUSTER_CHECK_TIMEOUT_MS,
-               "Batch writes: before any task starts, the driver checks within this bound that a broker "
-               "answers, that the topics exist (or may be created) and that the principal may write them. "
-               "`0` skips the check. Not run for `writeStream`.",
-               minimum=0, maximum=600_000, unit="ms", field="cluster_check_timeout_ms",
-               hint="0: no check of the cluster before the tasks start"),
+              "Batch writes: before any task starts, the driver checks within this bound that a broker "
+              "answers, that the topics exist (or may be created) and that the principal may write them. "
+              "`0` skips the check. Not run for `writeStream`.",
+              minimum=0, maximum=600_000, unit="ms", field="cluster_check_timeout_ms",
+              hint="0: no check of the cluster before the tasks start"),
     ConfigKey("maxRecordsPerSecond", "number", None,
-               "Rate limit of each write task: records per second, paced smoothly (slices of a tenth of a "
-               "second's allowance). The job's rate is at most this times the tasks running at once.",
-               above=0, unit="records per second of each write task", unset="no limit",
-               field="max_records_per_s"),
+              "Rate limit of each write task: records per second, paced smoothly (slices of a tenth of a "
+              "second's allowance). The job's rate is at most this times the tasks running at once.",
+              above=0, unit="records per second of each write task", unset="no limit",
+              field="max_records_per_s"),
     ConfigKey("maxBytesPerSecond", "number", None,
-               "Rate limit of each write task: key + value + header bytes (before compression) per second.",
-               above=0, unit="bytes per second of each write task", unset="no limit",
-               field="max_bytes_per_s"),
+              "Rate limit of each write task: key + value + header bytes (before compression) per second.",
+              above=0, unit="bytes per second of each write task", unset="no limit",
+              field="max_bytes_per_s"),
     ConfigKey("producerCacheTimeoutMs", "integer", DEFAULT_CACHE_TIMEOUT_MS,
-               "At-least-once tasks of one Python worker share a producer per configuration; an idle one "
-               "is closed after this long. `0`: one producer per task. Exactly-once tasks always have "
-               "their own.",
-               minimum=0, maximum=86_400_000, unit="ms", field="producer_cache_timeout_ms",
-               hint="0: one producer per task, no pool"),
+              "At-least-once tasks of one Python worker share a producer per configuration; an idle one "
+              "is closed after this long. `0`: one producer per task. Exactly-once tasks always have "
+              "their own.",
+              minimum=0, maximum=86_400_000, unit="ms", field="producer_cache_timeout_ms",
+              hint="0: one producer per task, no pool"),
     ConfigKey("errors.tolerance", "choice", "none",
-               "`none`: the first bad row fails its task, naming it. `all`: bad rows are skipped and "
-               "counted (`records_skipped`), and the job goes on.",
-               choices=TOLERANCES),
+              "`none`: the first bad row fails its task, naming it. `all`: bad rows are skipped and "
+              "counted (`records_skipped`), and the job goes on.",
+              choices=TOLERANCES),
     ConfigKey("errors.deadletterqueue.topic.name", "string", None,
-               "With `errors.tolerance=all`: each bad row is written to this topic with its key, value "
-               "and headers, plus context headers. Must differ from the target topic.",
-               unset="none: bad rows are only counted", field="dead_letter_topic", hint="a topic name"),
+              "With `errors.tolerance=all`: each bad row is written to this topic with its key, value "
+              "and headers, plus context headers. Must differ from the target topic.",
+              unset="none: bad rows are only counted", field="dead_letter_topic", hint="a topic name"),
     ConfigKey("errors.deadletterqueue.context.headers.enable", "boolean", True,
-               "Dead-letter records carry headers naming the error, its stage, the intended topic and "
-               "partition, and the Spark partition, attempt and row.", field="dead_letter_context_headers"),
+              "Dead-letter records carry headers naming the error, its stage, the intended topic and "
+              "partition, and the Spark partition, attempt and row.", field="dead_letter_context_headers"),
     ConfigKey("errors.log.enable", "boolean", False,
-               "Log each bad row as a warning of its task (never its key or value).", field="log_bad_rows"),
+              "Log each bad row as a warning of its task (never its key or value).", field="log_bad_rows"),
 )
 
 #: how the ``key`` and ``value`` columns become bytes (``formats.py`` parses them); the
@@ -183,43 +185,43 @@ SERIALIZATION_OPTIONS: tuple[ConfigKey, ...] = tuple(
     for column in ("value", "key")
     for option in (
         ConfigKey(f"{column}Format", "choice", "binary",
-                   f"How the `{column}` column is written: `binary` (its bytes; a string as UTF-8), `avro`, "
-                   "`json` (JSON Schema) or `protobuf` in the Schema Registry's wire format (then the column may "
-                   "be of any Spark type -- a struct for Protobuf -- and `schema.registry.url` is required).",
-                   choices=COLUMN_FORMATS, field="format"),
+                  f"How the `{column}` column is written: `binary` (its bytes; a string as UTF-8), `avro`, "
+                  "`json` (JSON Schema) or `protobuf` in the Schema Registry's wire format (then the column may "
+                  "be of any Spark type -- a struct for Protobuf -- and `schema.registry.url` is required).",
+                  choices=COLUMN_FORMATS, field="format"),
         ConfigKey(f"{column}Schema", "string", None,
-                   f"The schema of the `{column}` column, as Avro JSON, JSON Schema or proto3 text (the first "
-                   "message of a `.proto` is written); checked against the column's type on the driver.",
-                   unset="derived from the column's Spark type", field="schema", hint="the schema's text"),
+                  f"The schema of the `{column}` column, as Avro JSON, JSON Schema or proto3 text (the first "
+                  "message of a `.proto` is written); checked against the column's type on the driver.",
+                  unset="derived from the column's Spark type", field="schema", hint="the schema's text"),
         ConfigKey(f"{column}DescriptorFile", "string", None,
-                   "Protobuf: a descriptor set file holding the schema (`protoc --descriptor_set_out=FILE "
-                   "--include_imports`), read on the driver; its messages may import only the well-known types. "
-                   "Needs the `protobuf` package on the driver (`pip install 'sparkkafka-sink[protobuf]'`).",
-                   unset="none", field="descriptor_file", hint="a file path"),
+                  "Protobuf: a descriptor set file holding the schema (`protoc --descriptor_set_out=FILE "
+                  "--include_imports`), read on the driver; its messages may import only the well-known types. "
+                  "Needs the `protobuf` package on the driver (`pip install 'sparkkafka-sink[protobuf]'`).",
+                  unset="none", field="descriptor_file", hint="a file path"),
         ConfigKey(f"{column}RecordName", "string", None,
-                   "The name of the derived schema's record (Avro), its `title` (JSON Schema), or its message "
-                   "(Protobuf); with a given Protobuf schema, which of its top-level messages is written.",
-                   unset="Avro and Protobuf: `topLevelRecord` (as Spark's `to_avro`); JSON Schema: no title",
-                   field="record_name", hint="a record name"),
+                  "The name of the derived schema's record (Avro), its `title` (JSON Schema), or its message "
+                  "(Protobuf); with a given Protobuf schema, which of its top-level messages is written.",
+                  unset="Avro and Protobuf: `topLevelRecord` (as Spark's `to_avro`); JSON Schema: no title",
+                  field="record_name", hint="a record name"),
         ConfigKey(f"{column}RecordNamespace", "string", None,
-                   "The namespace of the derived schema's record (Avro), or its package (Protobuf).",
-                   unset="none", field="record_namespace", hint="a namespace"),
+                  "The namespace of the derived schema's record (Avro), or its package (Protobuf).",
+                  unset="none", field="record_namespace", hint="a namespace"),
         ConfigKey(f"{column}.subject.name.strategy", "choice", DEFAULT_STRATEGY,
-                   f"The subject the {column} schema lives under. Confluent's Java class names and "
-                   "confluent-kafka's function names are accepted too.",
-                   choices=STRATEGY_NAMES, field="subject_strategy", spelling=strategy_named,
-                   hint="or their Java class or confluent-kafka function names"),
+                  f"The subject the {column} schema lives under. Confluent's Java class names and "
+                  "confluent-kafka's function names are accepted too.",
+                  choices=STRATEGY_NAMES, field="subject_strategy", spelling=strategy_named,
+                  hint="or their Java class or confluent-kafka function names"),
     )
 ) + (
     ConfigKey("auto.register.schemas", "boolean", None,
-               "Register the schema under its subject (an equal schema already there answers with its id). "
-               "`false`: the schema must already be registered.",
-               unset="`true`, or `false` with `use.latest.version=true`", field="auto_register"),
+              "Register the schema under its subject (an equal schema already there answers with its id). "
+              "`false`: the schema must already be registered.",
+              unset="`true`, or `false` with `use.latest.version=true`", field="auto_register"),
     ConfigKey("use.latest.version", "boolean", False,
-               "Write with the subject's latest schema (which must be able to hold the column); needs "
-               "`auto.register.schemas=false`, which it implies.", field="use_latest_version"),
+              "Write with the subject's latest schema (which must be able to hold the column); needs "
+              "`auto.register.schemas=false`, which it implies.", field="use_latest_version"),
     ConfigKey("normalize.schemas", "boolean", False,
-               "Ask the registry to normalize the schema before registering or looking it up.", field="normalize"),
+              "Ask the registry to normalize the schema before registering or looking it up.", field="normalize"),
 )
 
 #: every option of the sink, found in any case (Spark hands options over lower-cased)

@@ -170,12 +170,12 @@ def test_acks_1_is_accepted_and_turns_the_default_idempotence_off():
         parse_options({"kafka.bootstrap.servers": "h:9092", "kafka.acks": "1", "kafka.enable.idempotence": "true"})
 
 
-def test_sink_batch_size_default_and_explicit_override():
+def test_sink_batches_are_the_bulk_path_s_unless_batch_size_is_given():
     base = {"kafka.bootstrap.servers": "h:1"}
-    assert parse_options(base).producer_config["batch.size"] == 262144
-    assert parse_options({**base, "kafka.batch.size": "1000"}).producer_config["batch.size"] == 1000
+    assert parse_options(base).producer_config.bulk_batch_size == 262144
+    assert parse_options({**base, "kafka.batch.size": "1000"}).producer_config.bulk_batch_size == 1000
     small = parse_options({**base, "kafka.buffer.memory": "100000"}).producer_config
-    assert small["batch.size"] == 100000  # never above buffer.memory
+    assert small.bulk_batch_size == 100000  # never above buffer.memory
 
 
 def test_sink_linger_default_explicit_override_and_room_beside_delivery_timeout():

@@ -185,14 +185,13 @@ def signed_in_round_trip(config: dict, read_from: str, topic_prefix: str, count:
     """``count`` values written by our producer with ``config`` (a sign-in under test, on its
     listener) to a new two-partition topic, acknowledged each, and read back whole, by
     confluent-kafka, over ``read_from`` (a listener without sign-in)."""
-    from sparkkafka_sink import Producer as ours
     from sparkkafka_sink.testing.brokers import create_topics
 
     topic = f"{topic_prefix}-{uuid.uuid4().hex[:10]}"
     create_topics(read_from, {topic: 2}, timeout=30)
     values = [f"v{i}".encode() for i in range(count)]
-    with ours({"max.block.ms": 15000, "delivery.timeout.ms": 30000, "request.timeout.ms": 10000,
-               **config}) as producer:
+    with producer_for(config["bootstrap.servers"], {"max.block.ms": 15000, "delivery.timeout.ms": 30000,
+                                                    "request.timeout.ms": 10000, **config}) as producer:
         futures = [producer.send(topic, value=v) for v in values]
         producer.flush(30)
         for f in futures:

@@ -252,12 +252,12 @@ def column_options(column: str) -> tuple[ConfigKey, ...]:
 # -- the other options, in the same shape, for the reference -------------------------------------
 #: producer keys whose value may be a Python callable in the standalone ``Producer``: a Spark
 #: option is a string, so the sink's ``kafka.*`` option takes only what a string can say
-#: (``{key: (type, meaning)}``)
+#: (``{key: (type, meaning)}``, the type as the reference shows it)
 STRING_ONLY_KAFKA_KEYS = {
     "partitioner": ("one of murmur2, round_robin, random",
                     "murmur2 (Java default), round_robin or random (the standalone Producer also takes a "
                     "callable; a Spark option is a string)"),
-    "sasl.oauthbearer.token.provider": ("an importable 'module:function' string",
+    "sasl.oauthbearer.token.provider": ("importable 'module:function' string",
                                         "OAUTHBEARER: the 'module:function' of a function returning a token (the "
                                         "standalone Producer also takes the callable itself; a Spark option is a "
                                         "string)"),
@@ -282,7 +282,6 @@ def producer_options() -> list[OptionDoc]:
             doc = f"{doc}. Not accepted by the sink: {REJECTED_KAFKA_KEYS[key.name]}"
         if key.name in STRING_ONLY_KAFKA_KEYS:
             accepted, doc = STRING_ONLY_KAFKA_KEYS[key.name]
-            accepted = accepted.removeprefix("an ").removeprefix("a ")
         out.append(OptionDoc(entry.name, accepted, sink_defaults.get(key.name, entry.default), doc))
     return out
 

@@ -30,7 +30,8 @@ LEASE_WINDOW_MS = 4000
 class Job:
     """A Spark driver in a process group of its own (killed whole, as a node or scheduler does)."""
 
-    def __init__(self, *args: str, lease_dir: Path, log: Path, lease_window_ms: int | None = LEASE_WINDOW_MS):
+    def __init__(self, *args: str, lease_dir: Path, log: Path, lease_window_ms: int | None = LEASE_WINDOW_MS,
+                 cwd: Path | None = None):
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1",
                    SPARKKAFKA_LEASE_DIR=str(lease_dir))
         if lease_window_ms is not None:
@@ -38,7 +39,7 @@ class Job:
         self.log, self.lease_dir = log, lease_dir
         self._out = open(log, "w")
         self.proc = subprocess.Popen([sys.executable, *args], env=env, stdout=self._out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     cwd=cwd, start_new_session=True)
 
     def kill(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)

@@ -239,14 +239,19 @@ def test_a_live_write_under_the_same_prefix_is_never_touched(apache_kafka, topic
 @pytest.mark.parametrize("how", ["writeStream", "foreachBatch"])
 def test_a_killed_streaming_driver_leaves_nothing_open(apache_kafka, topic, lease_dir, tmp_path, how):
     """A streaming query under exactly-once, as the sink or inside foreachBatch with its batch id:
-    the query's driver killed while a micro-batch's transactions are open; its keeper ends them."""
-    checkpoint = str(tmp_path / "checkpoint")
+    the query's driver killed while a micro-batch's transactions are open; its keeper ends them.
+    The sink's query is checkpointed at a ``file:///`` URL (Spark's own; the sink opens nothing
+    under it: its decisions are in Kafka), and its driver leaves nothing in its working directory."""
+    checkpoint = f"file://{tmp_path / 'checkpoint'}" if how == "writeStream" else str(tmp_path / "checkpoint")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
     options = {"kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "topic": topic,
                "deliveryGuarantee": "exactly-once", "checkpointLocation": checkpoint}
     prefix = (parse_options(options, streaming=True) if how == "writeStream"
               else parse_options({**options, "batchId": "0"})).transactional_id_prefix
     job = Job(str(STREAM_JOB), apache_kafka.bootstrap_servers, topic, checkpoint, "100000",
-              *(["foreachBatch"] if how == "foreachBatch" else []), lease_dir=lease_dir, log=tmp_path / "stream.log")
+              *(["foreachBatch"] if how == "foreachBatch" else []), lease_dir=lease_dir, log=tmp_path / "stream.log",
+              cwd=cwd)
     try:
         writing(apache_kafka, prefix, job)
     finally:
@@ -258,6 +263,8 @@ def test_a_killed_streaming_driver_leaves_nothing_open(apache_kafka, topic, leas
     values = [int(g) for g in got if not g.startswith("after-")]
     assert len(values) == len(set(values)) and set(values) == set(range(len(values)))
     assert open_transactions(apache_kafka.bootstrap_servers, prefix) == []
+    assert sorted(p.name for p in cwd.iterdir()) in ([], ["spark-warehouse"]), list(cwd.iterdir())
+    assert (tmp_path / "checkpoint" / "offsets").is_dir(), "Spark kept no checkpoint there: the test did not bite"
 
 
 def _alive(pid: int) -> bool:

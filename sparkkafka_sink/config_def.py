@@ -24,8 +24,8 @@ from typing import Any, Literal
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
 
-__all__ = ["ConfigKey", "ConfigDef", "Invalid", "OptionDoc", "client_error", "number_text", "value_of", "INT_MAX",
-           "LONG_MAX"]
+__all__ = ["ConfigKey", "ConfigDef", "Invalid", "OptionDoc", "client_error", "number_text", "optional_text", "text",
+           "value_of", "INT_MAX", "LONG_MAX"]
 
 #: Java's int and long: the bounds of most of Kafka's numeric settings
 INT_MAX = 2**31 - 1
@@ -216,6 +216,17 @@ class ConfigKey:
 
     def doc_entry(self, prefix: str = "") -> OptionDoc:
         return OptionDoc(prefix + self.name, self.type, self.default_text, self.doc)
+
+
+def text(name: str, doc: str, default: str | None = None, **more: Any) -> ConfigKey:
+    """A string kept exactly as given, blank included (as Java's clients keep theirs:
+    ``ssl.endpoint.identification.algorithm=""`` means something)."""
+    return ConfigKey(name, "string", default, doc, blank="value", **more)
+
+
+def optional_text(name: str, doc: str, default: str | None = None, **more: Any) -> ConfigKey:
+    """A string whose blank value means not given (the registry client's settings)."""
+    return ConfigKey(name, "string", default, doc, blank="unset", **more)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkkafka_sink.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, Invalid
+from sparkkafka_sink.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, Invalid, text
 from sparkkafka_sink.oauth.token_source import REFRESH_WINDOW_FACTOR_KEY
 from sparkkafka_sink.security_protocol import SASL_MECHANISM
 
@@ -19,46 +19,42 @@ def _callable_or_str(value: Any) -> Any:
     raise Invalid("a callable or an importable 'module:function' string")
 
 
-def _text_key(name: str, doc: str, **more: Any) -> ConfigKey:
-    return ConfigKey(name, "string", None, doc, blank="value", **more)
-
-
 def _ms_key(name: str, default: int | None, doc: str, **more: Any) -> ConfigKey:
     return ConfigKey(name, "integer", default, doc, minimum=0, maximum=LONG_MAX, unit="ms", **more)
 
 
 SASL_KEYS: tuple[ConfigKey, ...] = (
     SASL_MECHANISM,
-    _text_key("sasl.jaas.config", "credentials as Java users write them (PlainLoginModule, ScramLoginModule, "
-                              "OAuthBearerLoginModule, IAMLoginModule, Krb5LoginModule)"),
-    _text_key("sasl.username", "user name for PLAIN/SCRAM (instead of sasl.jaas.config)"),
-    _text_key("sasl.password", "password for PLAIN/SCRAM (instead of sasl.jaas.config)"),
+    text("sasl.jaas.config", "credentials as Java users write them (PlainLoginModule, ScramLoginModule, "
+         "OAuthBearerLoginModule, IAMLoginModule, Krb5LoginModule)"),
+    text("sasl.username", "user name for PLAIN/SCRAM (instead of sasl.jaas.config)"),
+    text("sasl.password", "password for PLAIN/SCRAM (instead of sasl.jaas.config)"),
     ConfigKey("sasl.oauthbearer.token.provider", "custom", None,
               "OAUTHBEARER: a callable (or 'module:function') returning a token", parser=_callable_or_str,
               accepts="a callable or an importable 'module:function' string"),
-    _text_key("sasl.oauthbearer.token.endpoint.url", "OAUTHBEARER: OIDC token endpoint (client credentials)"),
-    _text_key("sasl.oauthbearer.client.id", "OAUTHBEARER/OIDC client id"),
-    _text_key("sasl.oauthbearer.client.secret", "OAUTHBEARER/OIDC client secret"),
-    _text_key("sasl.oauthbearer.client.credentials.client.id",
-              "OAUTHBEARER/OIDC client id (Kafka 4's name of sasl.oauthbearer.client.id)"),
-    _text_key("sasl.oauthbearer.client.credentials.client.secret",
-              "OAUTHBEARER/OIDC client secret (Kafka 4's name of sasl.oauthbearer.client.secret)"),
-    _text_key("sasl.oauthbearer.scope", "OAUTHBEARER/OIDC scope"),
-    _text_key("sasl.oauthbearer.extensions", "OAUTHBEARER SASL extensions: k=v,k2=v2"),
+    text("sasl.oauthbearer.token.endpoint.url", "OAUTHBEARER: OIDC token endpoint (client credentials)"),
+    text("sasl.oauthbearer.client.id", "OAUTHBEARER/OIDC client id"),
+    text("sasl.oauthbearer.client.secret", "OAUTHBEARER/OIDC client secret"),
+    text("sasl.oauthbearer.client.credentials.client.id",
+         "OAUTHBEARER/OIDC client id (Kafka 4's name of sasl.oauthbearer.client.id)"),
+    text("sasl.oauthbearer.client.credentials.client.secret",
+         "OAUTHBEARER/OIDC client secret (Kafka 4's name of sasl.oauthbearer.client.secret)"),
+    text("sasl.oauthbearer.scope", "OAUTHBEARER/OIDC scope"),
+    text("sasl.oauthbearer.extensions", "OAUTHBEARER SASL extensions: k=v,k2=v2"),
     REFRESH_WINDOW_FACTOR_KEY,
-    _text_key("sasl.client.callback.handler.class",
-              "Java's class name, honoured where it names what is built in: Amazon MSK's IAMClientCallbackHandler "
-              "(AWS_MSK_IAM) or IAMOAuthBearerLoginCallbackHandler (OAUTHBEARER); any other class is refused"),
-    _text_key("sasl.login.callback.handler.class",
-              "Java's class name, honoured where it names what is built in: Kafka's OAuthBearerLoginCallbackHandler "
-              "(with sasl.oauthbearer.token.endpoint.url), Amazon MSK's IAMOAuthBearerLoginCallbackHandler (the MSK "
-              "IAM token) or Google's GcpLoginCallbackHandler (the Managed Kafka token); any other class is refused"),
-    _text_key("sasl.aws.region",
-              "Amazon MSK IAM: the cluster's AWS region (not Java's key; default: the region in the broker host names, "
-              "else AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"),
-    _text_key("sasl.kerberos.service.name",
-              "GSSAPI (Kerberos): the brokers' service name, their principals being <name>/<host>@REALM (usually kafka; "
-              "or serviceName in the Krb5LoginModule line)"),
+    text("sasl.client.callback.handler.class",
+         "Java's class name, honoured where it names what is built in: Amazon MSK's IAMClientCallbackHandler "
+         "(AWS_MSK_IAM) or IAMOAuthBearerLoginCallbackHandler (OAUTHBEARER); any other class is refused"),
+    text("sasl.login.callback.handler.class",
+         "Java's class name, honoured where it names what is built in: Kafka's OAuthBearerLoginCallbackHandler "
+         "(with sasl.oauthbearer.token.endpoint.url), Amazon MSK's IAMOAuthBearerLoginCallbackHandler (the MSK "
+         "IAM token) or Google's GcpLoginCallbackHandler (the Managed Kafka token); any other class is refused"),
+    text("sasl.aws.region",
+         "Amazon MSK IAM: the cluster's AWS region (not Java's key; default: the region in the broker host names, "
+         "else AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"),
+    text("sasl.kerberos.service.name",
+         "GSSAPI (Kerberos): the brokers' service name, their principals being <name>/<host>@REALM (usually kafka; "
+         "or serviceName in the Krb5LoginModule line)"),
 )
 
 #: the token endpoint's and the token refresher's settings (each with Kafka's default)

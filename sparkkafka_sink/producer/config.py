@@ -14,7 +14,7 @@ import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from sparkkafka_sink.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, Invalid
+from sparkkafka_sink.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, Invalid, text
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.producer import java_keys
 from sparkkafka_sink.sasl_keys import LOGIN_KEYS, SASL_KEYS
@@ -112,15 +112,10 @@ def _bool_key(name: str, default: bool, doc: str) -> ConfigKey:
     return ConfigKey(name, "boolean", default, doc)
 
 
-def _text_key(name: str, default: str | None, doc: str, **more: Any) -> ConfigKey:
-    """A string kept as given (``ssl.endpoint.identification.algorithm=''`` means something)."""
-    return ConfigKey(name, "string", default, doc, blank="value", **more)
-
-
 _KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("bootstrap.servers", "custom", None, "host:port list used to discover the cluster", parser=_bootstrap,
               accepts=_BOOTSTRAP, unset="required"),
-    _text_key("client.id", "sparkkafka-sink", "name sent to brokers in every request"),
+    text("client.id", "name sent to brokers in every request", "sparkkafka-sink"),
     ConfigKey("acks", "custom", "all", "acknowledgements the leader waits for: 0, 1 or all (-1)", parser=_acks,
               accepts="one of all, -1, 0, 1"),
     _int_key("linger.ms", 5, "how long a batch waits for more records before it is sent"),
@@ -162,27 +157,26 @@ _KEYS: tuple[ConfigKey, ...] = (
              -1),
     _int_key("receive.buffer.bytes", 32768, "SO_RCVBUF (-1: OS default)", -1),
     SECURITY_PROTOCOL,
-    _text_key("ssl.truststore.location", None, "CA certificates to trust: a PEM, PKCS12 or JKS file",
-              unset="the system's CAs"),
-    _text_key("ssl.truststore.type", None,
-              "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)", unset="from the file's content"),
-    _text_key("ssl.truststore.password", None,
-              "password of a PKCS12 or JKS truststore (a JKS one is read without it unchecked, as Java does)"),
-    _text_key("ssl.truststore.certificates", None, "CA certificates as PEM text (instead of a file)"),
-    _text_key("ssl.keystore.location", None,
-              "mutual TLS: client key and certificate, a PEM, PKCS12 or JKS file (JKS: the [jks] extra)"),
-    _text_key("ssl.keystore.type", None,
-              "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)", unset="from the file's content"),
-    _text_key("ssl.keystore.password", None, "password of a PKCS12 or JKS keystore"),
-    _text_key("ssl.keystore.certificate.chain", None, "mutual TLS: client certificate chain as PEM text"),
-    _text_key("ssl.keystore.key", None, "mutual TLS: client private key as PEM text"),
-    _text_key("ssl.key.password", None,
-              "password of an encrypted PEM private key, or of a JKS keystore's key", unset="ssl.keystore.password"),
-    _text_key("ssl.endpoint.identification.algorithm", "https",
-              "'https' verifies the broker's host name against its certificate; '' turns that off"),
-    _text_key("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", "TLS versions allowed"),
-    _text_key("ssl.protocol", "TLSv1.3", "highest TLS version offered (TLSv1.3, TLSv1.2)"),
-    _text_key("ssl.cipher.suites", None, "TLS 1.2 cipher suites (Java/IANA or OpenSSL names)", unset="OpenSSL's"),
+    text("ssl.truststore.location", "CA certificates to trust: a PEM, PKCS12 or JKS file", unset="the system's CAs"),
+    text("ssl.truststore.type", "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)",
+         unset="from the file's content"),
+    text("ssl.truststore.password",
+         "password of a PKCS12 or JKS truststore (a JKS one is read without it unchecked, as Java does)"),
+    text("ssl.truststore.certificates", "CA certificates as PEM text (instead of a file)"),
+    text("ssl.keystore.location",
+         "mutual TLS: client key and certificate, a PEM, PKCS12 or JKS file (JKS: the [jks] extra)"),
+    text("ssl.keystore.type", "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)",
+         unset="from the file's content"),
+    text("ssl.keystore.password", "password of a PKCS12 or JKS keystore"),
+    text("ssl.keystore.certificate.chain", "mutual TLS: client certificate chain as PEM text"),
+    text("ssl.keystore.key", "mutual TLS: client private key as PEM text"),
+    text("ssl.key.password", "password of an encrypted PEM private key, or of a JKS keystore's key",
+         unset="ssl.keystore.password"),
+    text("ssl.endpoint.identification.algorithm",
+         "'https' verifies the broker's host name against its certificate; '' turns that off", "https"),
+    text("ssl.enabled.protocols", "TLS versions allowed", "TLSv1.2,TLSv1.3"),
+    text("ssl.protocol", "highest TLS version offered (TLSv1.3, TLSv1.2)", "TLSv1.3"),
+    text("ssl.cipher.suites", "TLS 1.2 cipher suites (Java/IANA or OpenSSL names)", unset="OpenSSL's"),
     *SASL_KEYS,
     *LOGIN_KEYS,
     ConfigKey("transactional.id", "custom", None,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sparkkafka_sink.config_def import ConfigDef, ConfigKey
+from sparkkafka_sink.config_def import ConfigDef, ConfigKey, optional_text
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.oauth.bearer_token import OAuthBearerToken
 from sparkkafka_sink.oauth.token_providers import ClientCredentialsTokenProvider
@@ -39,10 +39,6 @@ DEFAULT_RETRIES_WAIT_MS = 1_000
 DEFAULT_RETRIES_MAX_WAIT_MS = 20_000
 
 
-def _text_key(name: str, doc: str, **more: Any) -> ConfigKey:
-    return ConfigKey(name, "string", None, doc, blank="unset", **more)
-
-
 def _count_key(name: str, default: int, doc: str, unit: str = "") -> ConfigKey:
     return ConfigKey(name, "integer", default, doc, minimum=0, unit=unit)
 
@@ -50,26 +46,28 @@ def _count_key(name: str, default: int, doc: str, unit: str = "") -> ConfigKey:
 #: every setting the client reads, declared once (``config_def``): parsed, checked and documented
 #: from here, with confluent-kafka's names
 REGISTRY_KEYS = ConfigDef((
-    _text_key("url", "the registry's URL; several, comma-separated, are tried in turn when one cannot be reached",
-              unset="required"),
+    optional_text("url", "the registry's URL; several, comma-separated, are tried in turn when one cannot be reached",
+                  unset="required"),
     ConfigKey("basic.auth.credentials.source", "choice", "USER_INFO",
               "USER_INFO (basic.auth.user.info) or URL (user:password@ in url)", choices=BASIC_AUTH_SOURCES),
-    _text_key("basic.auth.user.info", "user:password for HTTP basic authentication"),
+    optional_text("basic.auth.user.info", "user:password for HTTP basic authentication"),
     ConfigKey("bearer.auth.credentials.source", "choice", None,
               "STATIC_TOKEN (bearer.auth.token) or OAUTHBEARER (a client-credentials token)",
               choices=BEARER_AUTH_SOURCES),
-    _text_key("bearer.auth.token", "the bearer token, with bearer.auth.credentials.source=STATIC_TOKEN"),
-    _text_key("bearer.auth.issuer.endpoint.url", "the OAuth token endpoint, with OAUTHBEARER"),
-    _text_key("bearer.auth.client.id", "the OAuth client id, with OAUTHBEARER"),
-    _text_key("bearer.auth.client.secret", "the OAuth client secret, with OAUTHBEARER"),
-    _text_key("bearer.auth.scope", "the OAuth scope asked for, with OAUTHBEARER (optional)"),
-    _text_key("bearer.auth.logical.cluster", "Confluent Cloud: the registry's logical cluster (header target-sr-cluster)"),
-    _text_key("bearer.auth.identity.pool.id", "Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)"),
-    _text_key("ssl.ca.location", "CA certificate file (PEM) or directory that verifies an https registry",
-              unset="the system's CAs"),
-    _text_key("ssl.certificate.location", "client certificate (PEM) for mutual TLS; may hold the key too"),
-    _text_key("ssl.key.location", "the client certificate's private key (PEM)"),
-    _text_key("ssl.key.password", "the password of an encrypted private key"),
+    optional_text("bearer.auth.token", "the bearer token, with bearer.auth.credentials.source=STATIC_TOKEN"),
+    optional_text("bearer.auth.issuer.endpoint.url", "the OAuth token endpoint, with OAUTHBEARER"),
+    optional_text("bearer.auth.client.id", "the OAuth client id, with OAUTHBEARER"),
+    optional_text("bearer.auth.client.secret", "the OAuth client secret, with OAUTHBEARER"),
+    optional_text("bearer.auth.scope", "the OAuth scope asked for, with OAUTHBEARER (optional)"),
+    optional_text("bearer.auth.logical.cluster",
+                  "Confluent Cloud: the registry's logical cluster (header target-sr-cluster)"),
+    optional_text("bearer.auth.identity.pool.id",
+                  "Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)"),
+    optional_text("ssl.ca.location", "CA certificate file (PEM) or directory that verifies an https registry",
+                  unset="the system's CAs"),
+    optional_text("ssl.certificate.location", "client certificate (PEM) for mutual TLS; may hold the key too"),
+    optional_text("ssl.key.location", "the client certificate's private key (PEM)"),
+    optional_text("ssl.key.password", "the password of an encrypted private key"),
     ConfigKey("timeout", "number", None, "seconds one request may take (confluent-kafka's name; or timeout.ms)",
               above=0, unit="seconds", unset="unset (timeout.ms applies)"),
     ConfigKey("timeout.ms", "integer", None,

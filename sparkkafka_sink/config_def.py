@@ -37,13 +37,17 @@ Kind = Literal["string", "boolean", "integer", "number", "choice", "custom"]
 Blank = Literal["refused", "unset", "value"]
 
 
+#: why a string was refused, where a scope words that itself: blank, or longer than allowed
+Reason = Literal["", "empty", "too long"]
+
+
 class Invalid(ValueError):
     """A value a key refuses: ``accepted`` says what it takes; ``detail`` (optional) what is
-    wrong with this one, where that says more."""
+    wrong with this one, where that says more, and ``reason`` which of a string's limits it broke."""
 
-    def __init__(self, accepted: str, detail: Message | str | None = None):
+    def __init__(self, accepted: str, detail: Message | str | None = None, reason: Reason = ""):
         super().__init__(accepted)
-        self.accepted, self.detail = accepted, detail
+        self.accepted, self.detail, self.reason = accepted, detail, reason
 
 
 @dataclass(frozen=True)
@@ -125,9 +129,9 @@ class ConfigKey:
         if not text and self.blank != "value":
             if self.blank == "unset":
                 return None
-            raise Invalid(self.accepted, "it is empty")
+            raise Invalid(self.accepted, "it is empty", "empty")
         if self.max_length is not None and len(text) > self.max_length:
-            raise Invalid(self.accepted, f"it has {len(text)} characters")
+            raise Invalid(self.accepted, f"it has {len(text)} characters", "too long")
         return text
 
     def _choice(self, raw: Any) -> str | None:

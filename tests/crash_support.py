@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kafka_helpers import consume_all
@@ -191,3 +193,16 @@ def run_command(kafka, *args: str) -> str:
                           "--bootstrap-servers", kafka.bootstrap_servers], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+@contextmanager
+def proxied(cluster) -> Iterator:
+    """The cluster's first broker behind a FaultProxy (the proxy, while the block runs): a
+    driver's commit can be stopped at a chosen request."""
+    from faults.harness import proxy_existing_broker
+
+    broker = proxy_existing_broker(cluster.nodes[0])
+    try:
+        yield broker.proxy
+    finally:
+        broker.stop()

@@ -34,11 +34,11 @@ __all__ = ["SINK_OPTIONS", "SERIALIZATION_OPTIONS", "OPTIONS", "option", "parse_
 
 def _sink_error(key: ConfigKey, raw: Any, invalid: Invalid) -> SinkValidationError:
     """The sink's wording: the option as users wrote it, what it accepts, what it got."""
-    text = str(raw).strip()
-    if key.kind == "string" and not text:
+    if invalid.reason == "empty":
         return SinkValidationError(f"option '{key.name}' is empty; give {key.hint or 'a value'} or drop the option")
-    if key.kind == "string" and key.max_length is not None and len(text) > key.max_length:
-        return SinkValidationError(f"option '{key.name}' must be 1-{key.max_length} characters, got {len(text)}")
+    if invalid.reason == "too long":
+        return SinkValidationError(f"option '{key.name}' must be 1-{key.max_length} characters, "
+                                   f"got {len(str(raw).strip())}")
     hint = f" ({key.hint})" if key.hint else ""
     return SinkValidationError(f"option '{key.name}' must be {invalid.accepted}{hint}, got {key.shown(raw)}")
 

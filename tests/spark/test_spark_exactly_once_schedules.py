@@ -38,6 +38,7 @@ from crash_support import (
     committed,
     default_prefix,
     keeper_pids,
+    proxied,
     run_command,
     writing,
 )
@@ -80,11 +81,8 @@ def topic(apache_kafka):
 
 @pytest.fixture
 def proxy(apache_kafka):
-    from faults.harness import proxy_existing_broker
-
-    proxied = proxy_existing_broker(apache_kafka.nodes[0])
-    yield proxied.proxy
-    proxied.stop()
+    with proxied(apache_kafka) as fault_proxy:
+        yield fault_proxy
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from crash_support import (
     default_prefix,
     keeper_pids,
     pause_workers,
+    proxied,
     resume,
     run_command,
     stalled,
@@ -125,12 +126,8 @@ def test_the_operator_command_lists_then_aborts_what_a_dead_driver_left(apache_k
 
 @pytest.fixture
 def proxy(cluster):
-    """The broker behind a FaultProxy: the driver's commit can be stopped at a chosen request."""
-    from faults.harness import proxy_existing_broker
-
-    proxied = proxy_existing_broker(cluster.nodes[0])
-    yield proxied.proxy
-    proxied.stop()
+    with proxied(cluster) as fault_proxy:
+        yield fault_proxy
 
 
 def _second_decision_end_txn():

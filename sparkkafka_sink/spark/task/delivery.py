@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -123,6 +124,13 @@ class DeliveryTracker:
         # a failure names the bad row by its place in the task's input, as every task failure does
         future.add_callback(partial(self._on_bulk_done, (future, topic, rows, None, True)))
         return len(records)
+
+    def send_dead_letters_until_none(self, producer: Producer, flush: Callable[[], None]) -> None:
+        """After a flush: the dead letters of the bad rows the brokers refused in it, flushed in
+        turn (``flush``: the producer's flush, then :meth:`wait_all`), until none is left or a
+        record failed."""
+        while not self.failed and self.send_dead_letters(producer):
+            flush()
 
     def _on_bulk_done(self, entry: tuple, _result: object, _error: object) -> None:
         self._bulk_done.append(entry)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from functools import partial
 from typing import Any
 
 from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
@@ -82,8 +83,7 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
         if opened is not None:
             _flush(opened, tracker, options, task)
             with _step(task, dead_lettering):  # bad rows the broker refused at the flush, then theirs
-                while not tracker.failed and tracker.send_dead_letters(opened):
-                    _flush(opened, tracker, options, task)
+                tracker.send_dead_letters_until_none(opened, partial(_flush, opened, tracker, options, task))
         metrics = task_metrics(producer.metrics(), tracker.delivered, tracker.failed,
                                task.micro_batch, limiter.throttled_s if limiter is not None else 0.0,
                                skipped=dead_letters.skipped if dead_letters is not None else 0,

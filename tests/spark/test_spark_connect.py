@@ -4,13 +4,10 @@ share this test session's JVM); needs the pyspark[connect] client libraries."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
-from pathlib import Path
 
 import pytest
 from broker_kinds import KAFKA_KINDS
@@ -49,12 +46,8 @@ def test_spark_connect_writes_without_metrics(kafka, tmp_path):
     pytest.importorskip("google.rpc", reason="Spark Connect client needs grpcio-status")
     topic = kafka.create_topic()
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    # a local Connect server binds Spark's fixed port (15002; port 0 leaves the client unable to
-    # find it): test runs beside each other (.ci/run's main suite and compatibility tier) take turns
-    with open(Path(tempfile.gettempdir()) / "sparkkafka-spark-connect-15002.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        out = subprocess.run([sys.executable, "-c", SCRIPT, kafka.bootstrap_servers, topic],
-                             capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
+    out = subprocess.run([sys.executable, "-c", SCRIPT, kafka.bootstrap_servers, topic],
+                         capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert out.returncode == 0, out.stderr[-4000:]
     keys = {"CONNECT", "RECORDS_SENT", "OVERWRITE_REFUSED"}
     lines = {k: v for k, _, v in (ln.partition(" ") for ln in out.stdout.splitlines()) if k in keys}

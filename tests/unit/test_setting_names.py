@@ -18,10 +18,10 @@ from sparkkafka_sink.serialization.registry_settings import REGISTRY_KEYS
 ROOT = Path(sparkkafka_sink.__file__).parent
 #: where the keys are the users' own words, or no message is made
 OUTSIDE = {"spark", "testing", "demo.py", "examples", "transactions.py"}
-#: calls whose text is a declaration (a key's documentation: ``config_def``'s, and a scope's
-#: helpers making them, named ``_..._key``), or marks its keys itself (the Java keys' reasons,
-#: `key` in backticks): not a message
-DECLARATIONS = {"ConfigKey", "ConfigDef", "_noted", "_refused"}
+#: calls whose text is a declaration (a key's documentation: ``config_def``'s keys and string
+#: keys, and a scope's helpers making them, named ``_..._key``), or marks its keys itself (the
+#: Java keys' reasons, `key` in backticks): not a message
+DECLARATIONS = {"ConfigKey", "ConfigDef", "text", "optional_text", "_noted", "_refused"}
 
 
 def _key_pattern() -> re.Pattern[str]:

@@ -15,8 +15,12 @@ Beside them, in the same child and on the same bytes, what the work cannot avoid
 into fresh memory, one CRC-32C pass (crc32c, as the record batches use), one write of the bytes
 into a local socket whose other end a thread drains (the kernel's share of sending them).
 
-Writes ``profile-<date>.json`` in ``--out`` and prints a Markdown table (benchmarks/README.md,
-"Where the producer's CPU goes").  Needs py-spy (``pip install py-spy``; root, or ptrace allowed).
+``--spark``: the Spark sink's write tasks instead (:func:`profile_spark`): the same stages plus
+the task's own, in the Python workers that run them, beside Spark's no-op sink (benchmarks/README.md,
+"Where a Spark write task's CPU goes").
+
+Writes ``profile-<date>.json`` (``profile-spark-<date>.json``) in ``--out`` and prints a Markdown
+table (benchmarks/README.md, "Where the producer's CPU goes").  Needs py-spy (``pip install py-spy``; root, or ptrace allowed).
 """
 
 from __future__ import annotations
@@ -60,8 +64,17 @@ STAGES: list[tuple[str, list[tuple[str, str]]]] = [
     ("requests and responses", [(r"protocol/", ""), (r"producer/(sender|idempotence|metrics)\.py", "")]),
     ("network", [(r"network/", "")]),
     ("send_batch's own steps", [(r"producer/producer\.py", "")]),
+    # the Spark task's own steps (``--spark``)
+    ("coalescing Spark's batches", [(r"spark/task/batches\.py", "")]),
+    ("column checks and routing", [(r"spark/task/(routing|part)\.py", "")]),
+    ("delivery tracking", [(r"spark/task/(delivery|dead_letters)\.py", "")]),
+    ("the task's other steps", [(r"spark/", "")]),
     ("the rest of the package", [(r"", "")]),
 ]
+#: a sample in pyspark below the package's innermost frame: the worker reading Spark's Arrow
+#: stream (the write task's ``for batch in iterator``)
+FROM_SPARK = "Arrow batches from Spark (pyspark, pyarrow)"
+OUTSIDE = "harness and interpreter outside the package"
 _FRAME = re.compile(r"^(?P<function>.*?) \((?P<path>[^():]*?)(?::\d+)?\)$")
 _PACKAGE = "sparkkafka_sink/"
 
@@ -86,15 +99,19 @@ def stage_of(stack: list[str]) -> str | None:
     """The stage a sample's stack (root first) is charged to; None: a thread waiting."""
     if stack and WAITING.match(stack[-1]):
         return None
+    below_is_spark = False  # a pyspark frame inside the frames seen so far (innermost first)
     for frame in reversed(stack):
         m = _FRAME.match(frame)
         if m is None or _PACKAGE not in m["path"]:
+            below_is_spark = below_is_spark or (m is not None and "pyspark/" in m["path"])
             continue
+        if below_is_spark:
+            return FROM_SPARK
         module = m["path"].split(_PACKAGE, 1)[1]
         for stage, rules in STAGES:
             if any(re.search(mp, module) and re.search(fp, m["function"]) for mp, fp in rules):
                 return stage
-    return "harness and interpreter outside the package"
+    return FROM_SPARK if below_is_spark else OUTSIDE
 
 
 def read_stacks(path: Path) -> Counter:
@@ -239,7 +256,7 @@ def profile_cell(cell: Cell, bootstrap: str, records: int, work: Path) -> dict:
 
 
 def table(results: list[dict]) -> str:
-    stages = [s for s, _ in STAGES] + ["harness and interpreter outside the package"]
+    stages = [FROM_SPARK] + [s for s, _ in STAGES] + [OUTSIDE]
     head = "| stage (CPU s per GB) | " + " | ".join(
         f"{r['cell']['value_size']} B, {r['cell']['partitions']} p, {r['cell']['config']}" for r in results) + " |"
     lines = [head, "|---|" + "---:|" * len(results)]
@@ -254,6 +271,48 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def profile_spark(cells: list[Cell], rows: int, work: Path) -> list[dict]:
+    """The Spark sink's write tasks: ``benchmarks.run`` writes ``rows`` rows per cell (two
+    rounds, the second counted; Spark's no-op sink beside it: the floor, Spark handing the same
+    Arrow batches to a worker that only counts them) with its workers sampled
+    (``--profile-workers``); each run's samples are charged to stages as above and scaled by the
+    CPU its Python workers burnt (``/proc``)."""
+    from benchmarks.common import log
+
+    stacks = work / "spark-stacks"
+    shutil.rmtree(stacks, ignore_errors=True)
+    stacks.mkdir(parents=True)
+    cmd = [sys.executable, "-m", "benchmarks.run", "--contenders", "spark-pyprod,spark-noop", "--spark-rounds", "2",
+           "--spark-rows", str(rows), "--value-sizes", ",".join(sorted({str(c.value_size) for c in cells})),
+           "--partitions", ",".join(sorted({str(c.partitions) for c in cells})),
+           "--configs", ",".join(sorted({c.config for c in cells})), "--compression", "none",
+           "--profile-workers", str(stacks.resolve()), "--out", str((work / "spark-run").resolve()), "--no-chart"]
+    log("running " + " ".join(cmd[2:]))
+    subprocess.run(cmd, check=True)
+    doc = json.loads((work / "spark-run" / "results.json").read_text())
+    # each cell's second round: the first of the first cell pays the workers' start-up
+    floors = {(r["value_size"], r["partitions"], r["config"]): r for r in doc["runs"]
+              if r["contender"] == "spark-noop" and r.get("status") == "ok" and r.get("round") == 2}
+    results = []
+    for r in doc["runs"]:
+        if r["contender"] != "spark-pyprod" or r.get("status") != "ok" or r.get("round") != 2:
+            continue
+        samples: Counter = Counter()
+        for path in r.get("profile_stacks", []):
+            samples.update(read_stacks(Path(path)))
+        total = sum(samples.values()) or 1
+        gb = rows * (doc["meta"].get("key_size", KEY_SIZE) + r["value_size"]) / GB
+        cpu = r.get("cpu_split_s", {}).get("python_workers", 0.0)
+        floor = floors.get((r["value_size"], r["partitions"], r["config"]), {})
+        results.append({"cell": {"value_size": r["value_size"], "partitions": r["partitions"], "config": r["config"]},
+                        "samples": total, "cpu_s_per_gb": cpu / gb, "wall_s": r.get("elapsed_s"),
+                        "stages_s_per_gb": {stage: cpu * count / total / gb for stage, count in samples.most_common()},
+                        "unavoidable_s_per_gb": {
+                            "Spark's no-op sink (the worker only counts the batches)":
+                                floor.get("cpu_split_s", {}).get("python_workers", float("nan")) / gb}})
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__.split("\n\n")[0])
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -262,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", default="4,64")
     ap.add_argument("--configs", default="tuned,defaults")
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--spark", action="store_true",
+                    help="profile the Spark sink's write tasks (their Python workers) instead of the producer alone")
+    ap.add_argument("--spark-rows", type=int, default=1_000_000, help="--spark: rows per cell")
     args = ap.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
@@ -273,18 +335,21 @@ def main(argv: list[str] | None = None) -> int:
              for c in args.configs.split(",")]
     work = Path(args.out)
     work.mkdir(parents=True, exist_ok=True)
-    broker = start_bench_broker("apache")
-    try:
-        results = []
-        for cell in cells:
-            log(f"profiling {cell.name}")
-            records = max(CHUNK, int(args.megabytes * 1e6) // (KEY_SIZE + cell.value_size))  # the same bytes each
-            results.append(profile_cell(cell, broker.bootstrap, records, work))
-            log(f"  {results[-1]['cpu_s_per_gb']:.2f} CPU s/GB ({results[-1]['samples']} samples)")
-    finally:
-        broker.stop()
+    if args.spark:
+        results = profile_spark(cells, args.spark_rows, work)
+    else:
+        broker = start_bench_broker("apache")
+        try:
+            results = []
+            for cell in cells:
+                log(f"profiling {cell.name}")
+                records = max(CHUNK, int(args.megabytes * 1e6) // (KEY_SIZE + cell.value_size))  # the same bytes each
+                results.append(profile_cell(cell, broker.bootstrap, records, work))
+                log(f"  {results[-1]['cpu_s_per_gb']:.2f} CPU s/GB ({results[-1]['samples']} samples)")
+        finally:
+            broker.stop()
     stamp = time.strftime("%Y-%m-%d")
-    out = work / f"profile-{stamp}.json"
+    out = work / f"profile-{'spark-' if args.spark else ''}{stamp}.json"
     out.write_text(json.dumps({"date": stamp, "versions": versions(), "rate_hz": RATE, "results": results}, indent=1))
     print(table(results))
     print(f"\n(written to {out})")

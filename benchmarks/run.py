@@ -212,6 +212,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="Spark: run the contenders' rounds alternately (r1 of each, r2 of each, ...) instead of "
                         "each contender's back to back (default: alternate with --matrix)")
     g.add_argument("--keep-topics", action="store_true", help="do not delete each run's topic afterwards")
+    g.add_argument("--profile-workers", default=None, metavar="DIR",
+                   help="sample our Spark writes' Python workers with py-spy into DIR (benchmarks.profile --spark "
+                        "reads them)")
     g.add_argument("--no-chart", action="store_true", help="skip results.png")
     args = ap.parse_args(argv)
     if getattr(args, "records", None) is None:
@@ -391,6 +394,7 @@ def run_spark(args, template: BenchSpec, names: list[str], spark_jars: list[str]
         "progress_interval": max(args.progress_interval, 2.0),
         "keep_topics": args.keep_topics,
         "alternate": args.alternate,
+        "profile_dir": args.profile_workers,
     }
     if security:
         cfg["security"] = security

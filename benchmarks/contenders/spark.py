@@ -77,6 +77,7 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
 
 from benchmarks import avro as avro_rows
 from benchmarks import protobuf as protobuf_rows
@@ -600,10 +601,57 @@ def _short_error(e: BaseException) -> str:
     return out[:1500]
 
 
+class WorkerProfile:
+    """py-spy on the Python workers Spark's daemons forked (reused from task to task: those of
+    an earlier write of the session run this one's tasks), from before the action to its end:
+    raw stacks for
+    ``benchmarks.profile`` (``cfg["profile_dir"]``).  ``--nonblocking``: the workers are not
+    stopped to be sampled, so their CPU is what it would be without the sampler."""
+
+    def __init__(self, out: Path, rate: int):
+        import shutil
+        import subprocess
+
+        self.out = out
+        daemons = {pid for pid in descendants(os.getpid()) if "pyspark.daemon" in _cmdline(pid)}
+        workers = [pid for pid in descendants(os.getpid()) if _parent(pid) in daemons]
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        self._samplers = [subprocess.Popen([py_spy, "record", "--pid", str(pid), "--nonblocking",
+                                            "--rate", str(rate), "--format", "raw",
+                                            "--output", str(out.with_suffix(f".{pid}.stacks"))],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          for pid in workers]
+        time.sleep(2)  # attached
+
+    def stop(self) -> list[str]:
+        import signal
+
+        for sampler in self._samplers:
+            sampler.send_signal(signal.SIGINT)  # py-spy writes what it sampled and detaches
+        for sampler in self._samplers:
+            sampler.wait(60)
+        return [str(f) for f in sorted(self.out.parent.glob(self.out.name + ".*.stacks"))]
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, keep_topic: bool = False,
-             security: dict | None = None, pool: RegistryPool | None = None) -> dict:
+             security: dict | None = None, pool: RegistryPool | None = None, profile_dir: str | None = None) -> dict:
     """``pool``: the pool a registry contender's rows come from (a sample of what it wrote is
-    read back and compared)."""
+    read back and compared); ``profile_dir``: where our writes' workers' sampled stacks go
+    (:class:`WorkerProfile`)."""
     writes = name in WRITES
     res = {"contender": name, "group": "spark", "compression": spec.compression, "records": spec.records,
            "value_size": spec.value_size, "partitions": spec.partitions, "config": spec.config,
@@ -617,6 +665,8 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         res["topic_ready_s"] = create_topic(spec.bootstrap, spec.topic, spec.partitions)
     landed = ApproxLanded(spec.bootstrap, spec.topic, spec.partitions) if writes else None
     requests = RequestMeter(probe_for(spec.broker_jmx) if writes else None)
+    profile = (WorkerProfile(Path(profile_dir) / f"{name}-{spec.label}".replace(" ", "_").replace("/", "_"), 250)
+               if profile_dir and name in PYPROD else None)
     cpu = CpuMeter(spec.broker_pid, split=True)
     t0 = time.perf_counter()
     sampler = Sampler(progress=_progress_fn(spark, spec.label, spec.records, t0, landed),
@@ -627,7 +677,11 @@ def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, ke
         elapsed = time.perf_counter() - t0
         res.update(cpu.stop())
         requests.stop()
+        if profile is not None:
+            res["profile_stacks"] = profile.stop()
     except Exception as e:  # noqa: BLE001 - cleaned up, then reported
+        if profile is not None:
+            profile.stop()
         sampler.stop()
         if landed:
             landed.close()
@@ -917,7 +971,7 @@ def main(argv=None) -> int:
                                             label=f"{name} {comp}{where} r{rnd}/{cfg['rounds']}"))
                     res = run_once(spark, contender_frame(name, frames), name, spec, cfg.get("progress_interval", 2.0),
                                    keep_topic=cfg.get("keep_topics", False), security=cfg.get("security"),
-                                   pool=pools.get(CONTENDERS[name].format or ""))
+                                   pool=pools.get(CONTENDERS[name].format or ""), profile_dir=cfg.get("profile_dir"))
                     res["round"] = rnd
                     runs.append(res)
                     dump()

@@ -718,3 +718,21 @@ def test_a_protobuf_sample_read_back_must_parse_into_the_pools_rows(schema_regis
     unknown = [(keys[0], b"\x00\x7f\xff\xff\xff" + records[0][1][5:])]
     assert "names no PROTOBUF schema" in pool.check_sample(unknown, "t")["first_failure"]
     assert pool.check_sample([], "t")["first_failure"] == "nothing read"
+
+
+def test_profile_charges_a_sample_to_the_innermost_frame_of_the_package():
+    from benchmarks.profile import FROM_SPARK, OUTSIDE, stage_of
+
+    task = "write (sparkkafka_sink/spark/task/write_task.py:70)"
+    encode = "_encode_records (sparkkafka_sink/record/arrow.py:400)"
+    join = "binary_join_element_wise (pyarrow/compute.py:240)"
+    assert stage_of(["<module> (daemon.py:1)", task, encode, join]) == "record encoding (varints, the join)"
+    assert stage_of(["<module> (daemon.py:1)", task, "coalesced (sparkkafka_sink/spark/task/batches.py:30)"]) \
+        == "coalescing Spark's batches"
+    # Spark's Arrow stream read inside the task's ``for batch in iterator``: Spark's side
+    assert stage_of([task, "coalesced (sparkkafka_sink/spark/task/batches.py:23)",
+                     "load_stream (pyspark/sql/pandas/serializers.py:120)", "read_next_batch (pyarrow/ipc.py:9)"]) \
+        == FROM_SPARK
+    assert stage_of(["<module> (daemon.py:1)", "main (pyspark/worker.py:3)"]) == FROM_SPARK
+    assert stage_of(["<module> (bench.py:1)", "run (bench.py:9)"]) == OUTSIDE
+    assert stage_of([task, "select (selectors.py:400)"]) is None  # a thread waiting

@@ -20,7 +20,8 @@ the task's own, in the Python workers that run them, beside Spark's no-op sink (
 "Where a Spark write task's CPU goes").
 
 Writes ``profile-<date>.json`` (``profile-spark-<date>.json``) in ``--out`` and prints a Markdown
-table (benchmarks/README.md, "Where the producer's CPU goes").  Needs py-spy (``pip install py-spy``; root, or ptrace allowed).
+table (benchmarks/README.md, "Where the producer's CPU goes").  Needs py-spy (``pip install
+py-spy``; root, or ptrace allowed).
 """
 
 from __future__ import annotations
@@ -255,7 +256,7 @@ def profile_cell(cell: Cell, bootstrap: str, records: int, work: Path) -> dict:
             "unavoidable_s_per_gb": measured["unavoidable_s_per_gb"]}
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[dict], measured: str = "getrusage") -> str:
     stages = [FROM_SPARK] + [s for s, _ in STAGES] + [OUTSIDE]
     head = "| stage (CPU s per GB) | " + " | ".join(
         f"{r['cell']['value_size']} B, {r['cell']['partitions']} p, {r['cell']['config']}" for r in results) + " |"
@@ -264,7 +265,7 @@ def table(results: list[dict]) -> str:
         if any(stage in r["stages_s_per_gb"] for r in results):
             lines.append(f"| {stage} | " + " | ".join(f"{r['stages_s_per_gb'].get(stage, 0.0):.2f}"
                                                        for r in results) + " |")
-    lines.append("| **all (getrusage)** | " + " | ".join(f"**{r['cpu_s_per_gb']:.2f}**" for r in results) + " |")
+    lines.append(f"| **all ({measured})** | " + " | ".join(f"**{r['cpu_s_per_gb']:.2f}**" for r in results) + " |")
     for name in results[0]["unavoidable_s_per_gb"]:
         lines.append(f"| *unavoidable: {name}* | " + " | ".join(f"*{r['unavoidable_s_per_gb'][name]:.2f}*"
                                                                  for r in results) + " |")
@@ -308,7 +309,7 @@ def profile_spark(cells: list[Cell], rows: int, work: Path) -> list[dict]:
                         "samples": total, "cpu_s_per_gb": cpu / gb, "wall_s": r.get("elapsed_s"),
                         "stages_s_per_gb": {stage: cpu * count / total / gb for stage, count in samples.most_common()},
                         "unavoidable_s_per_gb": {
-                            "Spark's no-op sink (the worker only counts the batches)":
+                            "the floor: Spark's no-op sink (the worker only counts the batches)":
                                 floor.get("cpu_split_s", {}).get("python_workers", float("nan")) / gb}})
     return results
 
@@ -351,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = time.strftime("%Y-%m-%d")
     out = work / f"profile-{'spark-' if args.spark else ''}{stamp}.json"
     out.write_text(json.dumps({"date": stamp, "versions": versions(), "rate_hz": RATE, "results": results}, indent=1))
-    print(table(results))
+    print(table(results, "the workers' CPU, /proc" if args.spark else "getrusage"))
     print(f"\n(written to {out})")
     return 0
 

@@ -604,9 +604,8 @@ def _short_error(e: BaseException) -> str:
 class WorkerProfile:
     """py-spy on the Python workers Spark's daemons forked (reused from task to task: those of
     an earlier write of the session run this one's tasks), from before the action to its end:
-    raw stacks for
-    ``benchmarks.profile`` (``cfg["profile_dir"]``).  ``--nonblocking``: the workers are not
-    stopped to be sampled, so their CPU is what it would be without the sampler."""
+    raw stacks for ``benchmarks.profile`` (``cfg["profile_dir"]``).  ``--nonblocking``: the
+    workers are not paused to be read (the samplers still take CPU from the machine's cores)."""
 
     def __init__(self, out: Path, rate: int):
         import shutil

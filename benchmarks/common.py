@@ -348,15 +348,28 @@ def _pid_ticks(pid: int) -> int:
         return 0
 
 
+def _cmdline(pid: int) -> bytes:
+    """``pid``'s command line (empty if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def task_workers(root: int) -> list[int]:
+    """The Python workers below ``root`` that run Spark's tasks: the processes Spark's Python
+    daemons forked (a forked worker keeps its daemon's command line; its parent tells them apart)."""
+    procs = _proc_table()
+    daemons = {pid for pid in descendants(root) if b"pyspark.daemon" in _cmdline(pid)}
+    return [pid for pid, (ppid, _, _) in procs.items() if ppid in daemons]
+
+
 def _process_class(pid: int, broker_pid: int) -> str | None:
     """Which part of a Spark run a process is: the broker, Spark's JVM or its Python workers."""
     if pid == broker_pid:
         return None  # measured on its own (``cpu_broker_s``)
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read()
-    except OSError:
-        return None
+    cmd = _cmdline(pid)
     if b"org.apache.spark.deploy.SparkSubmit" in cmd:
         return "spark_jvm"
     if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:

@@ -104,6 +104,7 @@ from benchmarks.common import (
     proc_rss_bytes,
     produce_when_room,
     read_records,
+    task_workers,
     tuned,
 )
 from benchmarks.contenders import CONTENDERS, COST_PAIRS, CostPair
@@ -612,14 +613,12 @@ class WorkerProfile:
         import subprocess
 
         self.out = out
-        daemons = {pid for pid in descendants(os.getpid()) if "pyspark.daemon" in _cmdline(pid)}
-        workers = [pid for pid in descendants(os.getpid()) if _parent(pid) in daemons]
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         self._samplers = [subprocess.Popen([py_spy, "record", "--pid", str(pid), "--nonblocking",
                                             "--rate", str(rate), "--format", "raw",
                                             "--output", str(out.with_suffix(f".{pid}.stacks"))],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                          for pid in workers]
+                          for pid in task_workers(os.getpid())]
         time.sleep(2)  # attached
 
     def stop(self) -> list[str]:
@@ -630,20 +629,6 @@ class WorkerProfile:
         for sampler in self._samplers:
             sampler.wait(60)
         return [str(f) for f in sorted(self.out.parent.glob(self.out.name + ".*.stacks"))]
-
-
-def _parent(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def run_once(spark, df, name: str, spec: BenchSpec, progress_interval: float, keep_topic: bool = False,

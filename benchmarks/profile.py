@@ -233,7 +233,8 @@ def profile_cell(cell: Cell, bootstrap: str, records: int, work: Path) -> dict:
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert worker.stdin is not None and worker.stdout is not None
     assert worker.stdout.readline().strip() == "READY"
-    sampler = subprocess.Popen([py_spy, "record", "--pid", str(worker.pid), "--rate", str(RATE), "--format", "raw",
+    sampler = subprocess.Popen([py_spy, "record", "--pid", str(worker.pid), "--full-filenames", "--rate", str(RATE),
+                                "--format", "raw",
                                 "--output", str(stacks), *(["--native"] if NATIVE else [])],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(2)  # attached

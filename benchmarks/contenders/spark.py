@@ -615,7 +615,7 @@ class WorkerProfile:
         self.out = out
         py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         self._samplers = [subprocess.Popen([py_spy, "record", "--pid", str(pid), "--nonblocking",
-                                            "--rate", str(rate), "--format", "raw",
+                                            "--full-filenames", "--rate", str(rate), "--format", "raw",
                                             "--output", str(out.with_suffix(f".{pid}.stacks"))],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                           for pid in task_workers(os.getpid())]

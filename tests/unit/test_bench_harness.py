@@ -734,5 +734,11 @@ def test_profile_charges_a_sample_to_the_innermost_frame_of_the_package():
                      "load_stream (pyspark/sql/pandas/serializers.py:120)", "read_next_batch (pyarrow/ipc.py:9)"]) \
         == FROM_SPARK
     assert stage_of(["<module> (daemon.py:1)", "main (pyspark/worker.py:3)"]) == FROM_SPARK
+    # the samplers' full file names (--full-filenames: py-spy would shorten pyspark's to the bare name)
+    site = "/venv/lib/python3.11/site-packages"
+    assert stage_of([f"coalesced ({site}/sparkkafka_sink/spark/task/batches.py:23)",
+                     f"ArrowStreamSerializer.load_stream ({site}/pyspark/sql/pandas/serializers.py:87)"]) == FROM_SPARK
+    assert stage_of(["write (/work/main/sparkkafka_sink/spark/task/write_task.py:70)",
+                     "_concat (/work/main/sparkkafka_sink/spark/task/batches.py:51)"]) == "coalescing Spark's batches"
     assert stage_of(["<module> (bench.py:1)", "run (bench.py:9)"]) == OUTSIDE
     assert stage_of([task, "select (selectors.py:400)"]) is None  # a thread waiting

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -342,20 +342,21 @@ class RecordAccumulator:
             self._node_drained_ms[node] = now_ms
         result: dict[int, list[ProducerBatch]] = {n: [] for n in nodes}
         sizes: dict[int, int] = {n: 0 for n in nodes}
-        items = list(self._queues.items())
-        if not items:
-            return result
-        count = len(items)
         short_of_memory = self._short_of_memory()
+        start = 0
         if short_of_memory:
-            items.sort(key=_oldest_first)
-        start = 0 if short_of_memory else self._drain_index % count
+            order = self._oldest_first()
+        else:
+            items = list(self._queues.items())
+            if not items:
+                return result
+            start = self._drain_index % len(items)
+            order = items[start:] + items[:start]
         stopped_at: dict[int, int] = {}  # node -> the position its request filled up at
         idem = self.idempotence
         leaders = cluster.leaders
         forced = self._forced(short_of_memory)
-        for step in range(count):
-            tp, q = items[(start + step) % count]
+        for step, (tp, q) in enumerate(order):
             if not q.batches:
                 continue
             leader = leaders.get(tp)
@@ -372,6 +373,8 @@ class RecordAccumulator:
                 size = batch.estimated_size
                 if sizes[leader] + size > max_request_size and result[leader]:
                     stopped_at[leader] = step
+                    if len(stopped_at) == len(nodes):
+                        break  # every request is full: the partitions left wait for the next drain
                     continue
                 if idem is not None and not idem.may_drain(batch):
                     continue
@@ -389,6 +392,24 @@ class RecordAccumulator:
             # longer than a turn of the others), else one further on
             self._drain_index = start + (min(stopped_at.values()) if stopped_at else 1)
         return result
+
+    def _oldest_first(self) -> Iterator[tuple[tuple[str, int], _PartitionQueue]]:
+        """The partitions with a batch queued, the one whose first batch is oldest first: when a
+        caller waits for memory, the drain frees it with the oldest batches, which under a steady
+        stream are the fullest (see ``drain``).  The incomplete batches are in the order they
+        were made, so the partitions come in that order, each at its first queued batch (those
+        in flight are passed over); lazily, as the drain stops once its requests are full."""
+        with self._incomplete_lock:
+            batches = list(self._incomplete)
+        queues, seen = self._queues, set()
+        for batch in batches:
+            tp = batch.tp
+            q = queues.get(tp)
+            # (read without the lock: drain checks again; a partition once, as the drain takes
+            # one batch of each, though its next batch is first once that one is taken)
+            if tp not in seen and q is not None and q.batches and q.batches[0] is batch:
+                seen.add(tp)
+                yield tp, q
 
     def expired_batches(self, now_ms: float) -> list[ProducerBatch]:
         """Batches still queued (not in flight) whose delivery.timeout.ms has passed."""
@@ -517,11 +538,3 @@ class RecordAccumulator:
         return failed
 
 
-def _oldest_first(item: tuple[tuple[str, int], _PartitionQueue]) -> float:
-    """Sort key: when a sender waits for memory, the drain frees it with the oldest batches
-    first, which under a steady stream are the fullest (see ``drain``)."""
-    batches = item[1].batches
-    try:
-        return batches[0].created_ms
-    except IndexError:  # (read without the queue's lock: emptied meanwhile)
-        return float("inf")

@@ -188,18 +188,22 @@ def test_short_of_memory_the_drain_takes_the_oldest_batches_first():
     cluster = Cluster(brokers={1: BrokerNode(1, "127.0.0.1", 9092)},
                       partitions={"t": {p: PartitionInfo("t", p, 1) for p in range(4)}})
 
-    def accumulator(pool):
+    def accumulator(pool, full_batches=0):
         acc = RecordAccumulator(batch_size=1 << 20, compression_type=0, linger_ms=60_000, retry_backoff_ms=100,
                                 retry_backoff_max_ms=1000, delivery_timeout_ms=120_000, pool=pool)
-        for partition, created_ms in enumerate([30, 10, 40, 20]):  # open batches, none lingered
-            batch = ProducerBatch("t", partition, EncodedRecordsBuilder(0, 0), 1 << 20, created_ms, 0)
+        for partition in range(4):  # the partitions' queues in partition order (the drain's turn)
+            acc._queue(("t", partition))
+        for partition, created_ms in sorted(enumerate([30, 10, 40, 20]), key=lambda p: p[1]):  # made in time order
+            for _ in range(full_batches):  # sealed batches before the open one
+                acc.queue_batch(ProducerBatch.prebuilt("t", partition, bytes(300), 1, created_ms, 0))
+            batch = ProducerBatch("t", partition, EncodedRecordsBuilder(0, 0), 1 << 20, created_ms, 0)  # open, not lingered
             batch.append_records(bytes(300), 1, 0, 300)
             acc.queue_batch(batch)
         return acc
 
-    def requests(acc):  # one batch fits a request
+    def requests(acc, request_size=400):  # 400: one batch fits a request
         out = []
-        while got := acc.drain(cluster, [1], 400, 50)[1]:
+        while got := acc.drain(cluster, [1], request_size, 50)[1]:
             out.append([batch.partition for batch in got])
         return out
 
@@ -213,6 +217,8 @@ def test_short_of_memory_the_drain_takes_the_oldest_batches_first():
         acc = accumulator(pool)
         assert acc.ready(cluster, 50).ready_nodes == {1}
         assert requests(acc) == [[1], [3], [0], [2]]  # created at 10, 20, 30, 40 ms
+        # a request takes one batch of a partition, though its next is then its oldest
+        assert requests(accumulator(pool, full_batches=2), 10_000) == [[1, 3, 0, 2]] * 3
     finally:
         pool.deallocate(1000)
         waiter.join(10)

@@ -344,6 +344,7 @@ class RecordAccumulator:
         sizes: dict[int, int] = {n: 0 for n in nodes}
         short_of_memory = self._short_of_memory()
         start = 0
+        order: Iterable[tuple[tuple[str, int], _PartitionQueue]]
         if short_of_memory:
             order = self._oldest_first()
         else:

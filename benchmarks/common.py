@@ -14,11 +14,15 @@ import dataclasses
 import json
 import os
 import resource
+import shutil
+import signal
+import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -363,6 +367,24 @@ def task_workers(root: int) -> list[int]:
     procs = _proc_table()
     daemons = {pid for pid in descendants(root) if b"pyspark.daemon" in _cmdline(pid)}
     return [pid for pid, (ppid, _, _) in procs.items() if ppid in daemons]
+
+
+def py_spy_record(pid: int, output: Path, rate: int, *flags: str) -> subprocess.Popen:
+    """py-spy sampling ``pid`` at ``rate`` Hz into ``output``: raw stacks with full file names
+    (``benchmarks.profile`` tells pyspark's frames and the package's apart by their paths;
+    py-spy would shorten them); ``flags`` such as ``--nonblocking`` or ``--native``."""
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    return subprocess.Popen([py_spy, "record", "--pid", str(pid), "--full-filenames", "--rate", str(rate),
+                             "--format", "raw", "--output", str(output), *flags],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def py_spy_stop(samplers: list[subprocess.Popen]) -> None:
+    """Stop ``py_spy_record`` samplers: each writes what it sampled and detaches."""
+    for sampler in samplers:
+        sampler.send_signal(signal.SIGINT)
+    for sampler in samplers:
+        sampler.wait(60)
 
 
 def _process_class(pid: int, broker_pid: int) -> str | None:

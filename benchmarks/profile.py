@@ -32,7 +32,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -221,28 +220,23 @@ def _settings(cell: Cell) -> dict:
 
 
 def profile_cell(cell: Cell, bootstrap: str, records: int, work: Path) -> dict:
-    from benchmarks.common import create_topic, delete_topic, new_topic
+    from benchmarks.common import create_topic, delete_topic, new_topic, py_spy_record, py_spy_stop
 
     topic = new_topic("profile")
     create_topic(bootstrap, topic, cell.partitions)
     stacks, result = work / f"{topic}.stacks", work / f"{topic}.json"
     spec = {"bootstrap": bootstrap, "topic": topic, "records": records, "value_size": cell.value_size,
             "settings": _settings(cell), "result": str(result)}
-    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     worker = subprocess.Popen([sys.executable, "-m", "benchmarks.profile", "--child", json.dumps(spec)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert worker.stdin is not None and worker.stdout is not None
     assert worker.stdout.readline().strip() == "READY"
-    sampler = subprocess.Popen([py_spy, "record", "--pid", str(worker.pid), "--full-filenames", "--rate", str(RATE),
-                                "--format", "raw",
-                                "--output", str(stacks), *(["--native"] if NATIVE else [])],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sampler = py_spy_record(worker.pid, stacks, RATE, *(["--native"] if NATIVE else []))
     time.sleep(2)  # attached
     worker.stdin.write("GO\n")
     worker.stdin.flush()
     assert worker.stdout.readline().strip() == "DONE"
-    sampler.send_signal(signal.SIGINT)  # py-spy writes what it sampled and detaches
-    sampler.wait(60)
+    py_spy_stop([sampler])
     worker.stdin.write("GO\n")
     worker.stdin.flush()
     assert worker.wait(600) == 0

@@ -103,6 +103,8 @@ from benchmarks.common import (
     new_topic,
     proc_rss_bytes,
     produce_when_room,
+    py_spy_record,
+    py_spy_stop,
     read_records,
     task_workers,
     tuned,
@@ -609,25 +611,13 @@ class WorkerProfile:
     workers are not paused to be read (the samplers still take CPU from the machine's cores)."""
 
     def __init__(self, out: Path, rate: int):
-        import shutil
-        import subprocess
-
         self.out = out
-        py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-        self._samplers = [subprocess.Popen([py_spy, "record", "--pid", str(pid), "--nonblocking",
-                                            "--full-filenames", "--rate", str(rate), "--format", "raw",
-                                            "--output", str(out.with_suffix(f".{pid}.stacks"))],
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._samplers = [py_spy_record(pid, out.with_suffix(f".{pid}.stacks"), rate, "--nonblocking")
                           for pid in task_workers(os.getpid())]
         time.sleep(2)  # attached
 
     def stop(self) -> list[str]:
-        import signal
-
-        for sampler in self._samplers:
-            sampler.send_signal(signal.SIGINT)  # py-spy writes what it sampled and detaches
-        for sampler in self._samplers:
-            sampler.wait(60)
+        py_spy_stop(self._samplers)
         return [str(f) for f in sorted(self.out.parent.glob(self.out.name + ".*.stacks"))]
 
 

@@ -279,8 +279,8 @@ def profile_spark(cells: list[Cell], rows: int, work: Path) -> list[dict]:
     shutil.rmtree(stacks, ignore_errors=True)
     stacks.mkdir(parents=True)
     cmd = [sys.executable, "-m", "benchmarks.run", "--contenders", "spark-pyprod,spark-noop", "--spark-rounds", "2",
-           "--spark-rows", str(rows), "--value-sizes", ",".join(sorted({str(c.value_size) for c in cells})),
-           "--partitions", ",".join(sorted({str(c.partitions) for c in cells})),
+           "--spark-rows", str(rows), "--value-sizes", ",".join(str(v) for v in sorted({c.value_size for c in cells})),
+           "--partitions", ",".join(str(p) for p in sorted({c.partitions for c in cells})),
            "--configs", ",".join(sorted({c.config for c in cells})), "--compression", "none",
            "--profile-workers", str(stacks.resolve()), "--out", str((work / "spark-run").resolve()), "--no-chart"]
     log("running " + " ".join(cmd[2:]))

@@ -43,11 +43,13 @@ Reason = Literal["", "empty", "too long"]
 
 class Invalid(ValueError):
     """A value a key refuses: ``accepted`` says what it takes; ``detail`` (optional) what is
-    wrong with this one, where that says more, and ``reason`` which of a string's limits it broke."""
+    wrong with this one, where that says more, ``reason`` which of a string's limits it broke
+    and ``length`` the characters counted when it is "too long"."""
 
-    def __init__(self, accepted: str, detail: Message | str | None = None, reason: Reason = ""):
+    def __init__(self, accepted: str, detail: Message | str | None = None, reason: Reason = "",
+                 length: int | None = None):
         super().__init__(accepted)
-        self.accepted, self.detail, self.reason = accepted, detail, reason
+        self.accepted, self.detail, self.reason, self.length = accepted, detail, reason, length
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ class ConfigKey:
                 return None
             raise Invalid(self.accepted, "it is empty", "empty")
         if self.max_length is not None and len(text) > self.max_length:
-            raise Invalid(self.accepted, f"it has {len(text)} characters", "too long")
+            raise Invalid(self.accepted, f"it has {len(text)} characters", "too long", len(text))
         return text
 
     def _choice(self, raw: Any) -> str | None:

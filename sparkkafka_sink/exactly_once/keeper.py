@@ -14,9 +14,12 @@ on stdin).  It lives as long as its driver has writes open under the prefix:
   exits :data:`IDLE_S` after the driver's last write ended.
 
 Its files are in a :class:`Registry` (``$SPARKKAFKA_LEASE_DIR``, else the temp directory): the
-keeper's own (pid, start time and lease, checked as a whole, not by the pid alone), and one per
-write the driver has open (a streaming query's run counts as one), each with the time past which
-it cannot be open any more (``transaction.timeout.ms`` after its last use).
+keeper's own (pid, start time and lease, checked as a whole, not by the pid alone), the driver's
+(its JVM), its log, and one per write the driver has open (a streaming query's run counts as
+one), each with the time past which it cannot be open any more (``transaction.timeout.ms`` after
+its last use).  A registry outlives its keeper, so its log can still be read after the driver
+died; a keeper starting removes the registries whose driver and keeper are gone and in which
+nothing changed for :data:`RETAIN_S` (:func:`sweep`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,7 +44,7 @@ from sparkkafka_sink.exactly_once.ids import lease_id, owned_prefix, parse
 from sparkkafka_sink.exactly_once.leases import BEAT_S
 from sparkkafka_sink.exactly_once.owner import Process, alive, stat
 
-__all__ = ["IDLE_S", "KeeperSpec", "Registry", "ensure_keeper", "keep", "main"]
+__all__ = ["IDLE_S", "RETAIN_S", "KeeperSpec", "Registry", "ensure_keeper", "keep", "main", "sweep"]
 
 log = logging.getLogger("sparkkafka_sink.exactly_once.keeper")
 
@@ -51,6 +55,9 @@ START_TIMEOUT_S = 30.0
 #: the bound of each ending the keeper attempts
 _END_TIMEOUT_S = 60.0
 _LOOP_S = 0.5
+#: a registry whose driver and keeper are gone is removed once nothing in it changed for this long
+#: (a week: its log says what the keeper did when the driver died)
+RETAIN_S = 7 * 86400.0
 
 
 class KeeperError(KafkaError):
@@ -84,13 +91,19 @@ def _root() -> Path:
 
 
 class Registry:
-    """The files of one driver's keeper under one prefix: ``keeper.json`` and ``writes/``."""
+    """The files of one driver's keeper under one prefix: ``keeper.json``, ``driver.json``,
+    ``keeper.log`` and ``writes/``."""
 
     def __init__(self, prefix: str, owner: str, root: Path | None = None):
         self.prefix, self.owner = prefix, owner
         self.dir = (root or _root()) / f"{owner}-{hashlib.sha1(prefix.encode()).hexdigest()[:12]}"
         self.writes = self.dir / "writes"
         self.writes.mkdir(parents=True, exist_ok=True)
+
+    def own(self, driver: Process) -> None:
+        """The driver (its JVM) whose registry this is: once it is gone, no write of it registers
+        here again (a restarted driver is another owner), so ``sweep`` may remove it."""
+        self._write(self.dir / "driver.json", {"pid": driver[0], "start": driver[1]})
 
     @property
     def log_file(self) -> Path:
@@ -159,6 +172,43 @@ class Registry:
         os.replace(tmp, path)
 
 
+def _process_in(path: Path) -> Process | None:
+    """The (pid, start) a registry's file records, None when it records none."""
+    try:
+        found = json.loads(path.read_text())
+        return int(found["pid"]), int(found["start"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def sweep(root: Path, spare: Path, retain_s: float = RETAIN_S) -> list[Path]:
+    """Remove the registries under ``root`` (but ``spare``) that no one will use again: their
+    driver gone (or never recorded, as before ``driver.json``), no keeper of theirs alive, nothing
+    in them changed for ``retain_s``, and their lock free.  Returns what it removed."""
+    removed = []
+    horizon = time.time() - retain_s
+    for path in root.iterdir() if root.is_dir() else ():
+        if path == spare or not path.is_dir() or not (path / "writes").is_dir():
+            continue  # (not a registry)
+        try:
+            files = [path, *path.rglob("*")]
+            if max(f.lstat().st_mtime for f in files) > horizon:
+                continue
+        except OSError:
+            continue
+        if any(p is not None and alive(p) for p in (_process_in(path / "driver.json"),
+                                                      _process_in(path / "keeper.json"))):
+            continue
+        try:
+            with open(path / "keeper.lock", "a") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # not while a keeper starts
+                shutil.rmtree(path)
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
 def ensure_keeper(spec: KeeperSpec, registry: Registry) -> int:
     """The pid of a keeper that beats for the driver under the prefix: the running one, or one
     started now (once its first beat landed)."""
@@ -166,6 +216,9 @@ def ensure_keeper(spec: KeeperSpec, registry: Registry) -> int:
         running = registry.keeper()
         if running is not None:
             return running[0]
+        registry.own(spec.process)
+        for gone in sweep(registry.dir.parent, registry.dir):
+            log.info("removed the keeper registry %s: its driver and keeper are gone", gone)
         with open(registry.log_file, "ab") as out:
             keeper = subprocess.Popen([sys.executable, "-m", "sparkkafka_sink.exactly_once.keeper"],
                                       stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=True,

@@ -38,7 +38,7 @@ def _sink_error(key: ConfigKey, raw: Any, invalid: Invalid) -> SinkValidationErr
         return SinkValidationError(f"option '{key.name}' is empty; give {key.hint or 'a value'} or drop the option")
     if invalid.reason == "too long":
         return SinkValidationError(f"option '{key.name}' must be 1-{key.max_length} characters, "
-                                   f"got {len(str(raw).strip())}")
+                                   f"got {invalid.length}")
     hint = f" ({key.hint})" if key.hint else ""
     return SinkValidationError(f"option '{key.name}' must be {invalid.accepted}{hint}, got {key.shown(raw)}")
 

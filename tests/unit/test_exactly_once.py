@@ -6,8 +6,11 @@ tests/spark/test_spark_exactly_once_schedules.py."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -24,8 +27,9 @@ from sparkkafka_sink.exactly_once.commit import (
 from sparkkafka_sink.exactly_once.decision import Decision, DecisionFormatError
 from sparkkafka_sink.exactly_once.decision_log import _committed, _whole_batches
 from sparkkafka_sink.exactly_once.ids import WriteId, is_decision_id, lease_id, parse
-from sparkkafka_sink.exactly_once.keeper import KeeperSpec, Registry
+from sparkkafka_sink.exactly_once.keeper import RETAIN_S, KeeperSpec, Registry, sweep
 from sparkkafka_sink.exactly_once.leases import judge
+from sparkkafka_sink.exactly_once.owner import stat
 from sparkkafka_sink.exactly_once.settle import Listed, plan, settle
 from sparkkafka_sink.producer.control_requests import TransactionDescription
 from sparkkafka_sink.producer.handover import PreparedTransaction
@@ -360,3 +364,49 @@ def test_the_registry_keeps_writes_and_knows_its_keeper_by_more_than_a_pid(tmp_p
     assert registry.keeper() is None
     spec = KeeperSpec({"bootstrap.servers": "h:1"}, "pfx", "0123abcd", (1, 2), "d")
     assert KeeperSpec.from_json(spec.to_json()) == spec
+
+
+def test_a_registry_goes_once_its_driver_and_keeper_are_gone_and_it_stood_still_for_a_week(tmp_path):
+    exited = subprocess.Popen([sys.executable, "-c", "pass"])
+    exited.wait()
+    dead = (exited.pid, 1)  # a process that ended (its pid is not reused within this test)
+    me = (os.getpid(), stat(os.getpid())[2])
+
+    def age(found: Registry) -> None:
+        then = time.time() - RETAIN_S - 60
+        for path in [found.dir, *found.dir.rglob("*")]:
+            os.utime(path, (then, then))
+
+    def registry(owner: str, driver: tuple[int, int] | None, *, old: bool = True) -> Registry:
+        found = Registry("pfx", owner, tmp_path)
+        found.register(W.name, 60)
+        found.log_file.write_text("the keeper's log")
+        if driver is not None:
+            found.own(driver)
+        if old:
+            age(found)
+        return found
+
+    gone = registry("0000dead", dead)
+    unrecorded = registry("00000old", None)  # written before driver.json: its driver unknown
+    recent = registry("0000late", dead, old=False)  # its log may still be read
+    living = registry("00000me0", me)
+    kept_by_keeper = registry("000keep0", dead)
+    kept_by_keeper.announce()  # this process beats for it
+    age(kept_by_keeper)
+    starting = registry("00000lck", dead)
+    held = starting.lock()  # a keeper being started for it
+    age(starting)
+    spared = registry("0000self", dead)
+    (tmp_path / "not-a-registry").mkdir()
+
+    removed = sweep(tmp_path, spared.dir)
+    assert sorted(removed) == sorted([gone.dir, unrecorded.dir])
+    assert not gone.dir.exists() and not unrecorded.dir.exists()
+    for kept in (recent, living, kept_by_keeper, starting, spared):
+        assert kept.log_file.exists(), kept.owner
+    assert (tmp_path / "not-a-registry").is_dir()
+    fcntl.flock(held, fcntl.LOCK_UN)
+    held.close()
+    assert sweep(tmp_path, spared.dir) == [starting.dir]
+    assert sweep(tmp_path / "absent", spared.dir) == []

@@ -60,6 +60,11 @@ class Cluster:
         return {(topic, p): info.leader for topic, parts in self.partitions.items() for p, info in parts.items()
                 if info.leader is not None and info.leader >= 0 and info.leader in self.brokers}
 
+    @functools.cached_property
+    def leader_nodes(self) -> frozenset[int]:
+        """The brokers leading a partition (``leaders``' values)."""
+        return frozenset(self.leaders.values())
+
     def partitions_for(self, topic: str) -> list[int] | None:
         parts = self.partitions.get(topic)
         return sorted(parts) if parts else None

@@ -92,6 +92,8 @@ class RecordAccumulator:
         self._node_ready_ms: dict[int, float] = {}
         self._node_drained_ms: dict[int, float] = {}
         self._leaders: dict[tuple[str, int], int] = {}
+        #: (cluster, queues then) for which every queued partition's leader is known (``ready``)
+        self._all_led: tuple[Cluster, int] | None = None
 
     # -- appending ---------------------------------------------------------------------
     def _queue(self, tp: tuple[str, int]) -> _PartitionQueue:
@@ -255,12 +257,23 @@ class RecordAccumulator:
                 or now_ms - batch.created_ms >= self.linger_ms)
 
     def ready(self, cluster: Cluster, now_ms: float) -> ReadyCheckResult:
+        """The leaders with a sendable batch, when to look again for the others, and the topics
+        of queued partitions whose leader is unknown.  Once every broker is ready the walk stops
+        -- when every queued partition's leader is known (checked once per metadata and set of
+        queues): nothing the rest could add (one broker at 256 partitions: the first sendable
+        batch ends it, not a lookup in each of 256 queues on every loop of the Sender)."""
         ready_nodes: set[int] = set()
         unknown: set[str] = set()
         next_delay = float("inf")
         forced = self._forced(self._short_of_memory())
         leaders = cluster.leaders
-        for tp, q in list(self._queues.items()):
+        queues = list(self._queues.items())
+        known = self._all_led
+        all_led = known is not None and known[0] is cluster and known[1] == len(queues)
+        if not all_led and all(tp in leaders for tp, _ in queues):
+            self._all_led, all_led = (cluster, len(queues)), True
+        every_node = len(cluster.leader_nodes) if all_led else -1
+        for tp, q in queues:
             if not q.batches:  # (read without the lock: a batch queued meanwhile wakes us)
                 continue
             leader = leaders.get(tp)
@@ -281,6 +294,8 @@ class RecordAccumulator:
                 continue
             if sendable:
                 ready_nodes.add(leader)
+                if len(ready_nodes) == every_node:
+                    break  # every broker is ready: the partitions left could not add one
             else:
                 next_delay = min(next_delay, self.linger_ms - (now_ms - batch.created_ms))
         self._leaders = leaders

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,9 +74,18 @@ class BulkFuture:
         self._batches = batches
         self.refused = refused if refused is not None else Refused()
         self.record_count = sum(len(rows) for _, _, rows in batches)
+        #: what landed and what failed, once every batch completed (``_settle``: read once, as a
+        #: call at 256 partitions has hundreds of batches)
+        self._settled: tuple[BulkResult, list[tuple[BaseException, int, np.ndarray]]] | None = None
 
     def done(self) -> bool:
         return all(b.result.is_done() for b, _, _ in self._batches)
+
+    def _settle(self) -> tuple[BulkResult, list[tuple[BaseException, int, np.ndarray]]]:
+        """(what landed, what failed) of a future whose batches all completed, kept."""
+        if self._settled is None:
+            self._settled = (BulkResult(self.topic, self._batches), self._errors())
+        return self._settled
 
     def wait(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -88,6 +98,9 @@ class BulkFuture:
     def errors(self) -> list[tuple[BaseException, int, np.ndarray]]:
         """(error, partition, original row indices) for every failed batch (or piece of one the
         broker made us split)."""
+        return self._settled[1] if self._settled is not None else self._errors()
+
+    def _errors(self) -> list[tuple[BaseException, int, np.ndarray]]:
         return [(error, b.partition, rows[start:start + n]) for b, first, rows in self._batches if b.result.is_done()
                 for error, start, n in b.result.failed_pieces(len(rows), first)]
 
@@ -97,6 +110,8 @@ class BulkFuture:
     def landed(self) -> BulkResult:
         """What was written so far: counts and offsets of the records that succeeded (the
         failed ones are in ``errors()``)."""
+        if self._settled is not None:
+            return self._settled[0]
         return BulkResult(self.topic, [entry for entry in self._batches if entry[0].result.is_done()])
 
     def get(self, timeout: float | None = None) -> BulkResult:
@@ -104,7 +119,7 @@ class BulkFuture:
         if not self.wait(timeout):
             raise KafkaTimeoutError(
                 f"{self.topic}: bulk send of {self.record_count} record(s) not acknowledged within {timeout} s")
-        errors = self.errors()
+        result, errors = self._settle()
         if errors:
             shared, partition, rows = errors[0]
             err = again(shared)  # the batch's error, shared by every call with rows in it: the note is this call's
@@ -112,17 +127,20 @@ class BulkFuture:
                 err.add_note(f"{self.failed_count()} of {self.record_count} record(s) of this bulk send failed; "
                              f"first failed batch: {self.topic}-{partition}, rows {int(rows.min())}..{int(rows.max())}")
             raise err
-        return BulkResult(self.topic, self._batches)
+        return result
 
     def add_callback(self, fn: Callable[[BulkResult | None, BaseException | None], object]) -> None:
         """``fn(result, error)`` once every batch completed (on the Sender thread)."""
         remaining = [len(self._batches)]
+        lock = threading.Lock()  # (a batch done already calls back on this thread, the others on the Sender's)
 
         def one_done(_: ProduceRequestResult) -> None:
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                errs = self.errors()
-                fn(None, errs[0][0]) if errs else fn(BulkResult(self.topic, self._batches), None)
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                result, errs = self._settle()
+                fn(None, errs[0][0]) if errs else fn(result, None)
 
         if not self._batches:
             fn(BulkResult(self.topic, []), None)

@@ -225,3 +225,28 @@ def test_short_of_memory_the_drain_takes_the_oldest_batches_first():
     acc = accumulator(BufferPool(1000))
     acc.begin_flush()  # forced, memory to spare: round the partitions
     assert requests(acc) == [[0], [1], [2], [3]]
+
+
+def test_ready_stops_once_every_broker_is_ready_and_still_finds_unknown_leaders():
+    """The Sender's ``ready`` walks the queued partitions until every broker is ready (at 256
+    partitions on one broker: the first sendable batch) -- but only while every queued
+    partition's leader is known: a partition queued later, of a topic without a leader, is still
+    reported for a metadata update, and a second broker's partitions still make it ready."""
+    from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
+    from sparkkafka_sink.producer.accumulator import RecordAccumulator
+    from sparkkafka_sink.producer.buffer_pool import BufferPool
+    from sparkkafka_sink.producer.producer_batch import ProducerBatch
+
+    brokers = {1: BrokerNode(1, "127.0.0.1", 9092), 2: BrokerNode(2, "127.0.0.1", 9093)}
+    cluster = Cluster(brokers=brokers, partitions={"t": {p: PartitionInfo("t", p, 1 + p % 2) for p in range(4)}})
+    acc = RecordAccumulator(batch_size=1 << 20, compression_type=0, linger_ms=0, retry_backoff_ms=100,
+                            retry_backoff_max_ms=1000, delivery_timeout_ms=120_000, pool=BufferPool(1 << 24))
+    for partition in (0, 2, 1):  # node 1's partitions first: the walk must go on to node 2's
+        acc.queue_batch(ProducerBatch.prebuilt("t", partition, bytes(100), 1, 0, 0))
+    first = acc.ready(cluster, 1)
+    assert first.ready_nodes == {1, 2} and not first.unknown_leader_topics
+    acc.queue_batch(ProducerBatch.prebuilt("other", 0, bytes(100), 1, 0, 0))  # no leader known for it
+    later = acc.ready(cluster, 1)
+    assert later.ready_nodes == {1, 2} and later.unknown_leader_topics == {"other"}
+    led = Cluster(brokers=brokers, partitions={**cluster.partitions, "other": {0: PartitionInfo("other", 0, 2)}})
+    assert acc.ready(led, 1).unknown_leader_topics == set()

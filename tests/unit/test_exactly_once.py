@@ -369,7 +369,7 @@ def test_the_registry_keeps_writes_and_knows_its_keeper_by_more_than_a_pid(tmp_p
 def test_a_registry_goes_once_its_driver_and_keeper_are_gone_and_it_stood_still_for_a_week(tmp_path):
     exited = subprocess.Popen([sys.executable, "-c", "pass"])
     exited.wait()
-    dead = (exited.pid, 1)  # a process that ended (its pid is not reused within this test)
+    dead = (exited.pid, 1)  # a process that ended (a pid reused since is another: its start differs)
     me = (os.getpid(), stat(os.getpid())[2])
 
     def age(found: Registry) -> None:

@@ -121,10 +121,10 @@ def read_committed(bootstrap: str, topic: str, expected: int | None = None) -> l
 def test_a_late_attempt_beginning_after_the_sweep_listed_the_write_is_never_committed(cluster, cluster_topic,
                                                                                       monkeypatch):
     """The attempt initialised its producer and found the write open (before the driver closed
-    it); it begins its transaction -- observed Ongoing at its coordinator -- after the driver's
-    one listing of the write returned and before the driver acts on it.  Before the decision was
-    recorded, the sweep listed Ongoing then Empty transactions in two calls, missed such an
-    attempt, and a keeper ending the write later committed it with the winners.  Now the listing
+    it); it begins its transaction -- observed Ongoing at its coordinator, its records in the log --
+    after the driver's one listing of the write returned and before the driver acts on it.  Before
+    the decision was recorded, the sweep listed Ongoing then Empty transactions in two calls, missed
+    such an attempt, and a keeper ending the write later committed it with the winners.  Now the listing
     holds it as initialised, the sweep fences it, its transaction is aborted, and a keeper ending
     the write afterwards commits only the recorded winners."""
     bootstrap, topic = cluster.bootstrap_servers, cluster_topic
@@ -165,6 +165,9 @@ def test_a_late_attempt_beginning_after_the_sweep_listed_the_write_is_never_comm
             wait_until("the late attempt's transaction open at its coordinator",
                        lambda: (d := observer.describe(late_id, time.monotonic() + 10)) is not None
                        and d.state == "Ongoing", timeout=60, interval=0.05)
+        # and its records in the log (read uncommitted): a commit of its transaction would show them
+        wait_until("the late attempt's records in the log", lambda: len(consume_all(bootstrap, topic)) > 100,
+                   timeout=60, interval=0.1)
         return found
 
     monkeypatch.setattr("sparkkafka_sink.exactly_once.commit.list_write", listing_then_the_late_attempt_begins)

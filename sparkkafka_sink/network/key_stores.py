@@ -3,10 +3,8 @@ store holds.
 
 Java's ``keystore.type.compat`` (on since JDK 9) lets type JKS and type PKCS12 each open both
 formats, so the format comes from the file: JKS starts with the magic 0xFEEDFEED, JCEKS with
-0xCECECECE, PKCS12 is DER (a SEQUENCE with a long-form length), PEM is text.  JKS is read with
-pyjks, an optional dependency (``pip install 'sparkkafka-sink[jks]'``): it is unmaintained since
-2020 and pulls ``twofish``, a C extension without wheels that it needs only for the BKS and UBER
-formats, so it is not forced on every install.  Passwords follow Java: the store password checks
+0xCECECECE, PKCS12 is DER (a SEQUENCE with a long-form length), PEM is text.  JKS is read by
+``jks_file`` (the standard library: no extra package).  Passwords follow Java: the store password checks
 the store's integrity (a truststore read without one skips that check, as
 ``KeyStore.load(stream, null)`` does) and the key password opens the private key.  Messages name
 the option and the file, never a password.
@@ -14,15 +12,13 @@ the option and the file, never a password.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import Any
 
 from sparkkafka_sink.errors import ConfigError, Message, Setting
+from sparkkafka_sink.network import jks_file
 
-JKS_MAGIC = b"\xfe\xed\xfe\xed"
+JKS_MAGIC = jks_file.MAGIC
 JCEKS_MAGIC = b"\xce\xce\xce\xce"
-_INSTALL = "pip install 'sparkkafka-sink[jks]' (pyjks) on the driver and on every executor"
 
 
 def file_format(data: bytes) -> str | None:
@@ -54,23 +50,13 @@ class Identity:
     chain_der: list[bytes]
 
 
-def _pyjks(location_key: str, path: str) -> Any:
+def _load(location_key: str, path: str, data: bytes, password_key: str, password: str | None) -> jks_file.JksStore:
     try:
-        return importlib.import_module("jks")
-    except ImportError:
-        raise ConfigError(Message("{} {} is a JKS store, which is read with the pyjks package, not installed here: "
-                                  "{}; or convert the store once: {}", Setting(location_key), path, _INSTALL,
-                                  to_pkcs12_hint(path))) from None
-
-
-def _load(location_key: str, path: str, data: bytes, password_key: str, password: str | None) -> Any:
-    jks = _pyjks(location_key, path)
-    try:
-        return jks.KeyStore.loads(data, password, try_decrypt_keys=False)
-    except jks.KeystoreSignatureException:
+        return jks_file.load(data, password)
+    except jks_file.JksIntegrityError:
         raise ConfigError(Message("{} {}: wrong {} (the JKS store's integrity check fails with it)",
                                   Setting(location_key), path, Setting(password_key))) from None
-    except (jks.KeystoreException, ValueError) as e:  # a cut or corrupt file (pyjks wraps struct errors)
+    except jks_file.JksError as e:  # a cut or corrupt file
         raise ConfigError(Message("{} {} is not a readable JKS store: {}", Setting(location_key), path, e)) from None
 
 
@@ -80,8 +66,8 @@ def trusted_certificates(location_key: str, path: str, data: bytes, password_key
     and, as Java's trust manager does, the leaf of each key entry.  Without a password the
     certificates are read without the integrity check, as Java reads them."""
     store = _load(location_key, path, data, password_key, password)
-    certs = [entry.cert for _, entry in sorted(store.certs.items())]
-    certs += [entry.cert_chain[0][1] for _, entry in sorted(store.private_keys.items()) if entry.cert_chain]
+    certs = [der for _, der in sorted(store.certificates.items())]
+    certs += [entry.chain[0] for _, entry in sorted(store.private_keys.items()) if entry.chain]
     if not certs:
         raise ConfigError(Message("{} {} holds no certificates", Setting(location_key), path))
     return certs
@@ -95,11 +81,10 @@ def identity(location_key: str, path: str, data: bytes, store_password: str | No
         raise ConfigError(Message("{} {} is a JKS keystore: set {} (Java needs it too; {} defaults to it)",
                                   Setting(location_key), path, Setting("ssl.keystore.password"),
                                   Setting("ssl.key.password")))
-    jks = _pyjks(location_key, path)
     store = _load(location_key, path, data, "ssl.keystore.password", store_password)
     aliases = sorted(store.private_keys)
     if not aliases:
-        held = f" (only trusted certificates: {', '.join(sorted(store.certs))})" if store.certs else ""
+        held = f" (only trusted certificates: {', '.join(sorted(store.certificates))})" if store.certificates else ""
         raise ConfigError(Message("{} {} holds no private key{}: mutual TLS needs the client's key with its "
                                   "certificate chain (a truststore goes in {})", Setting(location_key), path, held,
                                   Setting("ssl.truststore.location")))
@@ -109,17 +94,17 @@ def identity(location_key: str, path: str, data: bytes, store_password: str | No
                                   ", ".join(aliases)))
     entry = store.private_keys[aliases[0]]
     try:
-        entry.decrypt(key_password if key_password is not None else store_password)
-    except jks.DecryptionFailureException:
+        private_key_der = entry.recover(key_password if key_password is not None else store_password)
+    except jks_file.JksKeyError:
         hint = (Message("wrong {}", Setting("ssl.key.password")) if key_password is not None else
                 Message("it does not open with {}: set {}, the key's own password", Setting("ssl.keystore.password"),
                         Setting("ssl.key.password")))
         raise ConfigError(Message("{} {}: cannot decrypt the private key {!r}: {}", Setting(location_key), path,
                                   aliases[0], hint)) from None
-    except jks.KeystoreException as e:  # an unknown protection algorithm (JCEKS keys in a JKS file)
+    except jks_file.JksError as e:  # another protection algorithm (JCEKS keys in a JKS file), a cut key
         raise ConfigError(Message("{} {}: cannot read the private key {!r}: {}", Setting(location_key), path,
                                   aliases[0], e)) from None
-    if not entry.cert_chain:
+    if not entry.chain:
         raise ConfigError(Message("{} {}: the private key {!r} has no certificate chain", Setting(location_key), path,
                                   aliases[0]))
-    return Identity(entry.pkey_pkcs8, [der for _, der in entry.cert_chain])
+    return Identity(private_key_der, list(entry.chain))

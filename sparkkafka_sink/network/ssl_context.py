@@ -2,7 +2,7 @@
 
 Built once per producer (so a bad truststore fails the constructor, not the first send) and
 shared by every connection.  Python's ``ssl`` reads PEM only; PKCS12 stores are converted in
-memory with ``cryptography``, JKS stores with pyjks (``key_stores``).  A store's format comes from
+memory with ``cryptography``, JKS stores with ``jks_file`` (``key_stores``).  A store's format comes from
 its bytes (``key_stores.file_format``); ``ssl.*.type`` JKS and PKCS12 each accept both formats, as
 Java's do.  A private key never touches the disk unencrypted: keys that must go through a file
 (``load_cert_chain`` takes paths only) are written encrypted with a one-off password into a

@@ -164,7 +164,7 @@ _KEYS: tuple[ConfigKey, ...] = (
          "password of a PKCS12 or JKS truststore (a JKS one is read without it unchecked, as Java does)"),
     text("ssl.truststore.certificates", "CA certificates as PEM text (instead of a file)"),
     text("ssl.keystore.location",
-         "mutual TLS: client key and certificate, a PEM, PKCS12 or JKS file (JKS: the [jks] extra)"),
+         "mutual TLS: client key and certificate, a PEM, PKCS12 or JKS file"),
     text("ssl.keystore.type", "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)",
          unset="from the file's content"),
     text("ssl.keystore.password", "password of a PKCS12 or JKS keystore"),

@@ -1,9 +1,11 @@
 """Which brokers this run tests against (shared by the root conftest and the fault tests), and
 how a fixture runs an Apache Kafka cluster of its own (:func:`running_apache_kafka`).
 
-Apache Kafka is the reference broker: through testcontainers when a Docker engine answers, else
-from its Maven jars when ``java`` and ``mvn`` are on PATH.  tansu and noida (PyPI) always run
-beside it.  ``KAFKA_BOOTSTRAP_SERVERS`` replaces all of them by one external broker;
+Apache Kafka is the reference broker: from its Maven jars wherever ``java`` and ``mvn`` are on
+PATH (every test that needs Kafka's own jars -- transactions, exactly-once, crashes, failover, the
+oracle, the older brokers, the faults' ``apache`` cases -- runs then), else through testcontainers
+when a Docker engine answers (those tests then skip, saying they need java and mvn).  tansu and
+noida (PyPI) always run beside it.  ``KAFKA_BOOTSTRAP_SERVERS`` replaces all of them by one external broker;
 ``SPARKKAFKA_BROKERS=apache,tansu`` limits the kinds.
 """
 
@@ -39,11 +41,12 @@ def _docker_answers() -> bool:
 
 
 def _apache_source() -> str | None:
-    """Where Apache Kafka comes from here: "docker" (testcontainers), "maven" (jars), or None."""
-    if _docker_answers():
-        return "docker"
+    """Where Apache Kafka comes from here: "maven" (jars) wherever java and mvn are, else "docker"
+    (testcontainers), else None."""
     if java_and_maven_available():
         return "maven"
+    if _docker_answers():
+        return "docker"
     return None
 
 
@@ -68,8 +71,9 @@ _LOCAL = _local_kinds()
 #: the parametrization of the ``kafka`` fixture
 KAFKA_KINDS = ["external"] if os.environ.get("KAFKA_BOOTSTRAP_SERVERS") else _LOCAL
 #: brokers the fault tests start behind a FaultProxy: they need broker processes they control,
-#: so an external broker does not replace them
-FAULT_KINDS = tuple(k for k in _LOCAL if k != "apache" or APACHE_SOURCE == "maven")
+#: so an external broker does not replace them; their ``apache`` cases use the session's node
+#: from Maven jars and skip, saying so, where only a container could run it
+FAULT_KINDS = tuple(_LOCAL)
 
 
 @contextlib.contextmanager

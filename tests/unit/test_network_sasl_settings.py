@@ -78,7 +78,9 @@ KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
 
 
 def test_gssapi_as_javas_settings_write_it():
-    pytest.importorskip("gssapi")
+    from security_fixtures import GSSAPI_MISSING
+
+    pytest.importorskip("gssapi", reason=GSSAPI_MISSING)
     keytab = f'{KRB5_MODULE} required useKeyTab=true storeKey=true keyTab="/etc/app.keytab" principal="app@EX.COM";'
     settings = sasl_settings({**SASL_SSL, "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": "kafka",
                               "sasl.jaas.config": keytab})

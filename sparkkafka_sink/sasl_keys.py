@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sparkkafka_sink.cloud.databricks import KEY as SERVICE_CREDENTIAL
 from sparkkafka_sink.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, Invalid, text
 from sparkkafka_sink.oauth.token_source import REFRESH_WINDOW_FACTOR_KEY
 from sparkkafka_sink.security_protocol import SASL_MECHANISM
@@ -52,6 +53,11 @@ SASL_KEYS: tuple[ConfigKey, ...] = (
     text("sasl.aws.region",
          "Amazon MSK IAM: the cluster's AWS region (not Java's key; default: the region in the broker host names, "
          "else AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"),
+    text(SERVICE_CREDENTIAL,
+         "Databricks: the name of a Unity Catalog service credential whose cloud identity signs in, read through "
+         "Databricks' Python API: an AWS IAM role signs Amazon MSK's IAM sign-in (AWS_MSK_IAM unless sasl.mechanism "
+         "says OAUTHBEARER), a Google service account Managed Kafka's OAUTHBEARER token (not Java's key; the sink's "
+         "option databricks.serviceCredential sets it)"),
     text("sasl.kerberos.service.name",
          "GSSAPI (Kerberos): the brokers' service name, their principals being <name>/<host>@REALM (usually kafka; "
          "or serviceName in the Krb5LoginModule line)"),

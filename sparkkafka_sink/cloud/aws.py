@@ -106,6 +106,10 @@ class AwsLogin:
     role_external_id: str | None = None
     sts_region: str | None = None
     role_base: AwsCredentials | None = None
+    #: a session that keeps its own credentials fresh (botocore's or boto3's: a Databricks service
+    #: credential's), asked for them at each signature; ``source`` names it in messages
+    session: Callable[[], Any] | None = field(default=None, compare=False)
+    source: str | None = None
     #: for tests: the clock of the assumed role's expiry
     clock: Callable[[], float] = field(default=time.time, compare=False)
     _state: dict = field(default_factory=dict, compare=False, repr=False)
@@ -114,6 +118,8 @@ class AwsLogin:
     @property
     def description(self) -> str:
         """What the messages call these credentials (no secret)."""
+        if self.source:
+            return self.source
         if self.role_arn:
             return f"role {self.role_arn}"
         if self.profile:
@@ -122,6 +128,8 @@ class AwsLogin:
 
     def credentials(self) -> AwsCredentials:
         with self._lock:
+            if self.session is not None:
+                return self._frozen(self.session())
             if self.role_arn:
                 return self._assumed_role()
             return self._chain(self.profile)
@@ -135,6 +143,10 @@ class AwsLogin:
         session = self._state.get(("session", profile))
         if session is None:
             session = self._state[("session", profile)] = session_module.Session(profile=profile)
+        return self._frozen(session)
+
+    def _frozen(self, session: Any) -> AwsCredentials:
+        """The session's current credentials (refreshable ones renew themselves when near expiry)."""
         try:
             found = session.get_credentials()
             frozen = found.get_frozen_credentials() if found is not None else None
@@ -142,6 +154,8 @@ class AwsLogin:
             raise AuthenticationError(f"AWS credentials ({self.description}) could not be loaded: "
                                       f"{type(e).__name__}: {e}") from None
         if frozen is None or not frozen.access_key or not frozen.secret_key:
+            if self.session is not None:
+                raise AuthenticationError(f"{self.description} gave no AWS credentials")
             raise AuthenticationError(f"no AWS credentials found for {self.description}: none in the environment "
                                       "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), the shared files, web identity, "
                                       "the container or the instance metadata")

@@ -6,6 +6,7 @@ second), and users catch them by ``sparkkafka_sink.spark``'s names.
 
 from __future__ import annotations
 
+from sparkkafka_sink.cloud.databricks import KEY as SERVICE_CREDENTIAL_KEY
 from sparkkafka_sink.errors import ConfigError, KafkaError, named
 
 #: every message of the sink starts with it, so a line in Spark's log says where it came from
@@ -14,13 +15,15 @@ PREFIX = "pyprod-kafka: "
 #: Registry client's (``schema.registry.url``), each its key with the prefix
 KAFKA_PREFIX = "kafka."
 REGISTRY_PREFIX = "schema.registry."
+#: the sink's option that sets the producer's ``SERVICE_CREDENTIAL_KEY``
+SERVICE_CREDENTIAL_OPTION = "databricks.serviceCredential"
 
 
 def in_option_names(error: BaseException | str, prefix: str = KAFKA_PREFIX) -> str:
     """The message of an error from below (the producer's, by default, or the registry client's
     with ``REGISTRY_PREFIX``) with every setting it names as the sink's option: the one place
     where the sink names them (``linger.ms`` -> ``kafka.linger.ms``)."""
-    return named(error, lambda key: prefix + key)
+    return named(error, lambda key: SERVICE_CREDENTIAL_OPTION if key == SERVICE_CREDENTIAL_KEY else prefix + key)
 
 
 class SinkValidationError(ConfigError):

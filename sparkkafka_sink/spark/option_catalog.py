@@ -92,6 +92,19 @@ SINK_OPTIONS: tuple[ConfigKey, ...] = (
               "Confluent's serializers refused naming the `keyFormat`/`valueFormat` that does their work. Options "
               "given with `.option()` win over its lines; its secrets travel and are redacted as the options' are.",
               unset="none: the options alone", hint="a path on the driver"),
+    ConfigKey("databricks.serviceCredential", "string", None,
+              "Databricks: sign in as this Unity Catalog service credential (as Databricks' own Kafka connector "
+              "does), its credentials read on the driver and every executor through Databricks' Python API and "
+              "kept fresh: an AWS IAM role signs Amazon MSK's IAM sign-in (`AWS_MSK_IAM`; `OAUTHBEARER` if "
+              "`kafka.sasl.mechanism` says so), a Google service account Managed Kafka's token. "
+              "`kafka.security.protocol` defaults to `SASL_SSL` with it; no other `kafka.sasl.*` sign-in "
+              "setting may be given beside it.",
+              unset="none: the kafka.sasl.* settings sign in", hint="a service credential's name"),
+    ConfigKey("databricks.serviceCredential.scope", "string", None,
+              "Databricks' scope for a service credential it cannot infer one for (Azure, Google); not used "
+              "here, and refused: an AWS IAM role needs none, Google's Managed Kafka token is made with the "
+              "`cloud-platform` scope, and Azure Event Hubs signs in with its connection string.",
+              unset="none", hint="nothing: drop the option"),
     ConfigKey("checkpointLocation", "string", None,
               "Spark's own streaming option: where the query keeps its progress, any path Spark accepts "
               "(local, `file:`, `dbfs:/`, `s3a://`, `abfss://`, `gs://`, `hdfs://`). Under exactly-once it names "

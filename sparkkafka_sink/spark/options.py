@@ -21,7 +21,13 @@ from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.exactly_once.ids import DEFAULT_DECISION_TOPIC, WriteId, new_run
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig
 from sparkkafka_sink.spark import option_catalog as catalog
-from sparkkafka_sink.spark.errors import KAFKA_PREFIX, REGISTRY_PREFIX, SinkValidationError, in_option_names
+from sparkkafka_sink.spark.errors import (
+    KAFKA_PREFIX,
+    REGISTRY_PREFIX,
+    SERVICE_CREDENTIAL_KEY,
+    SinkValidationError,
+    in_option_names,
+)
 from sparkkafka_sink.spark.formats import Formats, parse_formats
 from sparkkafka_sink.spark.option_catalog import (
     DEFAULT_CACHE_TIMEOUT_MS,
@@ -154,6 +160,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
     _check_known(lowered)
     values = catalog.parse_all(lowered, catalog.SINK_OPTIONS)
     raw = producer_config_from_options(lowered)
+    _service_credential(values, raw)
     for key, why in REJECTED_KAFKA_KEYS.items():
         if key in raw:
             raise SinkValidationError(f"option 'kafka.{key}' is not supported: {why}")
@@ -170,6 +177,19 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
                        tolerate_bad_rows=values["errors.tolerance"] == "all",
                        formats=parse_formats(lowered, from_file),
                        **catalog.fields(values, catalog.SINK_OPTIONS))
+
+
+def _service_credential(values: Mapping[str, Any], raw: dict) -> None:
+    """``databricks.serviceCredential`` as the producer's key, with SASL_SSL unless a protocol is given."""
+    if values["databricks.serviceCredential.scope"] is not None:
+        raise SinkValidationError(
+            "option 'databricks.serviceCredential.scope' is not used here: drop it (an AWS IAM role needs no scope, "
+            "Google's Managed Kafka token is made with the cloud-platform scope, and Azure Event Hubs signs in with "
+            "its connection string)")
+    name = values["databricks.serviceCredential"]
+    if name is not None:
+        raw[SERVICE_CREDENTIAL_KEY] = name
+        raw.setdefault("security.protocol", "SASL_SSL")
 
 
 def _check_known(lowered: Mapping[str, str]) -> None:

@@ -8,7 +8,10 @@ settings write it; what lands is read back by confluent-kafka on the PLAINTEXT l
   secret key fails the producer where it is made, naming authentication, never the secret.
 * Google Managed Kafka's token (Google's ``GcpLoginCallbackHandler`` named), made from a
   service-account key file through google-auth, whose token endpoint is a local stand-in.
-* Azure Event Hubs' connection string over PLAIN (``$ConnectionString``)."""
+* Azure Event Hubs' connection string over PLAIN (``$ConnectionString``).
+* Databricks: its MSK settings with AWS's classes shaded as its runtime ships them, and Unity
+  Catalog service credentials (an AWS IAM role's temporary credentials, a Google service account)
+  read through Databricks' Python API -- a stand-in of it (tests/databricks_standin)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import uuid
 
 import pytest
 from kafka_helpers import consume_all, signed_in_round_trip
+from service_credentials import aws_role, standin_file, use_standin
 
 from sparkkafka_sink.errors import AuthenticationError
 from sparkkafka_sink.testing.brokers import create_topics
@@ -151,3 +155,62 @@ def test_an_event_hubs_connection_string_over_plain(cloud_kafka):
     with pytest.raises(AuthenticationError) as info:
         write_and_read_back_on(cloud_kafka, "AZURE", wrong, count=1)
     assert "PLAIN authentication" in str(info.value) and "SharedAccessKey" not in str(info.value)
+
+
+# -- Databricks: its shaded class names, and Unity Catalog service credentials ------------------------------
+#: Databricks' Kafka documentation writes AWS's classes shaded inside its runtime
+DATABRICKS_AWS_MSK_IAM = {"security.protocol": "SASL_SSL", "sasl.mechanism": "AWS_MSK_IAM",
+                          "sasl.jaas.config": "shadedmskiam.software.amazon.msk.auth.iam.IAMLoginModule required;",
+                          "sasl.client.callback.handler.class":
+                              "shadedmskiam.software.amazon.msk.auth.iam.IAMClientCallbackHandler"}
+
+
+def test_databricks_msk_settings_with_shaded_classes_sign_in(aws_keys):
+    write_and_read_back(aws_keys, DATABRICKS_AWS_MSK_IAM)
+
+
+@pytest.mark.parametrize("mechanism", ["AWS_MSK_IAM", "OAUTHBEARER"])
+def test_a_service_credentials_role_signs_in_to_msk(cloud_kafka, monkeypatch, tmp_path, mechanism):
+    """``sasl.databricks.service.credential`` (the sink's ``databricks.serviceCredential``): the
+    role's temporary credentials, from Databricks' API (its stand-in), signed for the broker that
+    checks them as MSK does -- a session token past its expiry included."""
+    path, log = standin_file(tmp_path, {"msk-writer": aws_role(cloud_kafka)})
+    use_standin(monkeypatch, path)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)  # nothing else to sign with
+    monkeypatch.setenv("AWS_REGION", cloud_kafka.region)
+    settings = {"security.protocol": "SASL_SSL", "sasl.databricks.service.credential": "msk-writer",
+                **({"sasl.mechanism": mechanism} if mechanism == "OAUTHBEARER" else {})}
+    write_and_read_back(cloud_kafka, settings)
+    assert "provider msk-writer" in log.read_text() and "refresh msk-writer" in log.read_text()
+
+
+def test_the_broker_refuses_a_session_token_past_its_expiry(cloud_kafka, monkeypatch, tmp_path):
+    """The check behind the test above: credentials that had expired are refused by the broker, so
+    a sink that signed with stale ones would fail there (here the stand-in's clock is an hour back,
+    so the credentials it issues are expired when they arrive: botocore renews them, and they are
+    still expired)."""
+    path, _ = standin_file(tmp_path, {"msk-writer": aws_role(cloud_kafka, lifetime_s=60)})
+    use_standin(monkeypatch, path)
+    import time
+
+    import databricks.service_credentials as api
+
+    monkeypatch.setattr(api, "clock", lambda: time.time() - 3600)
+    monkeypatch.setenv("AWS_REGION", cloud_kafka.region)
+    before = cloud_kafka.refusals()
+    with pytest.raises(AuthenticationError):
+        write_and_read_back(cloud_kafka, {"security.protocol": "SASL_SSL", "max.block.ms": 5000,
+                                          "sasl.databricks.service.credential": "msk-writer"}, count=1)
+    assert "the session token expired" in cloud_kafka.refusals()[len(before):]
+
+
+def test_a_service_credentials_google_account_signs_in_to_managed_kafka(cloud_kafka, monkeypatch, tmp_path):
+    key_file = cloud_kafka.google.key_file(tmp_path / "sa.json")
+    path, log = standin_file(tmp_path, {"gcp-writer": {"cloud": "google", "key_file": str(key_file)}})
+    use_standin(monkeypatch, path)
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    before = len(cloud_kafka.google.issued)
+    write_and_read_back_on(cloud_kafka, "GCP", {"security.protocol": "SASL_SSL",
+                                                "sasl.databricks.service.credential": "gcp-writer"})
+    assert len(cloud_kafka.google.issued) > before and "provider gcp-writer" in log.read_text()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from kafka_helpers import consume_all
+from service_credentials import aws_role, standin_env, standin_file
 
 from sparkkafka_sink.testing.brokers import create_topics
 
@@ -73,6 +74,45 @@ def test_a_java_jobs_msk_settings_write_from_spark(cloud_kafka, tmp_path):
     assert "not-the-secret" not in done.stdout + done.stderr and cloud.secret_access_key not in done.stdout + done.stderr
     assert "AWS_MSK_IAM sign-in refused: java.lang.IllegalArgumentException: the signature does not match" \
         in cloud.refusals()
+
+
+def test_a_databricks_users_msk_settings_as_databricks_writes_them(cloud_kafka, tmp_path):
+    """What Databricks' documentation writes for MSK, moved to the sink by changing the format's
+    name: the service credential (``databricks.serviceCredential`` alone: SASL_SSL and
+    AWS_MSK_IAM follow), read on the driver and in every executor's Python worker through
+    Databricks' Python API (its stand-in on PYTHONPATH, as the runtime's module is there); and
+    the Java settings with AWS's classes shaded.  A credential Databricks refuses fails the job
+    on the driver, naming the option."""
+    cloud = cloud_kafka
+    path, log = standin_file(tmp_path, {"msk-writer": aws_role(cloud)})
+    topics = {form: f"databricks-{form}-{uuid.uuid4().hex[:8]}" for form in ("uc", "shaded")}
+    create_topics(cloud.cluster.bootstrap(), {t: 2 for t in topics.values()}, timeout=30)
+    common = {"kafka.bootstrap.servers": cloud.bootstrap("MSK"), "kafka.ssl.truststore.type": "PEM",
+              "kafka.ssl.truststore.location": cloud.ca}
+    shaded = "shadedmskiam.software.amazon.msk.auth.iam"
+    writes = [{**common, "topic": topics["uc"], "databricks.serviceCredential": "msk-writer"},
+              {**common, "topic": topics["shaded"], "kafka.security.protocol": "SASL_SSL",
+               "kafka.sasl.mechanism": "AWS_MSK_IAM", "kafka.sasl.jaas.config": f"{shaded}.IAMLoginModule required;",
+               "kafka.sasl.client.callback.handler.class": f"{shaded}.IAMClientCallbackHandler"},
+              {**common, "topic": topics["uc"], "databricks.serviceCredential": "not-granted"}]
+    options = tmp_path / "writes.json"
+    options.write_text(json.dumps(writes))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", AWS_REGION=cloud.region,
+               AWS_ACCESS_KEY_ID=cloud.access_key_id, AWS_SECRET_ACCESS_KEY=cloud.secret_access_key,
+               AWS_CONFIG_FILE=str(tmp_path / "no-config"), AWS_EC2_METADATA_DISABLED="true", **standin_env(path))
+    done = subprocess.run([sys.executable, str(JOB), str(options), "1000"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    results = [line for line in done.stdout.splitlines() if line.startswith(("DONE", "FAILED"))]
+    assert results[:2] == ["DONE", "DONE"], done.stdout[-3000:] + done.stderr[-3000:] + cloud.refusals()
+    for topic in topics.values():
+        got = consume_all(cloud.cluster.bootstrap(), topic, expected_count=1000, timeout=30)
+        assert sorted(int(r.value) for r in got) == list(range(1000))
+    processes = {line.split()[0] for line in log.read_text().splitlines() if line.endswith("provider msk-writer")}
+    assert len(processes) >= 2, log.read_text()  # the driver's checks and the executors' tasks each asked Databricks
+    failed = results[2]
+    assert failed.startswith("FAILED") and "'databricks.serviceCredential': Databricks refused the service " \
+        "credential 'not-granted'" in failed, failed
 
 
 # -- Kerberos -------------------------------------------------------------------------------------------

@@ -105,13 +105,15 @@ def bootstrap_hosts(config: Mapping[str, Any]) -> list[str]:
     return [h for h, _ in servers]
 
 
-def msk_signer(config: Mapping[str, Any], jaas: JaasConfig | None) -> MskIamSigner:
-    """``AWS_MSK_IAM``'s signer from Java's settings (``IAMLoginModule`` and its options)."""
-    options = dict(jaas.options) if jaas is not None else {}
-    unknown = sorted(k for k in options if k not in AWS_JAAS_OPTIONS and k not in AWS_JAAS_NOTED)
-    if unknown:
-        log.warning("%s: ignoring unknown IAMLoginModule options %s", JAAS, ", ".join(unknown))
-    login = aws_login(options, "IAMLoginModule")
+def msk_signer(config: Mapping[str, Any], jaas: JaasConfig | None, login: AwsLogin | None = None) -> MskIamSigner:
+    """``AWS_MSK_IAM``'s signer from Java's settings (``IAMLoginModule`` and its options), or with
+    the credentials of ``login`` (a Databricks service credential's)."""
+    if login is None:
+        options = dict(jaas.options) if jaas is not None else {}
+        unknown = sorted(k for k in options if k not in AWS_JAAS_OPTIONS and k not in AWS_JAAS_NOTED)
+        if unknown:
+            log.warning("%s: ignoring unknown IAMLoginModule options %s", JAAS, ", ".join(unknown))
+        login = aws_login(options, "IAMLoginModule")
     fallback = msk_region(config, [])
     if fallback is None and not all(region_in_host(h) for h in bootstrap_hosts(config)):
         raise ConfigError(Message("{} AWS_MSK_IAM needs the cluster's AWS region: no region in the broker host "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+from sparkkafka_sink.cloud.databricks import KEY as SERVICE_CREDENTIAL
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 
 MECHANISM = "sasl.mechanism"
@@ -14,6 +15,8 @@ USERNAME = "sasl.username"
 PASSWORD = "sasl.password"
 AWS_REGION = "sasl.aws.region"
 SERVICE_NAME = "sasl.kerberos.service.name"
+__all__ = ["MECHANISM", "JAAS", "USERNAME", "PASSWORD", "AWS_REGION", "SERVICE_CREDENTIAL", "SERVICE_NAME", "given",
+           "text", "keys_part"]
 
 
 def given(value: Any) -> TypeGuard[Any]:  # narrows away None

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkkafka_sink import security_protocol as protocols
+from sparkkafka_sink.cloud.aws import AwsLogin
+from sparkkafka_sink.cloud.databricks import ServiceCredential
 from sparkkafka_sink.cloud.google import GoogleTokenProvider
 from sparkkafka_sink.cloud.msk import MskIamSigner, MskTokenProvider
 from sparkkafka_sink.errors import ConfigError, Message, Setting
@@ -38,7 +40,15 @@ from sparkkafka_sink.network.sasl.gssapi import GssapiClient, KerberosLogin, ker
 from sparkkafka_sink.network.sasl.jaas import JaasConfig, parse_jaas
 from sparkkafka_sink.network.sasl.oauthbearer import OAuthBearerClient, validate_extensions
 from sparkkafka_sink.network.sasl.plain import PlainClient
-from sparkkafka_sink.network.sasl.reading import AWS_REGION, JAAS, MECHANISM, PASSWORD, SERVICE_NAME, USERNAME
+from sparkkafka_sink.network.sasl.reading import (
+    AWS_REGION,
+    JAAS,
+    MECHANISM,
+    PASSWORD,
+    SERVICE_CREDENTIAL,
+    SERVICE_NAME,
+    USERNAME,
+)
 from sparkkafka_sink.network.sasl.reading import given as _given
 from sparkkafka_sink.network.sasl.reading import keys_part as _keys
 from sparkkafka_sink.network.sasl.reading import text as _text
@@ -89,6 +99,22 @@ _KAFKA_LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.oauthbear
 _MSK_OAUTH_HANDLER = "software.amazon.msk.auth.iam.iamoauthbearerlogincallbackhandler"
 _MSK_CLIENT_HANDLER = "software.amazon.msk.auth.iam.iamclientcallbackhandler"
 _GCP_LOGIN_HANDLER = "com.google.cloud.hosted.kafka.auth.gcplogincallbackhandler"
+#: Kafka's own client callback handler, which Java uses when the key is unset: the same as unset here
+_KAFKA_CLIENT_HANDLER = "org.apache.kafka.common.security.authenticator.saslclientcallbackhandler"
+#: each built-in class (as Java's settings spell it), by the key it goes in and the mechanisms it goes with
+_BUILT_IN_HANDLERS: dict[str, dict[str, tuple[str, ...]]] = {
+    "software.amazon.msk.auth.iam.IAMClientCallbackHandler": {CLIENT_HANDLER: ("AWS_MSK_IAM",)},
+    "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler": {CLIENT_HANDLER: ("OAUTHBEARER",),
+                                                                        LOGIN_HANDLER: ("OAUTHBEARER",)},
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler": {LOGIN_HANDLER: ("OAUTHBEARER",)},
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler":
+        {LOGIN_HANDLER: ("OAUTHBEARER",)},
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler":
+        {LOGIN_HANDLER: ("OAUTHBEARER",)},
+    "com.google.cloud.hosted.kafka.auth.GcpLoginCallbackHandler": {LOGIN_HANDLER: ("OAUTHBEARER",)},
+    "org.apache.kafka.common.security.authenticator.SaslClientCallbackHandler":
+        {CLIENT_HANDLER: ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM", "GSSAPI")},
+}
 _TOKEN_PROVIDER_HINT = Message("set {}=OAUTHBEARER and {} to a 'module:function' that returns a token",
                                Setting(MECHANISM), Setting(TOKEN_PROVIDER))
 _OAUTH_JAAS_OPTIONS = {"clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET, "scope": SCOPE}
@@ -199,6 +225,8 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
                 "SASL_SSL" if protocols.uses_tls(protocol) else "SASL_PLAINTEXT or SASL_SSL",
                 "them" if len(given) > 1 else "it"))
         return None
+    if SERVICE_CREDENTIAL in given:
+        return _service_credential(config, protocol, given)
 
     jaas_text = _text(config, JAAS, strip=False)
     jaas = parse_jaas(jaas_text) if jaas_text is not None else None
@@ -207,7 +235,7 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
         raise ConfigError(Message("Invalid configuration {!r}: the login module '{}' does not go with {} {}; use {}",
                                   Setting(JAAS), jaas.login_module, Setting(MECHANISM), mechanism,
                                   _LOGIN_MODULES[mechanism]))
-    factor = _refresh_window_factor(config)
+    _refresh_window_factor(config)  # checked whatever the mechanism
     _handler(config, CLIENT_HANDLER, mechanism)  # one of AWS's classes, or refused
     login_handler = _handler(config, LOGIN_HANDLER, mechanism)
     if AWS_REGION in given and mechanism != "AWS_MSK_IAM" and login_handler != _MSK_OAUTH_HANDLER:
@@ -215,7 +243,7 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
                                   "OAUTHBEARER with {}={}", Setting(AWS_REGION), Setting(MECHANISM),
                                   Setting(LOGIN_HANDLER), "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"))
     if mechanism == "OAUTHBEARER":
-        return _oauthbearer(config, jaas, protocol, factor, login_handler)
+        return _oauthbearer(config, jaas, protocol, login_handler)
     oauth_given = [k for k in _OAUTH_KEYS if k in given]
     if oauth_given:
         raise ConfigError(Message("Configuration {} only applies to {} OAUTHBEARER, not {}", _keys(oauth_given),
@@ -235,28 +263,106 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
     return _password_settings(config, jaas, protocol, mechanism)
 
 
+def _built_in_class(value: str) -> str | None:
+    """The built-in class ``value`` names (Java's spelling), also as a shaded copy: Databricks writes
+    AWS's classes ``shadedmskiam.software.amazon.msk.auth.iam...`` and Kafka's ``kafkashaded.org.apache...``."""
+    lowered = value.lower()
+    for name in _BUILT_IN_HANDLERS:
+        if lowered == name.lower() or lowered.endswith("." + name.lower()):
+            return name
+    return None
+
+
+def _service_credential(config: Mapping[str, Any], protocol: str, given: list[str]) -> SaslSettings:
+    """Sign in as a Databricks Unity Catalog service credential: its AWS IAM role for Amazon MSK
+    (AWS_MSK_IAM, or OAUTHBEARER's MSK token), its Google service account for Managed Kafka."""
+    others = [k for k in given if k not in (SERVICE_CREDENTIAL, MECHANISM, AWS_REGION, *(k.name for k in LOGIN_KEYS))]
+    if others:
+        raise ConfigError(Message("Configuration {} and {!r} both say how to sign in: the service credential signs "
+                                  "in by itself, so remove {}", _keys(others), Setting(SERVICE_CREDENTIAL),
+                                  "them" if len(others) > 1 else "it"))
+    credential = ServiceCredential(str(_text(config, SERVICE_CREDENTIAL)))
+    cloud = credential.cloud()
+    raw = config.get(MECHANISM)
+    if cloud == "aws":
+        mechanism = SASL.parse(MECHANISM, raw) if _given(raw) else "AWS_MSK_IAM"
+        login = AwsLogin(session=credential.provider, source=credential.description)
+        if mechanism == "AWS_MSK_IAM":
+            return SaslSettings(mechanism, protocol, msk_signer=msk_signer(config, None, login))
+        if mechanism == "OAUTHBEARER":
+            region = msk_region(config, bootstrap_hosts(config))
+            if region is None:
+                raise ConfigError(Message("Amazon MSK's IAM token ({}) needs the cluster's AWS region: set {!r}, or "
+                                          "AWS_REGION in the environment (the bootstrap host names none)",
+                                          Setting(SERVICE_CREDENTIAL), Setting(AWS_REGION)))
+            return _token_settings(config, protocol, MskTokenProvider(region, login))
+        raise ConfigError(Message("{} {!r} is an AWS IAM role, which signs in to Amazon MSK with {} AWS_MSK_IAM "
+                                  "(the default) or OAUTHBEARER, not {}", Setting(SERVICE_CREDENTIAL), credential.name,
+                                  Setting(MECHANISM), mechanism))
+    if cloud == "google":
+        if _given(raw) and SASL.parse(MECHANISM, raw) != "OAUTHBEARER":
+            raise ConfigError(Message("{} {!r} is a Google service account, which signs in to Managed Kafka with {} "
+                                      "OAUTHBEARER, not {}", Setting(SERVICE_CREDENTIAL), credential.name,
+                                      Setting(MECHANISM), SASL.parse(MECHANISM, raw)))
+        if AWS_REGION in given:
+            raise ConfigError(Message("Configuration {!r} applies to Amazon MSK, not to the Google service account "
+                                      "{!r}", Setting(AWS_REGION), credential.name))
+        return _token_settings(config, protocol, GoogleTokenProvider(credentials=credential.provider))
+    what = "an Azure credential" if cloud == "azure" else f"a {type(credential.provider()).__name__}"
+    raise ConfigError(Message("{} {!r} is {}: the sink signs in with AWS IAM roles (Amazon MSK) and Google service "
+                              "accounts (Managed Kafka); for Azure Event Hubs use its connection string (PLAIN)",
+                              Setting(SERVICE_CREDENTIAL), credential.name, what))
+
+
+def _token_settings(config: Mapping[str, Any], protocol: str, provider: Any, description: str | None = None,
+                    extensions: Mapping[str, str] | None = None) -> SaslSettings:
+    """OAUTHBEARER with ``provider``'s tokens, refreshed as the login keys say."""
+    login = {k.name: SASL.parse(k.name, config.get(k.name)) for k in LOGIN_KEYS}
+    source = TokenSource(provider, _refresh_window_factor(config),
+                         description=description if description is not None else getattr(provider, "description", None),
+                         jitter=float(login["sasl.login.refresh.window.jitter"]),
+                         min_refresh_period_s=float(login["sasl.login.refresh.min.period.seconds"]),
+                         refresh_buffer_s=float(login["sasl.login.refresh.buffer.seconds"]))
+    return SaslSettings("OAUTHBEARER", protocol, token_source=source,
+                        extensions=types.MappingProxyType(dict(extensions or {})))
+
+
 def _handler(config: Mapping[str, Any], key: str, mechanism: str) -> str | None:
-    """Java's callback handler class ``key``, lower-cased, when it names what is built in here
-    for ``mechanism``; a ConfigError for any other class (this producer runs no Java)."""
+    """Java's callback handler class ``key``, as its canonical name in lower case, when it names
+    what is built in here for ``mechanism`` (None: unset, or Kafka's default client handler); a
+    ConfigError that says which setting to change for any other class (this producer runs no Java)."""
     raw = _text(config, key)
     if raw is None:
         return None
-    value = raw.lower()
-    built_in: dict[str, tuple[str, ...]] = (
-        {"AWS_MSK_IAM": (_MSK_CLIENT_HANDLER,), "OAUTHBEARER": (_MSK_OAUTH_HANDLER,)} if key == CLIENT_HANDLER
-        else {"OAUTHBEARER": (*_KAFKA_LOGIN_HANDLERS, _MSK_OAUTH_HANDLER, _GCP_LOGIN_HANDLER)})
-    if value in built_in.get(mechanism, ()):
-        return value
-    if key == LOGIN_HANDLER:
-        instead = Message("{} (the client-credentials grant, built in), {} naming a Python 'module:function', or, "
-                          "with {} OAUTHBEARER, Amazon MSK's software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallback"
-                          "Handler or Google's com.google.cloud.hosted.kafka.auth.GcpLoginCallbackHandler (both "
-                          "built in)", Setting(TOKEN_ENDPOINT), Setting(TOKEN_PROVIDER), Setting(MECHANISM))
+    found = _built_in_class(raw)
+    if found is not None and mechanism in _BUILT_IN_HANDLERS[found].get(key, ()):
+        return None if found.lower() == _KAFKA_CLIENT_HANDLER else found.lower()
+    here = [name for name, uses in _BUILT_IN_HANDLERS.items()
+            if mechanism in uses.get(key, ()) and name.lower() != _KAFKA_CLIENT_HANDLER]
+    keep = (Message("or, to keep {} {}, set {} to {}", Setting(MECHANISM), mechanism, Setting(key), " or ".join(here))
+            if here else Message("or, to keep {} {}, remove {}", Setting(MECHANISM), mechanism, Setting(key)))
+    if found is not None and key in _BUILT_IN_HANDLERS[found]:
+        wanted = _BUILT_IN_HANDLERS[found][key]
+        raise ConfigError(Message("Configuration {!r} '{}' goes with {} {}, but {} is {}: set {} to {}; {}",
+                                  Setting(key), raw, Setting(MECHANISM), " or ".join(wanted), Setting(MECHANISM),
+                                  mechanism, Setting(MECHANISM), wanted[0], keep))
+    if found is not None:
+        right = " or ".join(_BUILT_IN_HANDLERS[found])
+        raise ConfigError(Message("Configuration {!r} '{}': that class goes in {}, not in {}: move it there",
+                                  Setting(key), raw, right, Setting(key)))
+    if key == LOGIN_HANDLER and mechanism == "OAUTHBEARER":
+        instead = Message("{} (the client-credentials grant, built in), {} naming a Python 'module:function', or "
+                          "Amazon MSK's software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler or Google's "
+                          "com.google.cloud.hosted.kafka.auth.GcpLoginCallbackHandler (both built in)",
+                          Setting(TOKEN_ENDPOINT), Setting(TOKEN_PROVIDER))
+    elif here:
+        instead = Message("with {} {}, set {} to {} (built in), or remove it", Setting(MECHANISM), mechanism,
+                          Setting(key), " or ".join(here))
     else:
-        instead = Message("{} PLAIN, SCRAM-SHA-256/512, OAUTHBEARER or AWS_MSK_IAM (Amazon MSK's "
-                          "IAMClientCallbackHandler is built in)", Setting(MECHANISM))
+        instead = Message("with {} {}, remove {}: the sign-in is built in and needs no handler", Setting(MECHANISM),
+                          mechanism, Setting(key))
     raise ConfigError(Message("Configuration {!r} of the Java producer is not supported here with {} {}: '{}' is a "
-                              "Java class, and this producer runs no Java; use {}", Setting(key), Setting(MECHANISM),
+                              "Java class, and this producer runs no Java; {}", Setting(key), Setting(MECHANISM),
                               mechanism, raw, instead))
 
 
@@ -325,7 +431,7 @@ def _password_settings(config: Mapping[str, Any], jaas: JaasConfig | None, proto
 
 
 def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: str,
-                 factor: float, login_handler: str | None = None) -> SaslSettings:
+                 login_handler: str | None = None) -> SaslSettings:
     password_keys = [k for k in (USERNAME, PASSWORD) if _given(config.get(k))]
     if password_keys:
         raise ConfigError(Message("Configuration {} applies to PLAIN and SCRAM, not {} OAUTHBEARER",
@@ -417,12 +523,7 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
             provider = load_token_provider(provider_spec)
             description = f"token provider {provider_spec.strip()}" if isinstance(provider_spec, str) \
                 else None
-    source = TokenSource(provider, factor, description=description,
-                         jitter=float(login["sasl.login.refresh.window.jitter"]),
-                         min_refresh_period_s=float(login["sasl.login.refresh.min.period.seconds"]),
-                         refresh_buffer_s=float(login["sasl.login.refresh.buffer.seconds"]))
-    return SaslSettings("OAUTHBEARER", protocol, token_source=source,
-                        extensions=types.MappingProxyType(extensions))
+    return _token_settings(config, protocol, provider, description, extensions)
 
 
 def _endpoint_provider(endpoint: str, oauth: Mapping[str, str | None], credentials_given: list[str],

@@ -12,7 +12,8 @@ import javax.crypto.spec.SecretKeySpec;
 /**
  * What Amazon MSK checks of an IAM sign-in, recomputed from the public SigV4 specification with the
  * test's own keys: the action, the algorithm, the signed header, the credential scope (known key,
- * region, service kafka-cluster), the expiry, and the signature over GET / with the one header host.
+ * region, service kafka-cluster), the expiry, a temporary session token's expiry (the tests'
+ * stand-ins write it in the token), and the signature over GET / with the one header host.
  * Returns the access key id signed with; throws IllegalArgumentException saying what is wrong.
  */
 public final class SigV4Check {
@@ -43,6 +44,13 @@ public final class SigV4Check {
         require(nowMs <= signedMs + expires * 1000, "expired");
         String signature = params.get("X-Amz-Signature");
         require(signature != null, "no X-Amz-Signature");
+        // temporary credentials: the tests' stand-ins issue session tokens "expires-<epoch s>-<n>";
+        // a signature made with one past its expiry is refused, as STS's expired tokens are
+        String token = params.get("X-Amz-Security-Token");
+        if (token != null && token.startsWith("expires-")) {
+            long tokenExpiresMs = Long.parseLong(token.split("-")[1]) * 1000;
+            require(signedMs < tokenExpiresMs && nowMs < tokenExpiresMs, "the session token expired");
+        }
 
         TreeMap<String, String> signed = new TreeMap<>(params);
         signed.remove("X-Amz-Signature");

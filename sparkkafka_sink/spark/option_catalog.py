@@ -108,8 +108,10 @@ SINK_OPTIONS: tuple[ConfigKey, ...] = (
     ConfigKey("checkpointLocation", "string", None,
               "Spark's own streaming option: where the query keeps its progress, any path Spark accepts "
               "(local, `file:`, `dbfs:/`, `s3a://`, `abfss://`, `gs://`, `hdfs://`). Under exactly-once it names "
-              "the query (the default `transactionalIdPrefix` is made from it); the sink writes nothing under "
-              "it. In `foreachBatch` give the query's own.",
+              "the query (the default `transactionalIdPrefix` is made from it, the same for `/c/q`, `/c/q/` and "
+              "`file:///c/q`; but a relative path against an absolute one, or the file system's scheme added or "
+              "dropped, names another query, whose replays are not recognised: keep one spelling, or give "
+              "`transactionalIdPrefix`); the sink writes nothing under it. In `foreachBatch` give the query's own.",
               unset="none (Spark asks for one to start a streaming query)", hint="a path"),
     ConfigKey("deliveryGuarantee", "choice", "at-least-once",
               "`exactly-once`: every task attempt writes in a Kafka transaction that the driver commits "

@@ -13,6 +13,7 @@ import difflib
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -252,11 +253,35 @@ def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config:
             "restart is not written twice")
     if streaming or values["batchId"] is not None:
         # the query's own: stable across restarts, so leftovers of a crashed run are found
-        return f"pyprod-kafka-q{hashlib.sha1(values['checkpointLocation'].encode()).hexdigest()[:16]}"
+        location = checkpoint_identity(values["checkpointLocation"])
+        return f"pyprod-kafka-q{hashlib.sha1(location.encode()).hexdigest()[:16]}"
     # the target's: a later write to it finds what a crashed one left open (driver/lease.py);
     # writes running at once have runs of their own under it
     target = "|".join(sorted(str(lowered["kafka.bootstrap.servers"]).split(",")) + [str(lowered.get("topic", ""))])
     return f"pyprod-kafka-t{hashlib.sha1(target.encode()).hexdigest()[:16]}"
+
+
+def checkpoint_identity(location: str) -> str:
+    """The checkpoint location as one spelling of the directory it names, so that a query restarted
+    with it spelled another way keeps its prefix (and its replays are recognised): no trailing
+    slash, no repeated slash, a ``file:`` URL as its local path (``file:///c/q``, ``file:/c/q`` ->
+    ``/c/q``), an empty authority dropped (``dbfs:///c/q`` -> ``dbfs:/c/q``).  What cannot be told
+    here stays as given: a relative path against an absolute one, the default file system's scheme
+    added or dropped (``/c/q`` against ``dbfs:/c/q``), another host name of the same store."""
+    text = location.strip()
+    scheme, sep, rest = text.partition(":") if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", text) else ("", "", text)
+    authority = ""
+    if sep and rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        rest = slash + path
+    if scheme.lower() == "file" and authority in ("", "localhost"):
+        scheme, sep, authority = "", "", ""
+    rest = re.sub(r"/{2,}", "/", rest)
+    if len(rest) > 1:
+        rest = rest.rstrip("/")
+    if not sep:
+        return rest
+    return f"{scheme}://{authority}{rest}" if authority else f"{scheme}:{rest}"
 
 
 def _producer_config(raw: dict) -> ProducerConfig:

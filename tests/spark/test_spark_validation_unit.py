@@ -136,6 +136,15 @@ def test_exactly_once_options():
     again = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
                            "batchId": "8", "checkpointLocation": "/cp/q"})
     assert again.transactional_id_prefix == in_foreach_batch.transactional_id_prefix  # stable per query
+    # ... however the location is spelled, where the spellings name one directory
+    for spelling in ("/cp/q/", "//cp//q", "file:///cp/q", "file:/cp/q/", "file://localhost/cp/q"):
+        respelled = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
+                                   "batchId": "9", "checkpointLocation": spelling})
+        assert respelled.transactional_id_prefix == in_foreach_batch.transactional_id_prefix, spelling
+    for one, other in (("dbfs:/cp/q", "dbfs:///cp/q/"), ("s3a://bucket/cp/q", "s3a://bucket//cp/q/")):
+        first, second = (parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
+                                        "checkpointLocation": location}, streaming=True) for location in (one, other))
+        assert first.transactional_id_prefix == second.transactional_id_prefix != in_foreach_batch.transactional_id_prefix
     for options, message in [
         ({"deliveryGuarantee": "twice"}, "deliveryGuarantee' must be one of at-least-once, exactly-once"),
         ({"transactionalIdPrefix": "x"}, "needs deliveryGuarantee=exactly-once"),

@@ -76,8 +76,9 @@ def test_jks_and_pkcs12_types_each_open_both_formats_as_in_java(pki, declared):
                          "ssl.truststore.password": STORE_PW})
         assert trusted_subjects(ctx) == ["sparkkafka test CA"], store
     for store in (pki.client_keystore_jks_path, pki.client_keystore_p12_path):
-        context(**{"ssl.keystore.location": str(store), "ssl.keystore.type": declared,
-                   "ssl.keystore.password": STORE_PW})
+        ctx = context(**{"ssl.keystore.location": str(store), "ssl.keystore.type": declared,
+                         "ssl.keystore.password": STORE_PW, "ssl.truststore.location": str(pki.ca_cert_path)})
+        assert presented_in_a_handshake(pki, ctx) == "client", store  # the store's key and chain were loaded
 
 
 def test_jks_truststore_without_a_password_is_read_without_the_integrity_check(pki):

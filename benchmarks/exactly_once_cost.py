@@ -1,4 +1,4 @@
-"""What exactly-once asks of the transaction coordinators, counted by the broker (issue 41).
+"""What exactly-once asks of the transaction coordinators, counted by the broker.
 
 ``python -m benchmarks.exactly_once_cost [--out DIR]`` starts Apache Kafka (one node, its JMX
 opened for Kafka's own request metrics, ``broker_requests``), then in one Spark application:

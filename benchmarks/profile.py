@@ -1,4 +1,4 @@
-"""Where the producer's CPU goes, stage by stage (issue 43): ``python -m benchmarks.profile``.
+"""Where the producer's CPU goes, stage by stage: ``python -m benchmarks.profile``.
 
 Starts its own Apache Kafka (``benchmarks.run.start_bench_broker``).  For each cell -- value size
 x partitions x configuration (``tuned``: 256 KiB batches, linger 5 ms; ``defaults``: the
@@ -19,7 +19,8 @@ into a local socket whose other end a thread drains (the kernel's share of sendi
 the task's own, in the Python workers that run them, beside Spark's no-op sink (benchmarks/README.md,
 "Where a Spark write task's CPU goes").
 
-Writes ``profile-<date>.json`` (``profile-spark-<date>.json``) in ``--out`` and prints a Markdown
+Writes ``profile-<date>.json`` (``profile-spark-<date>.json``; with the sink's commit and the rate
+py-spy sampled at) in ``--out`` and prints a Markdown
 table (benchmarks/README.md, "Where the producer's CPU goes").  Needs py-spy (``pip install
 py-spy``; root, or ptrace allowed).
 """
@@ -45,6 +46,8 @@ GB = 1e9
 #: how often py-spy samples (Hz), and whether it reads the C frames too (slower; the Python frame
 #: above a C routine already names the stage)
 RATE = 500
+#: the rate ``--spark`` samples the workers at (``benchmarks.contenders.spark.WorkerProfile``'s)
+SPARK_RATE = 250
 NATIVE = False
 CHUNK = 10_000
 KEY_SIZE = 10
@@ -346,7 +349,13 @@ def main(argv: list[str] | None = None) -> int:
             broker.stop()
     stamp = time.strftime("%Y-%m-%d")
     out = work / f"profile-{'spark-' if args.spark else ''}{stamp}.json"
-    out.write_text(json.dumps({"date": stamp, "versions": versions(), "rate_hz": RATE, "results": results}, indent=1))
+    try:  # the sink measured (benchmarks.run's meta records it the same way)
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=str(Path(__file__).resolve().parents[1]),
+                                capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):  # git is optional
+        commit = None
+    out.write_text(json.dumps({"date": stamp, "git_commit": commit, "versions": versions(),
+                               "rate_hz": SPARK_RATE if args.spark else RATE, "results": results}, indent=1))
     print(table(results, "the workers' CPU, /proc" if args.spark else "getrusage"))
     print(f"\n(written to {out})")
     return 0

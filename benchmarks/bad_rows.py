@@ -1,4 +1,4 @@
-"""Bad rows cost one pass (issue 35): ``python -m benchmarks.bad_rows [--rows N] [--runs R]``.
+"""Bad rows cost one pass: ``python -m benchmarks.bad_rows [--rows N] [--runs R]``.
 
 Starts its own Apache Kafka (``benchmarks.run.start_bench_broker``) and runs a write task's row
 path (``spark/task/routing.send_arrow_batch``, the producer, the dead letters of

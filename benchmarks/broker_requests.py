@@ -1,4 +1,4 @@
-"""The broker's own account of the Produce requests a run sent, read over JMX (issue 19).
+"""The broker's own account of the Produce requests a run sent, read over JMX.
 
 The records per batch come from the broker's log segments (``common.batch_census``); how many
 requests carried them, how big they were and how long the broker took over them come from

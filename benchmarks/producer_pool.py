@@ -1,4 +1,4 @@
-"""The producer pool of ``pyprod-kafka`` (issue 13): ``python -m benchmarks.producer_pool [--batches N] [--rounds R]``.
+"""The producer pool of ``pyprod-kafka``: ``python -m benchmarks.producer_pool [--batches N] [--rounds R]``.
 
 Starts its own Apache Kafka with a SASL_SSL listener (SCRAM-SHA-512 over TLS, a throw-away test
 CA) beside PLAINTEXT (``benchmarks.run.start_bench_broker(..., secured=True)``; the sink's

@@ -1,4 +1,4 @@
-"""Rate limits of ``pyprod-kafka`` (issue 13): ``python -m benchmarks.rate_limit [--rows N]``.
+"""Rate limits of ``pyprod-kafka``: ``python -m benchmarks.rate_limit [--rows N]``.
 
 Starts its own Apache Kafka (``benchmarks.run.start_bench_broker``), then writes one DataFrame
 of ``--rows`` rows (10-byte keys, 100-byte values = 110 bytes a record) in ONE partition, so one

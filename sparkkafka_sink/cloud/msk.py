@@ -8,8 +8,9 @@
   host the client dialled (``version`` 2020_10_22); the broker answers JSON with its
   ``request-id``.
 
-The region: the one named in the host (MSK's host names carry it), else the one given, else
-the environment's (``AWS_REGION``...).
+The region: the one given (``sasl.aws.region``), else the one the host names (MSK's host names
+carry it: for ``AWS_MSK_IAM`` each broker's own, for the OAUTHBEARER token the one region the
+bootstrap hosts name), else the environment's (``AWS_REGION``...).
 """
 
 from __future__ import annotations

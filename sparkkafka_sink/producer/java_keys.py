@@ -194,7 +194,8 @@ _RULES: dict[str, _Rule] = {
         f"a custom partitioner is a Java class, {_JAVA_CLASS}",
         "a 'partition' column (Spark) or the partition argument of send(); for Kafka's "
         "RoundRobinPartitioner `partitioner`=round_robin, for its UniformStickyPartitioner "
-        "`partitioner.ignore.keys`=true; or a Python callable given as `partitioner`",
+        "`partitioner.ignore.keys`=true; in the standalone Producer (not a Spark option, which is a "
+        "string) also a Python callable given as `partitioner`",
         accepted=("", "org.apache.kafka.clients.producer.internals.defaultpartitioner"),
         accepted_reason="Kafka's default partitioning is what happens here: murmur2 of the key, "
                         "sticky batches for null keys"),

@@ -276,6 +276,12 @@ def _(w: World) -> str:
         return refused({**NOWHERE, "topic": "t", "propertiesFile": str(path)})
 
 
+@entry("option 'databricks.serviceCredential.scope' is not used here")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "databricks.serviceCredential": "msk-writer",
+                    "databricks.serviceCredential.scope": "https://www.googleapis.com/auth/cloud-platform"})
+
+
 def _java_job_file(serializer: str) -> str:
     """The refusal of a Java job's producer.properties whose value.serializer is ``serializer``."""
     import tempfile

@@ -219,9 +219,19 @@ def test_jceks_is_refused_with_the_conversion(pki, tmp_path):
     assert f"ssl.truststore.location {jceks} is a JCEKS store" in text and "keytool -importkeystore" in text, text
 
 
-def test_without_pyjks_the_error_says_how_to_install_it(pki, monkeypatch):
+def test_jks_needs_no_package_beyond_the_standard_library(pki, monkeypatch):
+    """The store is read by the package itself (network/jks_file.py): pyjks, and the C extension it
+    pulled, are not needed, installed or not."""
     monkeypatch.setitem(sys.modules, "jks", None)  # import jks -> ImportError
-    path = str(pki.client_keystore_jks_path)
-    text = refused(**{"ssl.keystore.location": path, "ssl.keystore.password": STORE_PW})
-    assert f"ssl.keystore.location {path} is a JKS store" in text, text
-    assert "pip install 'sparkkafka-sink[jks]'" in text and "keytool -importkeystore" in text, text
+    ctx = context(**{"ssl.keystore.location": str(pki.client_keystore_jks_path), "ssl.keystore.password": STORE_PW,
+                     "ssl.truststore.location": str(pki.truststore_jks_path)})
+    assert ctx.get_ca_certs()
+
+
+def test_a_jks_store_altered_after_it_was_written_fails_its_integrity_check(pki, tmp_path):
+    data = bytearray(pki.truststore_jks_path.read_bytes())
+    data[60] ^= 0x01  # a byte of the first entry's certificate
+    altered = tmp_path / "altered.jks"
+    altered.write_bytes(bytes(data))
+    text = refused(**{"ssl.truststore.location": str(altered), "ssl.truststore.password": STORE_PW})
+    assert "wrong ssl.truststore.password (the JKS store's integrity check fails with it)" in text, text

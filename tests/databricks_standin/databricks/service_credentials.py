@@ -48,7 +48,7 @@ def _log(settings: dict, line: str) -> None:
             f.write(f"{os.getpid()} {line}\n")
 
 
-def getServiceCredentialsProvider(name: str):  # noqa: N802 - Databricks' own spelling
+def getServiceCredentialsProvider(name: str):  # Databricks' own spelling
     settings = _settings()
     entry = settings.get("credentials", {}).get(name)
     if entry is None:

@@ -1,16 +1,19 @@
-"""``--allowed-skips FILE``: a run in which a test skipped for a reason the file does not allow
-fails, listing each such test and its reason.
+"""``SPARKKAFKA_ALLOWED_SKIPS=FILE``: a run in which a test skipped for a reason the file does not
+allow fails, listing each such test and its reason.  (An environment variable, not a pytest
+option: pytest reads the tests' conftest.py, which loads this plugin, only after it parsed the
+command line.)
 
-CI passes ``.ci/allowed-skips``: a green CI then cannot hide a missing install step (a broker's
-jars, the KDC, python-gssapi) behind skips -- the Apache Kafka tests (exactly-once, crashes,
-failover, the oracle, the older brokers, the faults' ``apache`` cases) and the Kerberos tests
-must run there.  Each line of the file is a regular expression searched for in
+CI sets it to ``.ci/allowed-skips``: a green CI then cannot hide a missing install step (a
+broker's jars, the KDC, python-gssapi) behind skips -- the Apache Kafka tests (exactly-once,
+crashes, failover, the oracle, the older brokers, the faults' ``apache`` cases) and the Kerberos
+tests must run there.  Each line of the file is a regular expression searched for in
 ``<test id> -- <reason>``; ``#`` starts a comment (say why that skip is expected); blank lines
-are ignored.  Without the option nothing changes: a developer's machine may skip what it lacks.
+are ignored.  Unset, nothing changes: a developer's machine may skip what it lacks.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -20,10 +23,7 @@ import pytest
 _POLICY: dict | None = None
 
 
-def pytest_addoption(parser):
-    parser.addoption("--allowed-skips", metavar="FILE", default=None,
-                     help="fail the run when a test skips for a reason no line of FILE (regular expressions "
-                          "searched in '<test id> -- <reason>') allows")
+ENV = "SPARKKAFKA_ALLOWED_SKIPS"
 
 
 def _patterns(path: str) -> list[re.Pattern]:
@@ -34,14 +34,14 @@ def _patterns(path: str) -> list[re.Pattern]:
             try:
                 found.append(re.compile(text))
             except re.error as e:
-                raise pytest.UsageError(f"--allowed-skips {path}:{number}: not a regular expression: {e}") from None
+                raise pytest.UsageError(f"{ENV}={path}:{number}: not a regular expression: {e}") from None
     return found
 
 
 def pytest_configure(config):
     global _POLICY
-    path = config.getoption("--allowed-skips")
-    if path is not None and not hasattr(config, "workerinput"):  # the controller sees every worker's reports
+    path = os.environ.get(ENV)
+    if path and not hasattr(config, "workerinput"):  # the controller sees every worker's reports
         _POLICY = {"path": path, "patterns": _patterns(path), "refused": []}
 
 
@@ -68,7 +68,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if _POLICY and _POLICY["refused"]:
-        terminalreporter.section("skips --allowed-skips does not allow", red=True)
+        terminalreporter.section(f"skips {ENV} does not allow", red=True)
         for line in _POLICY["refused"]:
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"{len(_POLICY['refused'])} test(s) skipped for a reason {_POLICY['path']} "

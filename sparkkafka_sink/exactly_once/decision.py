@@ -28,10 +28,13 @@ class DecisionFormatError(KafkaError):
 
 @dataclass(frozen=True)
 class Decision:
-    """Commit exactly ``winners`` of ``write``; everything else of it is aborted."""
+    """Commit exactly ``winners`` of ``write``; everything else of it is aborted.  ``query``: a
+    streaming write's query, by Spark's id of it (a checkpoint location reused by a new query
+    gets a new one: its micro-batches are then not taken for replays of the old query's)."""
 
     write: WriteId
     winners: tuple[PreparedTransaction, ...]
+    query: str | None = None
 
     @property
     def winner_ids(self) -> frozenset[str]:
@@ -44,8 +47,10 @@ class Decision:
             if not w.transactional_id.startswith(stem):
                 raise ValueError(f"{w.transactional_id!r} is not a transaction of the write {self.write.name!r}")
             rows.append([w.transactional_id[len(stem):], w.producer_id, w.producer_epoch, int(w.transaction_v2)])
-        return json.dumps({"v": _VERSION, "write": self.write.name, "winners": rows},
-                          separators=(",", ":")).encode()
+        record: dict = {"v": _VERSION, "write": self.write.name, "winners": rows}
+        if self.query is not None:
+            record["q"] = self.query
+        return json.dumps(record, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Decision:
@@ -56,6 +61,7 @@ class Decision:
                 raise ValueError(f"version {d['v']!r}, write {d['write']!r}")
             winners = tuple(PreparedTransaction(f"{write.name}-{suffix}", int(pid), int(epoch), (), bool(v2))
                             for suffix, pid, epoch, v2 in d["winners"])
+            query = d.get("q")
         except (ValueError, KeyError, TypeError) as e:
             raise DecisionFormatError(f"not a decision record of pyprod-kafka: {e}") from None
-        return cls(write, winners)
+        return cls(write, winners, str(query) if query is not None else None)

@@ -2,8 +2,12 @@
 ends the write.
 
 A compacted topic (``pyprod-kafka-decisions`` by default), created by the first exactly-once
-write that finds it missing.  Each prefix's records go to one partition (murmur2 of the prefix,
-as Kafka's own partitioner), so reading a write's decision reads one partition.
+write that finds it missing.  Each prefix's records go to one partition -- murmur2 of the prefix
+modulo :data:`SLOTS`, whatever the topic's partition count, so a prefix's partition never moves
+when the topic grows (a topic of fewer than ``SLOTS`` partitions is refused) -- and reading a
+write's decision reads one partition.  Before a write starts, :meth:`DecisionLog.check` makes
+sure the topic keeps decisions (compacted, nothing deleted by age) and that the principal may
+read and write it: what ending a crashed write will need, asked while nothing depends on it.
 
 **Recording** (:class:`DecisionRecorder`): the driver initialises the write's decision id --
 which closes the write -- and, once it knows its winners, writes the decision in a transaction
@@ -47,13 +51,16 @@ from sparkkafka_sink.protocol.errors import (
 )
 from sparkkafka_sink.record.batch import decode_batches
 
-__all__ = ["DEFAULT_TOPIC", "DecisionTopicError", "DecisionLog", "DecisionRecorder", "fence", "partition_of"]
+__all__ = ["DEFAULT_TOPIC", "SLOTS", "DecisionTopicError", "DecisionLog", "DecisionRecorder", "fence", "partition_of"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = DEFAULT_DECISION_TOPIC
 #: partitions of the topic when the sink creates it (each prefix uses one)
 PARTITIONS = 16
+#: the partitions a prefix's decisions are spread over (murmur2 modulo this), whatever the
+#: topic's count: a prefix's partition never moves when the topic grows
+SLOTS = 16
 #: its settings when the sink creates it: compacted, its head rolled and cleaned often (a
 #: reader goes back from the end), room for the decision of a write of many thousand tasks
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1",
@@ -62,6 +69,8 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": "600000", "min.clean
 #: its driver died in between
 DECISION_TIMEOUT_MS = 60_000
 _CONTROL_KEY = struct.Struct(">hh")
+#: DescribeConfigs' resource type of a topic
+_TOPIC_RESOURCE = 2
 _COMMIT_MARKER = 1
 _FIRST_WINDOW = 64
 _FETCH_BYTES = 1 << 20
@@ -71,9 +80,10 @@ class DecisionTopicError(KafkaError):
     """The decisions topic cannot be created or read: the message names it and what to do."""
 
 
-def partition_of(prefix: str, partitions: int) -> int:
-    """The partition of the decisions topic holding ``prefix``'s decisions."""
-    return murmur2_partition(prefix.encode(), partitions)
+def partition_of(prefix: str) -> int:
+    """The partition of the decisions topic holding ``prefix``'s decisions (the same however
+    many partitions the topic has: it has at least ``SLOTS``)."""
+    return murmur2_partition(prefix.encode(), SLOTS)
 
 
 class DecisionRecorder:
@@ -82,7 +92,7 @@ class DecisionRecorder:
 
     def __init__(self, config: Mapping[str, Any], write: WriteId, topic: str, partitions: int):
         self.write, self.topic = write, topic
-        self.partition = partition_of(write.prefix, partitions)
+        self.partition = partition_of(write.prefix)
         self._producer = Producer(ProducerConfig(config).updated({
             "transactional.id": write.decision_id, "transaction.timeout.ms": DECISION_TIMEOUT_MS,
             "compression.type": "zstd", "linger.ms": 0, "client.id": f"pyprod-kafka-decision-{write.run}"}))
@@ -137,13 +147,20 @@ class DecisionLog:
 
     # -- the topic -----------------------------------------------------------------------------
     def partitions(self, deadline: float, create: bool = False) -> int:
-        """The topic's partition count; created first when missing and ``create`` (its
-        replication the brokers' count up to 3, its settings :data:`TOPIC_CONFIGS`)."""
+        """The topic's partition count (0: it does not exist); created first when missing and
+        ``create`` (its replication the brokers' count up to 3, its settings :data:`TOPIC_CONFIGS`).
+        A topic of fewer than :data:`SLOTS` partitions is refused."""
         while True:
             self.admin.metadata.add_topic(self.topic, now_ms())
             self.admin.brokers(deadline, fresh=True)
             cluster = self.admin.metadata.cluster
             count = cluster.partition_count(self.topic)
+            if count and count < SLOTS:
+                raise DecisionTopicError(
+                    f"the exactly-once decisions topic {self.topic!r} has {count} partitions: it needs at least {SLOTS} "
+                    f"(each prefix's decisions go to murmur2 of the prefix modulo {SLOTS}, so that no prefix's moves "
+                    f"when the topic grows): create it with {PARTITIONS} partitions, or name another with the option "
+                    "decisionTopic (decisions kept in this one stay here: let its streaming queries end first)")
             if count and len(cluster.available_partitions(self.topic)) == count:
                 return count
             missing = isinstance(_error(cluster.topic_errors.get(self.topic)), UnknownTopicOrPartitionError)
@@ -179,6 +196,40 @@ class DecisionLog:
         if not error.retriable:
             raise DecisionTopicError(f"could not create the exactly-once decisions topic {self.topic!r}: {error}")
 
+    def check(self, deadline: float) -> None:
+        """What ending a crashed write will need of the topic, asked before a write starts: the
+        principal may READ and WRITE it (Metadata's authorized operations), and it keeps its
+        decisions -- compacted, nothing deleted by age (DescribeConfigs; a principal that may not
+        describe its settings only gets a warning).  A ``DecisionTopicError`` says what to change."""
+        request = messages.metadata_request([self.topic], allow_auto_topic_creation=False)
+        answer = self.admin.call(None, request, deadline)
+        found = next((t for t in answer.topics if t.name == self.topic), None)
+        refused = messages.operations_refused(getattr(found, "topic_authorized_operations", None), ("READ", "WRITE"))
+        if refused:
+            raise DecisionTopicError(
+                f"the principal may not {' or '.join(refused)} the exactly-once decisions topic {self.topic!r}: grant "
+                f"{' and '.join(refused)} on it (the driver records each write's decision there, and whoever ends a "
+                "crashed write -- the keeper, the next write, the command -- reads it back)")
+        schema = messages.schema_of("DescribeConfigsRequest")
+        resource_cls = schema.structs["DescribeConfigsResource"].cls
+        request = schema.cls(resources=[resource_cls(resource_type=_TOPIC_RESOURCE, resource_name=self.topic,
+                                                     configuration_keys=["cleanup.policy", "retention.ms"])],
+                             include_synonyms=False, include_documentation=False)
+        (result,) = self.admin.call(None, request, deadline).results
+        error = _error(result.error_code, result.error_message)
+        if error is not None:
+            log.warning("could not check the settings of the exactly-once decisions topic %r (%s): it must stay "
+                        "compacted, with nothing deleted by age", self.topic, error)
+            return
+        settings = {c.name: c.value for c in result.configs}
+        policy = {p.strip() for p in (settings.get("cleanup.policy") or "").split(",")}
+        if "compact" not in policy or ("delete" in policy and settings.get("retention.ms") not in ("-1", None)):
+            raise DecisionTopicError(
+                f"the exactly-once decisions topic {self.topic!r} has cleanup.policy={settings.get('cleanup.policy')}"
+                f"{', retention.ms=' + str(settings.get('retention.ms')) if 'delete' in policy else ''}: a streaming "
+                "query's last decision would be deleted by age, and a micro-batch replayed after that written twice; "
+                "set cleanup.policy=compact on it (kafka-configs --alter --add-config cleanup.policy=compact)")
+
     # -- reading ---------------------------------------------------------------------------------
     def decision_of(self, write: WriteId, deadline: float) -> Decision | None:
         """The committed decision of ``write``, or None (never decided, or forgotten once it was
@@ -205,10 +256,9 @@ class DecisionLog:
                 deadline: float) -> Decision | None:
         """Back from the partition's end: the newest committed record ``wanted`` picks (a
         Decision; True stops with None)."""
-        count = self.partitions(deadline)
-        if not count:
+        if not self.partitions(deadline):
             return None
-        partition = partition_of(prefix, count)
+        partition = partition_of(prefix)
         start, end = self._offsets(partition, deadline)
         markers: dict[int, list[tuple[int, bool]]] = {}  # producer id -> (offset, committed) of its markers
         window, hi = _FIRST_WINDOW, end

@@ -8,10 +8,13 @@ on stdin).  It lives as long as its driver has writes open under the prefix:
 
 * a thread beats the driver's lease (``leases``) every ``BEAT_S`` -- and does nothing else, so a
   slow answer of any other request never stalls it;
-* the main loop watches the JVM: once it is gone, the keeper ends every write of the driver
-  still open (``settle``: as decided, never against the decision) and exits.  It also ends the
-  writes the driver gave up on (a commit that could not finish: :meth:`Registry.abandon`), and
-  exits :data:`IDLE_S` after the driver's last write ended.
+* the main loop watches the JVM: once it is gone, the keeper stops beating and ends every write
+  of the driver still open (``settle``: as decided, never against the decision), trying again
+  until each is ended or its transactions' time has passed, and exits.  It also ends the writes
+  the driver gave up on (a commit that could not finish: :meth:`Registry.abandon`), and exits
+  :data:`IDLE_S` after the driver's last write ended -- deciding so under the registry's lock,
+  which a write registers under too (:func:`ensure_keeper`), so no write is left to a keeper
+  that is going.
 
 Its files are in a :class:`Registry` (``$SPARKKAFKA_LEASE_DIR``, else the temp directory): the
 keeper's own (pid, start time and lease, checked as a whole, not by the pid alone), the driver's
@@ -52,8 +55,11 @@ log = logging.getLogger("sparkkafka_sink.exactly_once.keeper")
 IDLE_S = 60.0
 #: how long a planning process waits for a new keeper's first beat
 START_TIMEOUT_S = 30.0
-#: the bound of each ending the keeper attempts
+#: the bound of each ending the keeper attempts, its longest pause between attempts, and how long
+#: past a write's transactions' timeout it goes on trying (a write that was not registered)
 _END_TIMEOUT_S = 60.0
+_MAX_PAUSE_S = 30.0
+_AFTER_TIMEOUT_S = 60.0
 _LOOP_S = 0.5
 #: a registry whose driver and keeper are gone is removed once nothing in it changed for this long
 #: (a week: its log says what the keeper did when the driver died)
@@ -148,6 +154,15 @@ class Registry:
     def unregister(self, name: str) -> None:
         (self.writes / name).unlink(missing_ok=True)
 
+    def retire_if_idle(self) -> bool:
+        """The keeper's decision to go, under the lock ``ensure_keeper`` registers under: True
+        (and its identity removed) when no write is registered."""
+        with self.lock():
+            if self.entries():
+                return False
+            self.retire()
+            return True
+
     def entries(self) -> dict[str, dict[str, Any]]:
         found = {}
         for path in self.writes.iterdir():
@@ -209,10 +224,14 @@ def sweep(root: Path, spare: Path, retain_s: float = RETAIN_S) -> list[Path]:
     return removed
 
 
-def ensure_keeper(spec: KeeperSpec, registry: Registry) -> int:
+def ensure_keeper(spec: KeeperSpec, registry: Registry, register: tuple[str, float] | None = None) -> int:
     """The pid of a keeper that beats for the driver under the prefix: the running one, or one
-    started now (once its first beat landed)."""
+    started now (once its first beat landed).  ``register``: a write ``(name, open_for_s)`` to
+    register first, under the same lock the keeper takes to decide it is idle -- so the keeper
+    either sees the write and stays, or had retired before and a new one starts."""
     with registry.lock():
+        if register is not None:
+            registry.register(*register)
         running = registry.keeper()
         if running is not None:
             return running[0]
@@ -286,6 +305,7 @@ def keep(spec: KeeperSpec, registry: Registry) -> int:
             while True:
                 now = time.monotonic()
                 if not alive(spec.process):
+                    beat.stop.set()  # the lease stands still: the next write or the command may end them too
                     _end_all(admin, decisions, spec, registry)
                     return 0
                 entries = registry.entries()
@@ -297,8 +317,10 @@ def keep(spec: KeeperSpec, registry: Registry) -> int:
                 if registry.entries():
                     idle_since = now
                 elif now - idle_since > IDLE_S:
-                    log.info("no open write of the driver %s for %.0f s: the keeper ends", spec.owner, IDLE_S)
-                    return 0
+                    if registry.retire_if_idle():
+                        log.info("no open write of the driver %s for %.0f s: the keeper ends", spec.owner, IDLE_S)
+                        return 0
+                    idle_since = now
                 time.sleep(_LOOP_S)
     finally:
         beat.stop.set()
@@ -321,25 +343,56 @@ def _end_abandoned(admin: Any, decisions: Any, registry: Registry, name: str) ->
     log.warning("ended the write %s its driver gave up on: %s", name, _said(settled))
 
 
-def _end_all(admin: Any, decisions: Any, spec: KeeperSpec, registry: Registry) -> None:
+def _end_all(admin: Any, decisions: Any, spec: KeeperSpec, registry: Registry, backoff_s: float = 1.0) -> None:
     """The driver is gone: end its writes as decided -- those holding a transaction, and those it
-    had registered (closing them stops their late task attempts)."""
+    had registered (closing them stops their late task attempts) -- trying again, with a growing
+    pause, until each is ended or its transactions' time has passed (nothing is left to end then:
+    their coordinators aborted whatever was open)."""
     from sparkkafka_sink.exactly_once.leases import HOLDING_STATES
     from sparkkafka_sink.exactly_once.settle import settle
 
-    deadline = time.monotonic() + _END_TIMEOUT_S
-    holding = admin.open_transactions(owned_prefix(spec.prefix, spec.owner), deadline, HOLDING_STATES)
-    writes = {w for t, _, _ in holding if (w := parse(t)) is not None}
-    writes |= {w for name in registry.entries() if (w := parse(name)) is not None}
-    for write in sorted(writes):
+    started = time.time()
+    horizon = started + float(spec.config.get("transaction.timeout.ms", 900_000)) / 1000 + _AFTER_TIMEOUT_S
+    pending: dict[Any, float] = {}
+    while True:
         try:
-            log.warning("the driver's JVM is gone: %s", _said(settle(admin, decisions, write, deadline)))
+            holding = admin.open_transactions(owned_prefix(spec.prefix, spec.owner),
+                                              time.monotonic() + _END_TIMEOUT_S, HOLDING_STATES)
+            break
         except KafkaError as e:
-            log.error("the driver's JVM is gone, and its write %s could not be ended: %s", write, e)
-            continue
-        registry.unregister(write.name)
-    if not writes:
+            if time.time() > horizon:
+                log.error("the driver's JVM is gone, and its open writes could not be listed before their time "
+                          "passed: %s", e)
+                holding = []
+                break
+            log.warning("the driver's JVM is gone; listing its open writes failed (trying again): %s", e)
+            time.sleep(backoff_s)
+    for w in {w for t, _, _ in holding if (w := parse(t)) is not None}:
+        pending[w] = horizon
+    for name, entry in registry.entries().items():
+        w = parse(name)
+        if w is not None:
+            pending[w] = max(pending.get(w, 0.0), float(entry.get("until", horizon)))
+    if not pending:
         log.info("the driver's JVM is gone; it left no write open")
+    pause = backoff_s
+    while pending:
+        for write in sorted(pending):
+            try:
+                log.warning("the driver's JVM is gone: %s",
+                            _said(settle(admin, decisions, write, time.monotonic() + _END_TIMEOUT_S)))
+            except KafkaError as e:
+                if time.time() > pending[write]:
+                    log.error("the driver's JVM is gone, and its write %s could not be ended before its transactions' "
+                              "time passed (their coordinators aborted what was open): %s", write, e)
+                else:
+                    log.warning("the driver's JVM is gone; ending its write %s failed (trying again): %s", write, e)
+                    continue
+            registry.unregister(write.name)
+            del pending[write]
+        if pending:
+            time.sleep(pause)
+            pause = min(pause * 2, _MAX_PAUSE_S)
 
 
 def _said(settled: Any) -> str:

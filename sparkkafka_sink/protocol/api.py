@@ -81,6 +81,8 @@ DECLARED: dict[int, ApiDeclaration] = {
     ApiKey.CREATE_TOPICS: ApiDeclaration("CreateTopics", 2, 7),
     ApiKey.LIST_OFFSETS: ApiDeclaration("ListOffsets", 1, 9),
     ApiKey.FETCH: ApiDeclaration("Fetch", 4, 12),
+    # ... and its settings checked (compacted, nothing deleted by age)
+    ApiKey.DESCRIBE_CONFIGS: ApiDeclaration("DescribeConfigs", 1, 4),
 }
 
 #: the highest version of an API a transaction of transactions v1 may use (KIP-890 part 2:

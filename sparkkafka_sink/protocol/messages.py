@@ -79,15 +79,26 @@ def metadata_request(topics: list[str] | None, allow_auto_topic_creation: bool =
                        include_topic_authorized_operations=True)
 
 
-#: Kafka's AclOperation WRITE (its bit in authorized operations) and the "not asked" value
-ACL_WRITE, AUTHORIZED_OPERATIONS_UNKNOWN = 4, -2147483648
+#: Kafka's AclOperation codes (each one's bit in authorized operations) and the "not asked" value
+ACL_OPERATIONS = {"READ": 3, "WRITE": 4}
+ACL_WRITE, AUTHORIZED_OPERATIONS_UNKNOWN = ACL_OPERATIONS["WRITE"], -2147483648
+
+
+def operations_refused(topic_authorized_operations: int | None, operations: tuple[str, ...]) -> list[str]:
+    """Which of ``operations`` (Kafka's names: READ, WRITE) a Metadata answer's authorized
+    operations refuse the principal on a topic it may see; unknown values (not asked, old broker,
+    0) refuse nothing: the request itself will say."""
+    ops = topic_authorized_operations
+    if ops in (None, AUTHORIZED_OPERATIONS_UNKNOWN, 0):
+        return []
+    assert ops is not None
+    return [name for name in operations if not ops & (1 << ACL_OPERATIONS[name])]
 
 
 def write_refused(topic_authorized_operations: int | None) -> bool:
     """A Metadata answer's authorized operations show the principal may see the topic but not
-    WRITE it; unknown values (not asked, old broker, 0) refuse nothing: Produce will say."""
-    ops = topic_authorized_operations
-    return ops not in (None, AUTHORIZED_OPERATIONS_UNKNOWN, 0) and not ops & (1 << ACL_WRITE)
+    WRITE it (see :func:`operations_refused`)."""
+    return bool(operations_refused(topic_authorized_operations, ("WRITE",)))
 
 
 def __getattr__(name: str) -> Any:
@@ -97,5 +108,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["SPEC_NAMES", "schema_of", "encode_body", "decode_body", "metadata_request", "write_refused",
+           "operations_refused",
            "ApiVersionsResponse", "ApiKey"]
 __all__ += [n for n in SPEC_NAMES if n != "ApiVersionsResponse"]  # the generated message classes

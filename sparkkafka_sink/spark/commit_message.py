@@ -28,6 +28,9 @@ class TaskCommitMessage(WriterCommitMessage):
     transaction: str | None = None
     #: exactly-once: the write the task wrote under (``exactly_once.ids``), or None
     write: str | None = None
+    #: streaming: Spark's id of the query (kept in its checkpoint: the same across restarts, a
+    #: new one for a new query on a reused checkpoint location), or None
+    query: str | None = None
 
 
 #: what Spark hands ``commit()`` and ``abort()``: one per task, None for a task that failed

@@ -235,6 +235,11 @@ def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config:
         return None
     if config["acks"] != -1:
         raise SinkValidationError(f"deliveryGuarantee=exactly-once needs kafka.acks=all, got {config['acks']}")
+    if config["transaction.timeout.ms"] < MIN_EXACTLY_ONCE_TIMEOUT_MS:
+        raise SinkValidationError(
+            f"deliveryGuarantee=exactly-once needs kafka.transaction.timeout.ms of at least "
+            f"{MIN_EXACTLY_ONCE_TIMEOUT_MS}, got {config['transaction.timeout.ms']}: a task's transaction stays open "
+            "until the driver commits the whole job, and the commit alone needs 30 s of it")
     if not config["enable.idempotence"]:
         raise SinkValidationError("deliveryGuarantee=exactly-once needs idempotence: drop kafka.enable.idempotence=false")
     if not files_here(config):
@@ -259,6 +264,12 @@ def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config:
     # writes running at once have runs of their own under it
     target = "|".join(sorted(str(lowered["kafka.bootstrap.servers"]).split(",")) + [str(lowered.get("topic", ""))])
     return f"pyprod-kafka-t{hashlib.sha1(target.encode()).hexdigest()[:16]}"
+
+
+#: the shortest ``transaction.timeout.ms`` an exactly-once write accepts: the driver's commit needs
+#: ``exactly_once.commit.COMMIT_NEEDS_S`` and the clocks' skew of every winner's time, and the
+#: tasks something before it
+MIN_EXACTLY_ONCE_TIMEOUT_MS = 60_000
 
 
 def checkpoint_identity(location: str) -> str:

@@ -130,6 +130,13 @@ def test_exactly_once_options():
         on_object_store = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
                                          "checkpointLocation": location}, streaming=True)
         assert on_object_store.transactional_id_prefix.startswith("pyprod-kafka-q") and on_object_store.streaming
+    with pytest.raises(SinkValidationError, match="needs kafka.transaction.timeout.ms of at least 60000, got 30000"):
+        parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
+                       "kafka.transaction.timeout.ms": "30000"})
+    from sparkkafka_sink.spark.task.write_task import transaction_budget_s
+
+    assert transaction_budget_s(900_000) == 810.0  # 90 %: the commit keeps 90 s
+    assert transaction_budget_s(60_000) == 15.0  # the commit's 30 s, 5 s of skew, 10 s of flushing kept
     keeperless = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
                                 "leaseKeeper": "none", "decisionTopic": "ops.decisions"})
     assert keeperless.keeper == "none" and keeperless.decision_topic == "ops.decisions"

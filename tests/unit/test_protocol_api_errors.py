@@ -30,7 +30,8 @@ def test_supported_and_flexible_versions():
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.END_TXN: (0, 5), ApiKey.LIST_TRANSACTIONS: (0, 2),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         # the exactly-once decisions topic: created and read back (Fetch stops before topic ids)
-        ApiKey.CREATE_TOPICS: (2, 7), ApiKey.LIST_OFFSETS: (1, 9), ApiKey.FETCH: (4, 12)}
+        ApiKey.CREATE_TOPICS: (2, 7), ApiKey.LIST_OFFSETS: (1, 9), ApiKey.FETCH: (4, 12),
+        ApiKey.DESCRIBE_CONFIGS: (1, 4)}
     assert not is_flexible(ApiKey.PRODUCE, 8) and is_flexible(ApiKey.PRODUCE, 9)
     assert not is_flexible(ApiKey.SASL_HANDSHAKE, 1)
     with pytest.raises(UnsupportedVersionError):

@@ -57,7 +57,8 @@ def start_exactly_once(options: SinkOptions, streaming: bool = False, timeout_s:
     decisions topic exists, the driver's keeper beats (``exactly_once.keeper``) and -- for a
     batch write -- the writes under the prefix whose driver is gone have been ended (their
     transactions would hold back every read_committed reader of their partitions until the
-    coordinator timed them out).  A streaming query's are ended at its commits."""
+    coordinator timed them out).  A streaming query's are ended at its commits.  The decisions
+    topic is checked as ending a crashed write will need it (``DecisionLog.check``)."""
     process = driver_process()
     options = replace(options, owner=driver_token(process))
     config, prefix = options.producer_config, options.transactional_id_prefix
@@ -67,6 +68,7 @@ def start_exactly_once(options: SinkOptions, streaming: bool = False, timeout_s:
         decisions = DecisionLog(admin, options.decision_topic)
         try:
             decisions.partitions(time.monotonic() + timeout_s, create=True)
+            decisions.check(time.monotonic() + timeout_s)
         except KafkaError as e:
             raise SinkValidationError(f"deliveryGuarantee=exactly-once: {in_option_names(e)} (option "
                                       f"decisionTopic={options.decision_topic!r})") from None
@@ -95,11 +97,11 @@ def _keep(options: SinkOptions, process: tuple[int, int] | None = None, register
     assert prefix is not None
     try:
         registry = keepers.Registry(prefix, options.owner)
-        if registered is not None:
-            registry.register(registered, options.producer_config["transaction.timeout.ms"] / 1000 + _KEEP_MARGIN_S)
+        register = None if registered is None else (
+            registered, options.producer_config["transaction.timeout.ms"] / 1000 + _KEEP_MARGIN_S)
         spec = keepers.KeeperSpec(options.producer_config.portable(), prefix, options.owner,
                                   process or driver_process(), options.decision_topic)
-        keepers.ensure_keeper(spec, registry)
+        keepers.ensure_keeper(spec, registry, register)
     except (KafkaError, OSError) as e:
         raise SinkValidationError(
             f"deliveryGuarantee=exactly-once: the driver's lease keeper could not start: {in_option_names(e)} (its "
@@ -185,6 +187,11 @@ def _deadline(winners: int = 0) -> float:
     return time.monotonic() + _END_TIMEOUT_S + _END_PER_TASK_S * winners
 
 
+def _query_of(messages: CommitMessages) -> str | None:
+    """Spark's id of the streaming query the tasks wrote for (None: not known)."""
+    return next((m.query for m in messages if m is not None and getattr(m, "query", None)), None)
+
+
 def commit_all(messages: CommitMessages, options: SinkOptions, batch_id: int | None = None) -> str:
     """Commit the write's winners (``exactly_once.commit``); a summary line, or
     ``TransactionCommitError`` saying what is visible and what ends the write."""
@@ -196,7 +203,8 @@ def commit_all(messages: CommitMessages, options: SinkOptions, batch_id: int | N
         decisions = DecisionLog(admin, options.decision_topic)
         deadline = _deadline(len(winners))
         try:
-            done = commit_write(admin, decisions, options.producer_config, write, winners, deadline)
+            done = commit_write(admin, decisions, options.producer_config, write, winners, deadline,
+                                _query_of(messages))
         except CommitError as e:
             raise TransactionCommitError(f"pyprod-kafka: {in_option_names(e)}") from None
     _unregister(options, write)
@@ -272,9 +280,14 @@ def commit_micro_batch(messages: CommitMessages, batch_id: int, options: SinkOpt
                              if (w := parse(t)) is not None and w.owner != options.owner}):
             ended.append(settle(admin, decisions, other, deadline))
         latest = decisions.latest_of_query(prefix, deadline)
+        query = _query_of(messages)
         if latest is not None and latest.write == write:  # decided already (a commit asked again)
             return f"micro-batch {batch_id}: {_said([settle(admin, decisions, write, deadline)])}", False
-        if latest is not None and latest.write.batch is not None and latest.write.batch >= batch_id \
+        if latest is not None and query is not None and latest.query is not None and latest.query != query:
+            log.warning("pyprod-kafka: the checkpoint location's decisions under %r are another query's (Spark's id "
+                        "%s; this query's is %s): the location was reused by a new query, whose micro-batches are its "
+                        "own, not replays", prefix, latest.query, query)
+        elif latest is not None and latest.write.batch is not None and latest.write.batch >= batch_id \
                 and latest.write != write:
             done = [settle(admin, decisions, w, deadline) for w in (latest.write, write) if w is not None]
             return (f"micro-batch {batch_id} was decided before by {latest.write} (a replay): "

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
+from sparkkafka_sink.exactly_once.commit import CLOCK_SKEW_S, COMMIT_NEEDS_S
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError, in_option_names
@@ -102,23 +103,34 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
             metrics=metrics,
             transaction=transaction,
             write=producer.write.name if producer.write is not None else None,
+            query=task.micro_batch[0] if task.micro_batch else None,
         )
     finally:
         producer.finish(ok)
 
 
-#: the part of ``transaction.timeout.ms`` an exactly-once write may run before its tasks stop
+#: the part of ``transaction.timeout.ms`` an exactly-once write may run before its tasks stop,
+#: at most: the rest is the commit's (``exactly_once.commit.COMMIT_NEEDS_S`` and the clocks' skew)
+#: and the tasks' last flushes'
 _TRANSACTION_TIME_USED = 0.9
+_FLUSH_RESERVE_S = 10.0
+
+
+def transaction_budget_s(timeout_ms: int) -> float:
+    """How long an exactly-once write's tasks may run, from planning, before they stop: 90 % of
+    ``transaction.timeout.ms``, and no more than leaves the driver's commit what it needs."""
+    return min(timeout_ms / 1000 * _TRANSACTION_TIME_USED,
+               timeout_ms / 1000 - COMMIT_NEEDS_S - CLOCK_SKEW_S - _FLUSH_RESERVE_S)
 
 
 def _within_transaction_timeout(plan: WritePlan, task: TaskInfo) -> None:
     """Exactly-once: stop before the write outlives its transactions.  The first tasks' began
     about when the driver planned the write; their coordinators abort them ``transaction.timeout.ms``
-    later, and the driver's commit would then fail with every row invisible: better this task
+    later, and the driver decides only with the time its commit needs left: better this task
     fails now, naming the option, than the job after all its work."""
     timeout_ms = plan.options.producer_config["transaction.timeout.ms"]
     ran_ms = time.time() * 1000 - plan.planned_at_ms
-    if plan.planned_at_ms and ran_ms > timeout_ms * _TRANSACTION_TIME_USED:
+    if plan.planned_at_ms and ran_ms > transaction_budget_s(timeout_ms) * 1000:
         raise SinkWriteError(
             f"{_task(task)}: this exactly-once write has run {ran_ms / 1000:.0f} s, close to "
             f"kafka.transaction.timeout.ms ({timeout_ms} ms): the coordinators would abort its first tasks' "

@@ -4,6 +4,7 @@ read_committed readers see."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -45,6 +46,19 @@ class Job:
 
     def kill(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        self._out.close()
+
+    def kill_all_but_keeper(self) -> None:
+        """The driver killed with every process of its session -- its JVM, its Python, Spark's
+        Python workers (process groups of their own, so ``kill`` spares them) -- leaving only its
+        keeper (a session of its own): no one but the keeper can end the write's transactions."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        for pid in _session(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(30)
         self._out.close()
 
@@ -138,6 +152,24 @@ def host_down(group: int, lease_dir: Path) -> None:
         os.killpg(group, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _session(leader: int) -> list[int]:
+    """The processes of the session ``leader`` leads (Spark's Python workers stay in it)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == leader:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def keeper_log(lease_dir: Path) -> str:
+    """What the keepers under ``lease_dir`` logged."""
+    return "".join(p.read_text(errors="replace") for p in sorted(lease_dir.glob("*/keeper.log")))
 
 
 def _pids_alive() -> list[int]:

@@ -75,6 +75,26 @@ def partition_count(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
         c.close()
 
 
+def log_end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
+    """Each partition's log end offset (read_uncommitted): every record and every transaction
+    marker takes an offset, so a log with markers ends past its record count."""
+    from confluent_kafka import TopicPartition
+
+    consumer = _consumer(bootstrap, "read_uncommitted")
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+                for p in _partitions(consumer, topic, timeout)}
+    finally:
+        consumer.close()
+
+
+def assert_in_transactions(bootstrap: str, topic: str, records: int) -> None:
+    """``topic``'s ``records`` were written in transactions: their commit markers take offsets
+    too, so the log ends past the records (a write that ignored exactly-once would leave none)."""
+    ends = sum(log_end_offsets(bootstrap, topic).values())
+    assert ends > records, f"{topic}: {records} records end at offset {ends}: no transaction marker"
+
+
 def _headers(h) -> list[tuple[str, bytes]]:
     return [(k, v) for k, v in (h or [])]
 

@@ -238,3 +238,25 @@ def test_apache_start_failure_shows_the_log_tail(tmp_path):
     assert "num.io.threads" in message, message[-2000:]
     assert not cluster.base_dir.exists()  # close() removed the files
     assert all(not n.running for n in cluster.nodes)
+
+
+@pytest.mark.parametrize("docker, maven, expected", [
+    (True, True, "maven"),    # every test that needs Kafka's own jars runs, even where Docker answers
+    (True, False, "docker"),  # the plain Apache Kafka tests in a container; the rest skip, saying why
+    (False, True, "maven"),
+    (False, False, None),
+])
+def test_apache_kafka_comes_from_maven_wherever_java_and_mvn_are(monkeypatch, docker, maven, expected):
+    import broker_kinds
+
+    monkeypatch.setattr(broker_kinds, "_docker_answers", lambda: docker)
+    monkeypatch.setattr(broker_kinds, "java_and_maven_available", lambda: maven)
+    assert broker_kinds._apache_source() == expected
+
+
+def test_the_fault_tests_keep_their_apache_cases_where_only_docker_could_run_it():
+    """The faults' ``apache`` cases are collected wherever Apache Kafka runs here -- and skip,
+    saying they need java and mvn, where only a container could -- never vanish without a line."""
+    import broker_kinds
+
+    assert ("apache" in broker_kinds.FAULT_KINDS) == (APACHE_SOURCE is not None and "apache" in broker_kinds._LOCAL)

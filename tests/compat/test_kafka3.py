@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from broker_kinds import APACHE_SOURCE
-from kafka_helpers import consume_all
+from kafka_helpers import assert_in_transactions, consume_all
 from tier_scenarios import idempotent_sends, round_trip, transactions_and_hand_over
 
 from sparkkafka_sink.protocol.api import ApiKey
@@ -61,4 +61,5 @@ def test_spark_write(kafka3, retrying_spark):
      .option("deliveryGuarantee", "exactly-once").save())
     got = consume_all(kafka3.bootstrap_servers, eos, expected_count=n, isolation_level="read_committed")
     assert sorted(int(r.value) for r in got) == list(range(n))
+    assert_in_transactions(kafka3.bootstrap_servers, eos, n)
 

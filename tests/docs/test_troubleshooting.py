@@ -934,10 +934,10 @@ def _(w: World) -> str:
     return commit_refused(plan, message)
 
 
-def held_commit(w: World, holding: bytes, api_key: int | None = None) -> str:
+def held_commit(w: World, holding: bytes, api_key: int | None = None, also: tuple | None = None) -> str:
     """The driver's commit through a fault proxy that holds the request (EndTxn unless
-    ``api_key``) naming ``holding`` past the commit's bound (made short here); the write is then
-    ended as decided."""
+    ``api_key``) naming ``holding`` past the commit's bound (made short here), and the request
+    ``also`` picks (a predicate and an api key); the write is then ended as decided."""
     from faults.harness import FaultProxy
 
     from sparkkafka_sink.exactly_once.decision_log import DecisionLog
@@ -949,6 +949,8 @@ def held_commit(w: World, holding: bytes, api_key: int | None = None) -> str:
                         "deliveryGuarantee": "exactly-once"})
         message = written(plan)
         proxy.blackhole_request(lambda frame: holding in frame, ApiKey.END_TXN if api_key is None else api_key)
+        if also is not None:
+            proxy.blackhole_request(*also)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(transactions, "_END_TIMEOUT_S", 6.0)
             text = commit_refused(plan, message)
@@ -964,6 +966,39 @@ def _(w: World) -> str:
     return held_commit(w, b"-decision")
 
 
+@entry("exactly-once write …: whether its decision was recorded is not known here", needs=KAFKA)
+def _(w: World) -> str:
+    """The decision's EndTxn held, and so is the driver's own fence of the decision id after it
+    (its second InitProducerId naming it: the first is the close)."""
+    from sparkkafka_sink.protocol.api import ApiKey
+
+    seen = []
+
+    def second_init(frame: bytes) -> bool:
+        if b"-decision" in frame:
+            seen.append(frame)
+        return len(seen) >= 2
+
+    return held_commit(w, b"-decision", also=(second_init, ApiKey.INIT_PRODUCER_ID))
+
+
+@entry("exactly-once write …: its oldest transactions have … s left of their kafka.transaction.timeout.ms",
+       needs=KAFKA)
+def _(w: World) -> str:
+    """A task that took all but a few seconds of its transaction's time (its coordinator's clock
+    moved on: here the transaction is one that began the timeout's length less 20 s ago --
+    a minute's timeout, so 40 s of waiting stand for it)."""
+    plan = started(w.options(topic=w.topic(), deliveryGuarantee="exactly-once",
+                             **{"kafka.transaction.timeout.ms": "60000"}))
+    message = written(plan)
+    from sparkkafka_sink.exactly_once import commit as commit_module
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(commit_module, "time", type("Later", (), {"time": staticmethod(lambda: time.time() + 36),
+                                                                "monotonic": staticmethod(time.monotonic)}))
+        return commit_refused(plan, message)
+
+
 @entry("exactly-once write …: its commit failed before anything was decided", needs=KAFKA)
 def _(w: World) -> str:
     """The sweep's listing of the write gets no answer (the proxy holds the ListTransactions
@@ -973,7 +1008,7 @@ def _(w: World) -> str:
     return held_commit(w, b"-r", ApiKey.LIST_TRANSACTIONS)
 
 
-@entry("exactly-once write … is decided (… transactions), but … could not be committed yet", needs=KAFKA)
+@entry("exactly-once write … is decided (… transactions), but the commits of … got no answer", needs=KAFKA)
 def _(w: World) -> str:
     return held_commit(w, b"-p0-t")
 

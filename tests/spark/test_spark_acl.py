@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka_helpers import consume_all
+from kafka_helpers import consume_all, log_end_offsets
 from pyspark.sql import functions as F
 
 pytestmark = [pytest.mark.broker, pytest.mark.security]
@@ -121,3 +121,6 @@ def test_refused_topics_under_exactly_once_are_dead_lettered_in_the_committed_tr
     assert sorted(int(dict(r.headers)["__pyprod.errors.row"]) for r in dead) == sorted(refused)
     after = sink_metrics.snapshot()
     assert after["records_dead_lettered"] - before["records_dead_lettered"] == len(refused)
+    for topic, count in ((acl_topics["writable"], 300 - len(refused)), (acl_topics["dlq"], len(refused))):
+        # a transaction's commit marker takes an offset: a write outside a transaction leaves none
+        assert sum(log_end_offsets(bootstrap, topic).values()) > count, f"{topic}: written outside a transaction"

@@ -130,18 +130,34 @@ def test_dead_letter_options_are_checked(spark, kafka):
 
 @pytest.mark.pyspark_lines
 def test_dead_letters_under_exactly_once_share_the_task_transaction(spark, sink_metrics, apache_kafka):
-    """The dead-letter records are written by the task's transactional producer: nothing of
-    either topic is visible to read_committed readers before the driver commits, all after."""
+    """The dead-letter records are written by the task's transactional producer, in the task's
+    transaction: a job that fails after its task dead-lettered rows (a record the broker refuses
+    after it was sent fails the task under exactly-once) leaves them in the log, aborted --
+    read_uncommitted sees them, read_committed nothing of either topic; the job that succeeds
+    makes both visible."""
     from sparkkafka_sink.testing.brokers import create_topics
 
     topic, dlq = (f"eos-dlq-{uuid.uuid4().hex[:8]}-{n}" for n in ("rows", "dead"))
-    create_topics(apache_kafka.bootstrap_servers, {topic: 2, dlq: 1})
-    df = spark.range(300).select(F.col("id").cast("string").alias("value"),
-                                 F.when(F.col("id") % 100 == 7, F.lit(5)).otherwise(F.lit(None)).cast("int")
-                                 .alias("partition")).coalesce(1)
-    (df.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers", apache_kafka.bootstrap_servers)
-     .option("topic", topic).option("deliveryGuarantee", "exactly-once").option("errors.tolerance", "all")
-     .option("errors.deadletterqueue.topic.name", dlq).save())
+    create_topics(apache_kafka.bootstrap_servers, {topic: 2, dlq: 1},
+                  config={"max.message.bytes": str(BROKER_LIMIT), "retention.ms": "-1"})
+    bad_partition = F.when(F.col("id") % 100 == 7, F.lit(5)).otherwise(F.lit(None)).cast("int").alias("partition")
+    df = spark.range(300).select(F.col("id").cast("string").alias("value"), bad_partition).coalesce(1)
+
+    def write(frame):
+        (frame.write.format("pyprod-kafka").mode("append").option("kafka.bootstrap.servers",
+                                                                   apache_kafka.bootstrap_servers)
+         .option("topic", topic).option("deliveryGuarantee", "exactly-once").option("errors.tolerance", "all")
+         .option("errors.deadletterqueue.topic.name", dlq).save())
+
+    failing = spark.range(300).select(F.when(F.col("id") == 250, F.repeat(F.lit("b"), BROKER_LIMIT * 2))
+                                      .otherwise(F.col("id").cast("string")).alias("value"), bad_partition).coalesce(1)
+    with pytest.raises(Exception, match="MESSAGE_TOO_LARGE"):
+        write(failing)
+    written = consume_all(apache_kafka.bootstrap_servers, dlq, expected_count=3, isolation_level="read_uncommitted")
+    assert sorted(int(r.value) for r in written) == [7, 107, 207], "the failed task's dead letters were not written"
+    assert consume_all(apache_kafka.bootstrap_servers, dlq, isolation_level="read_committed") == []
+    assert consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed") == []
+    write(df)
     good = consume_all(apache_kafka.bootstrap_servers, topic, expected_count=297, isolation_level="read_committed")
     dead = consume_all(apache_kafka.bootstrap_servers, dlq, expected_count=3, isolation_level="read_committed")
     assert sorted(int(r.value) for r in good) == [i for i in range(300) if i % 100 != 7]

@@ -9,7 +9,7 @@ import struct
 import time
 
 import pytest
-from kafka_helpers import consume_all
+from kafka_helpers import assert_in_transactions, consume_all
 
 pytest.importorskip("grpc_tools.protoc")
 from oracle.support import needs_java_oracle
@@ -137,6 +137,7 @@ def test_exactly_once_and_foreach_batch_write_protobuf(spark, apache_kafka, sche
            valueFormat="protobuf", deliveryGuarantee="exactly-once").save()
     committed = consume_all(apache_kafka.bootstrap_servers, topic, expected_count=30, isolation_level="read_committed")
     assert sorted(m.id for m in _messages([r.value for r in committed], schema_registry)) == list(range(30))
+    assert_in_transactions(apache_kafka.bootstrap_servers, topic, 30)
 
     rows = rate(spark).selectExpr("named_struct('n', value, 'at', timestamp) as value")
 

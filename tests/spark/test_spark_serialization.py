@@ -240,6 +240,9 @@ def test_exactly_once_avro(spark, apache_kafka, schema_registry):
     deserialize = AvroDeserializer(registry_client(schema_registry))
     assert sorted(deserialize(r.value, SerializationContext(topic, MessageField.VALUE))["id"] for r in committed) == \
         list(range(30))
+    from kafka_helpers import assert_in_transactions
+
+    assert_in_transactions(apache_kafka.bootstrap_servers, topic, 30)
 
 
 # --- the driver refuses before any task ----------------------------------------------------------

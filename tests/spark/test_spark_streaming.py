@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from kafka_helpers import consume_all
+from kafka_helpers import consume_all, log_end_offsets
 from pyspark.sql import functions as F
 from readback import read_records
 
@@ -95,9 +95,12 @@ def test_direct_write_stream_sink(spark, kafka, sink_metrics, tmp_path):
 @pytest.mark.pyspark_lines
 def test_direct_write_stream_exactly_once(spark, apache_kafka, sink_metrics, tmp_path):
     """writeStream under exactly-once: a read_committed reader sees every row of the completed
-    micro-batches exactly once (the checkpoint's batches committed by the driver)."""
+    micro-batches exactly once (the checkpoint's batches committed by the driver), each written in
+    a transaction -- its commit marker in the log, which a write that ignored the guarantee
+    would not leave."""
     topic = f"stream-eos-{uuid.uuid4().hex[:8]}"
     create_topics(apache_kafka.bootstrap_servers, {topic: 2})
+    before = sink_metrics.snapshot()["records_sent"]
     query = (rate(spark).select(F.col("value").cast("string").alias("value"))
              .writeStream.format("pyprod-kafka")
              .option("kafka.bootstrap.servers", apache_kafka.bootstrap_servers).option("topic", topic)
@@ -108,4 +111,35 @@ def test_direct_write_stream_exactly_once(spark, apache_kafka, sink_metrics, tmp
     got = [int(r.value) for r in consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed")]
     assert set(range(n)) <= set(got), f"missing rows: {sorted(set(range(n)) - set(got))[:10]}"
     assert len(got) == len(set(got)), "a row committed twice"
-    assert sink_metrics.snapshot()["records_sent"] >= n
+    assert sink_metrics.snapshot()["records_sent"] - before >= n
+    written = len(consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_uncommitted"))
+    assert sum(log_end_offsets(apache_kafka.bootstrap_servers, topic).values()) > written, \
+        "no transaction marker in the log: the rows were not written in transactions"
+
+
+def test_a_new_query_on_a_reused_checkpoint_location_is_not_taken_for_a_replay(spark, apache_kafka, tmp_path):
+    """A checkpoint location deleted and reused by a new query: the query's prefix is the
+    location's, so the old query's decisions are found under it; the new query's micro-batches
+    (numbered from 0 again) are its own -- Spark's query id, recorded with each decision, says so --
+    and are committed, not aborted as replays of the old query's."""
+    import shutil
+
+    topic = f"stream-reuse-{uuid.uuid4().hex[:8]}"
+    create_topics(apache_kafka.bootstrap_servers, {topic: 2})
+    location = tmp_path / "checkpoint"
+
+    def start(tag: str):
+        return (rate(spark).select(F.concat(F.lit(tag), F.col("value").cast("string")).alias("value"))
+                .writeStream.format("pyprod-kafka")
+                .option("kafka.bootstrap.servers", apache_kafka.bootstrap_servers).option("topic", topic)
+                .option("deliveryGuarantee", "exactly-once").option("checkpointLocation", str(location))
+                .trigger(processingTime="500 milliseconds").start())
+
+    first = run_until(start("old-"), 80)
+    shutil.rmtree(location)
+    second = run_until(start("new-"), 40)
+    got = [r.value.decode() for r in consume_all(apache_kafka.bootstrap_servers, topic,
+                                                 isolation_level="read_committed")]
+    new = {int(v[4:]) for v in got if v.startswith("new-")}
+    assert set(range(second)) <= new, f"the new query's rows missing: {sorted(set(range(second)) - new)[:10]}"
+    assert len({v for v in got if v.startswith("old-")}) >= first

@@ -26,6 +26,7 @@ from crash_support import (
     batch_job,
     committed,
     default_prefix,
+    keeper_log,
     keeper_pids,
     pause_workers,
     proxied,
@@ -66,13 +67,15 @@ def lease_dir(tmp_path):
 
 
 def test_a_killed_driver_s_keeper_ends_its_write_within_seconds(apache_kafka, topic, lease_dir, tmp_path):
+    """The driver killed with its Python workers (none of them can abort a transaction): only
+    its keeper is left to end the write, and its log says it did."""
     prefix = default_prefix(apache_kafka, topic)
     job = batch_job(apache_kafka, topic, 0, 400_000, 20_000, lease_dir, tmp_path / "job.log")
     try:
         open_ids = writing(apache_kafka, prefix, job)
         (keeper,) = keeper_pids(lease_dir)
     finally:
-        job.kill()
+        job.kill_all_but_keeper()
     write_after(apache_kafka, topic)
     started = time.monotonic()
     got = committed(apache_kafka, topic, AFTER, timeout=30)
@@ -81,6 +84,8 @@ def test_a_killed_driver_s_keeper_ends_its_write_within_seconds(apache_kafka, to
     assert took < 20, f"readers stood still {took:.0f} s after the crash"
     assert open_transactions(apache_kafka.bootstrap_servers, prefix) == [], open_ids
     wait_until("the keeper to end after its driver", lambda: not _alive(keeper), timeout=30)
+    said = keeper_log(lease_dir)
+    assert "the driver's JVM is gone: write" in said and "undecided: aborted" in said, said[-2000:]
 
 
 def test_with_the_keeper_dead_too_the_next_write_ends_the_leftovers(apache_kafka, topic, lease_dir, tmp_path):
@@ -252,7 +257,7 @@ def test_a_killed_streaming_driver_leaves_nothing_open(apache_kafka, topic, leas
     try:
         writing(apache_kafka, prefix, job)
     finally:
-        job.kill()
+        job.kill_all_but_keeper()  # only the keeper is left to end the micro-batch's transactions
     before = stalled(apache_kafka, topic)  # the micro-batches committed before the kill
     write_after(apache_kafka, topic)
     got = committed(apache_kafka, topic, before + AFTER, timeout=30)
@@ -262,6 +267,7 @@ def test_a_killed_streaming_driver_leaves_nothing_open(apache_kafka, topic, leas
     assert open_transactions(apache_kafka.bootstrap_servers, prefix) == []
     assert sorted(p.name for p in cwd.iterdir()) in ([], ["spark-warehouse"]), list(cwd.iterdir())
     assert (tmp_path / "checkpoint" / "offsets").is_dir(), "Spark kept no checkpoint there: the test did not bite"
+    assert "the driver's JVM is gone: write" in keeper_log(lease_dir), keeper_log(lease_dir)[-2000:]
 
 
 def _alive(pid: int) -> bool:

@@ -49,6 +49,8 @@ def test_an_attempt_starting_after_the_commit_writes_nothing(apache_kafka, write
     assert open_transactions(apache_kafka.bootstrap_servers, plan.options.transactional_id_prefix) == []
     got = consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_committed", timeout=30)
     assert sorted(int(r.value) for r in got) == list(range(100))
+    written = consume_all(apache_kafka.bootstrap_servers, topic, isolation_level="read_uncommitted", timeout=30)
+    assert sorted(int(r.value) for r in written) == list(range(100)), "the late attempt wrote rows (then aborted)"
 
 
 def test_an_attempt_initialised_before_the_commit_is_fenced(apache_kafka, write, monkeypatch):

@@ -29,6 +29,12 @@ FAST = {
     "socket.connection.setup.timeout.max.ms": 2000,
 }
 
+#: What a timed test allows on top of the timeout it configures, for a loaded machine (two cores
+#: shared with brokers' JVMs and Spark: a thread may wait that long for its turn).  Every bound is
+#: "the configured timeout (or 0) + SLACK_S", and a test picks its timeouts so that a wait which
+#: ignores them (waiting for a longer timeout, or forever) still lands past the bound.
+SLACK_S = 2.0
+
 from broker_kinds import FAULT_KINDS  # noqa: E402
 
 #: apache (the session's node behind a proxy, when Maven can provide it), tansu, noida

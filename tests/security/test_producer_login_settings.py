@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from faults.helpers import SLACK_S
 
 from sparkkafka_sink.errors import AuthenticationError, KafkaError
 from sparkkafka_sink.network.sasl.settings import sasl_settings
@@ -37,16 +38,21 @@ def _first_token(config: ProducerConfig):
 
 
 def test_the_read_timeout_bounds_a_slow_token_endpoint(token_endpoint):
-    token_endpoint.delay_s = 1.5
+    read_ms, backoff_ms, backoff_max_ms = 200, 50, 300
+    # the last attempt starts within the retries' budget and waits read.timeout.ms at most
+    bound_s = (backoff_max_ms + read_ms) / 1000 + SLACK_S
+    token_endpoint.delay_s = bound_s + 1.0  # an answer waited for comes past the bound
     started = time.monotonic()
     with pytest.raises(KafkaError, match="timed out") as info:
-        _first_token(_oidc(token_endpoint, **{"sasl.login.read.timeout.ms": "200", "sasl.login.retry.backoff.ms": "50",
-                                              "sasl.login.retry.backoff.max.ms": "300"}))
-    assert time.monotonic() - started < 1.4  # not one answer waited for
+        _first_token(_oidc(token_endpoint, **{"sasl.login.read.timeout.ms": str(read_ms),
+                                              "sasl.login.retry.backoff.ms": str(backoff_ms),
+                                              "sasl.login.retry.backoff.max.ms": str(backoff_max_ms)}))
+    assert time.monotonic() - started < bound_s  # not one answer waited for
     assert "attempt(s)" in str(info.value) and token_endpoint.client_secret not in str(info.value)
     started = time.monotonic()
-    token = _first_token(_oidc(token_endpoint, **{"sasl.login.read.timeout.ms": "5000"}))
-    assert token.principal == token_endpoint.client_id and time.monotonic() - started >= 1.5
+    token = _first_token(_oidc(token_endpoint, **{
+        "sasl.login.read.timeout.ms": str(int((token_endpoint.delay_s + SLACK_S) * 1000))}))
+    assert token.principal == token_endpoint.client_id and time.monotonic() - started >= token_endpoint.delay_s
 
 
 def test_the_retry_backoff_settings_bound_the_retries(token_endpoint):

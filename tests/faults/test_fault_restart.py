@@ -43,15 +43,21 @@ def _high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
         c.close()
 
 
-def _crash_and_restart(pb, *, in_flight: bool = True, quiet_s: float = QUIET_S, down_s: float = 0.5) -> dict:
+def _crash_and_restart(pb, *, in_flight: bool = True, quiet_s: float = QUIET_S, down_s: float = 0.5,
+                       armed=None) -> dict:
     """A crash: the network path goes dark -- with ``in_flight``, right after the next Produce
     request reached the broker, so its answer is lost -- and the broker is SIGKILLed and restarted
     on the same port and data dir.  noida is first given ``quiet_s`` to persist what it
-    acknowledged."""
+    acknowledged.  ``armed()`` runs once the proxy waits for that Produce request (a caller that
+    holds its writers releases them there).  ``times["in_flight"]``: a Produce request was on its
+    way to the broker when the path went dark (the proxy forwarded it whole and drops its answer)."""
     times = {}
     if in_flight:
         handle = pb.proxy.blackhole_after_next_request(PRODUCE)
-        assert handle.wait(30), "no Produce request came"
+        if armed is not None:
+            armed()
+        assert handle.wait(60), "no Produce request came"
+        times["in_flight"] = handle.fired.is_set()
     else:
         pb.proxy.blackhole(True)
     times["blackholed"] = time.monotonic()
@@ -132,11 +138,26 @@ def _write(df, bootstrap, topic, coalesceBytes=None, clusterCheckTimeoutMs=None,
 
 SPARK_FAST = {"request.timeout.ms": 500, "linger.ms": 5, "retry.backoff.ms": 20, "retry.backoff.max.ms": 200,
               "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 100, "max.block.ms": 3000}
+SPARK_DELIVERY_MS = 1500  # the crash test's: shorter than its outage
 
 
 @pytest.mark.parametrize("kind", [k for k in ("noida", "apache") if k in BROKERS])
 def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at_least_once(
         spark, proxied_broker, tmp_path, kind):
+    """The broker crashes with records of the write in flight; the job fails clearly, or (with task
+    retries) succeeds with every row at least once.
+
+    The crash is driven by what the test observes, never by a sleep: once the write's first rows
+    are in the topic, each task's first attempt waits half-way; the proxy is armed to go dark right
+    after the next Produce request reaches the broker, and only then are the tasks let go -- so the
+    outage begins with a request of the write on its way to the broker, whose answer is lost
+    (``in_flight``), however fast or slow the machine.  The outage (the kill, ``down_s``, the
+    restart) lasts longer than delivery.timeout.ms, so the attempts whose records were in flight
+    fail: the job gets through only by retrying them, which the test sees (attempts beyond the
+    first ran).  A retried attempt waits until the broker is back: four attempts against a JVM
+    still restarting could all fail."""
+    import os
+
     import sparkkafka_sink
 
     metrics = sparkkafka_sink.register(spark)
@@ -146,26 +167,40 @@ def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at
     # Spark hands a task's first few Arrow batches on with some delay: with 50,000 rows per task
     # before the gate, the write is visibly under way while the gate holds
     n, tasks = 400_000, 4
-    gate = str(tmp_path / "crash-done")
+    armed_gate, back_gate = str(tmp_path / "crash-armed"), str(tmp_path / "broker-back")
+    attempts = tmp_path / "attempts"
+    attempts.mkdir()
+    attempts_dir = str(attempts)
 
-    def hold_second_half_until_the_crash(batches):
-        """Each task stops half-way until the broker was crashed and restarted: the crash
-        surely lands in the middle of the write, however fast the machine."""
+    def hold_until_the_crash(batches):
+        """A first attempt stops half-way until the proxy waits for its next Produce request; a
+        retried attempt starts once the broker is back.  Each attempt leaves a marker."""
         import os as _os
         import time as _time
 
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        attempt = ctx.attemptNumber()
+        open(_os.path.join(attempts_dir, f"p{ctx.partitionId()}-a{attempt}"), "w").close()
+
+        def wait_for(gate):
+            deadline = _time.monotonic() + 300
+            while not _os.path.exists(gate) and _time.monotonic() < deadline:
+                _time.sleep(0.02)
+
+        if attempt > 0:
+            wait_for(back_gate)
         seen = 0
         for batch in batches:
-            if seen >= n // tasks // 2:
-                deadline = _time.monotonic() + 300
-                while not _os.path.exists(gate) and _time.monotonic() < deadline:
-                    _time.sleep(0.02)
+            if attempt == 0 and seen >= n // tasks // 2:
+                wait_for(armed_gate)
             seen += batch.num_rows
             yield batch
 
     df = (spark.range(0, n, 1, tasks)
           .selectExpr("cast(id % 97 as string) as key", "cast(id as string) as value")
-          .mapInArrow(hold_second_half_until_the_crash, "key string, value string"))
+          .mapInArrow(hold_until_the_crash, "key string, value string"))
     crash, crasher_error = {}, []
 
     def crasher():
@@ -174,13 +209,12 @@ def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at
             while _high_watermarks(pb.direct_bootstrap_servers, topic, 4) < 5000:  # the write is under way
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
-            # the outage (~2.5 s) is longer than delivery.timeout.ms: tasks with records in
-            # flight fail and are retried
-            crash.update(_crash_and_restart(pb, in_flight=False))
+            crash.update(_crash_and_restart(pb, armed=lambda: open(armed_gate, "w").close()))
         except BaseException as e:  # noqa: BLE001 - reported by the assertion below
             crasher_error.append(e)
         finally:
-            open(gate, "w").close()
+            for gate in (armed_gate, back_gate):
+                open(gate, "w").close()
 
     t = threading.Thread(target=crasher)
     t.start()
@@ -188,11 +222,13 @@ def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at
     try:
         # small bulk sends (coalesceBytes): each task's first half reaches the broker before the gate
         _write(df, pb.bootstrap_servers, topic, coalesceBytes=65536, **SPARK_FAST,
-               **{"delivery.timeout.ms": 1500})
+               **{"delivery.timeout.ms": SPARK_DELIVERY_MS})
     except Exception as e:  # noqa: BLE001 - the job may fail, but then clearly
         error = e
     t.join()
-    assert crash, f"the broker was never crashed: {crasher_error!r}"
+    assert crash.get("in_flight"), f"the broker was never crashed with a Produce request in flight: {crasher_error!r}"
+    assert crash["back"] - crash["blackholed"] > SPARK_DELIVERY_MS / 1000, "an outage shorter than delivery.timeout.ms"
+    retried = sorted(name for name in os.listdir(attempts_dir) if not name.endswith("-a0"))
     records = consume_all(pb.direct_bootstrap_servers, topic, timeout=60)
     counts = collections.Counter(r.value for r in records)
     assert set(counts) <= {b"%d" % i for i in range(n)}
@@ -200,12 +236,15 @@ def test_spark_write_with_broker_killed_mid_write_fails_clearly_or_retries_to_at
         assert len(counts) == n, f"the job succeeded but {n - len(counts)} rows are missing"
         # successful tasks report only what the broker acknowledged: every row exactly once
         assert metrics.snapshot()["records_sent"] - before == n
-        print(f"spark write succeeded after task retries; {len(records) - n} duplicate rows")
+        # the records in flight were lost with the crash: their attempts failed and were run again
+        assert retried, (f"no task attempt failed: the outage hit no records in flight "
+                         f"(attempts: {sorted(os.listdir(attempts_dir))})")
+        print(f"spark write succeeded after retrying {retried}; {len(records) - n} duplicate rows")
     else:
         msg = str(error)
         assert "pyprod-kafka" in msg and "failed" in msg and "KafkaTimeoutError" in msg, msg[-2000:]
         assert _task_attempts(spark) == 1 or "reachable" in msg
-    # with task retries available the job must have recovered (the outage is ~2.5 s, 4 attempts)
+    # with task retries available the job must have recovered (4 attempts, a retry after the outage)
     if _task_attempts(spark) >= 4:
         assert error is None, str(error)[-2000:]
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import functools
 import os
+import signal
 import threading
 import time
 import uuid
@@ -29,7 +30,7 @@ from broker_kinds import APACHE_SOURCE
 from kafka_helpers import consume_all, describe_producers, produce_all, producer_for
 
 from sparkkafka_sink.errors import KafkaTimeoutError
-from sparkkafka_sink.producer.handover import TransactionAdmin
+from sparkkafka_sink.producer.handover import PreparedTransaction, TransactionAdmin
 from sparkkafka_sink.protocol.api import ApiKey
 from sparkkafka_sink.testing.brokers import create_topics
 from sparkkafka_sink.testing.waiting import wait_until
@@ -449,11 +450,115 @@ def test_producer_state_expired_on_the_broker_is_recovered_without_loss(kafka_cl
 # 6. The transaction coordinator killed during the driver's commit
 # ---------------------------------------------------------------------------------------------
 
+#: a coordinator's own states of a transaction whose EndTxn(commit) it took
+_TOOK_THE_COMMIT = ("PrepareCommit", "CompleteCommit")
+#: states of a transaction not ended (nothing of a write may stay in one)
+_NOT_ENDED = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+_ADMIN_CONFIG = {"request.timeout.ms": 10000, "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 500}
+
+
+class _CoordinatorKiller:
+    """Kills ``victim``, a transaction coordinator, at the first request ``api_key`` about
+    ``transactional_id`` that ``admin`` sends it -- the fault is driven by that request, never by
+    a timer:
+
+    * ``"unread"``: the victim is paused (SIGSTOP, every thread stopped) before the request goes
+      out, then SIGKILLed while stopped: it never reads the request.
+    * ``"taken"``: the request goes out; the admin's thread, the only one that reads its
+      connections, is held in ``send`` while ``observer`` -- a second admin, with connections of
+      its own -- asks the victim (DescribeTransactions) until the victim itself says the
+      transaction is PrepareCommit or CompleteCommit (``victim_state``); then the victim is
+      SIGKILLed and the admin's connection to it closed unread.  Kafka answers an EndTxn the moment
+      its PrepareCommit is replicated, and DescribeTransactions shows a state only once it is (an
+      append waiting on its followers still reads Ongoing), so there is no instant at which the
+      coordinator "wrote PrepareCommit but has not answered" to pause it at; its answer is lost
+      on the way instead, as when the coordinator's host dies before the answer is delivered:
+      the admin never hears it (``answer`` None: its request ended disconnected).
+
+    ``sent_to``: the node each such request went to, in order (the retries after the kill go to
+    whoever coordinates then)."""
+
+    def __init__(self, admin, victim, api_key: int, how: str, transactional_id: str, observer=None):
+        assert how in ("unread", "taken") and (how == "unread" or observer is not None)
+        self.admin, self.victim, self.api_key, self.how = admin, victim, api_key, how
+        self.transactional_id, self.observer = transactional_id, observer
+        self.killed = False
+        self.victim_state = None
+        self.answer: object = "no answer yet"
+        self.sent_to: list[int] = []
+        self._send = admin.client.send
+        admin.client.send = self._send_then_kill
+
+    def _about(self, request) -> bool:
+        ids = getattr(request, "transactional_ids", None) or [getattr(request, "transactional_id", None)]
+        return type(request).API_KEY == self.api_key and self.transactional_id in ids
+
+    def _send_then_kill(self, node_id, request, callback, *args, **kwargs):
+        if not self._about(request):
+            return self._send(node_id, request, callback, *args, **kwargs)
+        self.sent_to.append(node_id)
+        if self.killed or node_id != self.victim.node_id:
+            return self._send(node_id, request, callback, *args, **kwargs)
+
+        def heard(response):
+            self.answer = response.response  # None: the request ended with its connection
+            callback(response)
+
+        if self.how == "unread":
+            self.victim.pause()  # so it cannot answer before the kill lands (a fast one did, once)
+            in_flight = self._send(node_id, request, heard, *args, **kwargs)
+            # the request is on the wire: SIGKILL to the stopped process, whose threads then never
+            # run again -- kill() alone would SIGCONT it first, and a broker resumed for that moment
+            # can answer (one did)
+            os.kill(self.victim.pid, signal.SIGKILL)
+            self.victim.kill()  # its bookkeeping: the process reaped, the node down
+        else:
+            in_flight = self._send(node_id, request, heard, *args, **kwargs)
+            self.victim_state = _wait(
+                f"node {node_id} to say it took the commit of {self.transactional_id}",
+                lambda: self._took_it(request.producer_id), 60)
+            self.victim.kill()
+            from sparkkafka_sink.errors import KafkaConnectionError
+            from sparkkafka_sink.network.client import now_ms
+
+            conn = self.admin.client.connection(node_id)
+            self.admin.client._close(conn, KafkaConnectionError(
+                f"node {node_id} was killed before its answer was read"), now_ms())
+        self.killed = True
+        return in_flight
+
+    def _took_it(self, producer_id: int):
+        assert self.observer.coordinator(self.transactional_id, time.monotonic() + 30) == self.victim.node_id
+        described = self.observer.describe(self.transactional_id, time.monotonic() + 30)
+        if described is not None and described.producer_id == producer_id and described.state in _TOOK_THE_COMMIT:
+            return described
+        return None
+
+
+def _after_failover(observer, transactional_id: str, victim_id: int):
+    """``(node, description)`` of ``transactional_id`` by its coordinator once that is not the
+    killed node (a broker whose metadata has not caught up with the new leadership may still name
+    it for a moment) and the transaction is complete there."""
+    def complete():
+        node = observer.coordinator(transactional_id, time.monotonic() + 30)
+        if node == victim_id:
+            return None
+        described = observer.describe(transactional_id, time.monotonic() + 30)
+        return (node, described) if described is not None and described.state == "CompleteCommit" else None
+
+    return _wait(f"{transactional_id} CompleteCommit on a running coordinator", complete, 60, interval=0.2)
+
+
 @pytest.mark.transactions
-def test_transaction_coordinator_killed_during_commit_completes_after_failover(kafka_cluster):
+@pytest.mark.parametrize("how", ["unread", "taken"], ids=["before-it-reads-the-end", "after-it-took-the-end"])
+def test_transaction_coordinator_killed_during_commit_completes_after_failover(kafka_cluster, how):
     """What the Spark driver does with a task's prepared transaction (TransactionAdmin.end), with
-    the coordinator killed the moment the EndTxn went out: the commit completes after failover
-    (the new coordinator finishes or accepts it), every row visible once to read_committed."""
+    its coordinator killed while the EndTxn is in flight (``_CoordinatorKiller``): before it reads
+    the EndTxn (``unread``), or once it took it -- its own DescribeTransactions says PrepareCommit
+    or CompleteCommit -- and before the admin hears its answer (``taken``: the case of a
+    coordinator that wrote PrepareCommit and failed over without answering).  Either way the
+    admin asks again, the commit completes on the coordinator elected after failover (which
+    finishes a commit taken, or takes it), and every row is visible once to read_committed."""
     topic = _create_topic(kafka_cluster, 3)
     n = 3000
     p = _producer(kafka_cluster, transactional_id=f"failover-{uuid.uuid4().hex[:8]}")
@@ -464,43 +569,119 @@ def test_transaction_coordinator_killed_during_commit_completes_after_failover(k
         p.send(topic, value=b"%05d" % i, partition=i % 3)
     prepared = p.prepare()
     p.close(10)
+    txn_id = prepared.transactional_id
     assert len(prepared.partitions) == 3
     assert consume_all(kafka_cluster.bootstrap_servers, topic, isolation_level="read_committed",
                        timeout=10) == []
 
-    killed = threading.Event()
-    with TransactionAdmin({"bootstrap.servers": kafka_cluster.bootstrap_servers, "request.timeout.ms": 10000,
-                           "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 500}) as admin:
-        send = admin.client.send
-
-        def send_then_kill(node_id, request, *args, **kwargs):
-            ending = type(request).API_KEY == ApiKey.END_TXN and not killed.is_set()
-            if ending:
-                assert node_id == victim.node_id
-                victim.pause()  # so it cannot answer before the kill lands (a fast one did, once)
-            in_flight = send(node_id, request, *args, **kwargs)
-            if ending:
-                killed.set()
-                victim.kill()  # the EndTxn is on the wire: its answer never comes
-            return in_flight
-
-        admin.client.send = send_then_kill
+    config = dict(_ADMIN_CONFIG, **{"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    with TransactionAdmin(config) as admin, TransactionAdmin(config) as observer:
+        killer = _CoordinatorKiller(admin, victim, ApiKey.END_TXN, how, txn_id, observer)
         admin.end(prepared, True, time.monotonic() + 120)
-
-        def moved():
-            node = admin.coordinator(prepared.transactional_id, time.monotonic() + 30)
-            return node if node != victim.node_id else None
-
-        # the EndTxn was answered by the new coordinator; a broker whose metadata has not caught
-        # up with the new leadership may still name the killed node for a moment
-        new_coordinator = wait_until("FindCoordinator names a running node", moved, timeout=30, interval=0.2)
+        new_coordinator, described = _after_failover(observer, txn_id, victim.node_id)
         # the rest of the driver's commit, the node still down: nothing else of the write is open
-        assert admin.abort_lingering(prepared.transactional_id, time.monotonic() + 60,
-                                     exclude=[prepared.transactional_id]) == []
-    assert killed.is_set() and new_coordinator != victim.node_id and not victim.running
+        assert admin.abort_lingering(txn_id, time.monotonic() + 60, exclude=[txn_id]) == []
+    print(f"EndTxn sent to nodes {killer.sent_to} (node {victim.node_id} killed"
+          + (f" once it said {killer.victim_state.state})" if killer.victim_state else ")"))
+    assert killer.killed and not victim.running
+    assert killer.answer is None, f"the admin heard the killed coordinator's answer: {killer.answer!r}"
+    if how == "taken":
+        assert killer.victim_state.state in _TOOK_THE_COMMIT, killer.victim_state
+    # the EndTxn went to the victim first; the one answered went to the coordinator after failover
+    assert killer.sent_to[0] == victim.node_id and killer.sent_to[-1] == new_coordinator != victim.node_id, (
+        killer.sent_to, new_coordinator)
+    assert described.producer_id == prepared.producer_id
     got = consume_all(_running_bootstrap(kafka_cluster), topic, expected_count=n,
                       isolation_level="read_committed", timeout=60)
     assert sorted(r.value for r in got) == [b"%05d" % i for i in range(n)]
+
+
+@pytest.mark.transactions
+@pytest.mark.parametrize("moment", ["describe", "end"])
+def test_the_drivers_commit_completes_whole_with_a_winners_coordinator_killed(kafka_cluster, monkeypatch, moment):
+    """The driver's whole commit of an exactly-once write of three tasks
+    (``spark.driver.transactions.commit_all``: close, describe the winners, list, fence, record
+    the decision, EndTxn per winner), with the coordinator of a winner killed while the commit is
+    in flight -- at its DescribeTransactions, before anything is decided (``describe``: the node
+    never reads it), or at its EndTxn, after the decision (``end``: the node took the commit, its
+    answer never heard).  The write ends whole: every row once to read_committed, every winner
+    CompleteCommit on its coordinator after failover, nothing of the write open.  Should the
+    commit raise, Spark's abort follows it (``abort_all``) and must complete the write as decided."""
+    import pyarrow as pa
+
+    from sparkkafka_sink.spark.driver import transactions
+    from sparkkafka_sink.spark.options import parse_options
+    from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+    from sparkkafka_sink.spark.task.task_info import TaskInfo
+    from sparkkafka_sink.spark.task.write_task import run_write_task
+
+    topic = _create_topic(kafka_cluster, 3)
+    prefix = f"{topic}-txn"
+    options = transactions.start_exactly_once(parse_options({
+        "kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "topic": topic,
+        "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": prefix, "leaseKeeper": "none",
+        "kafka.acks": "all", **{f"kafka.{k}": str(v) for k, v in _ADMIN_CONFIG.items()}}))
+    plan = WritePlan(options, ColumnLayout("value"))
+    tasks, per_task = 3, 1000
+
+    def task(t: int):
+        """Task ``t`` writes its rows in a transaction of its own and hands it over (prepared)."""
+        values = pa.array([f"{i:05d}" for i in range(t * per_task, (t + 1) * per_task)])
+        return run_write_task(iter([pa.record_batch({"value": values})]), plan, None,
+                              TaskInfo(0, t, 0, attempt_id=100 + t))
+
+    messages = [task(t) for t in range(tasks)]
+    winners = [PreparedTransaction.from_json(m.transaction) for m in messages]
+    assert len({w.transactional_id for w in winners}) == tasks
+    target = winners[0]
+
+    config = dict(_ADMIN_CONFIG, **{"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    with TransactionAdmin(config) as observer:
+        victim = kafka_cluster.node(observer.coordinator(target.transactional_id, time.monotonic() + 30))
+        real_admin, killers = transactions.TransactionAdmin, []
+
+        def commit_admin(admin_config):
+            """The commit's admin with the killer; Spark's abort after it gets a plain one."""
+            admin = real_admin(admin_config)
+            if not killers:
+                killers.append(_CoordinatorKiller(
+                    admin, victim, ApiKey.DESCRIBE_TRANSACTIONS if moment == "describe" else ApiKey.END_TXN,
+                    "unread" if moment == "describe" else "taken", target.transactional_id, observer))
+            return admin
+
+        monkeypatch.setattr(transactions, "TransactionAdmin", commit_admin)
+        try:
+            said, failed = transactions.commit_all(messages, options), None
+        except transactions.TransactionCommitError as e:
+            failed = e
+            said = transactions.abort_all(messages, options)  # what Spark does after a failed commit
+        monkeypatch.undo()
+        (killer,) = killers
+        print(f"node {victim.node_id} killed at the {moment} of {target.transactional_id} (requests to "
+              f"{killer.sent_to}{', it said ' + killer.victim_state.state if killer.victim_state else ''}); "
+              f"the commit {'raised ' + str(failed) + '; the abort said: ' if failed else 'said: '}{said}")
+        assert killer.killed and not victim.running, f"the commit never asked node {victim.node_id}: {said}"
+        assert killer.answer is None, f"the commit heard the killed coordinator's answer: {killer.answer!r}"
+        if moment == "end":
+            assert killer.victim_state.state in _TOOK_THE_COMMIT, killer.victim_state
+        for w in winners:
+            node, described = _after_failover(observer, w.transactional_id, victim.node_id)
+            assert described.producer_id == w.producer_id, (w, described)
+        # a transaction whose EndTxn was answered may be PrepareCommit a moment longer (its
+        # coordinator still writing the markers); one Ongoing would stay until it timed out
+        left = []
+
+        def nothing_open():
+            left[:] = observer.open_transactions(prefix, time.monotonic() + 60, _NOT_ENDED)
+            return not left
+
+        try:
+            _wait("nothing of the write left open", nothing_open, 60, interval=0.5)
+        except AssertionError:
+            raise AssertionError(f"the write left transactions open: {left}") from None
+    got = consume_all(_running_bootstrap(kafka_cluster), topic, expected_count=tasks * per_task,
+                      isolation_level="read_committed", timeout=60)
+    assert sorted(r.value for r in got) == [b"%05d" % i for i in range(tasks * per_task)]
 
 
 @pytest.mark.transactions

@@ -142,14 +142,17 @@ class Run:
         self.jobs: dict[str, Job] = {}
         create_topics(cluster.direct, {self.topic: 2}, timeout=30)
 
-    def start(self, tag: str, **spec: object) -> Job:
+    def start(self, tag: str, name: str | None = None, **spec: object) -> Job:
+        """A job writing rows tagged ``tag`` (``name``: its log's and the run's name for it, when
+        a second job of the tag runs: a restarted query)."""
+        name = name or tag
         full = {"bootstrap": self.c.bootstrap, "topic": self.topic, "prefix": self.prefix, "tag": tag,
                 "kind": self.s.kind, "rows": ROWS, "rate": RATE, "checkpoint": str(self.work / "checkpoint"),
                 "min_batch": 6, **spec}
         with _put_back(self.put_back):
-            job = Job(str(JOB), json.dumps(full), lease_dir=self.lease_dir, log=self.work / f"{tag}.log",
+            job = Job(str(JOB), json.dumps(full), lease_dir=self.lease_dir, log=self.work / f"{name}.log",
                       lease_window_ms=None)
-        self.jobs[tag] = job
+        self.jobs[name] = job
         return job
 
     # -- events the faults land on
@@ -300,6 +303,17 @@ def _put_back(bug: str | None) -> Iterator[None]:
                 os.environ[k] = v
 
 
+#: faults a write rides out: its job must succeed (Spark retries a failed task; the producer
+#: and the driver's requests retry a lost connection or a broker that answers again)
+RIDDEN_OUT = ("none", "cut-connections", "pause-broker", "fail-task")
+
+
+def check_ridden_out(run: Run, out: Outcome) -> None:
+    first = next(iter(run.jobs.values()))
+    if run.s.fault in RIDDEN_OUT and not said(first).startswith(("DONE", "REACHED")):
+        out.violations.append(f"the write did not ride out {run.s.fault}: {said(first)[:600]}")
+
+
 def run_schedule(cluster: Cluster, s: Schedule, work: Path, put_back: str | None = None) -> Outcome:
     out = Outcome(s)
     started = time.monotonic()
@@ -311,6 +325,7 @@ def run_schedule(cluster: Cluster, s: Schedule, work: Path, put_back: str | None
         else:
             _stream(run, s, out)
             check_stream(run, out)
+        check_ridden_out(run, out)
         out.violations += run.nothing_held_back()
         out.violations += run.decisions_completed()
     except Exception:  # noqa: BLE001 - a schedule that could not run says why
@@ -407,7 +422,7 @@ def _stream(run: Run, s: Schedule, out: Outcome) -> None:
     run.c.proxy.stop_cutting()
     first = said(q)
     if s.recovery == "restart" or not first.startswith("REACHED"):
-        again = run.start("s2", tag="s", min_batch=8)
+        again = run.start("s", name="s2", min_batch=8)
         again.wait(300)
         if not said(again).startswith("REACHED"):
             out.violations.append(f"the restarted query failed: {said(again)[:500]}")
@@ -425,13 +440,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", type=int, action="append", help="run only this seed (repeatable)")
     ap.add_argument("--kafka-version", default=None)
     ap.add_argument("--put-back", choices=BUGS, help="run with this bug put back into the package (it must be found)")
+    ap.add_argument("--work", type=Path, help="keep each schedule's files (the jobs' logs, the keepers') here")
     args = ap.parse_args(argv)
     seeds = args.only or list(range(args.seed, args.seed + args.schedules))
     cluster = Cluster(args.kafka_version)
     violations = 0
     counts: dict[str, int] = {}
     try:
-        with tempfile.TemporaryDirectory(prefix="chaos-") as root:
+        with (contextlib.nullcontext(str(args.work)) if args.work else tempfile.TemporaryDirectory(prefix="chaos-")) \
+                as root:
             for seed in seeds:
                 s = Schedule.draw(seed)
                 print(s, flush=True)

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError, ProducerFencedError
+from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, ProducerFencedError
 from sparkkafka_sink.exactly_once.decision import Decision, DecisionFormatError
 from sparkkafka_sink.exactly_once.ids import DEFAULT_DECISION_TOPIC, WriteId
 from sparkkafka_sink.network.client import now_ms
@@ -179,9 +179,13 @@ class DecisionLog:
                                                assignments=[], configs=[config_cls(name=k, value=v)
                                                                         for k, v in configs.items()])],
                              timeout_ms=30_000, validate_only=False)
-        controller = self.admin.metadata.cluster.controller_id
-        answer = self.admin.call(controller if controller in self.admin.metadata.cluster.brokers else None,
-                                 request, deadline)
+        def controller(fresh: bool) -> int | None:
+            if fresh:
+                self.admin.brokers(deadline, fresh=True)
+            found = self.admin.metadata.cluster.controller_id
+            return found if found in self.admin.metadata.cluster.brokers else None
+
+        answer = self._asked(controller, request, deadline)
         (created,) = answer.topics
         error = _error(created.error_code, getattr(created, "error_message", None))
         if error is None or isinstance(error, TopicAlreadyExistsError):
@@ -344,7 +348,18 @@ class DecisionLog:
         return batches
 
     def _call(self, partition: int, request: Any, deadline: float, fresh: bool) -> Any:
-        return self.admin.call(self._leader(partition, deadline, fresh), request, deadline)
+        return self._asked(lambda again: self._leader(partition, deadline, fresh or again), request, deadline)
+
+    def _asked(self, node: Callable[[bool], int | None], request: Any, deadline: float) -> Any:
+        """``request``'s answer from ``node(fresh)``, asked again (fresh metadata naming the node
+        there is now) while the connection to it drops before the answer, within ``deadline``."""
+        fresh = False
+        while True:
+            try:
+                return self.admin.call(node(fresh), request, deadline)
+            except KafkaConnectionError as e:
+                self.admin.backoff(e, deadline)
+                fresh = True
 
     def _retry(self, error: KafkaError, deadline: float) -> bool:
         """A refused read: retried after a backoff (with fresh metadata), or raised."""

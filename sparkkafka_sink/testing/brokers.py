@@ -337,9 +337,11 @@ class EmbeddedBroker:
     def _terminate(self, timeout: float = 10.0, kill_only: bool = False) -> None:
         proc = self._proc
         if proc is not None:
-            if self._paused and proc.poll() is None:
+            # a stopped process cannot handle SIGTERM: continue it first -- but not for SIGKILL, which
+            # takes a stopped process as it is (continued, a paused broker would answer a moment)
+            if self._paused and proc.poll() is None and not kill_only:
                 try:
-                    os.kill(proc.pid, signal.SIGCONT)  # a stopped process cannot handle SIGTERM
+                    os.kill(proc.pid, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
             terminate(proc, None if kill_only else timeout)

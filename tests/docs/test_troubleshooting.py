@@ -115,7 +115,7 @@ KAFKA, SECURED, REGISTRY = ("apache_kafka",), ("secured_kafka",), ("schema_regis
 KAFKA_2_8 = ("kafka_zookeeper",)  # the oldest Apache Kafka tested, for what older brokers lack
 KAFKA_AND_REGISTRY = KAFKA + REGISTRY
 #: fixtures a function may ask for without declaring them: per test, and the resource under them
-CHEAP = {"monkeypatch": None, "tmp_path": None, "acl_topics": "secured_kafka"}
+CHEAP = {"monkeypatch": None, "tmp_path": None, "acl_topics": "secured_kafka", "secured_topic": "secured_kafka"}
 
 
 def entry(heading: str, needs: tuple[str, ...] = ()):
@@ -559,6 +559,48 @@ def _(w: World) -> str:
         proxy.mutate_next_response(refuse, api_key=ApiKey.CREATE_TOPICS)
         return refused({"kafka.bootstrap.servers": proxy.address, "topic": w.topic(), "clusterCheckTimeoutMs": "0",
                         "deliveryGuarantee": "exactly-once", "decisionTopic": f"decisions-{uuid.uuid4().hex[:8]}"})
+
+
+def decision_topic(w: World, partitions: int, **configs: str) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"decisions-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": w.kafka.bootstrap_servers})
+    admin.create_topics([NewTopic(name, partitions, 1, config=configs)])[name].result(30)
+    create_topics(w.kafka.bootstrap_servers, {name: partitions}, timeout=30)
+    return name
+
+
+@entry("deliveryGuarantee=exactly-once: the exactly-once decisions topic '…' has … partitions: it needs at least 16",
+       needs=KAFKA)
+def _(w: World) -> str:
+    return refused(w.options(topic=w.topic(), deliveryGuarantee="exactly-once",
+                             decisionTopic=decision_topic(w, 3, **{"cleanup.policy": "compact"})))
+
+
+@entry("deliveryGuarantee=exactly-once: the exactly-once decisions topic '…' has cleanup.policy=…", needs=KAFKA)
+def _(w: World) -> str:
+    return refused(w.options(topic=w.topic(), deliveryGuarantee="exactly-once",
+                             decisionTopic=decision_topic(w, 16, **{"cleanup.policy": "delete"})))
+
+
+@entry("deliveryGuarantee=exactly-once: the principal may not … the exactly-once decisions topic '…'", needs=SECURED)
+def _(w: World) -> str:
+    """carol may write and describe the decisions topic, not read it."""
+    from kafka_helpers import allow_on_topic
+
+    secured, _ = acl_topics(w)
+    topic = w.fixture("secured_topic")(partitions=16)
+    allow_on_topic(secured.bootstrap(), topic, "User:carol", ["WRITE", "DESCRIBE"])
+    return refused({**carol(secured), "topic": acl_topics(w)[1]["writable"], "clusterCheckTimeoutMs": "0",
+                    "deliveryGuarantee": "exactly-once", "decisionTopic": topic,
+                    "transactionalIdPrefix": f"carol-{uuid.uuid4().hex[:6]}"})
+
+
+@entry("deliveryGuarantee=exactly-once needs kafka.transaction.timeout.ms of at least 60000")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "deliveryGuarantee": "exactly-once",
+                    "kafka.transaction.timeout.ms": "30000"})
 
 
 @entry("deliveryGuarantee=exactly-once: the driver's lease keeper could not start: …", needs=KAFKA)
@@ -1099,7 +1141,7 @@ PASSED_ON = {
         "exactly-once write … was ended by another process before its driver closed it",
         "exactly-once write …: the transactions of … are no longer open",
         "exactly-once write …: the decision's transaction got no answer",
-        "exactly-once write … is decided (… transactions), but … could not be committed yet",
+        "exactly-once write … is decided (… transactions), but the commits of … got no answer",
         "exactly-once write …: its commit failed before anything was decided"],
     ("driver/cluster_check.py", "f\"{in_option_names(e)} (option '{option}'; at {where})\""): [
         "topic '…' does not exist", "'…' is not a valid topic name", "not authorized to access topic '…'",

@@ -873,8 +873,9 @@ def bug_put_back(name: str) -> Iterator[None]:
             if recorded is None:
                 raise commit_module.UndecidedError(f"exactly-once write {write}: the decision's transaction got no "
                                                    "answer")
-            raise commit_module._ended_elsewhere(admin, decisions, write, deadline,
-                                                 "before its driver's decision was recorded")
+            settle_module.settle(admin, decisions, write, deadline)  # the old code: end it, then say nothing shows
+            raise commit_module.WriteEndedError(f"exactly-once write {write} was ended by another process before its "
+                                                "driver's decision was recorded: nothing of it is visible")
         patch(commit_module, "_resolved", old_resolved)
     else:
         raise ValueError(name)

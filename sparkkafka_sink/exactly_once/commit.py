@@ -159,7 +159,11 @@ def _close_and_sweep(admin: Any, decisions: DecisionLog, recorder: DecisionRecor
     commit needs, every other id of it fenced; the ids fenced, and the deadline of the rest of
     the commit (no later than its winners' transactions may live)."""
     if not recorder.close(_left(deadline)):
-        raise _ended_elsewhere(admin, decisions, write, deadline, "before its driver closed it")
+        settle(admin, decisions, write, deadline)
+        raise WriteEndedError(
+            f"exactly-once write {write} was ended before its driver closed it: by another process (the driver's "
+            "lease was judged gone: its keeper stopped beating), or the answer to the driver's own close was lost "
+            f"and its retry found the write closed: nothing of it is visible; {_RERUN_SAFE}")
     described = describe_winners(admin, winners, deadline)
     ending = plan(write, list_write(admin, write, deadline), winners, described)
     if ending.not_open:
@@ -232,15 +236,6 @@ def _forget(recorder: DecisionRecorder, decisions: DecisionLog, write: WriteId, 
             recorder.forget(_left(deadline))
         except KafkaError as e:  # it only stays in the compacted topic
             log.warning("exactly-once write %s: its decision record stays in %r: %s", write, decisions.topic, e)
-
-
-def _ended_elsewhere(admin: Any, decisions: DecisionLog, write: WriteId, deadline: float, when: str) -> WriteEndedError:
-    """Someone ended the write first (it judged the driver gone): end it too, as decided
-    (nothing was), so that nothing of it stays open."""
-    settle(admin, decisions, write, deadline)
-    return WriteEndedError(
-        f"exactly-once write {write} was ended by another process {when} (the driver's lease was judged gone: its "
-        f"keeper stopped beating): nothing of it is visible; {_RERUN_SAFE}")
 
 
 def _tasks(missing: Sequence[PreparedTransaction]) -> str:

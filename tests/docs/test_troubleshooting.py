@@ -953,7 +953,7 @@ def commit_refused(plan: WritePlan, message: TaskCommitMessage) -> str:
     return str(info.value)
 
 
-@entry("exactly-once write … was ended by another process before its driver closed it", needs=KAFKA)
+@entry("exactly-once write … was ended before its driver closed it", needs=KAFKA)
 def _(w: World) -> str:
     """An ender (the next write, judging this driver gone) ended the write before the commit."""
     from sparkkafka_sink.exactly_once.decision_log import DecisionLog
@@ -1138,7 +1138,7 @@ LEAST = 16
 #: document them
 PASSED_ON = {
     ("driver/transactions.py", "f'pyprod-kafka: {in_option_names(e)}'"): [
-        "exactly-once write … was ended by another process before its driver closed it",
+        "exactly-once write … was ended before its driver closed it",
         "exactly-once write …: the transactions of … are no longer open",
         "exactly-once write …: the decision's transaction got no answer",
         "exactly-once write … is decided (… transactions), but the commits of … got no answer",

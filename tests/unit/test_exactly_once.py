@@ -152,7 +152,7 @@ def test_a_write_ended_before_its_close_commits_nothing():
     d = Direct()
     winners = winners_of(d.cluster, (0, 1))
     end(d.as_("ender"))  # an ender judged the driver gone
-    with pytest.raises(WriteEndedError, match="ended by another process before its driver closed it"):
+    with pytest.raises(WriteEndedError, match="was ended before its driver closed it: by another process"):
         drive(d, winners)
     assert not d.cluster.committed(W) and not d.cluster.open(W) and not d.cluster.decisions
 

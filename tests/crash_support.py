@@ -18,6 +18,7 @@ from pathlib import Path
 from kafka_helpers import consume_all
 
 from sparkkafka_sink import Producer
+from sparkkafka_sink.exactly_once.ids import is_decision_id
 from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.testing.waiting import wait_until
@@ -90,13 +91,16 @@ def default_prefix(kafka, topic, bootstrap: str | None = None) -> str:
 
 
 def writing(kafka, prefix: str, job: Job, timeout: float = 120) -> list[str]:
-    """Wait until the write under ``prefix`` has an open transaction holding a partition (its
-    records are in the log); the transactional ids open then."""
+    """Wait until the write under ``prefix`` has a task's transaction open holding a partition
+    (its records are in the log); the transactional ids open then.  A decision's transaction
+    (recording a decision or its tombstone, on the decisions topic) is not one: the write's rows
+    are committed or being committed by then."""
     with TransactionAdmin({"bootstrap.servers": kafka.bootstrap_servers}) as admin:
         def holding():
             assert job.proc.poll() is None, f"the job ended early:\n{job.output()[-3000:]}"
             found = admin.open_transactions(prefix + "-r", time.monotonic() + 10)
-            held = [t for t, _, _ in found if (d := admin.describe(t, time.monotonic() + 10)) and d.partitions]
+            held = [t for t, _, _ in found if not is_decision_id(t)
+                    and (d := admin.describe(t, time.monotonic() + 10)) and d.partitions]
             return held or None
         return wait_until(f"an open transaction under {prefix!r}", holding, timeout=timeout, interval=0.2)
 

@@ -5,7 +5,9 @@ A session fixture holding something costly (a SparkContext, a JVM broker) regist
 (in collection order) that uses the fixture, its fixtures torn down; not at the end of the
 session, so nothing idles through the tests that come after (and the one SparkContext a process
 may hold is free for the next).  When the run is split over processes (``parallel``), "last"
-means last of the process's share.
+means last of the process's share.  A test that asks for such a fixture by name at run time
+(``request.getfixturevalue``) declares it with ``@pytest.mark.uses("fixture")`` (on the test or
+on a parameter), or the resource may be stopped before it runs.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ def stop_after_last_use(fixture: str, stop: Callable[[], None], note: str | None
 def pytest_collection_finish(session):
     _last_user.clear()
     for item in session.items:
-        for name in getattr(item, "fixturenames", ()):
+        declared = [name for mark in item.iter_markers("uses") for name in mark.args]
+        for name in (*getattr(item, "fixturenames", ()), *declared):
             _last_user[distributed_share(item), name] = item.nodeid
 
 

@@ -65,7 +65,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.transactions]
 PYSPARK_JARS = Path(__import__("pyspark").__file__).parent / "jars"
 
 
-@pytest.fixture(params=["4.4", pytest.param("3.9", marks=pytest.mark.kafka3)])
+@pytest.fixture(params=["4.4", pytest.param("3.9", marks=[pytest.mark.kafka3, pytest.mark.uses("kafka3")])])
 def cluster(request):
     """The schedules run in this process on both transaction protocols: Apache Kafka 4.4
     (transactions v2) and 3.9 (v1).  The Spark-process tests run on 4.4."""

@@ -14,6 +14,7 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark in processes of their own
 
 
+@pytest.mark.uses("schema_registry")  # asked for at run time, when a registry can run here
 def test_quickstart_notebook_executes(kafka, tmp_path, monkeypatch, request):
     if kafka.kind != KAFKA_KINDS[0]:
         pytest.skip(f"the notebook does not depend on the broker: run once, on {KAFKA_KINDS[0]}")

@@ -256,6 +256,7 @@ def test_a_killed_streaming_driver_leaves_nothing_open(apache_kafka, topic, leas
               cwd=cwd)
     try:
         writing(apache_kafka, prefix, job)
+        keepers = keeper_pids(lease_dir)
     finally:
         job.kill_all_but_keeper()  # only the keeper is left to end the micro-batch's transactions
     before = stalled(apache_kafka, topic)  # the micro-batches committed before the kill
@@ -264,9 +265,12 @@ def test_a_killed_streaming_driver_leaves_nothing_open(apache_kafka, topic, leas
     assert sorted(g for g in got if g.startswith("after-")) == sorted(f"after-{i}" for i in range(AFTER))
     values = [int(g) for g in got if not g.startswith("after-")]
     assert len(values) == len(set(values)) and set(values) == set(range(len(values)))
-    assert open_transactions(apache_kafka.bootstrap_servers, prefix) == []
     assert sorted(p.name for p in cwd.iterdir()) in ([], ["spark-warehouse"]), list(cwd.iterdir())
     assert (tmp_path / "checkpoint" / "offsets").is_dir(), "Spark kept no checkpoint there: the test did not bite"
+    # the keeper logs a write's end once its settling returns, after the aborts readers see: wait for it to exit
+    assert keepers, "no keeper beat for the query's driver"
+    wait_until("the keeper to end after its driver", lambda: not any(map(_alive, keepers)), timeout=60)
+    assert open_transactions(apache_kafka.bootstrap_servers, prefix) == []
     assert "the driver's JVM is gone: write" in keeper_log(lease_dir), keeper_log(lease_dir)[-2000:]
 
 

@@ -103,6 +103,29 @@ def _views_supported() -> bool:
 _VIEWS = _views_supported()
 
 
+def _view_join_supported() -> bool:
+    """Binary views over several data buffers built from Python and cast to binary (pyarrow
+    >= 19; 16-18 refuse them), which ``_join_views`` relies on."""
+    if not _VIEWS:
+        return False
+    try:
+        words = np.array([[13, 0], [13, 1 << 32 | 1]], dtype=np.uint64)
+        first, second = pa.py_buffer(b"a" * 13), pa.py_buffer(b"xb" + b"b" * 12)
+        arr = pa.Array.from_buffers(pa.binary_view(), 2, [None, pa.py_buffer(words), first, second])
+        return arr.cast(pa.binary()).to_pylist() == [b"a" * 13, b"b" * 13]
+    except (AttributeError, pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return False
+
+
+#: regrouped rows (``RecordColumns.take``) are encoded from views of their columns' bytes, one
+#: copy, rather than taken (a copy) and then joined (a second), where pyarrow can (``_VIEW_JOIN``)
+#: and the rows' keys and values average at least this many bytes: below it, building the views
+#: costs more than the copy it saves (``python -m benchmarks.encoder_paths`` measures the
+#: crossover: even at 512 B, a tenth less CPU at 1 KiB, up to a fifth at 4 KiB)
+VIEW_JOIN_MIN_BYTES = 1024
+_VIEW_JOIN = _view_join_supported()
+
+
 # ------------------------------------------------------------------------------ input columns
 
 
@@ -122,7 +145,7 @@ class RecordColumns:
     None)`` pairs per row.  A bad column raises ``InvalidRecordError`` naming it."""
 
     __slots__ = ("n", "keys", "values", "key_len", "value_len", "ts", "ts_spread", "ts_mixed_default", "headers",
-                 "tail_size", "refused")
+                 "tail_size", "refused", "gather")
 
     def __init__(self, keys: ColumnLike | None, values: ColumnLike | None,
                  timestamps_ms: IntColumnLike | int | None = None, headers: HeadersColumnLike | None = None,
@@ -143,6 +166,9 @@ class RecordColumns:
         #: rows whose headers cannot be encoded (a header without a key): measured without them
         self.headers, header_size, self.refused = _header_column(headers, n)
         self.tail_size = _field_sizes(self.key_len) + _field_sizes(self.value_len) + header_size
+        #: None: row i is row i of ``keys``, ``values`` and ``headers``; else row i is their row
+        #: ``gather[i]`` (regrouped by ``take`` without copying their bytes: see ``VIEW_JOIN_MIN_BYTES``)
+        self.gather: np.ndarray | None = None
 
     def checked(self) -> RecordColumns:
         """These columns, or the error of their first refused row (for callers that encode
@@ -159,18 +185,30 @@ class RecordColumns:
         return MAX_RECORD_OVERHEAD + self.tail_size
 
     def take(self, indices: np.ndarray) -> RecordColumns:
-        """The records at ``indices`` (int64), in that order."""
+        """The records at ``indices`` (int64), in that order: their bytes copied by Arrow's take,
+        or -- long rows, where pyarrow can -- not copied at all (``gather``: the encoder reads
+        them where they are)."""
+        if self.gather is not None or (_VIEW_JOIN and self.n and self._mean_bytes() >= VIEW_JOIN_MIN_BYTES):
+            gather = indices if self.gather is None else self.gather[indices]
+            return self._with(len(indices), lambda col: col, lambda a: a.take(indices), gather)
         arrow_indices = pa.array(indices)
         return self._with(len(indices), lambda col: col.take(arrow_indices), lambda a: a.take(indices))
 
     def slice(self, start: int, stop: int) -> RecordColumns:
         """Records ``start..stop`` (no copy)."""
+        if self.gather is not None:
+            return self._with(max(min(stop, self.n) - start, 0), lambda col: col, lambda a: a[start:stop],
+                              self.gather[start:stop])
         return self._with(max(min(stop, self.n) - start, 0), lambda col: col[start:stop], lambda a: a[start:stop])
 
+    def _mean_bytes(self) -> float:
+        """The rows' keys and values, in bytes, on average."""
+        return float(np.maximum(self.key_len, 0).sum() + np.maximum(self.value_len, 0).sum()) / self.n
+
     def _with(self, n: int, arrow: Callable[[pa.Array], pa.Array],
-              numpy: Callable[[np.ndarray], np.ndarray]) -> RecordColumns:
+              numpy: Callable[[np.ndarray], np.ndarray], gather: np.ndarray | None = None) -> RecordColumns:
         out = object.__new__(RecordColumns)
-        out.n, out.keys, out.values = n, arrow(self.keys), arrow(self.values)
+        out.n, out.keys, out.values, out.gather = n, arrow(self.keys), arrow(self.values), gather
         out.headers = self.headers if isinstance(self.headers, pa.Scalar) else arrow(self.headers)
         out.key_len, out.value_len, out.tail_size, out.ts = (numpy(a) for a in (self.key_len, self.value_len,
                                                                                 self.tail_size, self.ts))
@@ -397,6 +435,8 @@ def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: 
         packed = pack_words(
             [varint_words(body, nonnegative=True), _ZERO_BYTE, ts_words, od_words, varint_words(rows.key_len)]
         )
+    if rows.gather is not None:  # regrouped without copying: one pass over views of every piece
+        return _join_views(rows, body, ts_delta, offset_delta, packed, gap_starts)
     if packed is None:
         columns = (body, 0, ts_delta, offset_delta, rows.key_len)
         p1 = _binary_from_sizes(*encode_varint_rows(columns))
@@ -412,6 +452,76 @@ def _encode_records(rows: RecordColumns, batch_start: np.ndarray, first_offset: 
     joined = pc.binary_join_element_wise(*parts, _scalar(b""), options=_JOIN)
     offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
     return joined.buffers()[2], offsets.astype(np.int64)
+
+
+_VIEW_INLINE = 12  # a binary view holds up to 12 bytes itself; longer ones point into a data buffer
+_HEADER_GAP = pa.py_buffer(bytes(BATCH_OVERHEAD))  # what a header gap's views point at
+#: binary views (n x 2 uint64: length and prefix or inline bytes; buffer index and offset or
+#: inline bytes) and the data buffers they point into
+_Views: TypeAlias = tuple[np.ndarray, list[pa.Buffer]]
+
+
+def _join_views(rows: RecordColumns, body: np.ndarray, ts_delta: np.ndarray | int, offset_delta: np.ndarray,
+                packed: tuple[np.ndarray, np.ndarray] | None,
+                gap_starts: np.ndarray | None) -> tuple[pa.Buffer, np.ndarray]:
+    """``_encode_records`` for regrouped rows (``gather``): each record's pieces -- its header
+    gap (if any), ``P1``, key, ``P2``, value, ``P3`` -- as consecutive binary views, the key,
+    value and header views pointing into their columns' own buffers at the gathered rows, and
+    one cast to binary copies every byte once, in order."""
+    n, gather = rows.n, rows.gather
+    assert gather is not None
+    p1: _Views
+    if packed is None:
+        p1 = _views(_binary_from_sizes(*encode_varint_rows((body, 0, ts_delta, offset_delta, rows.key_len))))
+    else:
+        p1 = (_inline_views(*packed), [])
+    p2: _Views = (_inline_views(*pack_words([varint_words(rows.value_len)])), [])  # type: ignore[misc]
+    keys, values = _views(rows.keys, gather, rows.key_len), _views(rows.values, gather, rows.value_len)
+    p3: _Views
+    if isinstance(rows.headers, pa.Scalar):  # b"\x00" (no headers): the same inline view every row
+        p3 = (np.broadcast_to(np.array([1, 0], dtype=np.uint64), (n, 2)), [])
+    else:
+        p3 = _views(rows.headers, gather)
+    pieces = [p1, keys, p2, values, p3]
+    if gap_starts is not None and len(gap_starts):
+        gap = np.zeros((n, 2), dtype=np.uint64)
+        gap[gap_starts, 0] = BATCH_OVERHEAD  # (prefix 0: the gap's first bytes are zeros)
+        pieces.insert(0, (gap, [_HEADER_GAP]))
+    k = len(pieces)
+    words = np.empty((n, k, 2), dtype=np.uint64)
+    buffers: list[pa.Buffer] = []
+    for i, (piece, piece_buffers) in enumerate(pieces):
+        words[:, i, :] = piece
+        if piece_buffers and len(buffers):  # renumber its out-of-line views' buffers
+            column = words[:, i, :]
+            out_of_line = (column[:, 0] & np.uint64(0xFFFFFFFF)) > _VIEW_INLINE
+            column[out_of_line, 1] += np.uint64(len(buffers))
+        buffers += piece_buffers
+    joined = pa.Array.from_buffers(pa.binary_view(), n * k, [None, pa.py_buffer(words), *buffers]).cast(pa.binary())
+    offsets = np.frombuffer(joined.buffers()[1], np.int32, n * k + 1, joined.offset * 4)[::k]
+    return joined.buffers()[2], offsets.astype(np.int64)
+
+
+def _inline_views(word: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """``_view_column``'s views, not cast: row i is the low ``sizes[i]`` (<= 8) bytes of ``word[i]``."""
+    views = np.empty((word.shape[0], 2), dtype=np.uint64)
+    views[:, 0] = sizes.view(np.uint64) | (word << np.uint64(32))
+    views[:, 1] = word >> np.uint64(32)
+    return views
+
+
+def _views(col: pa.Array, gather: np.ndarray | None = None,
+           lengths: np.ndarray | None = None) -> _Views:
+    """The binary views of ``col``'s rows (at ``gather``, if given) and the data buffers they
+    point into (Arrow's cast builds them over the column's own buffer: no byte is copied).  A
+    null row (``lengths`` -1) is an empty view."""
+    as_views = col.cast(pa.binary_view())
+    buffers = as_views.buffers()
+    words = np.frombuffer(buffers[1], np.uint64, 2 * (len(col) + as_views.offset)).reshape(-1, 2)[as_views.offset:]
+    words = words[gather] if gather is not None else words.copy()
+    if lengths is not None and col.null_count:
+        words[lengths < 0] = 0
+    return words, [b for b in buffers[2:] if b is not None]
 
 
 def _finish_batches(rows: RecordColumns, data: pa.Buffer, offsets: np.ndarray, slices: list[Slice], ctype: int,

@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import pyarrow as pa
 import pytest
+from encoder_paths import PATHS, encoder_path
 
 from sparkkafka_sink import Producer
 from sparkkafka_sink.producer.partitioner import murmur2_partition
@@ -38,7 +39,10 @@ def _bulk_columns(records, arrow_headers: bool):
     return dict(keys=keys, values=values, timestamps=timestamps, partitions=partitions, headers=headers)
 
 
-def test_java_consumer_reads_our_records_byte_for_byte(oracle_broker, java, tmp_path):
+@pytest.mark.parametrize("path", PATHS)
+def test_java_consumer_reads_our_records_byte_for_byte(oracle_broker, java, tmp_path, path):
+    """Records sent one by one and in bulk (regrouped by partition on either encoder path), with
+    every codec, read back by Java's consumer: each byte of each record as sent."""
     bootstrap = oracle_broker.bootstrap_servers
     run = uuid.uuid4().hex[:8]
     topics = {codec: f"oracle-ours-{codec}-{run}" for codec in CODECS}
@@ -63,7 +67,8 @@ def test_java_consumer_reads_our_records_byte_for_byte(oracle_broker, java, tmp_
                 if r.partition is not None:
                     assert md.partition == r.partition
                 per_partition[md.partition].append((md.offset, r))
-            result = producer.send_batch(topic, **_bulk_columns(bulk, arrow_headers=n % 2 == 0)).get(30)
+            with encoder_path(path):
+                result = producer.send_batch(topic, **_bulk_columns(bulk, arrow_headers=n % 2 == 0)).get(30)
             # bulk rows land in row order within their partition, from the result's first offset
             # on; keyed rows where murmur2 puts them (test_partitioner_matches_java checks it)
             rows_by_partition = defaultdict(list)

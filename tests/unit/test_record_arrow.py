@@ -3,6 +3,7 @@
 import numpy as np
 import pyarrow as pa
 import pytest
+from encoder_paths import PATHS, encoder_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -281,33 +282,64 @@ def test_size_bounds_with_some_null_timestamps():
             assert b.estimated_size - before <= bounds[i]
 
 
+@pytest.mark.parametrize("path", PATHS)
 @settings(max_examples=80, deadline=None)
-@given(tables(), st.booleans(), st.data())
-def test_taken_and_sliced_columns_equal_measuring_again(table, arrow_headers, data):
+@given(tables(), st.booleans(), st.sampled_from([CompressionType.NONE, CompressionType.LZ4]), st.data())
+def test_taken_and_sliced_columns_equal_measuring_again(path, table, arrow_headers, ctype, data):
     """The bulk path measures a call once and regroups it (take by partition, slice by range):
-    each regrouped column, and what it encodes to, equals measuring the regrouped rows afresh."""
+    each regrouped column, and what it encodes to, equals measuring the regrouped rows afresh --
+    on both encoder paths, over input columns that are themselves slices of larger arrays."""
     keys, values, ts, headers, _ = table
     n = len(values)
     hdrs = hdr_column(headers) if headers is not None and arrow_headers else headers
-    columns = RecordColumns(pa.array(keys), pa.array(values, pa.binary()), pa.array(ts, pa.int64()), hdrs)
-    order = np.array(data.draw(st.permutations(range(n))), dtype=np.int64)
-    lo = data.draw(st.integers(0, n))
-    hi = data.draw(st.integers(lo, n))
-    pick = lambda seq, idx: None if seq is None else [seq[i] for i in idx]  # noqa: E731
-    for got, idx in ((columns.take(order), order.tolist()), (columns.slice(lo, hi), list(range(lo, hi))),
-                     (columns.take(order).slice(lo, hi), order.tolist()[lo:hi])):
-        fresh = RecordColumns(pa.array(pick(keys, idx), pa.array(keys).type), pa.array(pick(values, idx), pa.binary()),
-                              pa.array(pick(ts, idx), pa.int64()),
-                              None if headers is None else (hdr_column(pick(headers, idx)) if arrow_headers
-                                                            else pick(headers, idx)))
-        assert got.n == fresh.n == len(idx)
-        for name in ("key_len", "value_len", "ts", "tail_size"):
-            assert getattr(got, name).tolist() == getattr(fresh, name).tolist(), name
-        assert got.ts_spread == fresh.ts_spread
-        assert got.size_upper_bounds().tolist() == fresh.size_upper_bounds().tolist()
-        if idx:
-            assert ([bytes(b) for _, _, b in ArrowRecords(got).encode(write_limit=1 << 20)]
-                    == [bytes(b) for _, _, b in ArrowRecords(fresh).encode(write_limit=1 << 20)])
+    pad = data.draw(st.integers(0, 3))  # the inputs as slices (a non-zero offset into their buffers)
+    key_col = pa.array([b"pad"] * pad + to_bytes(keys), pa.binary())[pad:] if pad else pa.array(keys)
+    value_col = pa.array([b"p" * 20] * pad + values, pa.binary())[pad:]
+    with encoder_path(path):
+        columns = RecordColumns(key_col, value_col, pa.array(ts, pa.int64()), hdrs)
+        order = np.array(data.draw(st.permutations(range(n))), dtype=np.int64)
+        again = np.array(data.draw(st.permutations(range(n))), dtype=np.int64)
+        lo = data.draw(st.integers(0, n))
+        hi = data.draw(st.integers(lo, n))
+        pick = lambda seq, idx: None if seq is None else [seq[i] for i in idx]  # noqa: E731
+        cases = ((columns.take(order), order.tolist()), (columns.slice(lo, hi), list(range(lo, hi))),
+                 (columns.take(order).slice(lo, hi), order.tolist()[lo:hi]),
+                 (columns.slice(lo, hi).take(np.arange(hi - lo)[::-1].copy()), list(range(lo, hi))[::-1]),
+                 (columns.take(order).take(again), order[again].tolist()))
+        for got, idx in cases:
+            _check_regrouped(got, idx, keys, values, ts, headers, arrow_headers, ctype, pick)
+
+
+def test_the_path_is_chosen_by_the_rows_sizes():
+    """Long rows are regrouped as views (no copy), short ones taken by Arrow: the faster of the
+    two for their sizes (``VIEW_JOIN_MIN_BYTES``); either way the same bytes."""
+    from sparkkafka_sink.record import arrow
+
+    order = np.arange(8)[::-1].copy()
+    for size, views in ((100, False), (arrow.VIEW_JOIN_MIN_BYTES, arrow._VIEW_JOIN)):
+        values = [bytes([i]) * size for i in range(8)]
+        taken = RecordColumns(pa.array([b"k"] * 8), pa.array(values), TS).take(order)
+        assert (taken.gather is not None) == views, size
+        assert bytes(ArrowRecords(taken).encode(write_limit=1 << 20)[0][2]) == row_path(
+            [b"k"] * 8, values[::-1], [TS] * 8)
+
+
+def _check_regrouped(got, idx, keys, values, ts, headers, arrow_headers, ctype, pick):
+    fresh = RecordColumns(pa.array(pick(keys, idx), pa.array(keys).type), pa.array(pick(values, idx), pa.binary()),
+                          pa.array(pick(ts, idx), pa.int64()),
+                          None if headers is None else (hdr_column(pick(headers, idx)) if arrow_headers
+                                                        else pick(headers, idx)))
+    assert got.n == fresh.n == len(idx)
+    for name in ("key_len", "value_len", "ts", "tail_size"):
+        assert getattr(got, name).tolist() == getattr(fresh, name).tolist(), name
+    assert got.ts_spread == fresh.ts_spread
+    assert got.size_upper_bounds().tolist() == fresh.size_upper_bounds().tolist()
+    if idx:
+        assert ([bytes(b) for _, _, b in ArrowRecords(got).encode(ctype, write_limit=1 << 20)]
+                == [bytes(b) for _, _, b in ArrowRecords(fresh).encode(ctype, write_limit=1 << 20)])
+        expected = row_path(to_bytes(pick(keys, idx)), pick(values, idx), pick(ts, idx),
+                            None if headers is None else [list(h or []) for h in pick(headers, idx)], ctype)
+        assert bytes(ArrowRecords(got).encode(ctype, write_limit=1 << 40)[0][2]) == expected
 
 
 # --- headers no record can carry: every such row refused, named; the others measured ------------

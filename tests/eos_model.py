@@ -210,6 +210,8 @@ class Scheduler:
         self.steps = 0
         self.check: Callable[[], None] = lambda: None
         self.faulted: list[str] = []
+        #: the driver's close always goes unanswered (``Scenario.lost_close``)
+        self.lost_close = False
 
     def spawn(self, name: str, body: Callable[[], Any], when: Callable[[], bool] | None = None) -> Actor:
         actor = Actor(name, body, when)
@@ -325,6 +327,8 @@ class Direct:
     runs before each step (another actor's moves go there); ``faults`` maps the start of a step's
     text to the fault its request meets, once; ``miss``: the id a faulted listing misses."""
 
+    lost_close = False  # (its close meets the faults it is given)
+
     def __init__(self, cluster: Cluster | None = None, hook: Callable[[str], Any] | None = None,
                  faults: dict[str, str] | None = None, miss: str | None = None, name: str = "driver"):
         self.cluster = cluster or Cluster()
@@ -361,14 +365,15 @@ class Admin:
     def __init__(self, s: Scheduler):
         self.s, self.c = s, s.cluster
 
-    def fence(self, txn_id: str, deadline: float) -> None:
+    def fence(self, txn_id: str, deadline: float) -> tuple[int, int]:
         self.s.step(f"InitProducerId {txn_id}")
         fault = self.s.fault(("no answer", "answer lost"))
         if fault == "no answer":
             raise KafkaTimeoutError(f"InitProducerId {txn_id}: no answer")
-        self.c.init(txn_id)
+        t = self.c.init(txn_id)
         if fault == "answer lost":
             raise KafkaTimeoutError(f"InitProducerId {txn_id}: the answer was lost")
+        return t.pid, t.epoch
 
     def end(self, prepared: PreparedTransaction, commit: bool, deadline: float) -> None:
         self.s.step(f"EndTxn {'commit' if commit else 'abort'} {prepared.transactional_id}")
@@ -427,10 +432,31 @@ class Recorder:
         self.held: tuple[int, int] | None = None
 
     def close(self, timeout_s: float) -> bool:
+        """The producer's ``init_transactions(resume_lost_answer=True)``: an InitProducerId whose
+        answer is lost (``answer lost, resumed``) is followed -- as a step of its own, so others
+        may act in between -- by DescribeTransactions: an idle id at epoch 0 is taken as its
+        answer, anything else initialised again."""
         self.s.step(f"close {self.write} (InitProducerId {self.write.decision_id})")
-        if self.s.fault(("no answer",)):
+        lost = ("answer lost, resumed", "request lost, resumed")
+        if self.s.lost_close:
+            fault: str | None = lost[self.s.chooser.choose(2)]
+            self.c.trace.append(f"  {fault}")
+        else:
+            fault = self.s.fault(("no answer", *lost))
+        if fault == "no answer":
             raise KafkaTimeoutError("InitProducerId: no answer")
-        t = self.c.init(self.write.decision_id, 60_000)
+        t = self.c.ids.get(self.write.decision_id)
+        if fault != "request lost, resumed":  # (that one never reached the coordinator)
+            t = self.c.init(self.write.decision_id, 60_000)
+        if fault in ("answer lost, resumed", "request lost, resumed"):
+            self.s.step(f"close {self.write}: its answer lost, DescribeTransactions {self.write.decision_id}")
+            found = self.c.describe(self.write.decision_id)
+            if found is not None and found.state == "Empty" and found.producer_epoch == 0:
+                self.held = (found.producer_id, 0)  # taken for its own request's answer
+                return True
+            self.s.step(f"close {self.write}: InitProducerId {self.write.decision_id} again")
+            t = self.c.init(self.write.decision_id, 60_000)
+        assert t is not None
         self.held = (t.pid, t.epoch)
         return t.epoch == 0
 
@@ -488,6 +514,8 @@ class Scenario:
     #: time may jump to just before the oldest transaction's timeout, before the decision
     slow_tasks: bool = False
     v2: bool = False
+    #: the driver's close goes unanswered (its request or its answer lost): it reads the id back
+    lost_close: bool = False
 
 
 @dataclass
@@ -612,6 +640,7 @@ def _time_jump(run: Run) -> Callable[[], Any]:
 def build(scenario: Scenario, chooser: Chooser, preemptions: int, faults: int) -> Run:
     cluster = Cluster(scenario.v2)
     s = Scheduler(chooser, cluster, preemptions, faults)
+    s.lost_close = scenario.lost_close
     run = Run(scenario, cluster, s)
     attempt = itertools.count(1)
     for p in range(scenario.partitions):
@@ -786,6 +815,8 @@ SCENARIOS = (
     Scenario("a next write misjudges the driver gone", misjudging_ender=True),
     Scenario("slow tasks: the oldest transaction nearly timed out", slow_tasks=True),
     Scenario("transactions v2, a misjudging ender", v2=True, misjudging_ender=True, partitions=1),
+    Scenario("the driver's close unanswered, a misjudging ender", misjudging_ender=True, partitions=1,
+             lost_close=True),
 )
 
 
@@ -854,7 +885,9 @@ def _old_plan(write: WriteId, listed: Any, winners: Any, described: Any) -> Any:
 def bug_put_back(name: str) -> Iterator[None]:
     """``deciding-late``: the driver decides however little time its winners have left;
     ``listing-trusted``: an ender trusts the listing for its winners; ``fenced-means-undecided``:
-    a fenced decision record is taken for "not recorded", and the job says nothing is visible."""
+    a fenced decision record is taken for "not recorded", and the job says nothing is visible;
+    ``ender-leaves-epoch-0``: an ender initialises a decision id once, so one it was first to
+    initialise stays at epoch 0 -- which a driver whose close went unanswered takes for its own."""
     from sparkkafka_sink.exactly_once import settle as settle_module
 
     saved: list[tuple[Any, str, Any]] = []
@@ -877,6 +910,10 @@ def bug_put_back(name: str) -> Iterator[None]:
             raise commit_module.WriteEndedError(f"exactly-once write {write} was ended by another process before its "
                                                 "driver's decision was recorded: nothing of it is visible")
         patch(commit_module, "_resolved", old_resolved)
+    elif name == "ender-leaves-epoch-0":
+        def fence_once(admin: Any, write: WriteId, deadline: float) -> None:
+            admin.fence(write.decision_id, deadline)
+        patch(settle_module, "fence", fence_once)
     else:
         raise ValueError(name)
     try:
@@ -886,4 +923,4 @@ def bug_put_back(name: str) -> Iterator[None]:
             setattr(target, attr, value)
 
 
-BUGS = ("deciding-late", "listing-trusted", "fenced-means-undecided")
+BUGS = ("deciding-late", "listing-trusted", "fenced-means-undecided", "ender-leaves-epoch-0")

@@ -162,8 +162,7 @@ def _close_and_sweep(admin: Any, decisions: DecisionLog, recorder: DecisionRecor
         settle(admin, decisions, write, deadline)
         raise WriteEndedError(
             f"exactly-once write {write} was ended before its driver closed it: by another process (the driver's "
-            "lease was judged gone: its keeper stopped beating), or the answer to the driver's own close was lost "
-            f"and its retry found the write closed: nothing of it is visible; {_RERUN_SAFE}")
+            f"lease was judged gone: its keeper stopped beating): nothing of it is visible; {_RERUN_SAFE}")
     described = describe_winners(admin, winners, deadline)
     ending = plan(write, list_write(admin, write, deadline), winners, described)
     if ending.not_open:

@@ -99,8 +99,12 @@ class DecisionRecorder:
 
     def close(self, timeout_s: float) -> bool:
         """Initialise the decision id (the write is closed from then on: no task attempt begins);
-        True when this was its first initialisation -- no one ended the write before."""
-        self._producer.init_transactions(timeout_s)
+        True when this was its first initialisation -- no one ended the write before.  An
+        initialisation whose answer was lost with its connection is not made again but read
+        back (an idle id at epoch 0 is this close's: every ender leaves the id past epoch 0,
+        :func:`fence`), so a cut connection does not make the driver's own close look like
+        another process's."""
+        self._producer.init_transactions(timeout_s, resume_lost_answer=True)
         _, epoch = self._producer.producer_id_and_epoch
         return epoch == 0
 
@@ -135,8 +139,12 @@ class DecisionRecorder:
 def fence(admin: Any, write: WriteId, deadline: float) -> None:
     """End ``write`` for its driver: its decision id initialised again, so a decision not yet
     committed is aborted and can never be; once this returns, the decisions topic holds the
-    write's final decision, or none."""
-    admin.fence(write.decision_id, deadline)
+    write's final decision, or none.  An id this initialises first (epoch 0: the driver never
+    closed the write) is initialised once more: epoch 0 and idle is what the driver's own close
+    reads back as its own when its answer was lost (:meth:`DecisionRecorder.close`)."""
+    _, epoch = admin.fence(write.decision_id, deadline)
+    if epoch == 0:
+        admin.fence(write.decision_id, deadline)
 
 
 class DecisionLog:

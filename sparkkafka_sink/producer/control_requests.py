@@ -193,26 +193,52 @@ class InitProducerId(ControlRequest):
     """A producer id and epoch: of the idempotent producer (``transactional_id`` None, any
     broker), or of a transactional id from its coordinator -- which fences any older producer
     with that id and aborts its open transaction.  With ``producer_id``/``producer_epoch`` held,
-    the same id gets a new epoch (KIP-360).  ``result``: ``(producer_id, producer_epoch)``."""
+    the same id gets a new epoch (KIP-360).  ``result``: ``(producer_id, producer_epoch)``.
+
+    ``resume_lost``: a request that went unanswered (its connection dropped) may have been
+    handled; asked again it would bump the epoch once more, and an epoch of 0 -- "the id was new:
+    this is its first initialisation", which the exactly-once driver's close relies on -- would
+    be lost to the retry.  So before asking again it asks DescribeTransactions: an id its
+    coordinator holds at epoch 0 with no transaction (``Empty``) was initialised once, by the
+    unanswered request (whoever else initialises such an id leaves it at epoch 1 or more:
+    ``exactly_once.decision_log.fence``), and is taken as its answer (``resumed``); an id
+    unknown, or further on, is initialised again."""
 
     def __init__(self, transactional_id: str | None, transaction_timeout_ms: int, producer_id: int = -1,
-                 producer_epoch: int = -1, on_outcome: Callable[[Any, Outcome], None] | None = None):
+                 producer_epoch: int = -1, on_outcome: Callable[[Any, Outcome], None] | None = None,
+                 resume_lost: bool = False):
         super().__init__(on_outcome)
         self.transactional_id = transactional_id
         self.coordinator_key = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self.resume_lost = resume_lost and transactional_id is not None
+        #: the question asked before asking again, once a request went unanswered (``resume_lost``)
+        self._asking: DescribeTransactions | None = None
+        #: the answer was the unanswered request's, read from DescribeTransactions
+        self.resumed = False
 
     def build(self) -> Any:
+        if self._asking is not None:
+            return self._asking.build()
         return messages.InitProducerIdRequest(
             transactional_id=self.transactional_id, transaction_timeout_ms=self.transaction_timeout_ms,
             producer_id=self.producer_id, producer_epoch=self.producer_epoch)
 
     def describe(self) -> str:
-        return "InitProducerId" + (f" for {self.transactional_id!r}" if self.transactional_id else "")
+        what = "InitProducerId" + (f" for {self.transactional_id!r}" if self.transactional_id else "")
+        return what + (" (DescribeTransactions: did its unanswered request initialise it?)" if self._asking else "")
+
+    def no_answer(self, error: BaseException | None) -> Outcome:
+        if self.resume_lost:
+            assert self.transactional_id is not None
+            self._asking = DescribeTransactions(self.transactional_id)
+        return super().no_answer(error)
 
     def read(self, response: Any) -> Outcome:
+        if self._asking is not None:
+            return self._read_description(response)
         if response.error_code:
             return self.refused(broker_error(response.error_code, self.describe()))
         if response.producer_id < 0:
@@ -220,6 +246,20 @@ class InitProducerId(ControlRequest):
             return Outcome.FATAL
         self.result = (response.producer_id, response.producer_epoch)
         return Outcome.DONE
+
+    def _read_description(self, response: Any) -> Outcome:
+        asking = self._asking
+        assert asking is not None
+        outcome = asking.read(response)
+        if outcome is not Outcome.DONE:
+            self.error = asking.error  # (asked again, or the failure of the whole request)
+            return outcome
+        self._asking = None
+        found = asking.result
+        if found is not None and found.state == "Empty" and found.producer_epoch == 0 and found.producer_id >= 0:
+            self.result, self.resumed = (found.producer_id, 0), True
+            return Outcome.DONE
+        return Outcome.RETRY  # not initialised by it, or initialised since: ask InitProducerId again
 
     def fatal(self, error: BaseException) -> BaseException:
         if isinstance(error, InvalidTransactionTimeoutError):

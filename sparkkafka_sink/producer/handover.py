@@ -127,9 +127,12 @@ class TransactionAdmin(BlockingAdmin):
         """The coordinator's view of ``transactional_id`` (None: it does not know the id)."""
         return self.run(DescribeTransactions(transactional_id), deadline)
 
-    def fence(self, transactional_id: str, deadline: float) -> None:
-        """InitProducerId under ``transactional_id``: the coordinator aborts its open transaction."""
-        self.run(InitProducerId(transactional_id, self.config["transaction.timeout.ms"]), deadline)
+    def fence(self, transactional_id: str, deadline: float) -> tuple[int, int]:
+        """InitProducerId under ``transactional_id``: the coordinator aborts its open transaction;
+        the producer id and epoch it gave."""
+        result: tuple[int, int] = self.run(InitProducerId(transactional_id, self.config["transaction.timeout.ms"]),
+                                           deadline)
+        return result
 
     def open_transactions(self, prefix: str, deadline: float,
                           states: tuple[str, ...] = OPEN_STATES) -> list[tuple[str, int, str]]:

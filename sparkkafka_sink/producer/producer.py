@@ -393,10 +393,16 @@ class Producer:
     def _block_s(self, timeout: float | None) -> float:
         return self.config["max.block.ms"] / 1000 if timeout is None else timeout
 
-    def init_transactions(self, timeout: float | None = None) -> None:
+    def init_transactions(self, timeout: float | None = None, *, resume_lost_answer: bool = False) -> None:
         """Get the producer id and epoch of ``transactional.id`` from its coordinator, fencing
-        any older producer with that id (its open transaction is aborted).  Once, first."""
-        result = self._transaction_manager().initialize()
+        any older producer with that id (its open transaction is aborted).  Once, first.
+
+        ``resume_lost_answer``: when the request's answer is lost with its connection, rather
+        than initialise the id again (a second epoch), take an id its coordinator holds at epoch
+        0 and idle as this request's doing -- for a caller that must know whether its
+        initialisation was the id's first (``producer_id_and_epoch``), in a protocol where no
+        one else leaves an id at epoch 0 (``control_requests.InitProducerId``)."""
+        result = self._transaction_manager().initialize(resume_lost_answer)
         self._sender.wakeup()
         result.wait(self._block_s(timeout))
 

@@ -125,12 +125,14 @@ class TransactionManager(IdempotenceManager):
             raise KafkaError(f"Transaction of {self.transactional_id!r} was handed over by prepare(): "
                              "this producer cannot use it any more")
 
-    def initialize(self) -> TransactionalResult:
+    def initialize(self, resume_lost: bool = False) -> TransactionalResult:
+        """The first InitProducerId (``resume_lost``: see ``control_requests.InitProducerId``)."""
         with self._cond:
             self._check_usable()
             if self.state is not TransactionState.UNINITIALIZED:
                 raise KafkaError(f"init_transactions() was already called for {self.transactional_id!r}")
-            return self._start("init_transactions()", self._init_request)
+            handler = self._init_request(resume_lost)
+            return self._start("init_transactions()", lambda: handler)
 
     def begin(self) -> None:
         with self._cond:
@@ -288,11 +290,11 @@ class TransactionManager(IdempotenceManager):
                 return self._questions.popleft()
         return None
 
-    def _init_request(self) -> InitProducerId:
+    def _init_request(self, resume_lost: bool = False) -> InitProducerId:
         bump = self.producer_id >= 0  # KIP-360: the same producer id, a new epoch
         return InitProducerId(self.transactional_id, self.transaction_timeout_ms,
                               self.producer_id if bump else -1, self.producer_epoch if bump else -1,
-                              self._initialized)
+                              self._initialized, resume_lost=resume_lost and not bump)
 
     def _initialized(self, handler: InitProducerId, outcome: Outcome) -> None:
         if outcome is Outcome.DONE:

@@ -193,7 +193,7 @@ class FaultProxy:
         self._call(go)
 
     def cut_in_flight(self, api_key: int | None = None, every: int = 1, at: str = "alternate",
-                      times: int | None = None) -> FaultHandle:
+                      times: int | None = None, predicate: Callable[[bytes], bool] | None = None) -> FaultHandle:
         """Each time ``every`` requests (of ``api_key`` if given) have been answered, cut the
         connection of the next one while it is in flight -- driven by what the proxy sees, never
         by a timer, and never before ``every`` answers got through (a client that pipelines
@@ -202,11 +202,12 @@ class FaultProxy:
         ``at="response"``: when its response starts to arrive (the broker handled it, the client
         never hears back); ``"alternate"`` takes turns.  ``every=0`` cuts the very next request.
         ``handle.hits`` counts the cuts;
-        ``times`` stops after that many; ``stop_cutting()`` stops it."""
+        ``times`` stops after that many; ``stop_cutting()`` stops it.  ``predicate``: only requests
+        whose frame (without its size prefix) satisfies it count and are cut."""
         if at not in ("request", "response", "alternate"):
             raise ValueError(f"at must be request, response or alternate, got {at!r}")
         handle = FaultHandle("cut_in_flight", api_key, every=max(0, int(every)), at=at, times=times,
-                             answered=0, next_at="response" if at == "response" else "request")
+                             answered=0, next_at="response" if at == "response" else "request", predicate=predicate)
         self._call(lambda: setattr(self, "_cutter", handle))
         return handle
 
@@ -560,7 +561,7 @@ class FaultProxy:
             hang.hit_api_key = api_key
             hang.fired.set()
             return frame
-        if self._request_started(pair, api_key, corr):
+        if self._request_started(pair, api_key, corr, frame):
             return frame
         handle = self._take_armed(self._armed_requests, api_key)
         if handle is not None:
@@ -569,13 +570,15 @@ class FaultProxy:
             handle.fired.set()
         return frame
 
-    def _request_started(self, pair: _Pair, api_key: int, corr: int) -> bool:
+    def _request_started(self, pair: _Pair, api_key: int, corr: int, frame: bytes) -> bool:
         """Triggers that fire on a request: returns True when the pair was cut here."""
         trigger = self._blackhole_trigger
         if trigger is not None and trigger.api_key in (None, api_key):
             self._blackhole_after, self._blackhole_trigger = (trigger, pair), None
         h = self._cutter
         if h is None or h.api_key not in (None, api_key):
+            return False
+        if h.params["predicate"] is not None and not h.params["predicate"](frame):
             return False
         p = h.params
         if p["answered"] < p["every"]:

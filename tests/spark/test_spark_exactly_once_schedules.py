@@ -4,6 +4,7 @@ the fault proxy holds, a transaction seen open at the coordinator, a lease seen 
 
 * a late attempt that begins its transaction after the driver's sweep listed the write;
 * a winner whose EndTxn fails after the decision;
+* the driver's close (its decision id's InitProducerId) answered into a cut connection;
 * a keeper stalled (SIGSTOP) while its driver writes and commits, with a second write under the
   same prefix meanwhile;
 * write tasks that begin more than two minutes after planning;
@@ -210,6 +211,42 @@ def test_a_winner_whose_commit_fails_after_the_decision_is_completed_never_abort
     assert "completed as decided (1 committed, 0 aborted)" in text, text
     assert read_committed(direct, topic, 200) == list(range(100)) + list(range(1000, 1100))
     assert open_transactions(direct, f"{topic}-txn") == []
+
+
+# -- the driver's close unanswered ---------------------------------------------------------------------
+@pytest.mark.parametrize("lost", ["answer", "request"])
+def test_a_close_whose_connection_is_cut_is_read_back_and_the_write_commits(cluster, cluster_proxy, cluster_topic,
+                                                                           lost):
+    """The fault proxy cuts the connection of the driver's close -- the InitProducerId of the
+    write's decision id -- as its answer comes back (the coordinator initialised the id) or as
+    the request goes out (it never did).  The close asks DescribeTransactions and reads the id
+    back (epoch 0, idle: its own first initialisation) or initialises it then; either way it
+    knows no one else ended the write, and the write commits whole.  (The chaos harness's seed
+    79: before, the retried InitProducerId took the epoch to 1, and the driver failed the job as
+    if another process had ended its write.)"""
+    proxy, topic = cluster_proxy, cluster_topic
+    plan = started(proxy.address, topic)
+    messages = [run_write_task(iter(rows(p * 1000, 100)), plan, None, TaskInfo(0, p, 0, attempt_id=50 + p))
+                for p in (0, 1)]
+    decision_id = plan.options.write().decision_id
+    cut = proxy.cut_in_flight(ApiKey.INIT_PRODUCER_ID, every=0, at={"answer": "response"}.get(lost, lost), times=1,
+                              predicate=lambda frame: decision_id.encode() in frame)
+    transactions.commit_all(messages, plan.options)
+    assert cut.hits == 1, "the close's connection was not cut: the test did not bite"
+    direct = cluster.bootstrap_servers
+    assert read_committed(direct, topic, 200) == list(range(100)) + list(range(1000, 1100))
+    assert open_transactions(direct, f"{topic}-txn") == []
+
+
+def test_an_ender_never_leaves_a_decision_id_at_epoch_0(cluster, cluster_topic):
+    """Whoever ends a write its driver never closed initialises its decision id past epoch 0 --
+    which a driver's unanswered close would otherwise read back as its own."""
+    plan = started(cluster.bootstrap_servers, cluster_topic)
+    write = plan.options.write()
+    with TransactionAdmin(plan.options.producer_config) as admin:
+        settle(admin, DecisionLog(admin), write, time.monotonic() + 60)
+        found = admin.describe(write.decision_id, time.monotonic() + 10)
+    assert found is not None and found.state == "Empty" and found.producer_epoch >= 1, found
 
 
 # -- no keeper ---------------------------------------------------------------------------------------

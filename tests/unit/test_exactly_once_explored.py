@@ -20,6 +20,7 @@ SEARCH = {
     "deciding-late": ("slow tasks: the oldest transaction nearly timed out", 0, 0),
     "listing-trusted": ("two tasks, a driver, Spark's abort", 0, 2),
     "fenced-means-undecided": ("a next write misjudges the driver gone", 1, 1),
+    "ender-leaves-epoch-0": ("the driver's close unanswered, a misjudging ender", 2, 0),
 }
 NAMED = {s.name: s for s in SCENARIOS}
 

@@ -137,6 +137,62 @@ def test_end_txn_caps_transactions_v1_and_reads_the_bumped_epoch_of_v2():
     assert isinstance(fenced.error, ProducerFencedError)
 
 
+def _described(state: str | None, epoch: int = 0, producer_id: int = 9):
+    """A DescribeTransactions answer: the id in ``state`` at ``epoch``, or unknown (None)."""
+    if state is None:
+        found = struct("DescribeTransactionsResponse", "TransactionState", transactional_id="tx-decision",
+                       error_code=code("TRANSACTIONAL_ID_NOT_FOUND"))
+    else:
+        found = struct("DescribeTransactionsResponse", "TransactionState", error_code=0, transactional_id="tx-decision",
+                       transaction_state=state, producer_id=producer_id, producer_epoch=epoch,
+                       transaction_timeout_ms=60000, transaction_start_time_ms=-1, topics=[])
+    return answer("DescribeTransactionsResponse", transaction_states=[found])
+
+
+def test_an_unanswered_first_initialisation_is_read_back_rather_than_made_again():
+    """``resume_lost``: once its request went unanswered, InitProducerId asks DescribeTransactions
+    before it asks again: an idle id at epoch 0 is its own answer; an unknown id, or one further
+    on, is initialised again (and the epoch then says it was not the first)."""
+    resumed = InitProducerId("tx-decision", 60000, resume_lost=True)
+    assert type(resumed.build()).__name__ == "InitProducerIdRequest"
+    assert resumed.no_answer(KafkaError("connection lost")) is Outcome.FIND_COORDINATOR
+    asked = resumed.build()
+    assert type(asked).__name__ == "DescribeTransactionsRequest" and asked.transactional_ids == ["tx-decision"]
+    assert "DescribeTransactions" in resumed.describe()
+    # the question unanswered too, or the coordinator moved: asked again, still the question
+    assert resumed.no_answer(KafkaError("connection lost")) is Outcome.FIND_COORDINATOR
+    busy = answer("DescribeTransactionsResponse", transaction_states=[struct(
+        "DescribeTransactionsResponse", "TransactionState", transactional_id="tx-decision",
+        error_code=code("NOT_COORDINATOR"))])
+    assert resumed.handle(busy) is Outcome.FIND_COORDINATOR
+    assert type(resumed.build()).__name__ == "DescribeTransactionsRequest"
+    assert resumed.handle(_described("Empty", 0)) is Outcome.DONE
+    assert resumed.result == (9, 0) and resumed.resumed
+
+    for state, epoch in ((None, 0), ("Empty", 1), ("Ongoing", 0), ("CompleteCommit", 0)):
+        again = InitProducerId("tx-decision", 60000, resume_lost=True)
+        again.no_answer(KafkaError("connection lost"))
+        assert again.handle(_described(state, epoch)) is Outcome.RETRY, (state, epoch)
+        assert type(again.build()).__name__ == "InitProducerIdRequest"  # initialised again
+        assert again.handle(answer("InitProducerIdResponse", error_code=0, producer_id=9, producer_epoch=epoch + 1)) \
+            is Outcome.DONE and again.result == (9, epoch + 1) and not again.resumed
+
+    plain = InitProducerId("tx-decision", 60000)  # without resume_lost: asked again as it was
+    plain.no_answer(KafkaError("connection lost"))
+    assert type(plain.build()).__name__ == "InitProducerIdRequest"
+    # a producer's own epoch bump (KIP-360) never resumes: it holds its producer id already
+    tm = TransactionManager("tx-decision", 60000)
+    first = tm.initialize(resume_lost=True)
+    init = tm.next_request(lambda: False)
+    assert isinstance(init, InitProducerId) and init.resume_lost
+    init.no_answer(KafkaError("connection lost"))
+    assert tm.next_request(lambda: False) is init  # the same handler is sent again: its question first
+    init.handle(_described("Empty", 0, producer_id=12))
+    first.wait(1)
+    assert (tm.producer_id, tm.producer_epoch, tm.state) == (12, 0, TransactionState.READY)
+    assert not tm._init_request(resume_lost=True).resume_lost
+
+
 def test_describe_and_list_transactions():
     topics = [struct("DescribeTransactionsResponse", "TopicData", topic="t", partitions=[0, 2])]
     state = struct("DescribeTransactionsResponse", "TransactionState", error_code=0, transactional_id="tx",

@@ -449,7 +449,7 @@ class Recorder:
         if fault != "request lost, resumed":  # (that one never reached the coordinator)
             t = self.c.init(self.write.decision_id, 60_000)
         if fault in ("answer lost, resumed", "request lost, resumed"):
-            self.s.step(f"close {self.write}: its answer lost, DescribeTransactions {self.write.decision_id}")
+            self.s.step(f"close {self.write}: unanswered, DescribeTransactions {self.write.decision_id}")
             found = self.c.describe(self.write.decision_id)
             if found is not None and found.state == "Empty" and found.producer_epoch == 0:
                 self.held = (found.producer_id, 0)  # taken for its own request's answer

@@ -380,11 +380,17 @@ def _view_column(word: np.ndarray, sizes: np.ndarray) -> pa.Array:
     if not _VIEWS:  # old pyarrow: compact in numpy instead
         data, sizes = _compact_words(word, sizes)
         return _binary_from_sizes(data, sizes)
+    views = pa.py_buffer(_inline_views(word, sizes))
+    return pa.Array.from_buffers(pa.binary_view(), word.shape[0], [None, views]).cast(pa.binary())
+
+
+def _inline_views(word: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Inline binary views (16 bytes each: int32 length, then up to 12 data bytes), row i the
+    low ``sizes[i]`` (<= 8) bytes of ``word[i]``."""
     views = np.empty((word.shape[0], 2), dtype=np.uint64)
     views[:, 0] = sizes.view(np.uint64) | (word << np.uint64(32))
     views[:, 1] = word >> np.uint64(32)
-    view_array = pa.Array.from_buffers(pa.binary_view(), word.shape[0], [None, pa.py_buffer(views)])
-    return view_array.cast(pa.binary())
+    return views
 
 
 def _compact_words(word: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -500,14 +506,6 @@ def _join_views(rows: RecordColumns, body: np.ndarray, ts_delta: np.ndarray | in
     joined = pa.Array.from_buffers(pa.binary_view(), n * k, [None, pa.py_buffer(words), *buffers]).cast(pa.binary())
     offsets = np.frombuffer(joined.buffers()[1], np.int32, n * k + 1, joined.offset * 4)[::k]
     return joined.buffers()[2], offsets.astype(np.int64)
-
-
-def _inline_views(word: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """``_view_column``'s views, not cast: row i is the low ``sizes[i]`` (<= 8) bytes of ``word[i]``."""
-    views = np.empty((word.shape[0], 2), dtype=np.uint64)
-    views[:, 0] = sizes.view(np.uint64) | (word << np.uint64(32))
-    views[:, 1] = word >> np.uint64(32)
-    return views
 
 
 def _views(col: pa.Array, gather: np.ndarray | None = None,

@@ -19,7 +19,10 @@ SCRIPT = textwrap.dedent("""
     import sparkkafka_sink
 
     bootstrap, topic = sys.argv[1], sys.argv[2]
-    spark = SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    # the local Connect server on 127.0.0.1 and an ephemeral port (SPARK_TESTING makes pyspark
+    # bind port 0 and read back the port it got), so lines tested side by side never collide
+    spark = (SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.connect.grpc.binding.address", "127.0.0.1").getOrCreate())
     metrics = sparkkafka_sink.register(spark)
     print("CONNECT", type(spark).__module__, metrics.enabled)
     (spark.range(100).select(F.col("id").cast("string").alias("value"))
@@ -45,7 +48,7 @@ def test_spark_connect_writes_without_metrics(kafka, tmp_path):
     pytest.importorskip("grpc", reason="Spark Connect client needs pyspark[connect] (grpcio)")
     pytest.importorskip("google.rpc", reason="Spark Connect client needs grpcio-status")
     topic = kafka.create_topic()
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", SPARK_TESTING="1")
     out = subprocess.run([sys.executable, "-c", SCRIPT, kafka.bootstrap_servers, topic],
                          capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert out.returncode == 0, out.stderr[-4000:]

@@ -926,6 +926,51 @@ def cpu_split_table(doc: dict) -> list[str]:
                                      "broker (on 2 cores a run's wall time is at least their sum over 2)", text)
 
 
+#: where each contender's sink work runs, for ``sink_cpu_per_gb_table``: the Python sinks' in the
+#: Python workers (librdkafka inside them, for mapInArrow+confluent), the JVM sink's in Spark's JVM
+SINK_CPU_OF = {"spark-pyprod": "python_workers", "spark-jvm-kafka": "spark_jvm",
+               "spark-mapinarrow-confluent": "python_workers"}
+
+
+def sink_cpu_s_per_gb(r: dict, key_size: int) -> float | None:
+    """The CPU seconds per GB of keys and values of the process a contender's sink runs in
+    (``SINK_CPU_OF``), in its best round; None without the split or a verified run."""
+    where = SINK_CPU_OF.get(r.get("contender", ""))
+    split = r.get("cpu_split_s") or {}
+    gb = (r.get("records") or 0) * (key_size + (r.get("value_size") or 0)) / 1e9
+    if where is None or r.get("status") != "ok" or not split.get(where) or not gb:  # (0: not measured)
+        return None
+    return split[where] / gb
+
+
+def sink_cpu_per_gb_table(doc: dict) -> list[str]:
+    """Per cell, the CPU per GB of the process each sink runs in: ours' Python workers, the JVM
+    sink's JVM (Spark's own work in it included, as in ours' JVM), librdkafka's Python workers --
+    the figure that carries over to a cluster of many cores -- and ours over the JVM sink's."""
+    meta, results = doc["meta"], doc["results"]
+    by = _by_cell([r for r in results if r.get("status") == "ok"])
+    names = [n for n in SINK_CPU_OF if any(r["contender"] == n and r.get("cpu_split_s") for r in results)]
+    if "spark-pyprod" not in names:
+        return []
+    where = {"spark_jvm": "Spark's JVM", "python_workers": "the Python workers"}
+    lines = ["CPU seconds per GB of keys and values, best round, of the process each sink runs in: "
+             + ", ".join(f"{MATRIX_LABELS.get(n, n)} ({where[SINK_CPU_OF[n]]})" for n in names)
+             + "; ours ÷ the JVM sink's", "",
+             "| " + " | ".join(["config", "value", "partitions", "codec"] + [MATRIX_LABELS.get(n, n) for n in names]
+                               + ["ours ÷ JVM"]) + " |",
+             "|---|---:|---:|---|" + "---:|" * (len(names) + 1)]
+    for v, p, c in [_cell_of(cell) for cell in meta["cells"]]:
+        for comp in meta["compressions"]:
+            got = {n: sink_cpu_s_per_gb(by.get((n, comp, v, p, c)) or {}, meta["key_size"]) for n in names}
+            if got.get("spark-pyprod") is None:
+                continue
+            ours, jvm = got["spark-pyprod"], got.get("spark-jvm-kafka")
+            lines.append("| " + " | ".join([c, _size_label(v), str(p), comp]
+                                           + [_fmt(got[n], ".2f") for n in names]
+                                           + [_fmt(ours / jvm if ours is not None and jvm else None, ".2f")]) + " |")
+    return lines
+
+
 def requests_table(doc: dict) -> list[str]:
     """Per cell and contender, the Produce requests the broker counted (JMX, ``broker_requests``):
     requests per second of the run, batches and records per request, mean request size and the
@@ -1033,7 +1078,7 @@ def markdown_matrix(doc: dict) -> str:
     if sp.get("error"):
         lines += [f"Spark process error: {sp['error'][:500]}", ""]
     lines += matrix_table(doc)
-    for table in (requests_table(doc), cpu_split_table(doc), headroom_table(doc)):
+    for table in (requests_table(doc), cpu_split_table(doc), sink_cpu_per_gb_table(doc), headroom_table(doc)):
         if table:
             lines += [""] + table
     if doc_costs(doc):

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkkafka_sink.arrow_views import one_array
 from sparkkafka_sink.errors import (
     InvalidPartitionError,
     InvalidRecordError,
@@ -347,7 +348,7 @@ def resolve_partitions(topic: str, partitions: IntColumnLike | int | None, keys:
     if isinstance(partitions, int):
         parts_arr = pa.array(np.full(n, partitions, dtype=np.int64))
     elif isinstance(partitions, (pa.Array, pa.ChunkedArray)):
-        parts_arr = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
+        parts_arr = one_array(partitions)
     else:
         parts_arr = pa.array(list(partitions), pa.int64())
     if len(parts_arr) != n:

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkkafka_sink.arrow_views import binary_view_of
+from sparkkafka_sink.arrow_views import binary_view_of, one_array
 from sparkkafka_sink.errors import InvalidHeaderError, InvalidRecordError
 from sparkkafka_sink.record.batch import (
     BATCH_OVERHEAD,
@@ -117,12 +117,13 @@ def _view_join_supported() -> bool:
         return False
 
 
-#: regrouped rows (``RecordColumns.take``) are encoded from views of their columns' bytes, one
-#: copy, rather than taken (a copy) and then joined (a second), where pyarrow can (``_VIEW_JOIN``)
-#: and the rows' keys and values average at least this many bytes: below it, building the views
-#: costs more than the copy it saves (``python -m benchmarks.encoder_paths`` measures the
-#: crossover: even at 512 B, a tenth less CPU at 1 KiB, up to a fifth at 4 KiB)
-VIEW_JOIN_MIN_BYTES = 1024
+#: regrouped rows (``RecordColumns.take``), and values in pieces (a Spark task's batches), are
+#: encoded from views of their columns' bytes, one copy, rather than joined or taken (a copy) and
+#: then joined (another), where pyarrow can (``_VIEW_JOIN``) and the rows' keys and values average
+#: at least this many bytes: below it, building the views costs more than the copies it saves
+#: (``python -m benchmarks.encoder_paths`` measures the crossover: from Spark's batches, 11-14 %
+#: more CPU at 256 B, 7-9 % less at 512 B, 18-28 % less at 1 KiB)
+VIEW_JOIN_MIN_BYTES = 512
 _VIEW_JOIN = _view_join_supported()
 
 
@@ -154,7 +155,11 @@ class RecordColumns:
         if n is None:
             raise InvalidRecordError("at least one of keys and values must be a column")
         self.keys = binary_column(keys, n, "key")
-        self.values = binary_column(values, n, "value")
+        # values in pieces (Spark's batches, not joined): kept apart where the encoder can read them
+        # in place (``gather``, below), else joined here
+        in_pieces = _VIEW_JOIN and isinstance(values, pa.ChunkedArray) and values.num_chunks > 1
+        self.values: pa.Array | pa.ChunkedArray = (_binary_pieces(values, "value") if in_pieces
+                                                   else binary_column(values, n, "value"))
         n_keys, n_values = len(self.keys), len(self.values)       # the key column's, not a setting
         if n_keys != n_values:
             raise InvalidRecordError(f"{n_keys} keys but {n_values} values")
@@ -167,8 +172,14 @@ class RecordColumns:
         self.headers, header_size, self.refused = _header_column(headers, n)
         self.tail_size = _field_sizes(self.key_len) + _field_sizes(self.value_len) + header_size
         #: None: row i is row i of ``keys``, ``values`` and ``headers``; else row i is their row
-        #: ``gather[i]`` (regrouped by ``take`` without copying their bytes: see ``VIEW_JOIN_MIN_BYTES``)
+        #: ``gather[i]`` (regrouped by ``take`` without copying their bytes, or values kept in
+        #: pieces: see ``VIEW_JOIN_MIN_BYTES``)
         self.gather: np.ndarray | None = None
+        if in_pieces:
+            if self._long_rows():
+                self.gather = np.arange(n)
+            else:
+                self.values = self.values.combine_chunks()
 
     def checked(self) -> RecordColumns:
         """These columns, or the error of their first refused row (for callers that encode
@@ -188,7 +199,7 @@ class RecordColumns:
         """The records at ``indices`` (int64), in that order: their bytes copied by Arrow's take,
         or -- long rows, where pyarrow can -- not copied at all (``gather``: the encoder reads
         them where they are)."""
-        if self.gather is not None or (_VIEW_JOIN and self.n and self._mean_bytes() >= VIEW_JOIN_MIN_BYTES):
+        if self.gather is not None or (_VIEW_JOIN and self._long_rows()):
             gather = indices if self.gather is None else self.gather[indices]
             return self._with(len(indices), lambda col: col, lambda a: a.take(indices), gather)
         arrow_indices = pa.array(indices)
@@ -201,11 +212,12 @@ class RecordColumns:
                               self.gather[start:stop])
         return self._with(max(min(stop, self.n) - start, 0), lambda col: col[start:stop], lambda a: a[start:stop])
 
-    def _mean_bytes(self) -> float:
-        """The rows' keys and values, in bytes, on average."""
-        return float(np.maximum(self.key_len, 0).sum() + np.maximum(self.value_len, 0).sum()) / self.n
+    def _long_rows(self) -> bool:
+        """Whether the rows' keys and values average ``VIEW_JOIN_MIN_BYTES`` or more."""
+        total = np.maximum(self.key_len, 0).sum() + np.maximum(self.value_len, 0).sum()
+        return bool(self.n) and float(total) / self.n >= VIEW_JOIN_MIN_BYTES
 
-    def _with(self, n: int, arrow: Callable[[pa.Array], pa.Array],
+    def _with(self, n: int, arrow: Callable[[Any], Any],
               numpy: Callable[[np.ndarray], np.ndarray], gather: np.ndarray | None = None) -> RecordColumns:
         out = object.__new__(RecordColumns)
         out.n, out.keys, out.values, out.gather = n, arrow(self.keys), arrow(self.values), gather
@@ -242,10 +254,8 @@ def binary_column(col: ColumnLike | None, n: int, what: str) -> pa.Array:
     if col is None:
         return pa.nulls(n, pa.binary())
     arr: pa.Array
-    if isinstance(col, pa.ChunkedArray):
-        arr = col.combine_chunks()
-    elif isinstance(col, pa.Array):
-        arr = col
+    if isinstance(col, (pa.Array, pa.ChunkedArray)):
+        arr = one_array(col)
     else:
         try:
             arr = pa.array(col, pa.binary())
@@ -268,8 +278,15 @@ def binary_column(col: ColumnLike | None, n: int, what: str) -> pa.Array:
     raise InvalidRecordError(f"{what} column must be binary or string, not {t}")
 
 
-def _lengths(col: pa.Array) -> np.ndarray:
+def _binary_pieces(col: pa.ChunkedArray, what: str) -> pa.ChunkedArray:
+    """``binary_column`` of each piece of ``col``, the pieces kept apart."""
+    return pa.chunked_array([binary_column(c, len(c), what) for c in col.chunks], pa.binary())
+
+
+def _lengths(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Byte lengths of a ``pa.binary()`` array as int64, -1 for nulls, read from its buffers."""
+    if isinstance(col, pa.ChunkedArray):
+        return np.concatenate([_lengths(c) for c in col.chunks]) if col.num_chunks else np.empty(0, np.int64)
     n = len(col)
     validity, offsets = col.buffers()[:2]
     if offsets is None or n == 0:
@@ -293,9 +310,9 @@ def _timestamps(timestamps_ms: IntColumnLike | int | None, n: int, default_ms: i
     if isinstance(timestamps_ms, (int, np.integer)):
         return np.full(n, int(timestamps_ms), dtype=np.int64), False
     col = timestamps_ms
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    elif not isinstance(col, pa.Array):  # a sequence (None: the default) or a numpy array
+    if isinstance(col, (pa.Array, pa.ChunkedArray)):
+        col = one_array(col)
+    else:  # a sequence (None: the default) or a numpy array
         try:
             col = pa.array(np.asarray(col, dtype=np.int64) if isinstance(col, np.ndarray) else col, pa.int64())
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
@@ -318,7 +335,7 @@ def _header_column(headers: HeadersColumnLike | None, n: int) -> tuple[pa.Array 
     if headers is None:
         return _scalar(b"\x00"), np.ones(n, dtype=np.int64), Refused()
     if isinstance(headers, pa.ChunkedArray):
-        headers = headers.combine_chunks()
+        headers = one_array(headers)
     if isinstance(headers, pa.Array):
         return _arrow_headers(headers, n)
     # Python objects: one sequence of (str, bytes | None) per row.  The slower path.
@@ -498,28 +515,46 @@ def _join_views(rows: RecordColumns, body: np.ndarray, ts_delta: np.ndarray | in
     buffers: list[pa.Buffer] = []
     for i, (piece, piece_buffers) in enumerate(pieces):
         words[:, i, :] = piece
-        if piece_buffers and len(buffers):  # renumber its out-of-line views' buffers
-            column = words[:, i, :]
-            out_of_line = (column[:, 0] & np.uint64(0xFFFFFFFF)) > _VIEW_INLINE
-            column[out_of_line, 1] += np.uint64(len(buffers))
+        if piece_buffers and len(buffers):
+            _renumber(words[:, i, :], len(buffers))
         buffers += piece_buffers
     joined = pa.Array.from_buffers(pa.binary_view(), n * k, [None, pa.py_buffer(words), *buffers]).cast(pa.binary())
     offsets = np.frombuffer(joined.buffers()[1], np.int32, n * k + 1, joined.offset * 4)[::k]
     return joined.buffers()[2], offsets.astype(np.int64)
 
 
-def _views(col: pa.Array, gather: np.ndarray | None = None,
+def _renumber(views: np.ndarray, by: int) -> None:
+    """Point ``views``' out-of-line views ``by`` buffers further (their data buffers placed after
+    ``by`` others)."""
+    out_of_line = (views[:, 0] & np.uint64(0xFFFFFFFF)) > _VIEW_INLINE
+    views[out_of_line, 1] += np.uint64(by)
+
+
+def _views(col: pa.Array | pa.ChunkedArray, gather: np.ndarray | None = None,
            lengths: np.ndarray | None = None) -> _Views:
     """The binary views of ``col``'s rows (at ``gather``, if given) and the data buffers they
-    point into (Arrow's cast builds them over the column's own buffer: no byte is copied).  A
-    null row (``lengths`` -1) is an empty view."""
-    as_views = col.cast(pa.binary_view())
-    buffers = as_views.buffers()
-    words = np.frombuffer(buffers[1], np.uint64, 2 * (len(col) + as_views.offset)).reshape(-1, 2)[as_views.offset:]
-    words = words[gather] if gather is not None else words.copy()
+    point into (Arrow's cast builds them over the column's own buffer: no byte is copied; a
+    column in pieces has each piece's buffers).  A null row (``lengths`` -1) is an empty view."""
+    if isinstance(col, pa.ChunkedArray):
+        stacked: list[np.ndarray] = []
+        buffers: list[pa.Buffer] = []
+        for piece in col.chunks:
+            piece_words, piece_buffers = _views(piece)
+            _renumber(piece_words, len(buffers))
+            stacked.append(piece_words)
+            buffers += piece_buffers
+        words = np.concatenate(stacked) if stacked else np.empty((0, 2), np.uint64)
+        words = words[gather] if gather is not None else words
+    else:
+        as_views = col.cast(pa.binary_view())
+        arrow_buffers = as_views.buffers()
+        words = np.frombuffer(arrow_buffers[1], np.uint64,
+                              2 * (len(col) + as_views.offset)).reshape(-1, 2)[as_views.offset:]
+        words = words[gather] if gather is not None else words.copy()
+        buffers = [b for b in arrow_buffers[2:] if b is not None]
     if lengths is not None and col.null_count:
         words[lengths < 0] = 0
-    return words, [b for b in buffers[2:] if b is not None]
+    return words, buffers
 
 
 def _finish_batches(rows: RecordColumns, data: pa.Buffer, offsets: np.ndarray, slices: list[Slice], ctype: int,

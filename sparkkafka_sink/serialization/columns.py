@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkkafka_sink.arrow_views import binary_view_of
+from sparkkafka_sink.arrow_views import binary_view_of, one_array
 from sparkkafka_sink.serialization.arrow_types import TIME_UNIT_MICROS
 from sparkkafka_sink.serialization.encoded import EncodedColumn
 
@@ -239,8 +239,7 @@ class BadRows:
 
 def planned_input(array: pa.Array | pa.ChunkedArray, arrow_type: pa.DataType) -> pa.Array:
     """The column an encoder was given, as one array of the type it was planned for."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    array = one_array(array)
     if array.type != arrow_type:
         raise TypeError(f"this encoder was planned for {arrow_type}, not {array.type}")
     return array

@@ -44,7 +44,8 @@ def _sink_error(key: ConfigKey, raw: Any, invalid: Invalid) -> SinkValidationErr
 
 
 #: ``coalesceBytes``: a task gathers Spark's Arrow batches (10,000 rows each by default) until
-#: they hold this many bytes and hands them to the producer in one bulk call.  Every call has a
+#: they hold this many bytes and hands them to the producer in one bulk call (as one table's
+#: pieces: ``spark.task.batches``).  Every call has a
 #: fixed cost (partitioning, grouping, one encoding pass, a batch tail per partition), so bigger
 #: calls cost less per row, and a call's rows per partition are what an open batch gets before
 #: ``linger.ms`` sends it: at 64 partitions a 4 MiB call gives each ~600 110-byte rows, 16 MiB a
@@ -147,9 +148,9 @@ SINK_OPTIONS: tuple[ConfigKey, ...] = (
               minimum=0, unset="none: the batch write is a write of its own",
               hint="the micro-batch id foreachBatch passes"),
     ConfigKey("coalesceBytes", "integer", DEFAULT_COALESCE_BYTES,
-              "A task joins Spark's Arrow batches until they hold this many bytes, then hands them to the "
-              "producer in one bulk call. `0` sends each Arrow batch alone; lower it where the Python "
-              "workers' memory is tight.",
+              "A task groups Spark's Arrow batches until they hold this many bytes, then hands them to the "
+              "producer in one bulk call (not joined: the producer copies their rows once, into its records). "
+              "`0` sends each Arrow batch alone; lower it where the Python workers' memory is tight.",
               minimum=0, maximum=1 << 30, unit="bytes", field="coalesce_bytes",
               hint="0: hand each Spark Arrow batch to the producer alone"),
     ConfigKey("tuneAllocator", "boolean", True,

@@ -292,11 +292,13 @@ def decision_in_kafka(doc: dict, header: list[str]) -> dict:
 
 
 def encoder_paths(doc: dict, header: list[str]) -> dict:
-    """The encoder's two paths, CPU s per GB of values: copy / views per value size and partitions."""
+    """The encoder's three paths, CPU s per GB of values: copy / views / pieces per value size and
+    partitions."""
     sizes = {"64 B": 64, "256 B": 256, "512 B": 512, "1 KiB": 1024, "4 KiB": 4096}
     partitions = [int(h.split()[0]) for h in header[1:]]
     by = {(c["value_bytes"], c["partitions"]): c for c in doc["cells"]}
-    return {(label,): [[by[size, p]["copy_cpu_s_per_gb"], by[size, p]["views_cpu_s_per_gb"]] for p in partitions]
+    return {(label,): [[by[size, p][f"{path}_cpu_s_per_gb"] for path in ("copy", "views", "pieces")]
+                       for p in partitions]
             for label, size in sizes.items()}
 
 
@@ -357,7 +359,7 @@ TABLES = [
                       "1024 B, 4 p, defaults | 1024 B, 64 p, defaults | 1024 B, 256 p, defaults | 100 B, 4 p, tuned | "
                       "100 B, 64 p, tuned | 100 B, 256 p, tuned | 1024 B, 4 p, tuned | 1024 B, 64 p, tuned | "
                       "1024 B, 256 p, tuned |", "spark-worker-profile-apache-4.4.json", 1, profile),
-    Table(BENCHMARKS, "| value | 4 partitions copy / views | 64 | 256 |", "encoder-paths.json", 1, encoder_paths),
+    Table(BENCHMARKS, "| value | 4 partitions copy / views / pieces | 64 | 256 |", "encoder-paths.json", 1, encoder_paths),
     Table(DELIVERY, "| request | batch write, 2 tasks | batch write, 8 tasks | per micro-batch (2 tasks) | idle driver, per "
                     "s, 0–40 s after | idle driver, per s, 80–110 s after |", "exactly-once-cost-apache-4.4.json", 1,
           requests_by_type),

@@ -26,7 +26,10 @@ class FakeClock:
 
 
 def batch(rows: int, value_size: int = 10):
-    return pa.RecordBatch.from_arrays([pa.array([b"v" * value_size] * rows)], ["value"])
+    """A write task's table of ``rows`` rows, in two pieces (Spark's batches, grouped)."""
+    first = rows // 3
+    return pa.Table.from_batches([pa.RecordBatch.from_arrays([pa.array([b"v" * value_size] * k)], ["value"])
+                                  for k in (first, rows - first)])
 
 
 LAYOUT = ColumnLayout(value="value")
@@ -66,7 +69,8 @@ def test_payload_bytes_counts_key_value_and_headers():
     b = pa.RecordBatch.from_arrays([pa.array([b"ab", None, b"c"]), pa.array(["kk", "k", None]), headers],
                                    ["value", "key", "headers"])
     count = payload_bytes(ColumnLayout(value="value", key="key", headers="headers"))
-    assert count(b) == (2 + 1) + (2 + 1) + (1 + 3)
+    assert count(pa.Table.from_batches([b])) == (2 + 1) + (2 + 1) + (1 + 3)
+    assert count(pa.Table.from_batches([b.slice(0, 1), b.slice(1)])) == (2 + 1) + (2 + 1) + (1 + 3)
 
 
 def test_options_parse_and_refuse():
@@ -87,4 +91,4 @@ def test_a_serialized_columns_bytes_are_its_data_before_serialization():
                      pa.struct([("id", pa.int64()), ("name", pa.string()), ("tags", pa.list_(pa.string())),
                                 ("attrs", pa.map_(pa.string(), pa.float64()))]))
     b = pa.RecordBatch.from_arrays([value, pa.array([b"key"])], ["value", "key"])
-    assert payload_bytes(ColumnLayout(value="value", key="key"))(b) == 8 + 3 + 3 + 1 + 8 + 3
+    assert payload_bytes(ColumnLayout(value="value", key="key"))(pa.Table.from_batches([b])) == 8 + 3 + 3 + 1 + 8 + 3

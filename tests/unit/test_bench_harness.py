@@ -389,6 +389,23 @@ def test_the_matrix_gets_a_cpu_split_table_where_runs_have_one():
     assert run.cpu_split_table(doc)[-1] == "| tuned | 100 B | 4 | none | 2.9 / 5.7 / 1.0 |"
 
 
+def test_the_sink_cpu_table_gives_each_sinks_process_per_gb_and_ours_over_the_jvm_sinks():
+    """2,000,000 rows of 10 + 100 B are 0.22 GB: ours' Python workers 1.1 CPU s are 5.0 s/GB,
+    the JVM sink's JVM 2.2 s are 10.0 s/GB (their Python workers are not its sink), and 0.50 of
+    it; a run with no split, or a split of 0 s, has no figure."""
+    cells = {"meta": {"cells": [(100, 4, "tuned")], "compressions": ["none"], "key_size": 10}}
+    ours = dict(_run("spark-pyprod", 1, 500_000), config="tuned")
+    jvm = dict(_run("spark-jvm-kafka", 1, 400_000), config="tuned")
+    assert run.sink_cpu_per_gb_table(dict(cells, results=[ours, jvm])) == []
+    ours["cpu_split_s"] = {"spark_jvm": 3.0, "python_workers": 1.1}
+    jvm["cpu_split_s"] = {"spark_jvm": 2.2, "python_workers": 0.0}
+    table = run.sink_cpu_per_gb_table(dict(cells, results=[ours, jvm]))
+    assert table[2] == "| config | value | partitions | codec | pyprod-kafka (ours) | Spark kafka (JVM) | ours ÷ JVM |"
+    assert table[-1] == "| tuned | 100 B | 4 | none | 5.00 | 10.00 | 0.50 |"
+    jvm["cpu_split_s"] = {"spark_jvm": 0.0}
+    assert run.sink_cpu_per_gb_table(dict(cells, results=[ours, jvm]))[-1] == "| tuned | 100 B | 4 | none | 5.00 | – | – |"
+
+
 def test_the_headroom_table_bounds_what_a_free_sink_could_reach():
     """Floor 0.5 s with 1.0 CPU s, broker 1.0 CPU s under ours on 2 CPUs: a free sink needs 1.0 s,
     so 4.0 s of the JVM sink is a 4.0× ceiling; ours spent 6.0 - 1.0 - 1.0 = 4.0 CPU s of its own,
@@ -739,6 +756,6 @@ def test_profile_charges_a_sample_to_the_innermost_frame_of_the_package():
     assert stage_of([f"coalesced ({site}/sparkkafka_sink/spark/task/batches.py:23)",
                      f"ArrowStreamSerializer.load_stream ({site}/pyspark/sql/pandas/serializers.py:87)"]) == FROM_SPARK
     assert stage_of(["write (/work/main/sparkkafka_sink/spark/task/write_task.py:70)",
-                     "_concat (/work/main/sparkkafka_sink/spark/task/batches.py:51)"]) == "coalescing Spark's batches"
+                     "coalesced (/work/main/sparkkafka_sink/spark/task/batches.py:34)"]) == "coalescing Spark's batches"
     assert stage_of(["<module> (bench.py:1)", "run (bench.py:9)"]) == OUTSIDE
     assert stage_of([task, "select (selectors.py:400)"]) is None  # a thread waiting

@@ -288,13 +288,19 @@ def test_size_bounds_with_some_null_timestamps():
 def test_taken_and_sliced_columns_equal_measuring_again(path, table, arrow_headers, ctype, data):
     """The bulk path measures a call once and regroups it (take by partition, slice by range):
     each regrouped column, and what it encodes to, equals measuring the regrouped rows afresh --
-    on both encoder paths, over input columns that are themselves slices of larger arrays."""
+    on both encoder paths, over input columns that are themselves slices of larger arrays, and
+    values in pieces (Spark's batches grouped, not joined)."""
     keys, values, ts, headers, _ = table
     n = len(values)
     hdrs = hdr_column(headers) if headers is not None and arrow_headers else headers
     pad = data.draw(st.integers(0, 3))  # the inputs as slices (a non-zero offset into their buffers)
     key_col = pa.array([b"pad"] * pad + to_bytes(keys), pa.binary())[pad:] if pad else pa.array(keys)
     value_col = pa.array([b"p" * 20] * pad + values, pa.binary())[pad:]
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=3)))
+    if cuts:  # the first piece a slice of the input, the others arrays of their own (an empty one too)
+        bounds = list(zip([0, *cuts], [*cuts, n], strict=True))
+        value_col = pa.chunked_array([value_col[: bounds[0][1]]]
+                                     + [pa.array(values[a:b], pa.binary()) for a, b in bounds[1:]])
     with encoder_path(path):
         columns = RecordColumns(key_col, value_col, pa.array(ts, pa.int64()), hdrs)
         order = np.array(data.draw(st.permutations(range(n))), dtype=np.int64)
@@ -322,6 +328,12 @@ def test_the_path_is_chosen_by_the_rows_sizes():
         assert (taken.gather is not None) == views, size
         assert bytes(ArrowRecords(taken).encode(write_limit=1 << 20)[0][2]) == row_path(
             [b"k"] * 8, values[::-1], [TS] * 8)
+        # values in pieces: long ones kept so (read in place), short ones joined at once
+        pieces = RecordColumns(pa.array([b"k"] * 8), pa.chunked_array([values[:3], values[3:]], pa.binary()), TS)
+        assert (pieces.gather is not None) == views, size
+        assert isinstance(pieces.values, pa.ChunkedArray) == views, size
+        assert bytes(ArrowRecords(pieces).encode(write_limit=1 << 20)[0][2]) == row_path(
+            [b"k"] * 8, values, [TS] * 8)
 
 
 def _check_regrouped(got, idx, keys, values, ts, headers, arrow_headers, ctype, pick):
@@ -368,3 +380,19 @@ def test_sliced_headers_are_checked_by_their_own_offsets():
     h = pa.array([[None], [{"key": "b", "value": b"1"}], [{"key": None, "value": b"2"}]], HEADERS_TYPE).slice(1)
     assert RecordColumns(None, pa.array([b"x", b"y"]), headers=h).refused.rows.tolist() == [1]
     assert not RecordColumns(None, pa.array([b"x"]), headers=h.slice(0, 1)).refused  # row 1 of the original is fine
+
+
+def test_a_column_of_one_piece_is_read_in_place_and_of_several_joined():
+    """A Spark task's table of one batch hands the producer columns of one piece: read where they
+    are (Arrow's combine_chunks would copy even one); several pieces are joined (short rows) or
+    kept apart (long rows: ``VIEW_JOIN_MIN_BYTES``)."""
+    from sparkkafka_sink.arrow_views import one_array
+
+    values = pa.array([b"v" * 20] * 4)
+    assert one_array(values) is values
+    alone = one_array(pa.chunked_array([values]))
+    assert alone.buffers()[2].address == values.buffers()[2].address
+    assert RecordColumns(None, pa.chunked_array([values]), TS).values.buffers()[2].address == values.buffers()[2].address
+    joined = one_array(pa.chunked_array([values, values]))
+    assert joined.to_pylist() == values.to_pylist() * 2
+    assert one_array(pa.chunked_array([], pa.binary())).to_pylist() == []

@@ -1,7 +1,8 @@
-"""A part: some rows of one Arrow batch on their way to the producer, and where each came from.
+"""A part: some rows of one Arrow table on their way to the producer, and where each came from.
 
-The task numbers its input's rows from its first Arrow batch.  What it sends of a batch may be
-only some of them -- one topic's rows, or the rest once bad rows were taken out -- so a part
+The task numbers its input's rows from its first Arrow batch.  It sends them a table at a time
+(Spark's batches grouped, ``batches.coalesced``), and what it sends of a table may be only some
+of them -- one topic's rows, or the rest once bad rows were taken out -- so a part
 carries, beside its rows, each row's number in the task's input (``rows``).  Failures and bad
 rows are named by that number wherever they are found.
 """
@@ -17,12 +18,13 @@ import pyarrow as pa
 
 @dataclass(frozen=True)
 class Part:
-    batch: pa.RecordBatch
+    #: the rows (an Arrow table, its pieces Spark's batches; a record batch does as well)
+    batch: pa.Table
     #: each row's number in the task's input (ascending)
     rows: np.ndarray
 
     @classmethod
-    def of(cls, batch: pa.RecordBatch, first_row: int) -> Part:
+    def of(cls, batch: pa.Table, first_row: int) -> Part:
         """All of ``batch``, whose first row is row ``first_row`` of the task's input."""
         return cls(batch, np.arange(first_row, first_row + batch.num_rows, dtype=np.int64))
 
@@ -30,7 +32,7 @@ class Part:
     def num_rows(self) -> int:
         return self.batch.num_rows
 
-    def column(self, name: str) -> pa.Array:
+    def column(self, name: str) -> pa.ChunkedArray:
         return self.batch.column(name)
 
     def nulls(self, name: str) -> np.ndarray:
@@ -53,6 +55,6 @@ class Part:
         keep = np.delete(np.arange(self.num_rows), np.asarray(indices, dtype=np.int64))
         return self.take(keep)
 
-    def with_batch(self, batch: pa.RecordBatch) -> Part:
+    def with_batch(self, batch: pa.Table) -> Part:
         """The same rows, their columns replaced (serialized)."""
         return Part(batch, self.rows)

@@ -24,7 +24,7 @@ SLICE_SECONDS = 0.1
 
 
 class RateLimiter:
-    """Paces slices of Arrow batches to at most ``records_per_s`` and ``bytes_per_s``."""
+    """Paces slices of Arrow tables to at most ``records_per_s`` and ``bytes_per_s``."""
 
     def __init__(self, records_per_s: float | None, bytes_per_s: float | None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
@@ -38,8 +38,7 @@ class RateLimiter:
         #: seconds this task waited for its turn (a metric)
         self.throttled_s = 0.0
 
-    def paced(self, batch: pa.RecordBatch, payload_bytes: Callable[[pa.RecordBatch], int]
-              ) -> Iterator[pa.RecordBatch]:
+    def paced(self, batch: pa.Table, payload_bytes: Callable[[pa.Table], int]) -> Iterator[pa.Table]:
         """Slices of ``batch`` (zero-copy, in order), each yielded when its turn came."""
         rows = batch.num_rows
         if rows == 0:
@@ -80,8 +79,8 @@ def rate_limiter(options: SinkOptions) -> RateLimiter | None:
     return RateLimiter(options.max_records_per_s, options.max_bytes_per_s)
 
 
-def payload_bytes(layout: ColumnLayout) -> Callable[[pa.RecordBatch], int]:
-    """``batch -> bytes`` of key, value and headers (the columns of ``layout``) in a batch.  A key
+def payload_bytes(layout: ColumnLayout) -> Callable[[pa.Table], int]:
+    """``table -> bytes`` of key, value and headers (the columns of ``layout``) in a batch.  A key
     or value serialized by the sink (Avro, JSON, Protobuf) counts its data before serialization: strings
     and binaries by their length, other values by their Arrow width."""
 
@@ -97,8 +96,8 @@ def payload_bytes(layout: ColumnLayout) -> Callable[[pa.RecordBatch], int]:
             return int(pc.sum(pc.binary_length(col)).as_py() or 0)
         return len(col) * (t.bit_width // 8 if hasattr(t, "bit_width") and t.bit_width >= 8 else 1)
 
-    def count(batch: pa.RecordBatch) -> int:
+    def count(table: pa.Table) -> int:
         names = [n for n in (layout.key, layout.value, layout.headers) if n]
-        return sum(lengths(batch.column(n)) for n in names)
+        return sum(lengths(piece) for n in names for piece in table.column(n).chunks)
 
     return count

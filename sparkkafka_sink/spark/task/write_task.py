@@ -1,7 +1,8 @@
 """One write task: Arrow batches in, one producer, a commit message out (Spark's KafkaWriteTask).
 
-Shared by the batch and the streaming writer.  The task hands each (coalesced) Arrow batch to
-``Producer.send_batch``, one call per topic in it (``routing``), stops early once a record has
+Shared by the batch and the streaming writer.  The task hands Spark's Arrow batches, grouped
+into tables of ``coalesceBytes`` (``batches``), to ``Producer.send_batch``, one call per topic in
+a table (``routing``), stops early once a record has
 failed, flushes, waits until every future's callback has run, and only then either returns its
 ``TaskCommitMessage`` or raises ``SinkWriteError`` naming the first failed row: a row check, the
 producer's rejection (which names the row), or a failed batch (whose rows its future lists);
@@ -62,7 +63,7 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
     limiter = rate_limiter(options)
     dead_lettering = _dead_lettering(options)
     try:
-        for batch in paced(coalesced(batches, options.coalesce_bytes), limiter, plan.layout):
+        for table in paced(coalesced(batches, options.coalesce_bytes), limiter, plan.layout):
             if producer.current is None:  # the task's first rows (an empty partition opens none)
                 with _step(task, "could not open its producer"):
                     producer.open()
@@ -73,8 +74,8 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
                 _within_transaction_timeout(plan, task)
             current = producer.open()
             with _step(task, "could not serialize its rows") if encoders else nullcontext():
-                send_arrow_batch(current, Part.of(batch, rows_seen), plan.layout, options.topic, tracker, encoders)
-            rows_seen += batch.num_rows
+                send_arrow_batch(current, Part.of(table, rows_seen), plan.layout, options.topic, tracker, encoders)
+            rows_seen += table.num_rows
             tracker.drain()
             if tracker.failed:
                 break

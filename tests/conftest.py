@@ -218,6 +218,17 @@ def _no_pooled_producers_left():
 
 
 @pytest.fixture
+def lease_dir(tmp_path):
+    """Where a test's exactly-once Spark jobs keep their leases (``SPARKKAFKA_LEASE_DIR``); at its
+    end whatever they started that still runs -- a keeper still ending a write -- is stopped by pid."""
+    path = tmp_path / "leases"
+    yield path
+    from crash_support import stop_leftovers
+
+    stop_leftovers(path)
+
+
+@pytest.fixture
 def fresh_broker(request) -> Callable[..., BrokerHandle]:
     """Factory ``fresh_broker(kind="tansu", **broker_kwargs) -> BrokerHandle`` for tests that
     pause, kill or restart their broker; always embedded, stopped at the end of the test."""

@@ -139,23 +139,37 @@ def host_down(group: int, lease_dir: Path) -> None:
     first.  The group is stopped first; then looks and kills until a look finds nothing alive (a
     worker killed mid-spawn of a keeper leaves the keeper to the next look)."""
     os.killpg(group, signal.SIGSTOP)
+    _kill_started_with(lease_dir)
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def stop_leftovers(lease_dir: Path) -> list[int]:
+    """At a test's end: every process its jobs started with ``lease_dir`` still alive -- a keeper
+    still ending a write, a driver the test left -- SIGKILLed by its pid; their pids."""
+    return _kill_started_with(lease_dir) if lease_dir.exists() else []
+
+
+def _kill_started_with(lease_dir: Path) -> list[int]:
+    """SIGKILL, by pid, every process whose environment names ``lease_dir`` (this test's own
+    directory: no other process has it), looking again until a look finds none."""
     marker = f"SPARKKAFKA_LEASE_DIR={lease_dir}".encode()
     deadline = time.monotonic() + 30
+    killed: list[int] = []
     while True:
         found = [pid for pid in _pids_alive() if pid != os.getpid() and marker in _environ(pid).split(b"\0")]
         assert time.monotonic() < deadline, f"processes of the job outlive SIGKILL: {found}"
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
             except ProcessLookupError:
                 pass
         if not found:
-            break
+            return killed
         time.sleep(0.05)
-    try:
-        os.killpg(group, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _session(leader: int) -> list[int]:

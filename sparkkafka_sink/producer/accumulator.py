@@ -470,12 +470,14 @@ class RecordAccumulator:
                 q.batches.appendleft(batch)
 
     def deallocate(self, batch: ProducerBatch) -> None:
-        """Give a completed batch's memory back (once, whoever completes it)."""
+        """Give a completed batch's memory back (once, whoever completes it), its bytes with it
+        (``ProducerBatch.release``)."""
         with self._incomplete_lock:
             if batch not in self._incomplete:
                 return
             del self._incomplete[batch]
         self.pool.deallocate(batch.reserved)
+        batch.release()
 
     def mute(self, tp: tuple[str, int]) -> None:
         self._muted.add(tp)

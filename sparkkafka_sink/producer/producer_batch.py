@@ -106,7 +106,8 @@ class ProducerBatch:
     def estimated_size(self) -> int:
         if self.built is not None:
             return len(self.built)
-        assert self.builder is not None  # a batch is built when its builder goes (close)
+        if self.builder is None:  # released (completed)
+            return 0
         return self.builder.estimated_size
 
     @property
@@ -160,6 +161,14 @@ class ProducerBatch:
         pieces[0][2].reserved = self.reserved
         self.result.split([(s, n, child.result) for s, n, child in pieces])
         return [child for _, _, child in pieces]
+
+    def release(self) -> None:
+        """Drop the batch's bytes once it completed and its memory went back to the pool: a
+        caller that keeps its futures (a list of ``send_batch`` futures, say) keeps their
+        records' metadata, as Java's futures do, not the megabytes they were sent as -- held, they
+        made every later call's buffers fresh memory the kernel had to fault in."""
+        self.built = None
+        self.builder = None
 
     def reenqueued(self, now_ms: float) -> None:
         self.attempts += 1

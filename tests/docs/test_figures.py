@@ -184,6 +184,23 @@ def matrix_benchmarks(doc: dict, header: list[str]) -> dict:
             for c in cells(doc)}
 
 
+def sink_cpu_per_gb(run: dict, where: str) -> float | None:
+    """The CPU seconds per GB of keys (10 B) and values of the process a sink ran in."""
+    spent = (run.get("cpu_split_s") or {}).get(where)
+    return spent / (run["records"] * (10 + run["value_size"]) / 1e9) if spent else None
+
+
+def matrix_cpu(doc: dict, header: list[str]) -> dict:
+    """ours ÷ JVM rows/s (median of the round ratios), each sink's CPU per GB, ours ÷ JVM's CPU."""
+    rows = {}
+    for c in cells(doc):
+        ours, jvm = sink_cpu_per_gb(best(doc, OURS, *c), "python_workers"), sink_cpu_per_gb(best(doc, JVM, *c), "spark_jvm")
+        mia = sink_cpu_per_gb(best(doc, MIA, *c), "python_workers")
+        rows[cell_key(*c)] = [[ratio(doc, OURS, JVM, c), median_round_ratio(doc, OURS, JVM, c)], [ours], [jvm],
+                              None if mia is None else [mia], [ours / jvm]]
+    return rows
+
+
 def per_stage_work(doc: dict, header: list[str]) -> dict:
     """before → after: best rounds, their ratio (median of the round ratios), the workers' CPU of
     the round that spent less, the median records per batch the broker stored in the best round."""
@@ -359,6 +376,9 @@ TABLES = [
                       "1024 B, 4 p, defaults | 1024 B, 64 p, defaults | 1024 B, 256 p, defaults | 100 B, 4 p, tuned | "
                       "100 B, 64 p, tuned | 100 B, 256 p, tuned | 1024 B, 4 p, tuned | 1024 B, 64 p, tuned | "
                       "1024 B, 256 p, tuned |", "spark-worker-profile-apache-4.4.json", 1, profile),
+    Table(BENCHMARKS, "| config | value | partitions | ours ÷ JVM, rows/s | ours' workers, CPU s/GB | JVM sink's JVM, "
+                      "CPU s/GB | mapInArrow + confluent's workers, CPU s/GB | ours ÷ JVM, CPU |",
+          "matrix-apache-4.4-one-copy.json", 3, matrix_cpu),
     Table(BENCHMARKS, "| value | 4 partitions copy / views / pieces | 64 | 256 |", "encoder-paths.json", 1, encoder_paths),
     Table(DELIVERY, "| request | batch write, 2 tasks | batch write, 8 tasks | per micro-batch (2 tasks) | idle driver, per "
                     "s, 0–40 s after | idle driver, per s, 80–110 s after |", "exactly-once-cost-apache-4.4.json", 1,

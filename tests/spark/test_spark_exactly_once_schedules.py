@@ -272,7 +272,7 @@ def test_lease_keeper_none_starts_no_keeper_and_the_write_commits(apache_kafka, 
 
 # -- a stalled keeper and a second write under the prefix -----------------------------------------------
 def test_a_stalled_keeper_with_a_second_write_under_the_prefix_never_half_shows_a_write(apache_kafka, topic,
-                                                                                       tmp_path):
+                                                                                       tmp_path, lease_dir):
     """The first job's keeper is stopped (SIGSTOP) while its job writes (~30 s of rows); a second
     exactly-once job to the same topic (the same default prefix) starts meanwhile, sees the first
     driver's lease stand still for the window and ends the first write -- its log says so.  The
@@ -281,7 +281,6 @@ def test_a_stalled_keeper_with_a_second_write_under_the_prefix_never_half_shows_
     keeper resumes after 40 s."""
     bootstrap = apache_kafka.bootstrap_servers
     prefix = default_prefix(apache_kafka, topic)
-    lease_dir = tmp_path / "leases"
     first = batch_job(apache_kafka, topic, 0, 300_000, 5_000, lease_dir, tmp_path / "first.log")  # ~30 s of rows
     stopped: list[int] = []
     try:
@@ -363,7 +362,7 @@ def exactly_once_values(bootstrap: str, topic: str) -> list[int]:
 
 @pytest.mark.spark
 def test_a_streaming_driver_killed_around_its_commits_then_restarted_checkpointed_where_python_cannot_write(
-        apache_kafka, proxy, topic, tmp_path, scheme_jar):
+        apache_kafka, proxy, topic, tmp_path, scheme_jar, lease_dir):
     """The query's checkpoint is ``dbfs:/...`` -- a scheme only Hadoop knows here
     (``spark.hadoop.fs.dbfs.impl``), as on Databricks: Python cannot open it.  The driver is
     killed at each point of a micro-batch's commit, each time at a request the proxy holds, and
@@ -393,7 +392,6 @@ def test_a_streaming_driver_killed_around_its_commits_then_restarted_checkpointe
             "spark.executor.extraClassPath": str(scheme_jar)}
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    lease_dir = tmp_path / "leases"
     direct = apache_kafka.bootstrap_servers
 
     def run(n: int, until: int, kill_at=None) -> str:
@@ -458,12 +456,12 @@ def _latest_decided(bootstrap: str, checkpoint: str) -> int | None:
 
 # -- the command and a streaming query's decided micro-batch ---------------------------------------------
 @pytest.mark.spark
-def test_the_command_completes_a_streaming_query_s_decided_micro_batch(apache_kafka, proxy, topic, tmp_path):
+def test_the_command_completes_a_streaming_query_s_decided_micro_batch(apache_kafka, proxy, topic, tmp_path,
+                                                                      lease_dir):
     """The query's driver and keeper die between micro-batch 3's decision and its last commit;
     the operator runs the command before restarting: it commits what the decision records (it
     does not abort it), and the restarted query goes on from there, every row once."""
     checkpoint = str(tmp_path / "checkpoint")
-    lease_dir = tmp_path / "leases"
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     prefix = parse_options({"kafka.bootstrap.servers": "x:1", "deliveryGuarantee": "exactly-once",

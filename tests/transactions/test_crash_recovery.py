@@ -61,11 +61,6 @@ def topic(cluster):
     return name
 
 
-@pytest.fixture
-def lease_dir(tmp_path):
-    return tmp_path / "leases"
-
-
 def test_a_killed_driver_s_keeper_ends_its_write_within_seconds(apache_kafka, topic, lease_dir, tmp_path):
     """The driver killed with its Python workers (none of them can abort a transaction): only
     its keeper is left to end the write, and its log says it did."""

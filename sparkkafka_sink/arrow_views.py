@@ -20,7 +20,6 @@ def binary_view_of(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
     )
 
 
-
 def one_array(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``col`` as one array: an array or a column of one piece as it is (Arrow's
     ``combine_chunks`` would copy even that), several pieces joined (a copy)."""

@@ -536,25 +536,30 @@ def _views(col: pa.Array | pa.ChunkedArray, gather: np.ndarray | None = None,
     point into (Arrow's cast builds them over the column's own buffer: no byte is copied; a
     column in pieces has each piece's buffers).  A null row (``lengths`` -1) is an empty view."""
     if isinstance(col, pa.ChunkedArray):
-        stacked: list[np.ndarray] = []
+        pieces = [_arrow_views(piece) for piece in col.chunks]
+        words = np.concatenate([w for w, _ in pieces]) if pieces else np.empty((0, 2), np.uint64)  # (a copy)
         buffers: list[pa.Buffer] = []
-        for piece in col.chunks:
-            piece_words, piece_buffers = _views(piece)
-            _renumber(piece_words, len(buffers))
-            stacked.append(piece_words)
+        start = 0
+        for piece_words, piece_buffers in pieces:  # each piece's views pointed past the pieces before
+            _renumber(words[start:start + len(piece_words)], len(buffers))
+            start += len(piece_words)
             buffers += piece_buffers
-        words = np.concatenate(stacked) if stacked else np.empty((0, 2), np.uint64)
         words = words[gather] if gather is not None else words
     else:
-        as_views = col.cast(pa.binary_view())
-        arrow_buffers = as_views.buffers()
-        words = np.frombuffer(arrow_buffers[1], np.uint64,
-                              2 * (len(col) + as_views.offset)).reshape(-1, 2)[as_views.offset:]
+        words, buffers = _arrow_views(col)
         words = words[gather] if gather is not None else words.copy()
-        buffers = [b for b in arrow_buffers[2:] if b is not None]
     if lengths is not None and col.null_count:
         words[lengths < 0] = 0
     return words, buffers
+
+
+def _arrow_views(col: pa.Array) -> _Views:
+    """The binary views Arrow's cast builds over ``col``'s own buffer (read only, not copied) and
+    the data buffers they point into."""
+    as_views = col.cast(pa.binary_view())
+    arrow_buffers = as_views.buffers()
+    words = np.frombuffer(arrow_buffers[1], np.uint64, 2 * (len(col) + as_views.offset)).reshape(-1, 2)
+    return words[as_views.offset:], [b for b in arrow_buffers[2:] if b is not None]
 
 
 def _finish_batches(rows: RecordColumns, data: pa.Buffer, offsets: np.ndarray, slices: list[Slice], ctype: int,

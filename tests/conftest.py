@@ -37,7 +37,7 @@ log = logging.getLogger("sparkkafka_sink.tests")
 #: the two below), the secured Apache Kafka node and its PKI,
 #: token endpoint and client settings, and ``retrying_spark``, the local[2,4] SparkSession of the
 #: modules outside tests/spark
-pytest_plugins = ["skip_policy", "run_tmpdir", "parallel", "session_resources", "security_fixtures", "registry_fixtures", "retrying_spark"]
+pytest_plugins = ["skip_policy", "run_environment", "parallel", "session_resources", "security_fixtures", "registry_fixtures", "retrying_spark"]
 
 # Broker quirks tests branch on.  Keys are capability flags exposed on BrokerHandle.
 _QUIRKS = {

@@ -121,6 +121,11 @@ class NetworkClient:
     def _node(self, node_id: int) -> BrokerNode | None:
         return self.metadata.cluster.broker(node_id) or self._bootstrap_nodes.get(node_id)
 
+    def knows(self, node_id: int) -> bool:
+        """Whether ``node_id`` is a node this client can connect to (a broker of the cluster's
+        metadata or a bootstrap server)."""
+        return self._node(node_id) is not None
+
     def known_nodes(self) -> list[int]:
         """The nodes to choose from: the cluster's brokers, else the bootstrap servers."""
         return list(self.metadata.cluster.brokers) or list(self._bootstrap_nodes)

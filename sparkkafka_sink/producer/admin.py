@@ -46,8 +46,9 @@ class BlockingAdmin:
     def call(self, node: int | None, request: Any, deadline: float, max_version: int | None = None) -> Any:
         """Send ``request`` to ``node`` (None: any broker) and wait for its answer.
 
-        A named node (a coordinator) that cannot be reached, or whose connection drops before
-        the answer, raises ``KafkaConnectionError``: the caller asks who coordinates now."""
+        A named node (a coordinator) that cannot be reached, that the metadata no longer names
+        (it left the cluster after the caller chose it), or whose connection drops before the
+        answer, raises ``KafkaConnectionError``: the caller asks who coordinates now."""
         answer: list = []
         sent = False
         while True:
@@ -64,6 +65,10 @@ class BlockingAdmin:
                     sent = True
                 elif node is not None and self.client.connection_failures(node):
                     raise KafkaConnectionError(f"{type(request).__name__}: node {node} cannot be reached")
+                elif node is not None and not self.client.knows(node):  # nothing will connect to it
+                    self.metadata.request_update()  # (a coordinator a stale metadata lacks: asked again after it)
+                    raise KafkaConnectionError(f"{type(request).__name__}: node {node} is no longer in the "
+                                               "cluster's metadata")
             self.client.poll(50, now)
             if answer:
                 resp = answer[0]

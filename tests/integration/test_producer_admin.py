@@ -97,3 +97,22 @@ def test_every_bootstrap_address_refusing_is_an_answer_not_a_timeout():
             admin.brokers(time.monotonic() + 30)
         assert time.monotonic() - start < 5 and refused.value.refused
         assert all(a in str(refused.value) for a in addresses.split(","))
+
+
+def test_a_node_the_metadata_no_longer_names_is_no_answer_not_a_timeout(apache_kafka):
+    """Asking every broker while one leaves the cluster (killed, then fenced): the list of brokers
+    was taken before it left, the question reaches it after the metadata dropped it.  Nothing
+    can connect to a node the metadata no longer names: the admin says so at once (the caller
+    asks again with fresh metadata) instead of waiting out its deadline -- a failover test's
+    ListTransactions waited 60 s for the killed coordinator so."""
+    from sparkkafka_sink.errors import KafkaConnectionError
+    from sparkkafka_sink.producer.control_requests import ListTransactions
+
+    with BlockingAdmin({"bootstrap.servers": apache_kafka.bootstrap_servers}) as admin:
+        (node,) = admin.brokers(_deadline())
+        gone = node + 1000  # not in the cluster's metadata, never connected to
+        assert admin.client.connection_failures(gone) == 0
+        start = time.monotonic()
+        with pytest.raises(KafkaConnectionError, match=f"node {gone} .*no longer in the cluster's metadata"):
+            admin.call(gone, ListTransactions("x", ["Ongoing"]).build(), _deadline())
+        assert time.monotonic() - start < 2

@@ -152,6 +152,12 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _page_faults() -> int:
+    """Minor page faults of this process so far: each is a page of memory touched for the first
+    time since the allocator had it from the kernel (or since it gave it back)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def _per_gb(seconds: float, nbytes: int) -> float:
     return seconds / (nbytes / GB)
 
@@ -198,13 +204,13 @@ def child(spec: dict) -> None:
         producer.send_batch(spec["topic"], values=chunks[0][1].slice(0, 10), keys=chunks[0][0].slice(0, 10))
         producer.flush(60)
         _say("READY")
-        started, wall = _cpu_s(), time.perf_counter()
+        started, wall, faults = _cpu_s(), time.perf_counter(), _page_faults()
         futures = [producer.send_batch(spec["topic"], values=values, keys=keys) for keys, values in chunks]
         producer.flush(300)
-        cpu, wall = _cpu_s() - started, time.perf_counter() - wall
+        cpu, wall, faults = _cpu_s() - started, time.perf_counter() - wall, _page_faults() - faults
         _say("DONE")
         failed = sum(f.failed_count() for f in futures)
-    result = {"cpu_s": cpu, "wall_s": wall, "bytes": nbytes, "failed": failed,
+    result = {"cpu_s": cpu, "wall_s": wall, "bytes": nbytes, "failed": failed, "page_faults": faults,
               "unavoidable_s_per_gb": unavoidable(nbytes)}
     Path(spec["result"]).write_text(json.dumps(result))
 
@@ -251,6 +257,7 @@ def profile_cell(cell: Cell, bootstrap: str, records: int, work: Path) -> dict:
     stages = {stage: measured["cpu_s"] * count / total / gb for stage, count in samples.most_common()}
     return {"cell": cell.__dict__, "samples": total, "cpu_s_per_gb": measured["cpu_s"] / gb,
             "wall_s": measured["wall_s"], "failed": measured["failed"], "stages_s_per_gb": stages,
+            "page_faults_per_gb": measured["page_faults"] / gb,
             "unavoidable_s_per_gb": measured["unavoidable_s_per_gb"]}
 
 
@@ -344,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"profiling {cell.name}")
                 records = max(CHUNK, int(args.megabytes * 1e6) // (KEY_SIZE + cell.value_size))  # the same bytes each
                 results.append(profile_cell(cell, broker.bootstrap, records, work))
-                log(f"  {results[-1]['cpu_s_per_gb']:.2f} CPU s/GB ({results[-1]['samples']} samples)")
+                log(f"  {results[-1]['cpu_s_per_gb']:.2f} CPU s/GB ({results[-1]['samples']} samples), "
+                    f"{results[-1]['page_faults_per_gb']:,.0f} page faults per GB")
         finally:
             broker.stop()
     stamp = time.strftime("%Y-%m-%d")

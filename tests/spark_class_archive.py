@@ -8,7 +8,8 @@ start with the quick compiler alone, 5 CPU s and 4 s with the archive.
 The archive is made once per pyspark installation and JDK (the key: ``java -version`` and the
 names, sizes and times of pyspark's jars) by a driver that runs a small workload and dumps what
 it loaded when it exits (``-XX:ArchiveClassesAtExit``), and kept beside the Maven jars
-(``$SPARKKAFKA_CACHE_DIR`` or ``~/.cache/sparkkafka-sink``, ``spark-class-archive/``).  A run
+(``$SPARKKAFKA_CACHE_DIR`` or ``~/.cache/sparkkafka-sink``, ``spark-class-archive/``; the
+:data:`KEEP` used last are kept).  A run
 that finds none makes it in the background while its first tests run; the drivers that start
 before it is in place start without it.  The JVM checks an archive against its class path
 itself and ignores one that does not match (a driver with ``spark.driver.extraClassPath``): the
@@ -27,6 +28,9 @@ import time
 from pathlib import Path
 
 from sparkkafka_sink.testing.apache_kafka import cache_dir
+
+#: archives kept in the cache: the main suite's and each older pyspark line's, and a spare
+KEEP = 6
 
 
 def _key() -> str | None:
@@ -57,11 +61,15 @@ def start() -> tuple[str | None, subprocess.Popen | None]:
     path = cache_dir() / "spark-class-archive" / f"{key}.jsa"
     option = f"-XX:SharedArchiveFile={path}"
     if path.is_file():
+        os.utime(path)  # used now: kept by the pruning below
         return option, None
     path.parent.mkdir(parents=True, exist_ok=True)
     for partial in path.parent.glob("*.partial"):  # a run ended (or was killed) before its archive was made
         if time.time() - partial.stat().st_mtime > 3600:
             partial.unlink(missing_ok=True)
+    # ~160 MB each, and every fresh virtualenv (a CI clone's) is a new key: the ones used last are kept
+    for old in sorted(path.parent.glob("*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)[KEEP - 1:]:
+        old.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
     maker = subprocess.Popen([sys.executable, __file__, str(path)], env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)

@@ -19,9 +19,18 @@ import pytest
 from broker_kinds import APACHE_SOURCE
 
 JAVA_SOURCES = Path(__file__).with_name("java")
-JVM_OPTS = ("-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
+#: (the quick compiler alone comes with every JVM of the run: tests/run_environment.py)
+JVM_OPTS = ("-Xmx384m", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
 
 Headers = list[tuple[str, bytes | None]]
+
+
+def javac(lib: Path, out: Path, sources: list[str]) -> subprocess.CompletedProcess:
+    """``sources`` compiled against ``lib``'s jars into ``out`` (javac's JVM with the serial GC:
+    with the run's quick compiler, half the time of the defaults on two busy cores)."""
+    return subprocess.run(["javac", "-J-XX:+UseSerialGC", "-nowarn", "-encoding", "UTF-8", "-d", str(out),
+                           "-cp", f"{lib}/*", *sources],
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
 
 #: every oracle test module carries this mark: Kafka's jars come from Maven, javac compiles
 needs_java_oracle = pytest.mark.skipif(
@@ -127,10 +136,7 @@ class JavaPrograms:
         classes = work / "classes"
         classes.mkdir(parents=True, exist_ok=True)
         sources = sorted(str(p) for p in JAVA_SOURCES.glob("*.java"))
-        # javac on C1 alone with the serial GC: half the time of the defaults on two busy cores
-        proc = subprocess.run(["javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-nowarn",
-                               "-encoding", "UTF-8", "-d", str(classes), "-cp", f"{lib}/*", *sources],
-                              capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+        proc = javac(lib, classes, sources)
         if proc.returncode != 0:
             raise RuntimeError(f"javac failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
         return cls(lib, classes, work)
@@ -150,9 +156,7 @@ def hex_round_trip(lib: Path, source: Path, work: Path) -> Callable[[Sequence[ob
     """A format's own Java reader as an oracle: ``source`` (one class) compiled against ``lib``'s
     jars into ``work``; the callable runs it as ``main(*args, in, out)`` over values (a line of
     hex each, "-" for none) and answers each output line's first column as bytes."""
-    proc = subprocess.run(["javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-nowarn", "-encoding", "UTF-8",
-                           "-d", str(work), "-cp", f"{lib}/*", str(source)],
-                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    proc = javac(lib, work, [str(source)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     def run(args: Sequence[object], values: Sequence[bytes | None]) -> list[bytes | None]:

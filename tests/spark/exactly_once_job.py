@@ -55,9 +55,10 @@ from sparkkafka_sink.testing import waiting
 HOSTS = ("127.0.0.1", "localhost")
 #: bound of every wait for an event (the cluster up, a marker, a transaction open)
 WAIT_S = 120.0
-#: every JVM here lives a minute or two: the quick compiler only and the serial collector halve
-#: their CPU time (two cores run five JVMs and the Python workers)
-JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: every JVM here lives a minute or two: the serial collector and the quick compiler alone (the
+#: latter for every JVM of the run: JAVA_TOOL_OPTIONS, tests/run_environment.py) halve their CPU
+#: time (two cores run five JVMs and the Python workers)
+JVM_OPTS = "-XX:+UseSerialGC"
 
 #: the application's settings
 SPARK_CONF = {

@@ -58,7 +58,8 @@ def _assert_same_bytes(raw: bytes, batch, records, codec: CompressionType, where
         assert decompress(codec, raw[BATCH_OVERHEAD:]) == plain[BATCH_OVERHEAD:], where
 
 
-def _java_produced(java, bootstrap: str, tmp_path, name: str, spec, topics: dict[str, str], partitions: int) -> list[int]:
+def _java_produced(java, bootstrap: str, tmp_path, name: str, spec, topics: dict[str, str],
+                   partitions: int) -> list[int]:
     """Java's producer sends ``spec`` to each codec's topic (``topics``: codec -> topic, made with
     ``partitions``); each fetched batch is checked record by record and rebuilt by ours.  Returns
     the records per batch."""
@@ -108,10 +109,11 @@ def _java_produced(java, bootstrap: str, tmp_path, name: str, spec, topics: dict
 
 def test_we_decode_and_reencode_what_java_produced(oracle_broker, java, tmp_path):
     """Every kind of record (``sample_records``) through every codec on three partitions; and
-    200 small records on one partition, which Java's producer puts in one batch (5 KiB against its
-    16 KiB batch.size, closed by its flush: nothing else makes a batch ready), so offset deltas of two varint bytes (>= 64) are
-    there on every run -- how many records the three-partition batches hold depends on when
-    Java's sender drains them (a full batch drains its node's other batches too)."""
+    200 small records on one partition, which Java's producer puts in one batch (5 KiB against
+    its 16 KiB batch.size, closed by its flush: nothing else makes a batch ready), so offset
+    deltas of two varint bytes (>= 64) are there on every run -- how many records the
+    three-partition batches hold depends on when Java's sender drains them (a full batch drains
+    its node's other batches too)."""
     bootstrap = oracle_broker.bootstrap_servers
     run = uuid.uuid4().hex[:8]
     mixed = _java_produced(java, bootstrap, tmp_path, "mixed", sample_records(seed=7, n=500, partitions=PARTITIONS),

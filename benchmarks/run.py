@@ -78,8 +78,13 @@ MATRIX_LABELS = {"spark-pyprod": "pyprod-kafka (ours)", "spark-jvm-kafka": "Spar
                  "spark-confluent-protobuf": "mapInArrow+ProtobufSerializer",
                  "spark-pyprod-protobuf-bytes": "pyprod-kafka, pre-encoded Protobuf"}
 #: server.properties of the benchmark's Apache Kafka on top of the test fixture's: files of a
-#: deleted topic go after 1 s, not 60 (a 1 KiB run writes ~2 GB; runs follow each other fast)
-APACHE_BENCH_CONFIG = {"log.segment.delete.delay.ms": 1000}
+#: deleted topic go after 1 s, not 60 (a 1 KiB run writes ~2 GB; runs follow each other fast);
+#: each partition's two index files 1 MiB at most, not 10: a 64 MiB segment needs 128-192 KiB of
+#: them, and the broker preallocates them sparse and maps them -- at 256 partitions 512 such files,
+#: whose large page-cache folios the kernel zeroes as the broker touches them (measured on Linux
+#: 6.18: a 256-partition round's broker CPU 44-49 s cold and 9.6-12.7 s warm with 10 MiB
+#: indexes, 19-22 s and 7.8-7.9 s with 1 MiB, either sink alike)
+APACHE_BENCH_CONFIG = {"log.segment.delete.delay.ms": 1000, "log.index.size.max.bytes": 1 << 20}
 #: the secured listener the harness adds (``--security`` or a contender with ``security``) and
 #: how the secured contender logs in (``BrokerSecurity``'s user alice)
 SECURED_LISTENER = "SASL_SSL"

@@ -112,6 +112,7 @@ def span(values: Iterable[float]) -> tuple[float, float]:
 
 
 MATRIX = "matrix-apache-4.4.json"
+ORDER = "order-effects-apache-4.4.json"
 OURS, JVM, MIA = "spark-pyprod", "spark-jvm-kafka", "spark-mapinarrow-confluent"
 
 
@@ -379,6 +380,9 @@ TABLES = [
     Table(BENCHMARKS, "| config | value | partitions | ours ÷ JVM, rows/s | ours' workers, CPU s/GB | JVM sink's JVM, "
                       "CPU s/GB | mapInArrow + confluent's workers, CPU s/GB | ours ÷ JVM, CPU |",
           "matrix-apache-4.4-one-copy.json", 3, matrix_cpu),
+    Table(BENCHMARKS, "| config | value | partitions | ours ÷ JVM, rows/s | ours' workers, CPU s/GB | JVM sink's JVM, "
+                      "CPU s/GB | mapInArrow + confluent's workers, CPU s/GB | ours ÷ JVM, CPU |",
+          "matrix-apache-4.4-small-indexes.json", 3, matrix_cpu),
     Table(BENCHMARKS, "| value | 4 partitions copy / views / pieces | 64 | 256 |", "encoder-paths.json", 1, encoder_paths),
     Table(DELIVERY, "| request | batch write, 2 tasks | batch write, 8 tasks | per micro-batch (2 tasks) | idle driver, per "
                     "s, 0–40 s after | idle driver, per s, 80–110 s after |", "exactly-once-cost-apache-4.4.json", 1,
@@ -497,6 +501,12 @@ def commit_seconds(doc: dict) -> float:
     return eos_phase(doc, "spark-pyprod-eos", "after_tasks") - eos_phase(doc, OURS, "after_tasks")
 
 
+def order_runs(doc: dict, group: str, contender: str, round_: int) -> dict:
+    """One round of one contender in a group of ``order-effects-apache-4.4.json``."""
+    return next(r for run in doc["groups"][group]["benchmark_runs"] for r in run["runs"]
+                if r["contender"] == contender and r["round"] == round_)
+
+
 PROSE = [
     Prose(README, rf"with each client's defaults {N}–{N}× as fast as Spark's JVM sink", MATRIX, defaults_vs_jvm),
     Prose(README, rf"Peak RSS per worker measured in the benchmarks, over every round of the Spark matrix: {N}–{N} MB "
@@ -512,6 +522,16 @@ PROSE = [
           lambda d: span(ratio(d, PROTOBUF, CONFLUENT_PROTOBUF, c) for c in cells(d))),
     Prose(README, rf"the driver's commit of a 1,000-task write took {N} s more than an at-least-once write's",
           EOS_TASKS, lambda d: [commit_seconds(d)]),
+    Prose(BENCHMARKS, rf"ours first then the JVM sink, {N} against {N} rows/s \({N}×\); the JVM sink first then ours, "
+                      rf"{N} against {N} \({N}×\)", ORDER,
+          lambda d: [(a := order_runs(d, "ours-then-jvm", OURS, 2)["records_per_s"]),
+                     (b := order_runs(d, "ours-then-jvm", JVM, 2)["records_per_s"]), a / b,
+                     (c := order_runs(d, "jvm-then-ours", JVM, 2)["records_per_s"]),
+                     (e := order_runs(d, "jvm-then-ours", OURS, 2)["records_per_s"]), e / c]),
+    Prose(BENCHMARKS, rf"with Kafka's 10 MiB indexes {N} s and {N} s in the first round \(ours, then the JVM sink's own "
+                      rf"run\), {N} and {N} s in the second; with 1 MiB indexes {N} and {N} s, then {N} and {N} s", ORDER,
+          lambda d: [order_runs(d, g, c, r)["cpu_broker_s"] for g in ("indexes-10MiB", "indexes-1MiB")
+                     for r in (1, 2) for c in (OURS, JVM)]),
     Prose(BENCHMARKS, rf"With each client's defaults ours writes {N}–{N}× Spark's JVM sink", MATRIX, defaults_vs_jvm),
     Prose(BENCHMARKS, rf"Tuned alike, {N}–{N}× at 100 B and {N}–{N}× at 1 KiB with 4 and 64 partitions", MATRIX,
           lambda d: [*tuned_vs_jvm(d, 100, (4, 64, 256)), *tuned_vs_jvm(d, 1024, (4, 64))]),

@@ -39,7 +39,7 @@ from sparkkafka_sink.exactly_once.decision import Decision
 from sparkkafka_sink.exactly_once.decision_log import DecisionLog, DecisionRecorder
 from sparkkafka_sink.exactly_once.ids import WriteId
 from sparkkafka_sink.exactly_once.settle import describe_winners, list_write, plan, settle
-from sparkkafka_sink.producer.handover import PreparedTransaction
+from sparkkafka_sink.producer.handover import PreparedTransaction, TransactionAdmin
 
 __all__ = ["CommitError", "WriteEndedError", "NothingDecidedError", "UndecidedError", "IncompleteCommitError",
            "Committed", "commit_write", "COMMIT_NEEDS_S", "COMMIT_NEEDS_PER_WINNER_S", "CLOCK_SKEW_S",
@@ -105,7 +105,7 @@ def time_left_s(described: Any, now_s: float) -> float:
     return (described.start_time_ms + described.timeout_ms) / 1000 - now_s - CLOCK_SKEW_S
 
 
-def commit_write(admin: Any, decisions: DecisionLog, config: Any, write: WriteId,
+def commit_write(admin: TransactionAdmin, decisions: DecisionLog, config: Mapping[str, Any], write: WriteId,
                  winners: Sequence[PreparedTransaction], deadline: float, query: str | None = None) -> Committed:
     """Close, sweep, decide and commit ``write`` with exactly ``winners`` (``query``: a streaming
     write's, recorded with the decision); a ``CommitError`` says what is visible when it did not
@@ -153,7 +153,7 @@ def commit_write(admin: Any, decisions: DecisionLog, config: Any, write: WriteId
             recorder.close_producer()
 
 
-def _close_and_sweep(admin: Any, decisions: DecisionLog, recorder: DecisionRecorder, write: WriteId,
+def _close_and_sweep(admin: TransactionAdmin, decisions: DecisionLog, recorder: DecisionRecorder, write: WriteId,
                      winners: Sequence[PreparedTransaction], deadline: float) -> tuple[list[str], float]:
     """Steps 1 and 2: the write closed by its driver first, every winner open with the time the
     commit needs, every other id of it fenced; the ids fenced, and the deadline of the rest of
@@ -195,7 +195,7 @@ def _time_left(described: Mapping[str, Any], winners: Sequence[PreparedTransacti
     return {w.transactional_id: time_left_s(described[w.transactional_id], now) for w in winners}
 
 
-def _resolved(admin: Any, decisions: DecisionLog, write: WriteId, winners: Sequence[PreparedTransaction],
+def _resolved(admin: TransactionAdmin, decisions: DecisionLog, write: WriteId, winners: Sequence[PreparedTransaction],
               losers: list[str], deadline: float, recorded: bool | None) -> Committed:
     """The decision's transaction was fenced (``recorded`` False) or got no answer (None): end the
     write as the decisions topic says -- whoever fenced it did the same or will -- and report

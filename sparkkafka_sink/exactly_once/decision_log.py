@@ -39,6 +39,7 @@ from sparkkafka_sink.exactly_once.ids import DEFAULT_DECISION_TOPIC, WriteId
 from sparkkafka_sink.network.client import now_ms
 from sparkkafka_sink.producer.admin import BlockingAdmin
 from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.producer.partitioner import murmur2_partition
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.protocol import messages
@@ -136,7 +137,7 @@ class DecisionRecorder:
         self._producer.close(2.0)
 
 
-def fence(admin: Any, write: WriteId, deadline: float) -> None:
+def fence(admin: TransactionAdmin, write: WriteId, deadline: float) -> None:
     """End ``write`` for its driver: its decision id initialised again, so a decision not yet
     committed is aborted and can never be; once this returns, the decisions topic holds the
     write's final decision, or none.  An id this initialises first (epoch 0: the driver never

@@ -40,12 +40,16 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.exactly_once.ids import lease_id, owned_prefix, parse
 from sparkkafka_sink.exactly_once.leases import BEAT_S
 from sparkkafka_sink.exactly_once.owner import Process, alive, stat
+
+if TYPE_CHECKING:  # (imported where used: the keeper process starts light)
+    from sparkkafka_sink.exactly_once.decision_log import DecisionLog
+    from sparkkafka_sink.producer.handover import TransactionAdmin
 
 __all__ = ["IDLE_S", "RETAIN_S", "KeeperSpec", "Registry", "ensure_keeper", "keep", "main", "sweep"]
 
@@ -327,7 +331,7 @@ def keep(spec: KeeperSpec, registry: Registry) -> int:
         registry.retire()
 
 
-def _end_abandoned(admin: Any, decisions: Any, registry: Registry, name: str) -> None:
+def _end_abandoned(admin: TransactionAdmin, decisions: DecisionLog, registry: Registry, name: str) -> None:
     from sparkkafka_sink.exactly_once.settle import settle
 
     write = parse(name)
@@ -343,7 +347,7 @@ def _end_abandoned(admin: Any, decisions: Any, registry: Registry, name: str) ->
     log.warning("ended the write %s its driver gave up on: %s", name, _said(settled))
 
 
-def _end_all(admin: Any, decisions: Any, spec: KeeperSpec, registry: Registry, backoff_s: float = 1.0) -> None:
+def _end_all(admin: TransactionAdmin, decisions: DecisionLog, spec: KeeperSpec, registry: Registry, backoff_s: float = 1.0) -> None:
     """The driver is gone: end its writes as decided -- those holding a transaction, and those it
     had registered (closing them stops their late task attempts) -- trying again, with a growing
     pause, until each is ended or its transactions' time has passed (nothing is left to end then:

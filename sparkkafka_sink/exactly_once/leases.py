@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkkafka_sink.exactly_once.ids import WriteId, lease_id, parse
+
+if TYPE_CHECKING:  # (the driver's planning process reads leases without the producer loaded)
+    from sparkkafka_sink.producer.handover import TransactionAdmin
 
 __all__ = ["BEAT_S", "WINDOW_S", "HOLDING_STATES", "open_writes", "alive_owners", "judge"]
 
@@ -34,7 +37,7 @@ HOLDING_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence
 _LOOK_S = 0.5
 
 
-def open_writes(admin: Any, prefix: str, deadline: float) -> dict[WriteId, list[str]]:
+def open_writes(admin: TransactionAdmin, prefix: str, deadline: float) -> dict[WriteId, list[str]]:
     """The writes under ``prefix`` holding a transaction (an attempt's, or a decision being
     recorded), with the ids that hold one."""
     found: dict[WriteId, list[str]] = {}
@@ -45,7 +48,7 @@ def open_writes(admin: Any, prefix: str, deadline: float) -> dict[WriteId, list[
     return found
 
 
-def alive_owners(admin: Any, owners: Iterable[tuple[str, str]], deadline: float,
+def alive_owners(admin: TransactionAdmin, owners: Iterable[tuple[str, str]], deadline: float,
                  window_s: float = WINDOW_S) -> set[tuple[str, str]]:
     """The ``(prefix, owner)`` pairs whose lease moved within ``window_s``: their owners live.
     A lease the coordinator does not know is no live owner's, at once."""
@@ -65,7 +68,7 @@ def alive_owners(admin: Any, owners: Iterable[tuple[str, str]], deadline: float,
     return alive
 
 
-def judge(admin: Any, prefix: str, deadline: float, spare: Iterable[str] = (),
+def judge(admin: TransactionAdmin, prefix: str, deadline: float, spare: Iterable[str] = (),
           window_s: float = WINDOW_S) -> tuple[dict[WriteId, list[str]], dict[WriteId, list[str]]]:
     """The open writes whose ids start with ``prefix`` (but those of the owners in ``spare``)
     as ``(alive, gone)`` by their owner's lease."""

@@ -32,7 +32,7 @@ from typing import Any
 from sparkkafka_sink.errors import Message, Setting
 from sparkkafka_sink.exactly_once.decision_log import DecisionLog, fence
 from sparkkafka_sink.exactly_once.ids import WriteId
-from sparkkafka_sink.producer.handover import PreparedTransaction
+from sparkkafka_sink.producer.handover import PreparedTransaction, TransactionAdmin
 
 __all__ = ["LIVE_STATES", "OPEN", "COMMITTED", "ABORTED", "UNKNOWN", "Listed", "Ending", "Settled", "fate",
            "list_write", "describe_winners", "plan", "apply", "settle"]
@@ -114,12 +114,12 @@ def fate(winner: PreparedTransaction, described: Any) -> str:
     return UNKNOWN
 
 
-def list_write(admin: Any, write: WriteId, deadline: float) -> list[Listed]:
+def list_write(admin: TransactionAdmin, write: WriteId, deadline: float) -> list[Listed]:
     """Every id of ``write`` that holds or may begin a transaction: one listing of every broker."""
     return [Listed(t, pid, state) for t, pid, state in admin.open_transactions(write.name + "-", deadline, LIVE_STATES)]
 
 
-def describe_winners(admin: Any, winners: Iterable[PreparedTransaction], deadline: float) -> dict[str, Any]:
+def describe_winners(admin: TransactionAdmin, winners: Iterable[PreparedTransaction], deadline: float) -> dict[str, Any]:
     """Each winner's description by its own coordinator."""
     return {w.transactional_id: admin.describe(w.transactional_id, deadline) for w in winners}
 
@@ -136,7 +136,7 @@ def plan(write: WriteId, listed: Iterable[Listed], winners: Iterable[PreparedTra
     return Ending(tuple(fates[OPEN]), fence_, tuple(fates[COMMITTED]), tuple(fates[ABORTED]), tuple(fates[UNKNOWN]))
 
 
-def apply(admin: Any, write: WriteId, ending: Ending, decided: bool, deadline: float) -> Settled:
+def apply(admin: TransactionAdmin, write: WriteId, ending: Ending, decided: bool, deadline: float) -> Settled:
     """Carry ``ending`` out: the open winners committed (a commit that landed answers success
     again), the rest of the write fenced."""
     settled = Settled(write, decided, already=[w.transactional_id for w in ending.committed],
@@ -151,7 +151,7 @@ def apply(admin: Any, write: WriteId, ending: Ending, decided: bool, deadline: f
     return settled
 
 
-def settle(admin: Any, decisions: DecisionLog, write: WriteId, deadline: float) -> Settled:
+def settle(admin: TransactionAdmin, decisions: DecisionLog, write: WriteId, deadline: float) -> Settled:
     """End ``write`` as its driver decided, for a driver that is gone (or its abort): fenced
     first, then what the decisions topic says is final -- its recorded winners committed and
     the rest aborted; without a decision, all of it aborted.  Raises (and the write stays to be

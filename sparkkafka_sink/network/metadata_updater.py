@@ -8,19 +8,44 @@ so a ``send()`` waiting for metadata can say so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from sparkkafka_sink.errors import KafkaConnectionError, Message, UnsupportedVersionError
-from sparkkafka_sink.network.connection import ConnectionState
+from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
 from sparkkafka_sink.network.in_flight import ClientResponse
+from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.protocol.messages import metadata_request
 
-if TYPE_CHECKING:
-    from sparkkafka_sink.network.client import NetworkClient
+
+class UpdatedClient(Protocol):
+    """What the updater uses of the client that owns it (``NetworkClient``): its metadata, its
+    timeouts, which broker to ask and the way to ask it."""
+
+    metadata: Metadata
+    request_timeout_ms: int
+    reconnect_backoff_ms: int
+    allow_auto_topic_creation: bool
+    connect_errors: dict[str, BaseException]
+
+    def least_loaded_node(self, now: float) -> int | None: ...
+
+    def known_nodes(self) -> list[int]: ...
+
+    def connection(self, node_id: int) -> BrokerConnection | None: ...
+
+    def connection_delay(self, node_id: int, now: float) -> float: ...
+
+    def ready(self, node_id: int, now: float) -> bool: ...
+
+    def send(self, node_id: int, request: Any, callback: Callable[[ClientResponse], None] | None,
+             now: float) -> object: ...
+
+    def close_bootstrap_connections(self) -> None: ...
 
 
 class MetadataUpdater:
-    def __init__(self, client: NetworkClient):
+    def __init__(self, client: UpdatedClient):
         self._client = client
         self._in_flight = False
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.exactly_once.ids import DEFAULT_DECISION_TOPIC, WriteId, new_run
+from sparkkafka_sink.exactly_once.ids import WriteId, new_run
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig
 from sparkkafka_sink.spark import option_catalog as catalog
 from sparkkafka_sink.spark.errors import (
@@ -31,8 +31,6 @@ from sparkkafka_sink.spark.errors import (
 )
 from sparkkafka_sink.spark.formats import Formats, parse_formats
 from sparkkafka_sink.spark.option_catalog import (
-    DEFAULT_CACHE_TIMEOUT_MS,
-    DEFAULT_CLUSTER_CHECK_TIMEOUT_MS,
     EXACTLY_ONCE_TIMEOUT_MS,
     REJECTED_KAFKA_KEYS,
     SINK_LINGER_MS,
@@ -46,6 +44,12 @@ log = logging.getLogger(__name__)
 _SPARK_OPTIONS = ("path",)
 
 
+def _declared(name: str) -> Any:
+    """The default of the option ``name`` as its declaration states it (``option_catalog``): a
+    plan's field that an option fills takes its default from there, never a second time here."""
+    return catalog.option(name).parse(None)
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     """What a write task needs from the options; pickled into every task."""
@@ -54,7 +58,7 @@ class SinkOptions:
     #: the ``kafka.*`` options, validated by the producer's own configuration (a mapping given
     #: here is validated on construction)
     producer_config: ProducerConfig
-    coalesce_bytes: int = 0
+    coalesce_bytes: int = _declared("coalesceBytes")
     #: exactly-once: each task writes in a transaction the driver commits; ids start with this
     transactional_id_prefix: str | None = None
     #: exactly-once: the driver that owns the write (``exactly_once.owner``; set when the driver
@@ -67,26 +71,26 @@ class SinkOptions:
     #: a writeStream query's writer (each micro-batch's tasks name theirs)
     streaming: bool = False
     #: exactly-once: where each write's decision is recorded (``exactly_once.decision_log``)
-    decision_topic: str = DEFAULT_DECISION_TOPIC
+    decision_topic: str = _declared("decisionTopic")
     #: exactly-once: "process" -- the driver starts a keeper (its lease, and the end of its
     #: writes should it die) -- or "none", for platforms that forbid extra processes
-    keeper: str = "process"
+    keeper: str = _declared("leaseKeeper")
     #: exactly-once: how long another driver's lease is watched before it is called gone
-    lease_window_ms: int = 30_000
+    lease_window_ms: int = _declared("leaseWindowMs")
     #: the driver's check of the cluster before any task (0: none)
-    cluster_check_timeout_ms: int = DEFAULT_CLUSTER_CHECK_TIMEOUT_MS
+    cluster_check_timeout_ms: int = _declared("clusterCheckTimeoutMs")
     #: rate limits of each write task (None: none)
-    max_records_per_s: float | None = None
-    max_bytes_per_s: float | None = None
+    max_records_per_s: float | None = _declared("maxRecordsPerSecond")
+    max_bytes_per_s: float | None = _declared("maxBytesPerSecond")
     #: idle pooled producers are closed after this (0: no pool, one producer per task)
-    producer_cache_timeout_ms: int = DEFAULT_CACHE_TIMEOUT_MS
+    producer_cache_timeout_ms: int = _declared("producerCacheTimeoutMs")
     #: errors.tolerance=all: bad rows are skipped (and dead-lettered when a DLQ topic is set)
     tolerate_bad_rows: bool = False
-    dead_letter_topic: str | None = None
-    dead_letter_context_headers: bool = True
-    log_bad_rows: bool = False
+    dead_letter_topic: str | None = _declared("errors.deadletterqueue.topic.name")
+    dead_letter_context_headers: bool = _declared("errors.deadletterqueue.context.headers.enable")
+    log_bad_rows: bool = _declared("errors.log.enable")
     #: raise glibc's malloc thresholds in the task's Python worker (``spark/task/worker_memory.py``)
-    tune_allocator: bool = True
+    tune_allocator: bool = _declared("tuneAllocator")
     #: how the key and value columns become bytes (``spark/formats.py``)
     formats: Formats = Formats()
 

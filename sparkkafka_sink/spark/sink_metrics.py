@@ -12,12 +12,9 @@ when batches overlap.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pyspark.accumulators import Accumulator, AccumulatorParam
-
-if TYPE_CHECKING:
-    from sparkkafka_sink.spark.metrics_drop import MetricsDrop
 
 COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "records_skipped",
             "records_dead_lettered", "retries", "throttle_time_ms", "producers_created")
@@ -106,6 +103,15 @@ def snapshot_of(raw: dict) -> dict:
     return out
 
 
+class MetricsStore(Protocol):
+    """Where tasks' metrics are kept when no accumulator carries them (``metrics_drop.MetricsDrop``):
+    what they add up to, merged as :func:`merged` merges them, and a way to forget them."""
+
+    def total(self) -> dict: ...
+
+    def clear(self) -> None: ...
+
+
 class SinkMetrics:
     """Driver-side handle returned by ``sparkkafka_sink.register(spark)``.
 
@@ -119,7 +125,7 @@ class SinkMetrics:
     metrics instead, counted the same way (``metrics_drop.py``).
     """
 
-    def __init__(self, total: Accumulator | None = None, drop: MetricsDrop | None = None):
+    def __init__(self, total: Accumulator | None = None, drop: MetricsStore | None = None):
         self._total = total
         self._drop = drop
 

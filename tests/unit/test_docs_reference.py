@@ -57,6 +57,16 @@ def test_each_declared_field_is_a_field_of_the_plan_it_fills():
         assert {o.field for o in group if o.field} <= names, plan
 
 
+def test_a_sink_plan_field_defaults_to_its_option_s_declared_default():
+    """``SinkOptions`` built by hand (as tests and the driver's helpers do) holds what a parsed
+    write holds for every option left out: each default is stated once, in the declaration
+    (``coalesce_bytes`` defaulted to 0 here against the option's 16 MiB)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(SinkOptions)}
+    for option in catalog.SINK_OPTIONS:
+        if option.field and option.field in defaults and defaults[option.field] is not dataclasses.MISSING:
+            assert defaults[option.field] == option.parse(None), option.name
+
+
 def test_the_parser_applies_the_declared_defaults():
     parsed = parse_options({"kafka.bootstrap.servers": "h:9092", "topic": "t"})
     declared = {o.name: o.default for o in catalog.SINK_OPTIONS}

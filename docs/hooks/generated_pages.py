@@ -50,9 +50,10 @@ def _configuration() -> str:
 
 
 def _java_keys() -> str:
+    from sparkkafka_sink.producer import config
     from sparkkafka_sink.producer import java_keys as jk
 
-    table = jk.migration_table()
+    table = config.migration_table()
     counts = {s: sum(row[2] == s for row in table) for s in (jk.HONOURED, jk.NOTED, jk.REFUSED)}
     cell = lambda text: " ".join(str(text).split()).replace("|", "\\|")  # noqa: E731
     return "\n".join([
@@ -73,7 +74,7 @@ def _java_keys() -> str:
         "",
         "The keys of the Java consumer and admin client that the producer lacks are noted too (a properties "
         "file shared by a job's clients gives them to the producer; Java's producer warns that each \"isn't a "
-        "known config\"): " + ", ".join(f"`{k}`" for k in jk.other_clients_noted()) + ".",
+        "known config\"): " + ", ".join(f"`{k}`" for k in config.other_clients_noted()) + ".",
         "",
     ])
 

@@ -20,7 +20,8 @@ from sparkkafka_sink.producer import java_keys
 from sparkkafka_sink.sasl_keys import LOGIN_KEYS, SASL_KEYS
 from sparkkafka_sink.security_protocol import SECURITY_PROTOCOL
 
-__all__ = ["KEYS", "ProducerConfig", "INT_MAX", "LONG_MAX", "read_properties"]
+__all__ = ["KEYS", "ProducerConfig", "INT_MAX", "LONG_MAX", "read_properties", "java_key_status", "migration_table",
+           "other_clients_noted"]
 
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 #: Azure Event Hubs' Kafka endpoint: its hosts, its largest request, the idle time it is given
@@ -339,6 +340,25 @@ def _unknown_key_message(key: str) -> Message:
     if near:
         template += " Near it: " + ", ".join(["{!r}"] * len(near)) + "."
     return Message(template + " Every key: the configuration reference.", *map(Setting, [key, *close, *near]))
+
+
+def java_key_status(key: str) -> str | None:
+    """HONOURED, NOTED or REFUSED for a Java producer key (whatever its value); None for a key
+    Java's producer does not have (``producer.java_keys``)."""
+    return java_keys.HONOURED if key in KEYS else java_keys.rule_status(key)
+
+
+def migration_table() -> list[tuple[str, str, str, str]]:
+    """One row per Java key: the key, the kafka-clients lines that have it, its status and what
+    happens here (the docs' migration table, ``docs/reference/java-keys.md``)."""
+    docs = {name: key.doc for name, key in KEYS.items()}
+    return [(key, lines, java_key_status(key) or "", java_keys.explained(key) or docs.get(key, ""))
+            for key, lines in sorted(java_keys.JAVA_PRODUCER_KEYS.items())]
+
+
+def other_clients_noted() -> list[str]:
+    """The Java consumer's and admin client's keys noted here (the producer lacks them)."""
+    return sorted(java_keys.OTHER_CLIENT_KEYS - set(KEYS))
 
 
 def read_properties(path: str) -> dict:

@@ -9,7 +9,8 @@ Java key is missing here.
 A job's ``kafka.*`` options must carry over from Spark's ``format("kafka")``, which hands every
 key to kafka-clients, so each Java key is exactly one of:
 
-* **honoured** -- a key of ``producer.config`` (``KEYS``), applied by this producer;
+* **honoured** -- a key of ``producer.config`` (``KEYS``), applied by this producer
+  (``producer.config.java_key_status``);
 * **noted** -- accepted; it has no effect here, and ``ProducerConfig.noted`` says why (the Spark
   driver logs that line once per write);
 * **refused** -- ``ConfigError`` with the key's own reason and the way to get the same here.
@@ -19,7 +20,8 @@ key to kafka-clients, so each Java key is exactly one of:
 The Java consumer's and admin client's own keys (``OTHER_CLIENT_KEYS``: a properties file shared
 by a job's clients gives them to the producer, which Java's producer only warns about) are noted.
 Our own keys that Java lacks (``partitioner``, ``sasl.username``...) are honoured; they are not
-listed here.  ``migration_table()`` is the docs' table of them (``docs/reference/java-keys.md``).
+listed here.  ``producer.config.migration_table()`` is the docs' table of them
+(``docs/reference/java-keys.md``); this module knows nothing of ``producer.config`` (which reads it).
 """
 
 from __future__ import annotations
@@ -241,17 +243,9 @@ _RULES: dict[str, _Rule] = {
 }
 
 
-def _honoured() -> frozenset[str]:
-    from sparkkafka_sink.producer.config import KEYS  # here: config.py reads this module
-
-    return frozenset(KEYS)
-
-
-def status(key: str) -> str | None:
-    """HONOURED, NOTED or REFUSED for a Java producer key (whatever its value); None for a key
-    Java's producer does not have."""
-    if key in _honoured():
-        return HONOURED
+def rule_status(key: str) -> str | None:
+    """NOTED or REFUSED for a Java producer key this producer does not honour (whatever its
+    value); None for any other key (``producer.config.java_key_status`` says HONOURED for ours)."""
     rule = _RULES.get(key)
     return rule.status if rule is not None else None
 
@@ -275,10 +269,12 @@ def judge(key: str, value: Any) -> tuple[str, Message] | None:
     return REFUSED, Message("{}. Here: {}", rule.reason, rule.way)
 
 
-def _here(key: str, docs: dict[str, str]) -> str:
+def explained(key: str) -> str | None:
+    """What happens here to a Java key this producer does not honour, for the docs' migration
+    table (None: no rule of this module's: an honoured key, documented by its declaration)."""
     rule = _RULES.get(key)
     if rule is None:
-        return docs.get(key, "")
+        return None
     if rule.status == NOTED:
         return f"No effect: {rule.reason}"
     accepted = [v for v in rule.accepted_values if v]
@@ -287,17 +283,3 @@ def _here(key: str, docs: dict[str, str]) -> str:
         shown = ", ".join(f"`{v}`" for v in accepted) or "an empty value"
         also = f" Accepted (no effect) with {shown}: {rule.accepted_reason}."
     return f"Refused: {rule.reason}. Instead: {rule.way}.{also}"
-
-
-def migration_table() -> list[tuple[str, str, str, str]]:
-    """One row per Java key: the key, the kafka-clients lines that have it, its status and what
-    happens here (the docs' migration table, ``docs/reference/java-keys.md``)."""
-    from sparkkafka_sink.producer.config import KEYS
-
-    docs = {name: key.doc for name, key in KEYS.items()}
-    return [(key, JAVA_PRODUCER_KEYS[key], status(key) or "", _here(key, docs)) for key in sorted(JAVA_PRODUCER_KEYS)]
-
-
-def other_clients_noted() -> list[str]:
-    """The Java consumer's and admin client's keys noted here (the producer lacks them)."""
-    return sorted(OTHER_CLIENT_KEYS - _honoured())

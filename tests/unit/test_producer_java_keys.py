@@ -17,7 +17,7 @@ from sparkkafka_sink.oauth.token_source import refresh_at
 from sparkkafka_sink.producer import java_keys
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
 from sparkkafka_sink.producer.buffer_pool import BufferPool
-from sparkkafka_sink.producer.config import KEYS, ProducerConfig
+from sparkkafka_sink.producer.config import KEYS, ProducerConfig, java_key_status, migration_table
 from sparkkafka_sink.producer.partitioner import adaptive_choice, make_partitioner
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
 from sparkkafka_sink.record.compression import LEVELS, CompressionType, compress, decompress
@@ -28,7 +28,7 @@ BOOT = {"bootstrap.servers": "127.0.0.1:9092"}
 # -- the classification ---------------------------------------------------------------------------
 def test_every_java_key_has_exactly_one_status():
     for key in java_keys.JAVA_PRODUCER_KEYS:
-        assert java_keys.status(key) in (java_keys.HONOURED, java_keys.NOTED, java_keys.REFUSED), key
+        assert java_key_status(key) in (java_keys.HONOURED, java_keys.NOTED, java_keys.REFUSED), key
     # a rule for a key the producer honours would never be read: one place says what a key does
     assert not set(java_keys._RULES) & set(KEYS)
     assert set(java_keys._RULES) <= set(java_keys.JAVA_PRODUCER_KEYS)
@@ -47,7 +47,7 @@ def test_the_keys_named_by_the_issue_are_where_it_asks():
              "metrics.sample.window.ms", "enable.metrics.push", "metadata.recovery.strategy"]
     refused = ["partitioner.class", "interceptor.classes", "key.serializer", "value.serializer"]
     for keys, expected in ((honoured, java_keys.HONOURED), (noted, java_keys.NOTED), (refused, java_keys.REFUSED)):
-        assert {k: java_keys.status(k) for k in keys} == {k: expected for k in keys}
+        assert {k: java_key_status(k) for k in keys} == {k: expected for k in keys}
 
 
 def test_noted_keys_are_accepted_and_say_why():
@@ -131,7 +131,7 @@ def test_the_spark_sink_reports_a_refused_key_in_option_names():
 
 # -- the migration table --------------------------------------------------------------------------
 def test_the_migration_table_has_one_row_per_java_key():
-    rows = java_keys.migration_table()
+    rows = migration_table()
     assert [key for key, *_ in rows] == sorted(java_keys.JAVA_PRODUCER_KEYS)
     assert {status for _, _, status, _ in rows} == {java_keys.HONOURED, java_keys.NOTED, java_keys.REFUSED}
     here = dict((key, (status, text)) for key, _, status, text in rows)

@@ -19,13 +19,13 @@ import difflib
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
 
-__all__ = ["ConfigKey", "ConfigDef", "Invalid", "OptionDoc", "client_error", "number_text", "optional_text", "text",
-           "value_of", "INT_MAX", "LONG_MAX"]
+__all__ = ["ConfigKey", "ConfigDef", "Declared", "Invalid", "KeyGroup", "OptionDoc", "client_error", "declarations",
+           "number_text", "optional_text", "text", "value_of", "INT_MAX", "LONG_MAX"]
 
 #: Java's int and long: the bounds of most of Kafka's numeric settings
 INT_MAX = 2**31 - 1
@@ -273,6 +273,59 @@ def value_of(key: ConfigKey, raw: Any) -> Any:
         return key.parse(raw)
     except Invalid as e:
         raise client_error(key, raw, e) from None
+
+
+T = TypeVar("T")
+
+
+class Declared(Generic[T]):
+    """A setting declared as an attribute of its scope's settings class: the class body lists its
+    keys once (:func:`declarations` reads them, in order, for the scope's :class:`ConfigDef`), and
+    an instance -- its values parsed, read as a mapping by the setting's name -- answers the
+    attribute with the setting's value, typed ``T`` for mypy (``config.linger_ms``, an ``int``,
+    instead of ``config["linger.ms"]``, an ``Any``)."""
+
+    __slots__ = ("key", "attribute")
+
+    def __init__(self, key: ConfigKey):
+        self.key = key
+        self.attribute = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attribute = name
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> Declared[T]: ...
+
+    @overload
+    def __get__(self, instance: Mapping[str, Any], owner: type) -> T: ...
+
+    def __get__(self, instance: Mapping[str, Any] | None, owner: type) -> Declared[T] | T:
+        if instance is None:
+            return self
+        value: T = instance[self.key.name]
+        return value
+
+
+class KeyGroup:
+    """Settings a scope takes whole from a declaration of another module's (the SASL keys), in
+    their place among the scope's own: read by name, by the module that declared them."""
+
+    def __init__(self, *keys: ConfigKey):
+        self.keys = keys
+
+
+def declarations(settings: type) -> tuple[ConfigKey, ...]:
+    """The keys a settings class declares (:class:`Declared` attributes and :class:`KeyGroup`
+    members), in the order its body lists them: its bases' first."""
+    keys: list[ConfigKey] = []
+    for cls in reversed(settings.__mro__):
+        for value in vars(cls).values():
+            if isinstance(value, Declared):
+                keys.append(value.key)
+            elif isinstance(value, KeyGroup):
+                keys.extend(value.keys)
+    return tuple(keys)
 
 
 class ConfigDef(Mapping[str, ConfigKey]):

@@ -28,8 +28,8 @@ class BlockingAdmin:
     def __init__(self, config: Mapping[str, Any], role: str = "admin"):
         c = ProducerConfig(config).updated({"transactional.id": None})
         self.config = c
-        self.retry_backoff_s = c["retry.backoff.ms"] / 1000
-        self._network = network_stack(c, f"{c['client.id']}-{role}", max_in_flight=5, allow_auto_topic_creation=False)
+        self.retry_backoff_s = c.retry_backoff_ms / 1000
+        self._network = network_stack(c, f"{c.client_id}-{role}", max_in_flight=5, allow_auto_topic_creation=False)
         self.metadata, self.client = self._network.metadata, self._network.client
         self.coordinators = Coordinators()
 
@@ -135,7 +135,7 @@ class BlockingAdmin:
             self._raise_fatal()
             self._raise_if_nothing_listens()
             if time.monotonic() > deadline:
-                servers = ",".join(f"{h}:{p}" for h, p in self.config["bootstrap.servers"])
+                servers = ",".join(f"{h}:{p}" for h, p in self.config.bootstrap_servers)
                 raise KafkaTimeoutError(f"no metadata from {servers}: {self._why_not()}")
             self.client.poll(50, now_ms())
         return sorted(self.metadata.cluster.brokers)
@@ -145,7 +145,7 @@ class BlockingAdmin:
         listens there, so waiting out the deadline would only delay the same verdict."""
         if not self.metadata.cluster.is_bootstrap:
             return
-        addresses = [f"{h}:{p}" for h, p in self.config["bootstrap.servers"]]
+        addresses = [f"{h}:{p}" for h, p in self.config.bootstrap_servers]
         errors = [self.client.connect_errors.get(a) for a in addresses]
         if all(isinstance(e, KafkaConnectionError) and e.refused for e in errors):
             raise KafkaConnectionError(f"nothing listens at {','.join(addresses)}: every address refused the "

@@ -11,10 +11,20 @@ several keys.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from sparkkafka_sink.config_def import INT_MAX, LONG_MAX, ConfigDef, ConfigKey, Invalid, text
+from sparkkafka_sink.config_def import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigDef,
+    ConfigKey,
+    Declared,
+    Invalid,
+    KeyGroup,
+    declarations,
+    text,
+)
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.producer import java_keys
 from sparkkafka_sink.sasl_keys import LOGIN_KEYS, SASL_KEYS
@@ -98,99 +108,126 @@ def _transactional_id(value: Any) -> str:
     return value
 
 
-# -- the keys ------------------------------------------------------------------------------------
-def _int_key(name: str, default: int | None, doc: str, lo: int = 0, hi: int = INT_MAX, unit: str = "",
-         **more: Any) -> ConfigKey:
-    unit = unit or ("ms" if name.endswith(".ms") else "bytes" if name.endswith((".size", ".memory", ".bytes")) else "")
-    return ConfigKey(name, "integer", default, doc, minimum=lo, maximum=hi, unit=unit, **more)
+# -- the keys: each a typed attribute of ProducerConfig, made by these ---------------------------
+def _int_key(name: str, default: int, doc: str, lo: int = 0, hi: int = INT_MAX, **more: Any) -> Declared[int]:
+    unit = "ms" if name.endswith(".ms") else "bytes" if name.endswith((".size", ".memory", ".bytes")) else ""
+    return Declared(ConfigKey(name, "integer", default, doc, minimum=lo, maximum=hi, unit=unit, **more))
 
 
-def _long_key(name: str, default: int | None, doc: str, lo: int = 0, **more: Any) -> ConfigKey:
+def _long_key(name: str, default: int, doc: str, lo: int = 0, **more: Any) -> Declared[int]:
     return _int_key(name, default, doc, lo, LONG_MAX, **more)
 
 
-def _bool_key(name: str, default: bool, doc: str) -> ConfigKey:
-    return ConfigKey(name, "boolean", default, doc)
+def _bool_key(name: str, default: bool, doc: str) -> Declared[bool]:
+    return Declared(ConfigKey(name, "boolean", default, doc))
 
 
-_KEYS: tuple[ConfigKey, ...] = (
-    ConfigKey("bootstrap.servers", "custom", None, "host:port list used to discover the cluster", parser=_bootstrap,
-              accepts=_BOOTSTRAP, unset="required"),
-    text("client.id", "name sent to brokers in every request", "sparkkafka-sink"),
-    ConfigKey("acks", "custom", "all", "acknowledgements the leader waits for: 0, 1 or all (-1)", parser=_acks,
-              accepts="one of all, -1, 0, 1"),
-    _int_key("linger.ms", 5, "how long a batch waits for more records before it is sent"),
-    _int_key("batch.size", 16384, "target size in bytes of one partition's batch (send_batch's batches: 262144 "
-             "where it is not set, never above buffer.memory)"),
-    _long_key("buffer.memory", 33554432, "bytes that buffered records may use"),
-    _long_key("max.block.ms", 60000, "how long send()/partitions_for() may block"),
-    ConfigKey("compression.type", "choice", "none", "codec for record batches", choices=COMPRESSION_TYPES),
-    ConfigKey("compression.gzip.level", "custom", -1, "gzip level, 1 (fastest) to 9 (smallest); -1: zlib's default, 6",
-              parser=_gzip_level, accepts="a whole number from 1 to 9, or -1 (zlib's default)"),
-    _int_key("compression.lz4.level", 9,
-             "lz4 level, 1 to 17; 9 (Java's default) is lz4's fast mode, any other level its high-compression "
-             "mode (liblz4 applies levels 1-2 as its fast mode and caps the others at 12)", 1, 17),
-    _int_key("compression.zstd.level", 3, "zstd level, -131072 (fastest) to 22 (smallest)", -131072, 22),
-    _int_key("max.request.size", 1048576, "largest request (and so record) the producer sends"),
-    _int_key("retries", INT_MAX, "how many times a failed batch is resent"),
-    _long_key("retry.backoff.ms", 100, "wait before resending a failed batch"),
-    _long_key("retry.backoff.max.ms", 1000, "cap of the exponential retry backoff"),
-    _int_key("delivery.timeout.ms", 120000, "upper bound on the time from send() to success or failure"),
-    _int_key("request.timeout.ms", 30000, "how long to wait for a broker's answer before retrying"),
-    _int_key("max.in.flight.requests.per.connection", 5, "unanswered requests per broker connection", 1),
-    _bool_key("enable.idempotence", True, "producer id + sequence numbers: no duplicates on retry"),
-    _long_key("reconnect.backoff.ms", 50, "first wait before reconnecting to a broker"),
-    _long_key("reconnect.backoff.max.ms", 1000, "cap of the exponential reconnect backoff"),
-    _long_key("socket.connection.setup.timeout.ms", 10000, "how long a connection attempt may take"),
-    _long_key("socket.connection.setup.timeout.max.ms", 30000, "cap of the growing connection timeout"),
-    _long_key("connections.max.idle.ms", 540000, "close connections idle this long (-1: never)", -1),
-    _long_key("metadata.max.age.ms", 300000, "refresh metadata at least this often"),
-    _long_key("metadata.max.idle.ms", 300000, "forget topics not produced to for this long", 5000),
-    _bool_key("allow.auto.create.topics", True, "let Metadata requests create missing topics"),
-    ConfigKey("partitioner", "custom", "murmur2", "murmur2 (Java default), round_robin, random, or a callable",
-              parser=_partitioner, accepts="one of murmur2, round_robin, random, or a callable"),
-    _bool_key("partitioner.ignore.keys", False, "spread keyed records like null keys"),
-    _bool_key("partitioner.adaptive.partitioning.enable", True,
-              "null keys (murmur2): switch less often to partitions whose broker has more queued bytes (KIP-794)"),
-    _long_key("partitioner.availability.timeout.ms", 0,
-              "with adaptive partitioning: skip a partition whose broker took no batch for this long (0: never)"),
-    _int_key("send.buffer.bytes", -1, "SO_SNDBUF (-1: OS autotuning; Java's 131072 splits large requests into many writes)",
-             -1),
-    _int_key("receive.buffer.bytes", 32768, "SO_RCVBUF (-1: OS default)", -1),
-    SECURITY_PROTOCOL,
-    text("ssl.truststore.location", "CA certificates to trust: a PEM, PKCS12 or JKS file", unset="the system's CAs"),
-    text("ssl.truststore.type", "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)",
-         unset="from the file's content"),
-    text("ssl.truststore.password",
-         "password of a PKCS12 or JKS truststore (a JKS one is read without it unchecked, as Java does)"),
-    text("ssl.truststore.certificates", "CA certificates as PEM text (instead of a file)"),
-    text("ssl.keystore.location",
-         "mutual TLS: client key and certificate, a PEM, PKCS12 or JKS file"),
-    text("ssl.keystore.type", "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)",
-         unset="from the file's content"),
-    text("ssl.keystore.password", "password of a PKCS12 or JKS keystore"),
-    text("ssl.keystore.certificate.chain", "mutual TLS: client certificate chain as PEM text"),
-    text("ssl.keystore.key", "mutual TLS: client private key as PEM text"),
-    text("ssl.key.password", "password of an encrypted PEM private key, or of a JKS keystore's key",
-         unset="ssl.keystore.password"),
-    text("ssl.endpoint.identification.algorithm",
-         "'https' verifies the broker's host name against its certificate; '' turns that off", "https"),
-    text("ssl.enabled.protocols", "TLS versions allowed", "TLSv1.2,TLSv1.3"),
-    text("ssl.protocol", "highest TLS version offered (TLSv1.3, TLSv1.2)", "TLSv1.3"),
-    text("ssl.cipher.suites", "TLS 1.2 cipher suites (Java/IANA or OpenSSL names)", unset="OpenSSL's"),
-    *SASL_KEYS,
-    *LOGIN_KEYS,
-    ConfigKey("transactional.id", "custom", None,
-              "makes the producer transactional: init_transactions(), begin/commit/abort_transaction()",
-              parser=_transactional_id, accepts="a non-empty string (or unset)"),
-    _int_key("transaction.timeout.ms", 60000, "the coordinator aborts a transaction open this long", 1),
-)
-#: every key of the producer, by its Java name
-KEYS = ConfigDef(_KEYS)
+def _text_key(name: str, doc: str, default: str) -> Declared[str]:
+    return Declared(text(name, doc, default))
+
+
+def _optional_text_key(name: str, doc: str, **more: Any) -> Declared[str | None]:
+    return Declared(text(name, doc, **more))
 
 
 class ProducerConfig(Mapping[str, Any]):
-    """Validated producer settings; read like a dict with the Java key names."""
+    """Validated producer settings: each a typed attribute (``config.linger_ms``), declared once
+    below -- the declarations parse, check, redact and document them (``KEYS``) -- and readable
+    as a mapping by the Java key names (``config["linger.ms"]``), as given to it."""
+
+    bootstrap_servers: Declared[list[tuple[str, int]]] = Declared(ConfigKey(
+        "bootstrap.servers", "custom", None, "host:port list used to discover the cluster", parser=_bootstrap,
+        accepts=_BOOTSTRAP, unset="required"))
+    client_id = _text_key("client.id", "name sent to brokers in every request", "sparkkafka-sink")
+    acks: Declared[int] = Declared(ConfigKey(
+        "acks", "custom", "all", "acknowledgements the leader waits for: 0, 1 or all (-1)", parser=_acks,
+        accepts="one of all, -1, 0, 1"))
+    linger_ms = _int_key("linger.ms", 5, "how long a batch waits for more records before it is sent")
+    batch_size = _int_key("batch.size", 16384, "target size in bytes of one partition's batch (send_batch's batches: "
+                          "262144 where it is not set, never above buffer.memory)")
+    buffer_memory = _long_key("buffer.memory", 33554432, "bytes that buffered records may use")
+    max_block_ms = _long_key("max.block.ms", 60000, "how long send()/partitions_for() may block")
+    compression_type: Declared[str] = Declared(ConfigKey("compression.type", "choice", "none", "codec for record batches",
+                                                         choices=COMPRESSION_TYPES))
+    compression_gzip_level: Declared[int] = Declared(ConfigKey(
+        "compression.gzip.level", "custom", -1, "gzip level, 1 (fastest) to 9 (smallest); -1: zlib's default, 6",
+        parser=_gzip_level, accepts="a whole number from 1 to 9, or -1 (zlib's default)"))
+    compression_lz4_level = _int_key("compression.lz4.level", 9,
+                                     "lz4 level, 1 to 17; 9 (Java's default) is lz4's fast mode, any other level its "
+                                     "high-compression mode (liblz4 applies levels 1-2 as its fast mode and caps the "
+                                     "others at 12)", 1, 17)
+    compression_zstd_level = _int_key("compression.zstd.level", 3, "zstd level, -131072 (fastest) to 22 (smallest)",
+                                      -131072, 22)
+    max_request_size = _int_key("max.request.size", 1048576, "largest request (and so record) the producer sends")
+    retries = _int_key("retries", INT_MAX, "how many times a failed batch is resent")
+    retry_backoff_ms = _long_key("retry.backoff.ms", 100, "wait before resending a failed batch")
+    retry_backoff_max_ms = _long_key("retry.backoff.max.ms", 1000, "cap of the exponential retry backoff")
+    delivery_timeout_ms = _int_key("delivery.timeout.ms", 120000, "upper bound on the time from send() to success or "
+                                   "failure")
+    request_timeout_ms = _int_key("request.timeout.ms", 30000, "how long to wait for a broker's answer before retrying")
+    max_in_flight_requests_per_connection = _int_key("max.in.flight.requests.per.connection", 5,
+                                                     "unanswered requests per broker connection", 1)
+    enable_idempotence = _bool_key("enable.idempotence", True, "producer id + sequence numbers: no duplicates on retry")
+    reconnect_backoff_ms = _long_key("reconnect.backoff.ms", 50, "first wait before reconnecting to a broker")
+    reconnect_backoff_max_ms = _long_key("reconnect.backoff.max.ms", 1000, "cap of the exponential reconnect backoff")
+    socket_connection_setup_timeout_ms = _long_key("socket.connection.setup.timeout.ms", 10000,
+                                                   "how long a connection attempt may take")
+    socket_connection_setup_timeout_max_ms = _long_key("socket.connection.setup.timeout.max.ms", 30000,
+                                                       "cap of the growing connection timeout")
+    connections_max_idle_ms = _long_key("connections.max.idle.ms", 540000, "close connections idle this long (-1: never)",
+                                        -1)
+    metadata_max_age_ms = _long_key("metadata.max.age.ms", 300000, "refresh metadata at least this often")
+    metadata_max_idle_ms = _long_key("metadata.max.idle.ms", 300000, "forget topics not produced to for this long", 5000)
+    allow_auto_create_topics = _bool_key("allow.auto.create.topics", True, "let Metadata requests create missing topics")
+    partitioner: Declared[str | Callable[..., int]] = Declared(ConfigKey(
+        "partitioner", "custom", "murmur2", "murmur2 (Java default), round_robin, random, or a callable",
+        parser=_partitioner, accepts="one of murmur2, round_robin, random, or a callable"))
+    partitioner_ignore_keys = _bool_key("partitioner.ignore.keys", False, "spread keyed records like null keys")
+    partitioner_adaptive_partitioning_enable = _bool_key(
+        "partitioner.adaptive.partitioning.enable", True,
+        "null keys (murmur2): switch less often to partitions whose broker has more queued bytes (KIP-794)")
+    partitioner_availability_timeout_ms = _long_key(
+        "partitioner.availability.timeout.ms", 0,
+        "with adaptive partitioning: skip a partition whose broker took no batch for this long (0: never)")
+    send_buffer_bytes = _int_key("send.buffer.bytes", -1, "SO_SNDBUF (-1: OS autotuning; Java's 131072 splits large "
+                                 "requests into many writes)", -1)
+    receive_buffer_bytes = _int_key("receive.buffer.bytes", 32768, "SO_RCVBUF (-1: OS default)", -1)
+    security_protocol: Declared[str] = Declared(SECURITY_PROTOCOL)
+    ssl_truststore_location = _optional_text_key("ssl.truststore.location",
+                                                 "CA certificates to trust: a PEM, PKCS12 or JKS file", unset="the system's CAs")
+    ssl_truststore_type = _optional_text_key("ssl.truststore.type", "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in "
+                                             "Java)", unset="from the file's content")
+    ssl_truststore_password = _optional_text_key(
+        "ssl.truststore.password",
+        "password of a PKCS12 or JKS truststore (a JKS one is read without it unchecked, as Java does)")
+    ssl_truststore_certificates = _optional_text_key("ssl.truststore.certificates",
+                                                     "CA certificates as PEM text (instead of a file)")
+    ssl_keystore_location = _optional_text_key("ssl.keystore.location",
+                                               "mutual TLS: client key and certificate, a PEM, PKCS12 or JKS file")
+    ssl_keystore_type = _optional_text_key("ssl.keystore.type", "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)",
+                                           unset="from the file's content")
+    ssl_keystore_password = _optional_text_key("ssl.keystore.password", "password of a PKCS12 or JKS keystore")
+    ssl_keystore_certificate_chain = _optional_text_key("ssl.keystore.certificate.chain",
+                                                        "mutual TLS: client certificate chain as PEM text")
+    ssl_keystore_key = _optional_text_key("ssl.keystore.key", "mutual TLS: client private key as PEM text")
+    ssl_key_password = _optional_text_key("ssl.key.password",
+                                          "password of an encrypted PEM private key, or of a JKS keystore's key",
+                                          unset="ssl.keystore.password")
+    ssl_endpoint_identification_algorithm = _text_key(
+        "ssl.endpoint.identification.algorithm",
+        "'https' verifies the broker's host name against its certificate; '' turns that off", "https")
+    ssl_enabled_protocols = _text_key("ssl.enabled.protocols", "TLS versions allowed", "TLSv1.2,TLSv1.3")
+    ssl_protocol = _text_key("ssl.protocol", "highest TLS version offered (TLSv1.3, TLSv1.2)", "TLSv1.3")
+    ssl_cipher_suites = _optional_text_key("ssl.cipher.suites", "TLS 1.2 cipher suites (Java/IANA or OpenSSL names)",
+                                           unset="OpenSSL's")
+    #: the SASL and token-login keys, read by the network layer (``network/sasl/settings.py``)
+    _sasl_and_login = KeyGroup(*SASL_KEYS, *LOGIN_KEYS)
+    transactional_id: Declared[str | None] = Declared(ConfigKey(
+        "transactional.id", "custom", None,
+        "makes the producer transactional: init_transactions(), begin/commit/abort_transaction()",
+        parser=_transactional_id, accepts="a non-empty string (or unset)"))
+    transaction_timeout_ms = _int_key("transaction.timeout.ms", 60000, "the coordinator aborts a transaction open this "
+                                      "long", 1)
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         given = dict(config._given if isinstance(config, ProducerConfig) else config or {})
@@ -326,6 +363,10 @@ class ProducerConfig(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"ProducerConfig({KEYS.redacted(self._values)!r})"
+
+
+#: every key of the producer, by its Java name, as ``ProducerConfig`` declares them
+KEYS = ConfigDef(declarations(ProducerConfig))
 
 
 def _unknown_key_message(key: str) -> Message:

@@ -130,7 +130,7 @@ class TransactionAdmin(BlockingAdmin):
     def fence(self, transactional_id: str, deadline: float) -> tuple[int, int]:
         """InitProducerId under ``transactional_id``: the coordinator aborts its open transaction;
         the producer id and epoch it gave."""
-        result: tuple[int, int] = self.run(InitProducerId(transactional_id, self.config["transaction.timeout.ms"]),
+        result: tuple[int, int] = self.run(InitProducerId(transactional_id, self.config.transaction_timeout_ms),
                                            deadline)
         return result
 

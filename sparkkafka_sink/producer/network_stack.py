@@ -54,17 +54,17 @@ def network_stack(config: ProducerConfig, client_id: str, *, max_in_flight: int 
     sasl = sasl_settings(c)
     if sasl is not None:
         sasl.prepare()
-    metadata = Metadata(c["bootstrap.servers"], max_age_ms=c["metadata.max.age.ms"],
-                        refresh_backoff_ms=c["retry.backoff.ms"], max_idle_ms=c["metadata.max.idle.ms"])
+    metadata = Metadata(c.bootstrap_servers, max_age_ms=c.metadata_max_age_ms,
+                        refresh_backoff_ms=c.retry_backoff_ms, max_idle_ms=c.metadata_max_idle_ms)
     client = NetworkClient(
-        metadata, client_id=client_id, request_timeout_ms=c["request.timeout.ms"],
-        max_in_flight=c["max.in.flight.requests.per.connection"] if max_in_flight is None else max_in_flight,
-        reconnect_backoff_ms=c["reconnect.backoff.ms"], reconnect_backoff_max_ms=c["reconnect.backoff.max.ms"],
-        connection_setup_timeout_ms=c["socket.connection.setup.timeout.ms"],
-        connection_setup_timeout_max_ms=c["socket.connection.setup.timeout.max.ms"],
-        connections_max_idle_ms=c["connections.max.idle.ms"], send_buffer_bytes=c["send.buffer.bytes"],
-        receive_buffer_bytes=c["receive.buffer.bytes"],
-        allow_auto_topic_creation=(c["allow.auto.create.topics"] if allow_auto_topic_creation is None
+        metadata, client_id=client_id, request_timeout_ms=c.request_timeout_ms,
+        max_in_flight=c.max_in_flight_requests_per_connection if max_in_flight is None else max_in_flight,
+        reconnect_backoff_ms=c.reconnect_backoff_ms, reconnect_backoff_max_ms=c.reconnect_backoff_max_ms,
+        connection_setup_timeout_ms=c.socket_connection_setup_timeout_ms,
+        connection_setup_timeout_max_ms=c.socket_connection_setup_timeout_max_ms,
+        connections_max_idle_ms=c.connections_max_idle_ms, send_buffer_bytes=c.send_buffer_bytes,
+        receive_buffer_bytes=c.receive_buffer_bytes,
+        allow_auto_topic_creation=(c.allow_auto_create_topics if allow_auto_topic_creation is None
                                    else allow_auto_topic_creation),
         software_version=__version__, ssl_context=ssl_context, sasl=sasl)
     return NetworkStack(metadata, client, sasl)

@@ -130,45 +130,45 @@ class Producer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any):
         self.config = c = config if isinstance(config, ProducerConfig) and not kwargs else ProducerConfig(config, **kwargs)
-        self.client_id = c["client.id"] if "client.id" in c.explicit else f"{c['client.id']}-{next(_client_ids)}"
+        self.client_id = c.client_id if "client.id" in c.explicit else f"{c.client_id}-{next(_client_ids)}"
         network = network_stack(c, self.client_id)  # security first: fails before any thread starts
         self._sasl = network.sasl
         self._metadata, self._client = network.metadata, network.client
         self._closed = False
         self._metrics = ProducerMetrics()
-        self._pool = BufferPool(c["buffer.memory"])
+        self._pool = BufferPool(c.buffer_memory)
         self._transactions: TransactionManager | None
         self._idempotence: IdempotenceManager | None
-        if c["transactional.id"] is not None:
-            self._transactions = TransactionManager(c["transactional.id"], c["transaction.timeout.ms"])
+        if c.transactional_id is not None:
+            self._transactions = TransactionManager(c.transactional_id, c.transaction_timeout_ms)
             self._idempotence = self._transactions
         else:
             self._transactions = None
-            self._idempotence = (IdempotenceManager(c["transaction.timeout.ms"], required="enable.idempotence" in c.explicit)
-                                 if c["enable.idempotence"] else None)
-        self._compression = from_name(c["compression.type"])
+            self._idempotence = (IdempotenceManager(c.transaction_timeout_ms, required="enable.idempotence" in c.explicit)
+                                 if c.enable_idempotence else None)
+        self._compression = from_name(c.compression_type)
         self._accumulator = RecordAccumulator(
-            batch_size=c["batch.size"], compression_type=self._compression, linger_ms=c["linger.ms"],
-            retry_backoff_ms=c["retry.backoff.ms"], retry_backoff_max_ms=c["retry.backoff.max.ms"],
-            delivery_timeout_ms=c["delivery.timeout.ms"], pool=self._pool, idempotence=self._idempotence,
+            batch_size=c.batch_size, compression_type=self._compression, linger_ms=c.linger_ms,
+            retry_backoff_ms=c.retry_backoff_ms, retry_backoff_max_ms=c.retry_backoff_max_ms,
+            delivery_timeout_ms=c.delivery_timeout_ms, pool=self._pool, idempotence=self._idempotence,
             compression_level=level_setting(self._compression, c),
-            availability_timeout_ms=c["partitioner.availability.timeout.ms"], bulk_batch_size=c.bulk_batch_size)
+            availability_timeout_ms=c.partitioner_availability_timeout_ms, bulk_batch_size=c.bulk_batch_size)
         #: one partitioner (and one state) for send() and send_batch()
         self._partitioner = make_partitioner(
-            c["partitioner"], c["batch.size"], c["partitioner.ignore.keys"],
-            self._accumulator if c["partitioner.adaptive.partitioning.enable"] else None, c.bulk_batch_size)
-        self._keyed_murmur2 = c["partitioner"] == "murmur2" and not c["partitioner.ignore.keys"]
-        self._max_block_ms = c["max.block.ms"]
-        self._size_limit = min(c["max.request.size"], c["buffer.memory"])
+            c.partitioner, c.batch_size, c.partitioner_ignore_keys,
+            self._accumulator if c.partitioner_adaptive_partitioning_enable else None, c.bulk_batch_size)
+        self._keyed_murmur2 = c.partitioner == "murmur2" and not c.partitioner_ignore_keys
+        self._max_block_ms = c.max_block_ms
+        self._size_limit = min(c.max_request_size, c.buffer_memory)
         #: a bulk call is queued in ranges of at most this many bytes, each reserving its memory
         #: before it holds an open batch (a call larger than buffer.memory still goes through)
-        self._bulk_range_bytes = max(c["buffer.memory"] // 4, c.bulk_batch_size)
+        self._bulk_range_bytes = max(c.buffer_memory // 4, c.bulk_batch_size)
         self._valid_topics: set[str] = set()
         self._sender = Sender(
-            self._client, self._metadata, self._accumulator, acks=c["acks"], retries=c["retries"],
-            request_timeout_ms=c["request.timeout.ms"], delivery_timeout_ms=c["delivery.timeout.ms"],
-            max_request_size=c["max.request.size"], retry_backoff_ms=c["retry.backoff.ms"],
-            guarantee_order=c["max.in.flight.requests.per.connection"] == 1,
+            self._client, self._metadata, self._accumulator, acks=c.acks, retries=c.retries,
+            request_timeout_ms=c.request_timeout_ms, delivery_timeout_ms=c.delivery_timeout_ms,
+            max_request_size=c.max_request_size, retry_backoff_ms=c.retry_backoff_ms,
+            guarantee_order=c.max_in_flight_requests_per_connection == 1,
             idempotence=self._idempotence, metrics=self._metrics, client_id=self.client_id)
         self._sender.start()
 
@@ -281,7 +281,7 @@ class Producer:
         if left_out and not returning:
             raise refused_before_queueing(left_out, n)
         sizes = columns.size_upper_bounds()
-        too_large = oversized(topic, sizes, self.config["max.request.size"])
+        too_large = oversized(topic, sizes, self.config.max_request_size)
         if too_large and not returning:
             raise refused_before_queueing(too_large, n)
         parts, no_partition = resolve_partitions(topic, partitions, columns.keys, sizes,
@@ -371,7 +371,7 @@ class Producer:
         template, parts = "{} not present in metadata after {:.0f} ms ({})", [what, max_block_ms, Setting("max.block.ms")]
         if isinstance(error_for_code(code) if code else None, UnknownTopicOrPartitionError):
             template += ": the broker says UNKNOWN_TOPIC_OR_PARTITION; create the topic first"
-            if not self.config["allow.auto.create.topics"]:
+            if not self.config.allow_auto_create_topics:
                 template, parts = template + " ({} is false)", [*parts, Setting("allow.auto.create.topics")]
             return UnknownTopicError(Message(template, *parts))
         md = self._metadata
@@ -391,7 +391,7 @@ class Producer:
         return self._transactions
 
     def _block_s(self, timeout: float | None) -> float:
-        return self.config["max.block.ms"] / 1000 if timeout is None else timeout
+        return self.config.max_block_ms / 1000 if timeout is None else timeout
 
     def init_transactions(self, timeout: float | None = None, *, resume_lost_answer: bool = False) -> None:
         """Get the producer id and epoch of ``transactional.id`` from its coordinator, fencing
@@ -498,11 +498,11 @@ class Producer:
     # -- introspection -----------------------------------------------------------------
     def partitions_for(self, topic: str) -> list[int]:
         validate_topic(topic)
-        cluster = self._wait_on_metadata(topic, None, self.config["max.block.ms"])
+        cluster = self._wait_on_metadata(topic, None, self.config.max_block_ms)
         return sorted(cluster.partitions[topic])
 
     def __repr__(self) -> str:
-        protocol = self.config["security.protocol"]
+        protocol = self.config.security_protocol
         principal = f" as {self._sasl.principal!r}" if self._sasl is not None else ""
         state = "closed" if self._closed else "open"
         return f"<Producer {self.client_id} {protocol}{principal} {state}>"

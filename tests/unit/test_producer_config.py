@@ -3,7 +3,7 @@
 import pytest
 
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.producer.config import KEYS, ProducerConfig
 
 BS = {"bootstrap.servers": "127.0.0.1:9092"}
 
@@ -94,3 +94,62 @@ def test_the_bulk_path_fills_batches_of_its_own_size_unless_batch_size_is_set():
     assert ProducerConfig(BS).bulk_batch_size == 262_144  # Java's 16 KiB would cost ~4x the CPU per byte
     assert ProducerConfig({**BS, "batch.size": 16384}).bulk_batch_size == 16384  # set: honoured
     assert ProducerConfig({**BS, "buffer.memory": 100_000}).bulk_batch_size == 100_000  # never above the buffer
+
+
+# -- settings read as typed attributes, not by string keys ------------------------------------------
+def test_each_producer_setting_is_a_typed_attribute_named_after_its_key():
+    """``config.linger_ms`` is ``config["linger.ms"]``: every key ``ProducerConfig`` declares is
+    an attribute named after it (dots as underscores), bound to the key ``KEYS`` holds; only
+    the SASL and login keys, declared by the network layer and read there, are not."""
+    from sparkkafka_sink.config_def import Declared
+    from sparkkafka_sink.sasl_keys import LOGIN_KEYS, SASL_KEYS
+
+    config = ProducerConfig({"bootstrap.servers": "h:9092", "linger.ms": "7", "acks": "1",
+                             "enable.idempotence": "false", "transactional.id": None})
+    declared = {d.key.name: d for d in vars(ProducerConfig).values() if isinstance(d, Declared)}
+    group = {k.name for k in (*SASL_KEYS, *LOGIN_KEYS)}
+    assert set(declared) == set(KEYS) - group
+    for name, attribute in declared.items():
+        assert attribute.attribute == name.replace(".", "_"), name
+        assert attribute.key is KEYS[name]
+        assert getattr(config, attribute.attribute) == config[name], name
+    assert (config.linger_ms, config.acks, config.enable_idempotence) == (7, 1, False)
+    assert config.bootstrap_servers == [("h", 9092)]
+
+
+#: string-keyed reads of the producer's settings (``x["linger.ms"]``, ``x.get("acks")``) left
+#: outside ``producer/config.py``, module by module: the network layer's TLS and SASL readers
+#: (a scope of their own, below the producer), the sink's building of the ``kafka.*`` options
+#: it hands over, and the test helpers.  No module may read more; each is to go to zero.
+STRING_READS_LEFT = {
+    "network/ssl_context.py": 15, "network/sasl/settings.py": 10, "network/sasl/aws_msk_iam.py": 1,
+    "spark/options.py": 13, "spark/task/task_producer.py": 4, "spark/option_catalog.py": 2,
+    "exactly_once/keeper.py": 1, "serialization/registry_settings.py": 1, "testing/security/client_config.py": 4,
+}
+
+
+def _string_reads(path, keys) -> int:
+    import ast
+
+    count = 0
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            count += node.slice.value in keys
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("get", "pop", "setdefault") and node.args
+              and isinstance(node.args[0], ast.Constant)):
+            count += node.args[0].value in keys
+    return count
+
+
+def test_the_producer_s_settings_are_read_by_attribute_outside_their_declarations():
+    from pathlib import Path
+
+    import sparkkafka_sink
+
+    root = Path(sparkkafka_sink.__file__).parent
+    found = {str(p.relative_to(root)): n for p in sorted(root.rglob("*.py"))
+             if p.name != "config.py" or p.parent.name != "producer"
+             if (n := _string_reads(p, set(KEYS)))}
+    over = {m: (n, STRING_READS_LEFT.get(m, 0)) for m, n in found.items() if n > STRING_READS_LEFT.get(m, 0)}
+    assert not over, f"settings read by string key (read the typed attribute instead): {over}"

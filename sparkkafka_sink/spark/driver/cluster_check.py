@@ -29,7 +29,7 @@ def check_cluster(options: SinkOptions) -> None:
     if not files_here(config):
         return  # TLS files or a keytab shipped to the executors only (--files): the tasks will say
     deadline = time.monotonic() + timeout_ms / 1000
-    auto_create = config["allow.auto.create.topics"]
+    auto_create = config.allow_auto_create_topics
     where = f"kafka.bootstrap.servers={options.bootstrap_servers}"
     try:
         with BlockingAdmin(config, "driver-check") as admin:

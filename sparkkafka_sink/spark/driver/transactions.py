@@ -98,7 +98,7 @@ def _keep(options: SinkOptions, process: tuple[int, int] | None = None, register
     try:
         registry = keepers.Registry(prefix, options.owner)
         register = None if registered is None else (
-            registered, options.producer_config["transaction.timeout.ms"] / 1000 + _KEEP_MARGIN_S)
+            registered, options.producer_config.transaction_timeout_ms / 1000 + _KEEP_MARGIN_S)
         spec = keepers.KeeperSpec(options.producer_config.portable(), prefix, options.owner,
                                   process or driver_process(), options.decision_topic)
         keepers.ensure_keeper(spec, registry, register)
@@ -139,7 +139,7 @@ def _probe(admin: TransactionAdmin, options: SinkOptions, timeout_s: float) -> N
     instead of failing every task, or the commit."""
     prefix = options.transactional_id_prefix
     assert prefix is not None
-    timeout_ms = options.producer_config["transaction.timeout.ms"]
+    timeout_ms = options.producer_config.transaction_timeout_ms
     try:
         admin.fence(probe_id(prefix), time.monotonic() + timeout_s)
         lacking = admin.brokers_lacking(HANDOVER_APIS)  # those the probe reached

@@ -53,7 +53,7 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
     if options.tune_allocator:
         raise_malloc_thresholds()
     dead_letters = (DeadLetters(options.dead_letter_topic, options.dead_letter_context_headers, options.log_bad_rows,
-                                task.partition, task.attempt, options.producer_config["max.request.size"], plan.layout)
+                                task.partition, task.attempt, options.producer_config.max_request_size, plan.layout)
                     if options.tolerate_bad_rows else None)
     tracker = DeliveryTracker(dead_letters, transactional=options.exactly_once)  # the rows and their dead letters
     producer = TaskProducer(options, task)
@@ -129,7 +129,7 @@ def _within_transaction_timeout(plan: WritePlan, task: TaskInfo) -> None:
     about when the driver planned the write; their coordinators abort them ``transaction.timeout.ms``
     later, and the driver decides only with the time its commit needs left: better this task
     fails now, naming the option, than the job after all its work."""
-    timeout_ms = plan.options.producer_config["transaction.timeout.ms"]
+    timeout_ms = plan.options.producer_config.transaction_timeout_ms
     ran_ms = time.time() * 1000 - plan.planned_at_ms
     if plan.planned_at_ms and ran_ms > transaction_budget_s(timeout_ms) * 1000:
         raise SinkWriteError(
@@ -142,7 +142,7 @@ def _within_transaction_timeout(plan: WritePlan, task: TaskInfo) -> None:
 
 def _flush(producer: Producer, tracker: DeliveryTracker, options: SinkOptions, task: TaskInfo) -> None:
     """Flush, then wait for every callback; a timeout becomes a clear task error."""
-    bound = options.producer_config["delivery.timeout.ms"] / 1000 + _FLUSH_MARGIN_S
+    bound = options.producer_config.delivery_timeout_ms / 1000 + _FLUSH_MARGIN_S
     try:
         producer.flush(bound)
     except KafkaTimeoutError as exc:

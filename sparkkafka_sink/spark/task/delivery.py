@@ -48,6 +48,32 @@ class Failure:
         return f"row {self.row} of this task's input, topic {self.topic!r}, {part}"
 
 
+@dataclass(frozen=True, slots=True)
+class RowsSent:
+    """A ``send_batch`` call of the task's rows: its future, its topic, the task's rows its records
+    came from (the call's row ``i`` is ``task_rows[i]``) and, under tolerance, the part their
+    contents are read from for the dead letters (None: not kept)."""
+
+    future: BulkFuture
+    topic: str
+    task_rows: np.ndarray
+    source: Part | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLettersSent:
+    """A ``send_batch`` call of dead-letter records: each must land (a dead letter is never
+    dead-lettered); ``task_rows``: the bad row each stands for, which a failure names."""
+
+    future: BulkFuture
+    topic: str
+    task_rows: np.ndarray
+
+
+#: a send whose every batch completed, as the Sender's callback hands it to the task thread
+CompletedSend = RowsSent | DeadLettersSent
+
+
 class DeliveryTracker:
     """Counts records handed over vs. resolved, and keeps the first (lowest row) failure.
 
@@ -57,7 +83,7 @@ class DeliveryTracker:
     was refused, so such a record fails the task, saying how to have it refused before sending."""
 
     def __init__(self, dead_letters: DeadLetters | None = None, transactional: bool = False):
-        self._bulk_done: deque = deque()
+        self._bulk_done: deque[CompletedSend] = deque()
         self._arrived = threading.Event()  # set by each callback: wait_all looks again
         self.dead_letters = dead_letters
         self.transactional = transactional
@@ -109,7 +135,7 @@ class DeliveryTracker:
         when bad rows are dead-lettered: their contents are read from it)."""
         self.sent += future.record_count
         source = sent if self.dead_letters is not None else None
-        future.add_callback(partial(self._on_bulk_done, (future, topic, sent.rows, source, False)))
+        future.add_callback(partial(self._on_bulk_done, RowsSent(future, topic, sent.rows, source)))
 
     def send_dead_letters(self, producer: Producer) -> int:
         """Send the dead-letter records of the bad rows found so far, and follow them (each must
@@ -122,7 +148,7 @@ class DeliveryTracker:
                                      headers=[h for _, _, h in records])
         self.sent += future.record_count
         # a failure names the bad row by its place in the task's input, as every task failure does
-        future.add_callback(partial(self._on_bulk_done, (future, topic, rows, None, True)))
+        future.add_callback(partial(self._on_bulk_done, DeadLettersSent(future, topic, rows)))
         return len(records)
 
     def send_dead_letters_until_none(self, producer: Producer, flush: Callable[[], None]) -> None:
@@ -132,20 +158,30 @@ class DeliveryTracker:
         while not self.failed and self.send_dead_letters(producer):
             flush()
 
-    def _on_bulk_done(self, entry: tuple, _result: object, _error: object) -> None:
-        self._bulk_done.append(entry)
+    def _on_bulk_done(self, done: CompletedSend, _result: object, _error: object) -> None:
+        self._bulk_done.append(done)
         self._arrived.set()
 
-    def _fold_bulk(self, entry: tuple) -> None:
-        future, topic, task_rows, source, dead_letters = entry
-        errors = future.errors()
+    def _fold(self, done: CompletedSend) -> None:
+        if isinstance(done, DeadLettersSent):
+            self._fold_dead_letters(done)
+        else:
+            self._fold_rows(done)
+
+    def _fold_dead_letters(self, done: DeadLettersSent) -> None:
+        """A dead letter is never dead-lettered: its failure fails the task, naming its bad row."""
         failed = 0
-        for exc, partition, rows in errors:
+        for exc, partition, rows in done.future.errors():
             failed += len(rows)
-            if dead_letters:  # a dead letter is never dead-lettered: its failure fails the task
-                self._record_failure(Failure(int(task_rows[int(rows.min())]), topic, partition, exc, len(rows),
-                                             dead_letter=True))
-                continue
+            self._record_failure(Failure(int(done.task_rows[int(rows.min())]), done.topic, partition, exc, len(rows),
+                                         dead_letter=True))
+        self.dead_lettered += done.future.record_count - failed
+
+    def _fold_rows(self, done: RowsSent) -> None:
+        future, topic, task_rows, source = done.future, done.topic, done.task_rows, done.source
+        failed = 0
+        for exc, partition, rows in future.errors():
+            failed += len(rows)
             if self.dead_letters is not None and is_bad_row(exc) and self.transactional:
                 exc = KafkaError(
                     f"{in_option_names(exc)} -- under exactly-once a record the broker refuses after it was sent "
@@ -159,9 +195,6 @@ class DeliveryTracker:
                 continue
             row = int(task_rows[int(rows.min())])
             self._record_failure(Failure(row, topic, partition, exc, len(rows)))
-        if dead_letters:
-            self.dead_lettered += future.record_count - failed
-            return
         self.delivered += future.record_count - failed
         for partition, (count, first, last) in future.landed().partitions.items():
             merge_range(self.offsets, (topic, partition), count, first, last)
@@ -176,7 +209,7 @@ class DeliveryTracker:
         """Fold the bulk sends completed so far into counts, offsets and failures."""
         try:
             while True:
-                self._fold_bulk(self._bulk_done.popleft())
+                self._fold(self._bulk_done.popleft())
         except IndexError:
             pass
 

@@ -29,6 +29,7 @@ from sparkkafka_sink.exactly_once.decision_log import DecisionLog
 from sparkkafka_sink.exactly_once.ids import WriteId, parse, probe_id
 from sparkkafka_sink.exactly_once.leases import judge
 from sparkkafka_sink.exactly_once.owner import driver_process, driver_token
+from sparkkafka_sink.exactly_once.replay import Replay, judge_micro_batch
 from sparkkafka_sink.exactly_once.settle import LIVE_STATES, Settled, settle
 from sparkkafka_sink.producer.handover import HANDOVER_APIS, BrokerLacking, PreparedTransaction, TransactionAdmin
 from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
@@ -281,14 +282,17 @@ def commit_micro_batch(messages: CommitMessages, batch_id: int, options: SinkOpt
             ended.append(settle(admin, decisions, other, deadline))
         latest = decisions.latest_of_query(prefix, deadline)
         query = _query_of(messages)
-        if latest is not None and latest.write == write:  # decided already (a commit asked again)
+        verdict = judge_micro_batch(latest, write, batch_id, query)
+        if verdict is Replay.DECIDED:  # a commit asked again
+            assert write is not None
             return f"micro-batch {batch_id}: {_said([settle(admin, decisions, write, deadline)])}", False
-        if latest is not None and query is not None and latest.query is not None and latest.query != query:
+        if verdict is Replay.OTHER_QUERY:
+            assert latest is not None
             log.warning("pyprod-kafka: the checkpoint location's decisions under %r are another query's (Spark's id "
                         "%s; this query's is %s): the location was reused by a new query, whose micro-batches are its "
                         "own, not replays", prefix, latest.query, query)
-        elif latest is not None and latest.write.batch is not None and latest.write.batch >= batch_id \
-                and latest.write != write:
+        elif verdict is Replay.REPLAY:
+            assert latest is not None
             done = [settle(admin, decisions, w, deadline) for w in (latest.write, write) if w is not None]
             return (f"micro-batch {batch_id} was decided before by {latest.write} (a replay): "
                     f"{_said(done)}; nothing written twice", True)

@@ -1,6 +1,7 @@
 """Producer configuration: the Java producer's key names, defaults and checks.
 
-Each key is declared once (``config_def.ConfigKey``: kind, default, bounds, meaning), the
+Each key is declared once, as a typed attribute of ``ProducerConfig`` holding its
+``config_def.ConfigKey`` (kind, default, bounds, meaning), the
 ``sasl.*`` keys beside the SASL protocols (``sasl_keys``), as Java's
 ``ProducerConfig`` takes ``SaslConfigs``.  Values may arrive as strings (Spark options,
 properties files), so each key parses its own value.  Every error names the key, the value and
@@ -133,7 +134,8 @@ def _optional_text_key(name: str, doc: str, **more: Any) -> Declared[str | None]
 class ProducerConfig(Mapping[str, Any]):
     """Validated producer settings: each a typed attribute (``config.linger_ms``), declared once
     below -- the declarations parse, check, redact and document them (``KEYS``) -- and readable
-    as a mapping by the Java key names (``config["linger.ms"]``), as given to it."""
+    as a mapping by the Java key names too (``config["linger.ms"]``: the same parsed value), as
+    code that takes any mapping of settings (the network layer's TLS and SASL readers) reads it."""
 
     bootstrap_servers: Declared[list[tuple[str, int]]] = Declared(ConfigKey(
         "bootstrap.servers", "custom", None, "host:port list used to discover the cluster", parser=_bootstrap,

@@ -1,7 +1,7 @@
 """Bad rows cost one pass: ``python -m benchmarks.bad_rows [--rows N] [--runs R]``.
 
 Starts its own Apache Kafka (``benchmarks.run.start_bench_broker``) and runs a write task's row
-path (``spark/task/routing.send_arrow_batch``, the producer, the dead letters of
+path (``spark/task/routing.route``, the producer, the dead letters of
 ``errors.tolerance=all``) over one Arrow batch of ``--rows`` rows (10-byte keys, 100-byte
 values) into a 4-partition topic, with 0, 10 and 1,000 of its rows naming a partition that does
 not exist (the producer refuses them before sending: they go to the dead letters).  Each run
@@ -46,7 +46,7 @@ def one_run(bootstrap: str, topic: str, batch: pa.RecordBatch) -> tuple[float, i
     from sparkkafka_sink.spark.task.dead_letters import DeadLetters
     from sparkkafka_sink.spark.task.delivery import DeliveryTracker
     from sparkkafka_sink.spark.task.part import Part
-    from sparkkafka_sink.spark.task.routing import send_arrow_batch
+    from sparkkafka_sink.spark.task.routing import route
 
     layout = ColumnLayout("value", key="key", partition="partition")
     dead_letters = DeadLetters(None, True, False, 0, 0, 1 << 20, layout)
@@ -54,7 +54,7 @@ def one_run(bootstrap: str, topic: str, batch: pa.RecordBatch) -> tuple[float, i
     with Producer({"bootstrap.servers": bootstrap, "linger.ms": 100, "batch.size": 262_144}) as producer:
         producer.partitions_for(topic)  # metadata outside the clock
         started = time.perf_counter()
-        send_arrow_batch(producer, Part.of(batch, 0), layout, topic, tracker)
+        tracker.record(route(producer, Part.of(batch, 0), layout, topic, None, tracker.tolerant))
         producer.flush(60)
         took = time.perf_counter() - started
     assert tracker.wait_all(30) and not tracker.failed, tracker.first_failure

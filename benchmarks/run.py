@@ -517,10 +517,10 @@ def free_sink_s(floor_s: float, floor_cpu_s: float, broker_cpu_s: float, cpus: i
 
 def sink_call_bytes(sink_options: dict) -> int:
     """The bytes of one ``pyprod-kafka`` call (``coalesceBytes``, the run's or the sink's default)."""
-    from sparkkafka_sink.spark.option_catalog import DEFAULT_COALESCE_BYTES
+    from sparkkafka_sink.spark.option_catalog import SinkSettings
 
     value = {k.lower(): v for k, v in sink_options.items()}.get("coalescebytes")
-    return DEFAULT_COALESCE_BYTES if value is None else int(value)
+    return SinkSettings.coalesce_bytes.key.parse(value)
 
 
 def targets(results: list[dict], args, spark_floor_mb: float | None = None) -> list[dict]:

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, TypeVar, overload
 
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
 
-__all__ = ["ConfigKey", "ConfigDef", "Declared", "Invalid", "KeyGroup", "OptionDoc", "client_error", "declarations",
-           "number_text", "optional_text", "text", "value_of", "INT_MAX", "LONG_MAX"]
+__all__ = ["ConfigKey", "ConfigDef", "Declared", "Invalid", "KeyGroup", "OptionDoc", "Settings", "attribute_for", "client_error",
+           "declarations", "number_text", "optional_text", "text", "value_of", "INT_MAX", "LONG_MAX"]
 
 #: Java's int and long: the bounds of most of Kafka's numeric settings
 INT_MAX = 2**31 - 1
@@ -52,16 +53,20 @@ class Invalid(ValueError):
         self.accepted, self.detail, self.reason, self.length = accepted, detail, reason, length
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class ConfigKey:
-    """One setting: how it parses, what it accepts, its default and its meaning."""
+class ConfigKey(Generic[T]):
+    """One setting: how it parses, what it accepts, its default and its meaning; ``T``, the
+    type of its value (what :meth:`parse` returns)."""
 
     #: as users write it (a scope that is case-insensitive, as Spark's options are, finds it by
     #: :attr:`key`)
     name: str
     kind: Kind
-    #: the value when the setting is not given (parsed as a given one is); None: unset, and
-    #: ``unset`` says what that means
+    #: the value when the setting is not given, as users would write it (parsed as a given one
+    #: is); None: unset, and ``unset`` says what that means
     default: Any
     #: what it does, in a sentence or two (Markdown)
     doc: str
@@ -78,7 +83,7 @@ class ConfigKey:
     max_length: int | None = None
     blank: Blank = "refused"
     #: ``custom``: the parser (returns the value, or raises :class:`Invalid`) and what it accepts
-    parser: Callable[[Any], Any] | None = None
+    parser: Callable[[Any], T] | None = None
     accepts: str = ""
     #: what happens when the setting is not given, where there is no default value
     unset: str = ""
@@ -86,8 +91,10 @@ class ConfigKey:
     hint: str = ""
     #: the value is a secret: never shown (None: as ``redaction`` judges the name)
     secret: bool | None = None
-    #: the field of a plan the setting fills (the sink's options); "": a rule spanning several reads it
-    field: str = ""
+    #: a key whose value may be a Python object (a callable) where a scope of strings (a Spark
+    #: option, a properties file line) takes text only: what text may say, and what it means
+    #: there -- ``(accepted, meaning)`` for that scope's reference (empty: the same as here)
+    as_text: tuple[str, str] | tuple[()] = ()
 
     @property
     def key(self) -> str:
@@ -98,12 +105,25 @@ class ConfigKey:
         return is_secret_key(self.name) if self.secret is None else self.secret
 
     # -- parsing ----------------------------------------------------------------------------
-    def parse(self, raw: Any) -> Any:
+    def parse(self, raw: Any) -> T:
         """The value ``raw`` stands for (None: not given, the default's), or :class:`Invalid`."""
+        found: Any
         if raw is None:
-            return None if self.default is None else self._value(self.default)
-        value = self._value(raw)
-        return self.default if value is None and self.kind == "string" and self.blank == "unset" else value
+            found = None if self.default is None else self._value(self.default)
+        else:
+            found = self._value(raw)
+            if found is None and self.kind == "string" and self.blank == "unset":
+                found = self.default
+        value: T = found  # the kind's parse gives the declared type: the declaration says which
+        return value
+
+    def for_column(self, column: str) -> ConfigKey[T]:
+        """This declaration of one column's setting, its ``{column}`` placeholders (in the name
+        and the texts) filled in: the key's and the value's options are declared once, for both."""
+        def filled(text: str) -> str:
+            return text.replace("{column}", column)
+        return replace(self, name=filled(self.name), doc=filled(self.doc), unset=filled(self.unset),
+                       hint=filled(self.hint))
 
     def _value(self, raw: Any) -> Any:
         if self.kind == "custom":
@@ -224,13 +244,13 @@ class ConfigKey:
         return OptionDoc(prefix + self.name, self.type, self.default_text, self.doc)
 
 
-def text(name: str, doc: str, default: str | None = None, **more: Any) -> ConfigKey:
+def text(name: str, doc: str, default: str | None = None, **more: Any) -> ConfigKey[str | None]:
     """A string kept exactly as given, blank included (as Java's clients keep theirs:
     ``ssl.endpoint.identification.algorithm=""`` means something)."""
     return ConfigKey(name, "string", default, doc, blank="value", **more)
 
 
-def optional_text(name: str, doc: str, default: str | None = None, **more: Any) -> ConfigKey:
+def optional_text(name: str, doc: str, default: str | None = None, **more: Any) -> ConfigKey[str | None]:
     """A string whose blank value means not given (the registry client's settings)."""
     return ConfigKey(name, "string", default, doc, blank="unset", **more)
 
@@ -266,7 +286,7 @@ def client_error(key: ConfigKey, raw: Any, invalid: Invalid) -> ConfigError:
                                Setting(key.name), invalid.accepted))
 
 
-def value_of(key: ConfigKey, raw: Any) -> Any:
+def value_of(key: ConfigKey[T], raw: Any) -> T:
     """``key``'s value given ``raw`` (None: not given), errors in the clients' wording: for a key
     read outside a scope's :class:`ConfigDef` (the SASL settings, a token source)."""
     try:
@@ -275,35 +295,76 @@ def value_of(key: ConfigKey, raw: Any) -> Any:
         raise client_error(key, raw, e) from None
 
 
-T = TypeVar("T")
+S = TypeVar("S", bound="Settings")
+
+
+class Settings:
+    """One scope's settings, parsed: a subclass declares each as a :class:`Declared` attribute
+    (its key), and an instance holds the values by the keys' names, read back as those typed
+    attributes.  Two are equal when they are of one class and hold the same values (and the
+    same of whatever a subclass keeps beside them)."""
+
+    def __init__(self, values: Mapping[str, Any]):
+        """``values``: parsed values by declared name; a setting left out takes its default."""
+        #: every declared setting's value, by its name as declared
+        self._values: dict[str, Any] = {key.name: values[key.name] if key.name in values else key.parse(None)
+                                        for key in declarations(type(self))}
+
+    @classmethod
+    def read(cls: type[S], given: Mapping[str, Any]) -> S:
+        """The settings of ``given`` (values by name, as given or parsed already; one left out
+        takes its default), each checked by its declaration, errors in the clients' wording."""
+        return cls({key.name: value_of(key, given.get(key.name)) for key in declarations(cls)})
+
+    def setting(self, key: ConfigKey[T]) -> T:
+        """The value of the setting ``key`` declares (where the code goes over several keys; one
+        known in advance is read as its attribute)."""
+        value: T = self._values[key.name]
+        return value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable holders of values: as dicts are)
+
+
+def attribute_for(name: str) -> str:
+    """The attribute a setting is read by, named after it: words joined by underscores, in lower
+    case (``linger.ms`` -> ``linger_ms``, ``deliveryGuarantee`` -> ``delivery_guarantee``; a
+    column's ``{column}Format`` -> ``format``)."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.replace("{column}", ""))
+    return re.sub(r"[^A-Za-z0-9]+", "_", words).strip("_").lower()
 
 
 class Declared(Generic[T]):
-    """A setting declared as an attribute of its scope's settings class: the class body lists its
-    keys once (:func:`declarations` reads them, in order, for the scope's :class:`ConfigDef`), and
-    an instance -- its values parsed, read as a mapping by the setting's name -- answers the
-    attribute with the setting's value, typed ``T`` for mypy (``config.linger_ms``, an ``int``,
-    instead of ``config["linger.ms"]``, an ``Any``)."""
+    """A setting declared as an attribute of its scope's :class:`Settings` class: the class body
+    lists its keys once (:func:`declarations` reads them, in order, for the scope's
+    :class:`ConfigDef`), and an instance answers the attribute with the setting's value, typed
+    ``T`` for mypy (``config.linger_ms``, an ``int``, instead of ``config["linger.ms"]``, an
+    ``Any``)."""
 
     __slots__ = ("key", "attribute")
 
-    def __init__(self, key: ConfigKey):
+    def __init__(self, key: ConfigKey[T]):
         self.key = key
         self.attribute = ""
 
     def __set_name__(self, owner: type, name: str) -> None:
+        if name != attribute_for(self.key.name):
+            raise TypeError(f"{owner.__name__}.{name}: a setting's attribute is named after it: "
+                            f"{attribute_for(self.key.name)} for {self.key.name!r}")
         self.attribute = name
 
     @overload
     def __get__(self, instance: None, owner: type) -> Declared[T]: ...
 
     @overload
-    def __get__(self, instance: Mapping[str, Any], owner: type) -> T: ...
+    def __get__(self, instance: Settings, owner: type) -> T: ...
 
-    def __get__(self, instance: Mapping[str, Any] | None, owner: type) -> Declared[T] | T:
+    def __get__(self, instance: Settings | None, owner: type) -> Declared[T] | T:
         if instance is None:
             return self
-        value: T = instance[self.key.name]
+        value: T = instance._values[self.key.name]
         return value
 
 

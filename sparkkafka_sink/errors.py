@@ -82,6 +82,15 @@ class KafkaError(Exception):
 
     #: True when the same operation may succeed if tried again.
     retriable: bool = False
+    #: the record itself can never be written as it is -- a bad row, not bad luck: refused before
+    #: sending (too large, malformed, a partition that does not exist) or by the broker (the
+    #: broker's errors that say so, ``protocol.errors``)
+    condemns_record: bool = False
+
+
+def condemns_record(error: BaseException) -> bool:
+    """``error`` says its record can never be written as it is (``KafkaError.condemns_record``)."""
+    return isinstance(error, KafkaError) and error.condemns_record
 
 
 class ConfigError(KafkaError, ValueError):
@@ -143,12 +152,16 @@ class BufferExhaustedError(KafkaTimeoutError):
 class RecordTooLargeError(KafkaError):
     """A record is larger than ``max.request.size`` or ``buffer.memory``."""
 
+    condemns_record = True
+
 
 class InvalidRecordError(KafkaError, TypeError):
     """A record's key, value, headers, timestamp or topic is malformed.
 
     ``row``: in a call of many records (``send_batch``), the first row at fault, when the check
     that refused it knows it (None: the call's columns as a whole)."""
+
+    condemns_record = True
 
     def __init__(self, message: str, row: int | None = None):
         super().__init__(message)
@@ -174,6 +187,8 @@ class InvalidRecordTimestampError(InvalidRecordError):
 
 class InvalidPartitionError(KafkaError, ValueError):
     """An explicit partition does not exist for the topic."""
+
+    condemns_record = True
 
 
 class UnknownTopicError(KafkaError):
@@ -210,8 +225,6 @@ class BrokerResponseError(KafkaError):
     too_large: bool = False
     #: a batch of several records is split and sent again; only the records at fault fail
     splits_batch: bool = False
-    #: the record itself can never be written as it is (a bad row, not bad luck)
-    condemns_record: bool = False
     #: the coordinator asked is not the key's coordinator (any more): find it again
     coordinator_moved: bool = False
     #: a transactional producer was fenced by a newer one with its id

@@ -19,10 +19,10 @@ SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM", "GSSAPI")
 
 #: the two keys the producer's configuration and the SASL settings both read
-SECURITY_PROTOCOL = ConfigKey("security.protocol", "choice", "PLAINTEXT",
+SECURITY_PROTOCOL = ConfigKey[str]("security.protocol", "choice", "PLAINTEXT",
                               "PLAINTEXT, SSL (TLS), SASL_PLAINTEXT or SASL_SSL (SASL over TLS)",
                               choices=SECURITY_PROTOCOLS)
-SASL_MECHANISM = ConfigKey("sasl.mechanism", "choice", None,
+SASL_MECHANISM = ConfigKey[str | None]("sasl.mechanism", "choice", None,
                            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM or GSSAPI (Kerberos)",
                            choices=SASL_MECHANISMS,
                            unset="from the other SASL settings (PLAIN with a user name, GSSAPI with Kerberos "

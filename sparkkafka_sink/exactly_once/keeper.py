@@ -354,9 +354,11 @@ def _end_all(admin: TransactionAdmin, decisions: DecisionLog, spec: KeeperSpec, 
     their coordinators aborted whatever was open)."""
     from sparkkafka_sink.exactly_once.leases import HOLDING_STATES
     from sparkkafka_sink.exactly_once.settle import settle
+    from sparkkafka_sink.producer.config import ProducerConfig
 
     started = time.time()
-    horizon = started + float(spec.config.get("transaction.timeout.ms", 900_000)) / 1000 + _AFTER_TIMEOUT_S
+    # (the sink sets the tasks' transaction.timeout.ms: the write's spec carries it)
+    horizon = started + ProducerConfig(spec.config).transaction_timeout_ms / 1000 + _AFTER_TIMEOUT_S
     pending: dict[Any, float] = {}
     while True:
         try:

@@ -17,12 +17,15 @@ import secrets
 import ssl
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkkafka_sink.config_def import Declared, value_of
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.network import key_stores
-from sparkkafka_sink.security_protocol import uses_tls
+from sparkkafka_sink.security_protocol import SECURITY_PROTOCOL, uses_tls
+from sparkkafka_sink.tls_keys import TLS_KEYS, TlsSettings
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -35,27 +38,38 @@ _TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA
 
 
 def build_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext | None:
-    """The client context for ``security.protocol`` SSL/SASL_SSL, or None for plaintext ones."""
-    if not uses_tls(config.get("security.protocol")):
+    """The client context for ``security.protocol`` SSL/SASL_SSL, or None for plaintext ones
+    (``config``: the settings by name, as given or parsed: a ``ProducerConfig``, whose
+    ``explicit`` keys alone count as given)."""
+    protocol = value_of(SECURITY_PROTOCOL, config.get(SECURITY_PROTOCOL.name))
+    tls = TlsSettings.read(config)
+    if not uses_tls(protocol):
         explicit = getattr(config, "explicit", config.keys())
-        given = sorted(k for k in explicit if k.startswith("ssl.") and config.get(k) not in (None, "")
-                       and k != "ssl.endpoint.identification.algorithm")
+        never_off = TlsSettings.ssl_endpoint_identification_algorithm.key.name  # (on by default, whatever the protocol)
+        given = [key.name for key in TLS_KEYS
+                 if key.name in explicit and config.get(key.name) not in (None, "") and key.name != never_off]
         if given:
             raise ConfigError(Message("{} given but {} is {}: TLS options need SSL or SASL_SSL",
-                                      _listed(given), Setting("security.protocol"), config.get("security.protocol")))
+                                      _listed(sorted(given)), Setting(SECURITY_PROTOCOL.name), protocol))
         return None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.verify_mode = ssl.CERT_REQUIRED
-    algorithm = (config.get("ssl.endpoint.identification.algorithm") or "").strip().lower()
+    algorithm = tls.ssl_endpoint_identification_algorithm.strip().lower()
     if algorithm not in ("", "https"):
         raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected 'https' (verify the broker's "
-                                  "host name) or '' (do not)", algorithm, Setting("ssl.endpoint.identification.algorithm")))
+                                  "host name) or '' (do not)", algorithm,
+                                  _setting(TlsSettings.ssl_endpoint_identification_algorithm)))
     ctx.check_hostname = algorithm == "https"
-    _set_protocols(ctx, config)
-    _set_ciphers(ctx, config.get("ssl.cipher.suites"))
-    _load_trust(ctx, config)
-    _load_identity(ctx, config)
+    _set_protocols(ctx, tls)
+    _set_ciphers(ctx, tls.ssl_cipher_suites)
+    _load_trust(ctx, tls)
+    _load_identity(ctx, tls)
     return ctx
+
+
+def _setting(declared: Declared[Any]) -> Setting:
+    """The setting ``declared`` as messages name it."""
+    return Setting(declared.key.name)
 
 
 def _listed(keys: list[str]) -> Message:
@@ -64,22 +78,22 @@ def _listed(keys: list[str]) -> Message:
 
 
 # -- protocols and ciphers ----------------------------------------------------------------
-def _set_protocols(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
-    enabled = [p.strip() for p in (config.get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3").split(",") if p.strip()]
+def _set_protocols(ctx: ssl.SSLContext, tls: TlsSettings) -> None:
+    enabled_setting, protocol_setting = _setting(TlsSettings.ssl_enabled_protocols), _setting(TlsSettings.ssl_protocol)
+    enabled = [p.strip() for p in tls.ssl_enabled_protocols.split(",") if p.strip()]
     unknown = [p for p in enabled if p not in _VERSIONS]
     if unknown or not enabled:
         raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected a list of TLSv1.2, TLSv1.3 "
-                                  "(older versions are insecure)", config.get("ssl.enabled.protocols"),
-                                  Setting("ssl.enabled.protocols")))
-    protocol = (config.get("ssl.protocol") or "TLSv1.3").strip()
+                                  "(older versions are insecure)", tls.ssl_enabled_protocols, enabled_setting))
+    protocol = tls.ssl_protocol.strip()
     if protocol not in ("TLS", "TLSv1.2", "TLSv1.3"):
         raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected TLSv1.3, TLSv1.2 or TLS",
-                                  protocol, Setting("ssl.protocol")))
+                                  protocol, protocol_setting))
     versions = sorted(_VERSIONS[p] for p in enabled)
     ceiling = _VERSIONS.get(protocol, ssl.TLSVersion.TLSv1_3)
     if versions[0] > ceiling:
-        raise ConfigError(Message("{}={} is lower than every version in {}={}", Setting("ssl.protocol"), protocol,
-                                  Setting("ssl.enabled.protocols"), ",".join(enabled)))
+        raise ConfigError(Message("{}={} is lower than every version in {}={}", protocol_setting, protocol,
+                                  enabled_setting, ",".join(enabled)))
     ctx.minimum_version = versions[0]
     ctx.maximum_version = min(versions[-1], ceiling)
 
@@ -100,10 +114,10 @@ def _openssl_cipher_name(iana: str) -> str:
     return name.replace("AES128-CBC-SHA", "AES128-SHA").replace("AES256-CBC-SHA", "AES256-SHA")
 
 
-def _set_ciphers(ctx: ssl.SSLContext, suites: Any) -> None:
+def _set_ciphers(ctx: ssl.SSLContext, suites: str | None) -> None:
     if not suites:
         return
-    names = [s.strip() for s in str(suites).split(",") if s.strip()]
+    names = [s.strip() for s in suites.split(",") if s.strip()]
     tls12 = [_openssl_cipher_name(n) for n in names if n not in _TLS13_SUITES]
     if not tls12:
         return  # only TLS 1.3 suites named: OpenSSL offers exactly those
@@ -112,7 +126,7 @@ def _set_ciphers(ctx: ssl.SSLContext, suites: Any) -> None:
     if unknown:
         raise ConfigError(Message("Invalid value for configuration {!r}: unknown or unavailable cipher suite(s) {} "
                                   "(Java/IANA names such as TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384, or OpenSSL names)",
-                                  Setting("ssl.cipher.suites"), ", ".join(unknown)))
+                                  _setting(TlsSettings.ssl_cipher_suites), ", ".join(unknown)))
     ctx.set_ciphers(":".join(tls12))
 
 
@@ -126,14 +140,35 @@ def _all_cipher_names() -> set[str]:
 
 
 # -- trust ----------------------------------------------------------------------------------
-def _store_type(config: Mapping[str, Any], prefix: str, path: str, data: bytes) -> str:
-    """PEM, PKCS12 or JKS: what the file is.  ``{prefix}.type`` only has to agree with it, JKS and
+@dataclass(frozen=True)
+class _Store:
+    """A trust- or keystore file as its settings name it: its location, the type it was given
+    (None: unset) and its password."""
+
+    location: Setting
+    type: Setting
+    given_type: str | None
+    password: str | None
+
+
+def _truststore(tls: TlsSettings) -> _Store:
+    return _Store(_setting(TlsSettings.ssl_truststore_location), _setting(TlsSettings.ssl_truststore_type),
+                  tls.ssl_truststore_type, tls.ssl_truststore_password)
+
+
+def _keystore(tls: TlsSettings) -> _Store:
+    return _Store(_setting(TlsSettings.ssl_keystore_location), _setting(TlsSettings.ssl_keystore_type),
+                  tls.ssl_keystore_type, tls.ssl_keystore_password)
+
+
+def _store_type(store: _Store, path: str, data: bytes) -> str:
+    """PEM, PKCS12 or JKS: what the file is.  The store's type only has to agree with it, JKS and
     PKCS12 each naming either binary format (Java's ``keystore.type.compat``)."""
-    type_setting, location = Setting(f"{prefix}.type"), Setting(f"{prefix}.location")
-    given = str(config.get(type_setting.key) or "").strip().upper()
+    type_setting, location = store.type, store.location
+    given = (store.given_type or "").strip().upper()
     if given and given not in STORE_TYPES:
         raise ConfigError(Message("Invalid value {!r} for configuration {!r}: expected PEM, PKCS12 or JKS",
-                                  config.get(type_setting.key), type_setting))
+                                  store.given_type, type_setting))
     found = key_stores.file_format(data)
     if found == "JCEKS":
         raise ConfigError(Message("{} {} is a JCEKS store, which is not read here: convert it once to PKCS12 with "
@@ -160,52 +195,50 @@ def _read(key: str, path: str) -> bytes:
                                   Setting(key), path, e.strerror or e)) from None
 
 
-def _read_store(config: Mapping[str, Any], prefix: str, location: str) -> tuple[bytes, str]:
+def _read_store(store: _Store, path: str) -> tuple[bytes, str]:
     """The bytes of a trust- or keystore file and its format (PEM, PKCS12 or JKS)."""
-    data = _read(f"{prefix}.location", location)
-    return data, _store_type(config, prefix, location, data)
+    data = _read(store.location.key, path)
+    return data, _store_type(store, path, data)
 
 
-def _text(value: Any) -> str | None:
-    return None if value in (None, "") else str(value)
+def _text(value: str | None) -> str | None:
+    return value or None
 
 
-def _password(config: Mapping[str, Any], key: str) -> bytes | None:
-    value = config.get(key)
-    return None if value in (None, "") else str(value).encode()
+def _password(value: str | None) -> bytes | None:
+    return value.encode() if value else None
 
 
-def _load_trust(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
-    location = config.get("ssl.truststore.location") or None
-    inline = config.get("ssl.truststore.certificates") or None
+def _load_trust(ctx: ssl.SSLContext, tls: TlsSettings) -> None:
+    store = _truststore(tls)
+    location = tls.ssl_truststore_location or None
+    inline = tls.ssl_truststore_certificates or None
+    inline_setting = _setting(TlsSettings.ssl_truststore_certificates)
     if location and inline:
-        raise ConfigError(Message("Give either {} or {}, not both", Setting("ssl.truststore.location"),
-                                  Setting("ssl.truststore.certificates")))
+        raise ConfigError(Message("Give either {} or {}, not both", store.location, inline_setting))
     if inline:
-        pem = str(inline)
-        if "-----BEGIN CERTIFICATE-----" not in pem:
-            raise ConfigError(Message("{} must hold PEM text (-----BEGIN CERTIFICATE----- blocks)",
-                                      Setting("ssl.truststore.certificates")))
-        _load_cadata(ctx, Setting("ssl.truststore.certificates"), pem)
+        if "-----BEGIN CERTIFICATE-----" not in inline:
+            raise ConfigError(Message("{} must hold PEM text (-----BEGIN CERTIFICATE----- blocks)", inline_setting))
+        _load_cadata(ctx, inline_setting, inline)
         return
     if not location:
         ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)  # system CAs, as Java and librdkafka do
         return
-    key = "ssl.truststore.location"
-    data, kind = _read_store(config, "ssl.truststore", location)
+    key = store.location.key
+    data, kind = _read_store(store, location)
     if kind == "PKCS12":
-        _load_cadata(ctx, Setting(key), _pkcs12_certificates_pem(key, location, data, _password(config, "ssl.truststore.password")))
+        _load_cadata(ctx, store.location, _pkcs12_certificates_pem(key, location, data, _password(store.password)))
         return
     if kind == "JKS":
-        ders = key_stores.trusted_certificates(key, location, data, "ssl.truststore.password",
-                                               _text(config.get("ssl.truststore.password")))
-        _load_cadata(ctx, Message("{} {}", Setting(key), location), "".join(ssl.DER_cert_to_PEM_cert(d) for d in ders))
+        ders = key_stores.trusted_certificates(key, location, data, TlsSettings.ssl_truststore_password.key.name,
+                                               _text(store.password))
+        _load_cadata(ctx, Message("{} {}", store.location, location), "".join(ssl.DER_cert_to_PEM_cert(d) for d in ders))
         return
     text = data.decode("ascii", "replace")
     if "-----BEGIN CERTIFICATE-----" not in text:
         raise ConfigError(Message("{} {} is not a PEM certificate file (no -----BEGIN CERTIFICATE-----)",
-                                  Setting(key), location))
-    _load_cadata(ctx, Message("{} {}", Setting(key), location), text)
+                                  store.location, location))
+    _load_cadata(ctx, Message("{} {}", store.location, location), text)
 
 
 def _load_cadata(ctx: ssl.SSLContext, what: Setting | Message, pem: str) -> None:
@@ -237,49 +270,49 @@ def _pkcs12_certificates_pem(key: str, path: str, data: bytes, password: bytes |
 
 
 # -- identity (mutual TLS) ----------------------------------------------------------------
-def _load_identity(ctx: ssl.SSLContext, config: Mapping[str, Any]) -> None:
-    location = config.get("ssl.keystore.location") or None
-    chain = config.get("ssl.keystore.certificate.chain") or None
-    key_pem = config.get("ssl.keystore.key") or None
+def _load_identity(ctx: ssl.SSLContext, tls: TlsSettings) -> None:
+    store = _keystore(tls)
+    location = tls.ssl_keystore_location or None
+    chain = tls.ssl_keystore_certificate_chain or None
+    key_pem = tls.ssl_keystore_key or None
+    chain_setting, key_setting = _setting(TlsSettings.ssl_keystore_certificate_chain), _setting(TlsSettings.ssl_keystore_key)
     if location and (chain or key_pem):
-        raise ConfigError(Message("Give either {} or {} + {}, not both", Setting("ssl.keystore.location"),
-                                  Setting("ssl.keystore.certificate.chain"), Setting("ssl.keystore.key")))
+        raise ConfigError(Message("Give either {} or {} + {}, not both", store.location, chain_setting, key_setting))
     if bool(chain) != bool(key_pem):
         raise ConfigError(Message("{} and {} go together (PEM text of the client certificate chain and of its "
-                                  "private key)", Setting("ssl.keystore.certificate.chain"), Setting("ssl.keystore.key")))
-    key_password = _password(config, "ssl.key.password")
-    if chain:
-        _load_pem_identity(ctx, "ssl.keystore.key", str(chain), str(key_pem).encode(), key_password)
+                                  "private key)", chain_setting, key_setting))
+    key_password = _password(tls.ssl_key_password)
+    if chain and key_pem:
+        _load_pem_identity(ctx, key_setting.key, chain, key_pem.encode(), key_password)
         return
     if not location:
         return
-    key = "ssl.keystore.location"
-    data, kind = _read_store(config, "ssl.keystore", location)
+    key = store.location.key
+    data, kind = _read_store(store, location)
     if kind == "PKCS12":
         from cryptography.hazmat.primitives.serialization import Encoding
 
-        private_key, cert, extra = _pkcs12(key, location, data, _password(config, "ssl.keystore.password"))
+        private_key, cert, extra = _pkcs12(key, location, data, _password(store.password))
         if private_key is None or cert is None:
-            raise ConfigError(Message("{} {} holds no private key with its certificate", Setting(key), location))
+            raise ConfigError(Message("{} {} holds no private key with its certificate", store.location, location))
         chain_pem = "".join(c.public_bytes(Encoding.PEM).decode() for c in [cert, *(extra or [])])
         _load_key_object(ctx, key, chain_pem, private_key)
         return
     if kind == "JKS":
         from cryptography.hazmat.primitives.serialization import load_der_private_key
 
-        found = key_stores.identity(key, location, data, _text(config.get("ssl.keystore.password")),
-                                    _text(config.get("ssl.key.password")))
+        found = key_stores.identity(key, location, data, _text(store.password), _text(tls.ssl_key_password))
         chain_pem = "".join(ssl.DER_cert_to_PEM_cert(d) for d in found.chain_der)
         try:
             private_key = load_der_private_key(found.private_key_der, None)
         except (ValueError, TypeError) as e:  # cryptography's errors for a key type it cannot use
-            raise ConfigError(Message("{} {}: cannot use its private key: {}", Setting(key), location, e)) from None
+            raise ConfigError(Message("{} {}: cannot use its private key: {}", store.location, location, e)) from None
         _load_key_object(ctx, key, chain_pem, private_key)
         return
     text = data.decode("ascii", "replace")
     if "PRIVATE KEY-----" not in text or "-----BEGIN CERTIFICATE-----" not in text:
         raise ConfigError(Message("{} {} must be a PEM file holding the private key and the certificate chain",
-                                  Setting(key), location))
+                                  store.location, location))
     _load_pem_identity(ctx, key, text, data, key_password)
 
 
@@ -293,10 +326,10 @@ def _load_pem_identity(ctx: ssl.SSLContext, key: str, chain_pem: str, key_pem: b
     except TypeError:
         template = ("The private key of {} is encrypted: set {}" if password is None
                     else "The private key of {} is not encrypted: leave {} unset")
-        raise ConfigError(Message(template, Setting(key), Setting("ssl.key.password"))) from None
+        raise ConfigError(Message(template, Setting(key), _setting(TlsSettings.ssl_key_password))) from None
     except ValueError:
         raise ConfigError(Message("Cannot read the private key of {}: wrong {} or not a PEM key", Setting(key),
-                                  Setting("ssl.key.password"))) from None
+                                  _setting(TlsSettings.ssl_key_password))) from None
     _load_key_object(ctx, key, chain_pem, private_key)
 
 

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 MIN_REFRESH_PERIOD_S = 60.0
 #: how much of a token's lifetime passes before it is refreshed (Kafka's setting, declared here,
 #: where it is honoured: the SASL keys and the producer's configuration take it from here)
-REFRESH_WINDOW_FACTOR_KEY = ConfigKey("sasl.login.refresh.window.factor", "number", 0.8,
+REFRESH_WINDOW_FACTOR_KEY = ConfigKey[float]("sasl.login.refresh.window.factor", "number", 0.8,
                                       "refresh an OAUTHBEARER token once this fraction of its lifetime has passed",
                                       minimum=0.5, maximum=1.0)
 RETRY_BACKOFF_S = 0.1

@@ -26,7 +26,7 @@ class BlockingAdmin:
     """One-off requests to the cluster of ``config`` (a producer configuration)."""
 
     def __init__(self, config: Mapping[str, Any], role: str = "admin"):
-        c = ProducerConfig(config).updated({"transactional.id": None})
+        c = ProducerConfig(config).updated({ProducerConfig.transactional_id.key.name: None})
         self.config = c
         self.retry_backoff_s = c.retry_backoff_ms / 1000
         self._network = network_stack(c, f"{c.client_id}-{role}", max_in_flight=5, allow_auto_topic_creation=False)

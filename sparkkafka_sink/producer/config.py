@@ -23,13 +23,14 @@ from sparkkafka_sink.config_def import (
     Declared,
     Invalid,
     KeyGroup,
+    Settings,
     declarations,
-    text,
 )
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.producer import java_keys
 from sparkkafka_sink.sasl_keys import LOGIN_KEYS, SASL_KEYS
 from sparkkafka_sink.security_protocol import SECURITY_PROTOCOL
+from sparkkafka_sink.tls_keys import TLS_KEYS, TlsSettings
 
 __all__ = ["KEYS", "ProducerConfig", "INT_MAX", "LONG_MAX", "read_properties", "java_key_status", "migration_table",
            "other_clients_noted"]
@@ -91,16 +92,16 @@ def _gzip_level(value: Any) -> int:
     return level
 
 
-_LEVEL = ConfigKey("compression.gzip.level", "integer", None, "", minimum=-1, maximum=9)
+_LEVEL = ConfigKey[int]("compression.gzip.level", "integer", None, "", minimum=-1, maximum=9)
 
 
-def _partitioner(value: Any) -> Any:
+def _partitioner(value: Any) -> str | Callable[..., int]:
     if callable(value):
         return value
     return _PARTITIONER_NAMES.parse(value)
 
 
-_PARTITIONER_NAMES = ConfigKey("partitioner", "choice", None, "", choices=PARTITIONERS)
+_PARTITIONER_NAMES = ConfigKey[str]("partitioner", "choice", None, "", choices=PARTITIONERS)
 
 
 def _transactional_id(value: Any) -> str:
@@ -124,14 +125,10 @@ def _bool_key(name: str, default: bool, doc: str) -> Declared[bool]:
 
 
 def _text_key(name: str, doc: str, default: str) -> Declared[str]:
-    return Declared(text(name, doc, default))
+    return Declared(ConfigKey[str](name, "string", default, doc, blank="value"))
 
 
-def _optional_text_key(name: str, doc: str, **more: Any) -> Declared[str | None]:
-    return Declared(text(name, doc, **more))
-
-
-class ProducerConfig(Mapping[str, Any]):
+class ProducerConfig(Settings, Mapping[str, Any]):
     """Validated producer settings: each a typed attribute (``config.linger_ms``), declared once
     below -- the declarations parse, check, redact and document them (``KEYS``) -- and readable
     as a mapping by the Java key names too (``config["linger.ms"]``: the same parsed value), as
@@ -183,7 +180,10 @@ class ProducerConfig(Mapping[str, Any]):
     allow_auto_create_topics = _bool_key("allow.auto.create.topics", True, "let Metadata requests create missing topics")
     partitioner: Declared[str | Callable[..., int]] = Declared(ConfigKey(
         "partitioner", "custom", "murmur2", "murmur2 (Java default), round_robin, random, or a callable",
-        parser=_partitioner, accepts="one of murmur2, round_robin, random, or a callable"))
+        parser=_partitioner, accepts="one of murmur2, round_robin, random, or a callable",
+        as_text=("one of murmur2, round_robin, random",
+                 "murmur2 (Java default), round_robin or random (the standalone Producer also takes a callable; a "
+                 "Spark option is a string)")))
     partitioner_ignore_keys = _bool_key("partitioner.ignore.keys", False, "spread keyed records like null keys")
     partitioner_adaptive_partitioning_enable = _bool_key(
         "partitioner.adaptive.partitioning.enable", True,
@@ -195,33 +195,8 @@ class ProducerConfig(Mapping[str, Any]):
                                  "requests into many writes)", -1)
     receive_buffer_bytes = _int_key("receive.buffer.bytes", 32768, "SO_RCVBUF (-1: OS default)", -1)
     security_protocol: Declared[str] = Declared(SECURITY_PROTOCOL)
-    ssl_truststore_location = _optional_text_key("ssl.truststore.location",
-                                                 "CA certificates to trust: a PEM, PKCS12 or JKS file", unset="the system's CAs")
-    ssl_truststore_type = _optional_text_key("ssl.truststore.type", "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in "
-                                             "Java)", unset="from the file's content")
-    ssl_truststore_password = _optional_text_key(
-        "ssl.truststore.password",
-        "password of a PKCS12 or JKS truststore (a JKS one is read without it unchecked, as Java does)")
-    ssl_truststore_certificates = _optional_text_key("ssl.truststore.certificates",
-                                                     "CA certificates as PEM text (instead of a file)")
-    ssl_keystore_location = _optional_text_key("ssl.keystore.location",
-                                               "mutual TLS: client key and certificate, a PEM, PKCS12 or JKS file")
-    ssl_keystore_type = _optional_text_key("ssl.keystore.type", "PEM, PKCS12 or JKS (JKS and PKCS12 accept either, as in Java)",
-                                           unset="from the file's content")
-    ssl_keystore_password = _optional_text_key("ssl.keystore.password", "password of a PKCS12 or JKS keystore")
-    ssl_keystore_certificate_chain = _optional_text_key("ssl.keystore.certificate.chain",
-                                                        "mutual TLS: client certificate chain as PEM text")
-    ssl_keystore_key = _optional_text_key("ssl.keystore.key", "mutual TLS: client private key as PEM text")
-    ssl_key_password = _optional_text_key("ssl.key.password",
-                                          "password of an encrypted PEM private key, or of a JKS keystore's key",
-                                          unset="ssl.keystore.password")
-    ssl_endpoint_identification_algorithm = _text_key(
-        "ssl.endpoint.identification.algorithm",
-        "'https' verifies the broker's host name against its certificate; '' turns that off", "https")
-    ssl_enabled_protocols = _text_key("ssl.enabled.protocols", "TLS versions allowed", "TLSv1.2,TLSv1.3")
-    ssl_protocol = _text_key("ssl.protocol", "highest TLS version offered (TLSv1.3, TLSv1.2)", "TLSv1.3")
-    ssl_cipher_suites = _optional_text_key("ssl.cipher.suites", "TLS 1.2 cipher suites (Java/IANA or OpenSSL names)",
-                                           unset="OpenSSL's")
+    #: the TLS keys, read by the network layer (``tls_keys.TlsSettings``; ``config.tls``)
+    _tls = KeyGroup(*TLS_KEYS)
     #: the SASL and token-login keys, read by the network layer (``network/sasl/settings.py``)
     _sasl_and_login = KeyGroup(*SASL_KEYS, *LOGIN_KEYS)
     transactional_id: Declared[str | None] = Declared(ConfigKey(
@@ -323,6 +298,11 @@ class ProducerConfig(Mapping[str, Any]):
                 v[key] = min(v[key], EVENT_HUBS_IDLE_MS) if v[key] >= 0 else EVENT_HUBS_IDLE_MS
 
     @property
+    def tls(self) -> TlsSettings:
+        """The ``ssl.*`` settings (``tls_keys``), typed."""
+        return TlsSettings({key.name: self._values[key.name] for key in TLS_KEYS})
+
+    @property
     def bulk_batch_size(self) -> int:
         """The size of the batches ``send_batch`` fills: ``batch.size`` where it was set, else
         ``BULK_BATCH_SIZE`` (never above ``buffer.memory``)."""
@@ -350,6 +330,8 @@ class ProducerConfig(Mapping[str, Any]):
                 value = name
             out[key] = value
         return out
+
+    __eq__ = Mapping.__eq__  # (equal to any mapping of the same values, as before it was typed)
 
     def __getitem__(self, key: str) -> Any:
         try:

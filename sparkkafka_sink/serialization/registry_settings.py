@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sparkkafka_sink.config_def import ConfigDef, ConfigKey, optional_text
+from sparkkafka_sink.config_def import ConfigDef, ConfigKey, Declared, Settings, declarations, optional_text
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.oauth.bearer_token import OAuthBearerToken
 from sparkkafka_sink.oauth.token_providers import ClientCredentialsTokenProvider
@@ -39,44 +39,64 @@ DEFAULT_RETRIES_WAIT_MS = 1_000
 DEFAULT_RETRIES_MAX_WAIT_MS = 20_000
 
 
-def _count_key(name: str, default: int, doc: str, unit: str = "") -> ConfigKey:
-    return ConfigKey(name, "integer", default, doc, minimum=0, unit=unit)
+def _count_key(name: str, default: int, doc: str, unit: str = "") -> Declared[int]:
+    return Declared(ConfigKey(name, "integer", default, doc, minimum=0, unit=unit))
 
 
-#: every setting the client reads, declared once (``config_def``): parsed, checked and documented
-#: from here, with confluent-kafka's names
-REGISTRY_KEYS = ConfigDef((
-    optional_text("url", "the registry's URL; several, comma-separated, are tried in turn when one cannot be reached",
-                  unset="required"),
-    ConfigKey("basic.auth.credentials.source", "choice", "USER_INFO",
-              "USER_INFO (basic.auth.user.info) or URL (user:password@ in url)", choices=BASIC_AUTH_SOURCES),
-    optional_text("basic.auth.user.info", "user:password for HTTP basic authentication"),
-    ConfigKey("bearer.auth.credentials.source", "choice", None,
-              "STATIC_TOKEN (bearer.auth.token) or OAUTHBEARER (a client-credentials token)",
-              choices=BEARER_AUTH_SOURCES),
-    optional_text("bearer.auth.token", "the bearer token, with bearer.auth.credentials.source=STATIC_TOKEN"),
-    optional_text("bearer.auth.issuer.endpoint.url", "the OAuth token endpoint, with OAUTHBEARER"),
-    optional_text("bearer.auth.client.id", "the OAuth client id, with OAUTHBEARER"),
-    optional_text("bearer.auth.client.secret", "the OAuth client secret, with OAUTHBEARER"),
-    optional_text("bearer.auth.scope", "the OAuth scope asked for, with OAUTHBEARER (optional)"),
-    optional_text("bearer.auth.logical.cluster",
-                  "Confluent Cloud: the registry's logical cluster (header target-sr-cluster)"),
-    optional_text("bearer.auth.identity.pool.id",
-                  "Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)"),
-    optional_text("ssl.ca.location", "CA certificate file (PEM) or directory that verifies an https registry",
-                  unset="the system's CAs"),
-    optional_text("ssl.certificate.location", "client certificate (PEM) for mutual TLS; may hold the key too"),
-    optional_text("ssl.key.location", "the client certificate's private key (PEM)"),
-    optional_text("ssl.key.password", "the password of an encrypted private key"),
-    ConfigKey("timeout", "number", None, "seconds one request may take (confluent-kafka's name; or timeout.ms)",
-              above=0, unit="seconds", unset="unset (timeout.ms applies)"),
-    ConfigKey("timeout.ms", "integer", None,
-              "milliseconds one request may take (connecting, then waiting for the answer)", minimum=1, unit="ms",
-              unset=str(DEFAULT_TIMEOUT_MS)),
-    _count_key("max.retries", DEFAULT_MAX_RETRIES, "retries of a request answered 408/429/5xx or not answered at all"),
-    _count_key("retries.wait.ms", DEFAULT_RETRIES_WAIT_MS, "the first retry's wait; it doubles with each retry", "ms"),
-    _count_key("retries.max.wait.ms", DEFAULT_RETRIES_MAX_WAIT_MS, "the longest wait between two retries", "ms"),
-))
+class RegistryConfig(Settings):
+    """The client's settings, declared once (``config_def``) with confluent-kafka's names, parsed,
+    checked and documented from here, and read as typed attributes (``config.basic_auth_user_info``)."""
+
+    url: Declared[str | None] = Declared(optional_text(
+        "url", "the registry's URL; several, comma-separated, are tried in turn when one cannot be reached",
+        unset="required"))
+    basic_auth_credentials_source: Declared[str] = Declared(ConfigKey(
+        "basic.auth.credentials.source", "choice", "USER_INFO",
+        "USER_INFO (basic.auth.user.info) or URL (user:password@ in url)", choices=BASIC_AUTH_SOURCES))
+    basic_auth_user_info: Declared[str | None] = Declared(optional_text(
+        "basic.auth.user.info", "user:password for HTTP basic authentication"))
+    bearer_auth_credentials_source: Declared[str | None] = Declared(ConfigKey(
+        "bearer.auth.credentials.source", "choice", None,
+        "STATIC_TOKEN (bearer.auth.token) or OAUTHBEARER (a client-credentials token)", choices=BEARER_AUTH_SOURCES))
+    bearer_auth_token: Declared[str | None] = Declared(optional_text(
+        "bearer.auth.token", "the bearer token, with bearer.auth.credentials.source=STATIC_TOKEN"))
+    bearer_auth_issuer_endpoint_url: Declared[str | None] = Declared(optional_text(
+        "bearer.auth.issuer.endpoint.url", "the OAuth token endpoint, with OAUTHBEARER"))
+    bearer_auth_client_id: Declared[str | None] = Declared(optional_text(
+        "bearer.auth.client.id", "the OAuth client id, with OAUTHBEARER"))
+    bearer_auth_client_secret: Declared[str | None] = Declared(optional_text(
+        "bearer.auth.client.secret", "the OAuth client secret, with OAUTHBEARER"))
+    bearer_auth_scope: Declared[str | None] = Declared(optional_text(
+        "bearer.auth.scope", "the OAuth scope asked for, with OAUTHBEARER (optional)"))
+    bearer_auth_logical_cluster: Declared[str | None] = Declared(optional_text(
+        "bearer.auth.logical.cluster", "Confluent Cloud: the registry's logical cluster (header target-sr-cluster)"))
+    bearer_auth_identity_pool_id: Declared[str | None] = Declared(optional_text(
+        "bearer.auth.identity.pool.id", "Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)"))
+    ssl_ca_location: Declared[str | None] = Declared(optional_text(
+        "ssl.ca.location", "CA certificate file (PEM) or directory that verifies an https registry",
+        unset="the system's CAs"))
+    ssl_certificate_location: Declared[str | None] = Declared(optional_text(
+        "ssl.certificate.location", "client certificate (PEM) for mutual TLS; may hold the key too"))
+    ssl_key_location: Declared[str | None] = Declared(optional_text(
+        "ssl.key.location", "the client certificate's private key (PEM)"))
+    ssl_key_password: Declared[str | None] = Declared(optional_text(
+        "ssl.key.password", "the password of an encrypted private key"))
+    timeout: Declared[float | None] = Declared(ConfigKey(
+        "timeout", "number", None, "seconds one request may take (confluent-kafka's name; or timeout.ms)",
+        above=0, unit="seconds", unset="unset (timeout.ms applies)"))
+    timeout_ms: Declared[int | None] = Declared(ConfigKey(
+        "timeout.ms", "integer", None,
+        "milliseconds one request may take (connecting, then waiting for the answer)", minimum=1, unit="ms",
+        unset=str(DEFAULT_TIMEOUT_MS)))
+    max_retries = _count_key("max.retries", DEFAULT_MAX_RETRIES,
+                             "retries of a request answered 408/429/5xx or not answered at all")
+    retries_wait_ms = _count_key("retries.wait.ms", DEFAULT_RETRIES_WAIT_MS,
+                                 "the first retry's wait; it doubles with each retry", "ms")
+    retries_max_wait_ms = _count_key("retries.max.wait.ms", DEFAULT_RETRIES_MAX_WAIT_MS,
+                                     "the longest wait between two retries", "ms")
+
+#: every setting the client reads, by its name
+REGISTRY_KEYS = ConfigDef(declarations(RegistryConfig))
 #: confluent-kafka keys this client does not implement, and why that matters
 UNSUPPORTED_KEYS: dict[str, str] = {
     "proxy": "an HTTP proxy setting is not supported; the standard environment variables "
@@ -134,27 +154,27 @@ class RegistrySettings:
     def __init__(self, config: Mapping[str, Any]):
         _reject_unknown(config)
         # a blank value is no value (a Spark option left empty)
-        config = REGISTRY_KEYS.parse_all({k: v for k, v in config.items()
-                                          if not (isinstance(v, str) and not v.strip())})
-        if config["timeout"] is not None and config["timeout.ms"] is not None:
+        given = RegistryConfig(REGISTRY_KEYS.parse_all({k: v for k, v in config.items()
+                                                        if not (isinstance(v, str) and not v.strip())}))
+        if given.timeout is not None and given.timeout_ms is not None:
             raise ConfigError(Message("Give {} (seconds, confluent-kafka's name) or {}, not both", Setting("timeout"),
                                       Setting("timeout.ms")))
-        self.timeout_s = config["timeout"] or (config["timeout.ms"] or DEFAULT_TIMEOUT_MS) / 1000
-        self.max_retries = config["max.retries"]
-        self.retries_wait_ms = config["retries.wait.ms"]
-        self.retries_max_wait_ms = config["retries.max.wait.ms"]
+        self.timeout_s = given.timeout or (given.timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
+        self.max_retries = given.max_retries
+        self.retries_wait_ms = given.retries_wait_ms
+        self.retries_max_wait_ms = given.retries_max_wait_ms
         if self.retries_max_wait_ms < self.retries_wait_ms:
             raise ConfigError(Message("Invalid configuration: {} ({}) is below {} ({})", Setting("retries.max.wait.ms"),
                                       self.retries_max_wait_ms, Setting("retries.wait.ms"), self.retries_wait_ms))
         self._secrets: list[str] = []
-        self.endpoints = self._endpoints(config)
-        self.ssl_context = self._ssl_context(config)
+        self.endpoints = self._endpoints(given)
+        self.ssl_context = self._ssl_context(given)
         self._bearer_header: str | None = None
         self._tokens: _OAuthTokens | None = None
         self.auth_kind: AuthKind = "none"
         self.user: str | None = None
         self.extra_headers: dict[str, str] = {}
-        self._auth(config)
+        self._auth(given)
 
     # -- what requests need ---------------------------------------------------------------
     def authorization(self, endpoint: Endpoint) -> str | None:
@@ -208,8 +228,8 @@ class RegistrySettings:
         return f"RegistrySettings(url={urls!r}, auth={self.auth_description!r}, timeout_s={self.timeout_s})"
 
     # -- parsing ----------------------------------------------------------------------------
-    def _endpoints(self, config: Mapping[str, Any]) -> tuple[Endpoint, ...]:
-        raw = config["url"]
+    def _endpoints(self, config: RegistryConfig) -> tuple[Endpoint, ...]:
+        raw = config.url
         if raw is None:
             raise ConfigError(Message("Missing configuration {!r}: the Schema Registry's URL, e.g. "
                                       "http://registry:8081 (several may be given, comma-separated)", Setting("url")))
@@ -237,11 +257,11 @@ class RegistrySettings:
             raise ConfigError(Message("Invalid configuration {!r}: it names no URL", Setting("url")))
         return tuple(endpoints)
 
-    def _ssl_context(self, config: Mapping[str, Any]) -> ssl.SSLContext | None:
-        ca = config["ssl.ca.location"]
-        cert = config["ssl.certificate.location"]
-        key = config["ssl.key.location"]
-        key_password = config["ssl.key.password"]
+    def _ssl_context(self, config: RegistryConfig) -> ssl.SSLContext | None:
+        ca = config.ssl_ca_location
+        cert = config.ssl_certificate_location
+        key = config.ssl_key_location
+        key_password = config.ssl_key_password
         if key_password:
             self._secrets.append(key_password)
         given = [k for k, v in (("ssl.ca.location", ca), ("ssl.certificate.location", cert),
@@ -257,13 +277,14 @@ class RegistrySettings:
                                       Setting("ssl.certificate.location")))
         return tls_context(ca, cert, key, key_password)
 
-    def _auth(self, config: Mapping[str, Any]) -> None:
-        self._basic_source = config["basic.auth.credentials.source"]
-        user_info = config["basic.auth.user.info"]
+    def _auth(self, config: RegistryConfig) -> None:
+        self._basic_source = config.basic_auth_credentials_source
+        user_info = config.basic_auth_user_info
         in_url = [e for e in self.endpoints if e.user is not None]
-        bearer_source = config["bearer.auth.credentials.source"]
-        bearer_keys = [k for k in REGISTRY_KEYS if k.startswith("bearer.auth.") and k != "bearer.auth.credentials.source"
-                       and config[k] is not None]
+        bearer_source = config.bearer_auth_credentials_source
+        source_key = RegistryConfig.bearer_auth_credentials_source.key
+        bearer_keys = [k.name for k in declarations(RegistryConfig) if k.name.startswith("bearer.auth.")
+                       and k is not source_key and config.setting(k) is not None]
         if bearer_source is None:
             if bearer_keys:
                 raise ConfigError(Message("{} given but {} is not: set it to one of {}", listed_settings(bearer_keys),
@@ -302,21 +323,22 @@ class RegistrySettings:
         elif in_url:                                  # confluent-kafka reads them from the URL too
             self.auth_kind, self.user = "basic", in_url[0].user
 
-    def _bearer(self, config: Mapping[str, Any], source: str) -> None:
-        cluster = config["bearer.auth.logical.cluster"]
-        pool = config["bearer.auth.identity.pool.id"]
+    def _bearer(self, config: RegistryConfig, source: str) -> None:
+        cluster = config.bearer_auth_logical_cluster
+        pool = config.bearer_auth_identity_pool_id
         if cluster:
             self.extra_headers["target-sr-cluster"] = cluster
         if pool:
             self.extra_headers["Confluent-Identity-Pool-Id"] = pool
-        oauth_keys = ("bearer.auth.issuer.endpoint.url", "bearer.auth.client.id", "bearer.auth.client.secret",
-                      "bearer.auth.scope")
+        oauth = {key.name: config.setting(key) for key in (
+            RegistryConfig.bearer_auth_issuer_endpoint_url.key, RegistryConfig.bearer_auth_client_id.key,
+            RegistryConfig.bearer_auth_client_secret.key, RegistryConfig.bearer_auth_scope.key)}
         if source == "STATIC_TOKEN":
-            stray = [k for k in oauth_keys if config[k] is not None]
+            stray = [k for k, v in oauth.items() if v is not None]
             if stray:
                 raise ConfigError(Message("{} given but {}=STATIC_TOKEN (they belong to OAUTHBEARER)", listed_settings(stray),
                                           Setting("bearer.auth.credentials.source")))
-            token = config["bearer.auth.token"]
+            token = config.bearer_auth_token
             if not token:
                 raise ConfigError(Message("{}=STATIC_TOKEN needs {}", Setting("bearer.auth.credentials.source"),
                                           Setting("bearer.auth.token")))
@@ -324,23 +346,23 @@ class RegistrySettings:
             self._bearer_header = f"Bearer {token}"
             self.auth_kind = "static-token"
             return
-        if config["bearer.auth.token"] is not None:
+        if config.bearer_auth_token is not None:
             raise ConfigError(Message("{} given but {}=OAUTHBEARER (it fetches its own tokens): drop one",
                                       Setting("bearer.auth.token"), Setting("bearer.auth.credentials.source")))
-        missing = [k for k in oauth_keys[:3] if not config[k]]
+        missing = [k for k, v in list(oauth.items())[:3] if not v]
         if missing:
             raise ConfigError(Message("{}=OAUTHBEARER needs {}", Setting("bearer.auth.credentials.source"),
                                       listed_settings(missing)))
-        endpoint_url = config["bearer.auth.issuer.endpoint.url"] or ""
+        endpoint_url = config.bearer_auth_issuer_endpoint_url or ""
         parts = urllib.parse.urlsplit(endpoint_url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ConfigError(Message("Invalid configuration {!r}: {!r} is not an http(s) URL",
                                       Setting("bearer.auth.issuer.endpoint.url"), strip_credentials(endpoint_url)))
-        secret = config["bearer.auth.client.secret"] or ""
+        secret = config.bearer_auth_client_secret or ""
         self._secrets.append(secret)
         provider = ClientCredentialsTokenProvider(
-            endpoint_url, config["bearer.auth.client.id"] or "", secret,
-            config["bearer.auth.scope"], timeout_s=self.timeout_s,
+            endpoint_url, config.bearer_auth_client_id or "", secret,
+            config.bearer_auth_scope, timeout_s=self.timeout_s,
             retry_backoff_ms=self.retries_wait_ms, retry_backoff_max_ms=max(self.retries_max_wait_ms, 1))
         self._tokens = _OAuthTokens(provider)
         self.auth_kind = "oauthbearer"

@@ -18,33 +18,25 @@ The registry client's settings take the prefix ``schema.registry.`` with conflue
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from sparkkafka_sink.config_def import Declared, declarations
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY
 from sparkkafka_sink.spark.errors import REGISTRY_PREFIX, SinkValidationError, in_option_names
-from sparkkafka_sink.spark.option_catalog import SERIALIZATION_OPTIONS, column_options, fields, parse_all
+from sparkkafka_sink.spark.option_catalog import ColumnSettings, SerializerSettings, column_values, parse_all
 
-ColumnFormatName = Literal["binary", "avro", "json", "protobuf"]
 #: the serialization options of both columns together (the serializer's settings)
-FORMATS_OPTIONS = tuple(o for o in SERIALIZATION_OPTIONS if not o.key.startswith(("key", "value")))
+FORMATS_OPTIONS = declarations(SerializerSettings)
 
 
-@dataclass(frozen=True)
-class ColumnFormat:
-    """What the options say of one column."""
+class ColumnFormat(ColumnSettings):
+    """What the options say of one column: its settings (``option_catalog.ColumnSettings``:
+    ``format``, ``schema``, ``descriptor_file``, ``record_name``, ``record_namespace``,
+    ``subject_name_strategy``) and which column it is."""
 
-    column: Literal["key", "value"]
-    format: ColumnFormatName = "binary"
-    #: the user's schema (Avro JSON, JSON Schema or proto3 text); None: derived from the column's type
-    schema: str | None = None
-    #: Protobuf: a descriptor set file holding the user's schema (read on the driver)
-    descriptor_file: str | None = None
-    #: the derived schema's record (Protobuf: its message; with a given schema, the one written)
-    record_name: str | None = None
-    record_namespace: str | None = None
-    subject_strategy: str = DEFAULT_STRATEGY
+    def __init__(self, column: Literal["key", "value"], values: Mapping[str, Any] | None = None):
+        super().__init__(values or {})
+        self.column = column
 
     @property
     def serialized(self) -> bool:
@@ -56,17 +48,24 @@ class ColumnFormat:
         return f"{self.column}Format"
 
 
-@dataclass(frozen=True)
-class Formats:
-    """The key's and value's formats and, when either uses one, the registry's settings."""
+class Formats(SerializerSettings):
+    """The key's and value's formats and, when either uses one, the registry's settings
+    (``auto_register_schemas``, ``use_latest_version``, ``normalize_schemas``:
+    ``option_catalog.SerializerSettings``)."""
 
-    key: ColumnFormat = ColumnFormat("key")
-    value: ColumnFormat = ColumnFormat("value")
-    #: ``schema.registry.*`` without the prefix (secrets in it: never shown, see ``__repr__``)
-    registry: tuple[tuple[str, str], ...] = ()
-    auto_register: bool = True
-    use_latest_version: bool = False
-    normalize: bool = False
+    def __init__(self, key: ColumnFormat | None = None, value: ColumnFormat | None = None,
+                 registry: tuple[tuple[str, str], ...] = (), values: Mapping[str, Any] | None = None):
+        super().__init__(values or {})
+        self.key = key or ColumnFormat("key")
+        self.value = value or ColumnFormat("value")
+        #: ``schema.registry.*`` without the prefix (secrets in it: never shown, see ``__repr__``)
+        self.registry = registry
+
+    @property
+    def registers_schemas(self) -> bool:
+        """``auto.register.schemas``, where unset ``true`` unless ``use.latest.version`` (Confluent's rule)."""
+        given = self.auto_register_schemas
+        return not self.use_latest_version if given is None else given
 
     @property
     def serialized(self) -> tuple[ColumnFormat, ...]:
@@ -93,13 +92,10 @@ def parse_formats(lowered: Mapping[str, str], from_file: frozenset[str] = frozen
         lowered = {k: v for k, v in lowered.items() if k not in from_file or not k.startswith(REGISTRY_PREFIX)}
     registry = tuple(sorted((k[len(REGISTRY_PREFIX):], str(v)) for k, v in lowered.items()
                             if k.startswith(REGISTRY_PREFIX)))
-    values = parse_all(lowered, FORMATS_OPTIONS)
-    if values["use.latest.version"] and values["auto.register.schemas"]:
+    formats = Formats(key, value, registry, parse_all(lowered, FORMATS_OPTIONS))
+    if formats.use_latest_version and formats.auto_register_schemas:
         raise SinkValidationError("option 'use.latest.version' writes with the subject's latest schema, which "
                                   "needs auto.register.schemas=false (Confluent's rule): drop one of them")
-    if values["auto.register.schemas"] is None:
-        values["auto.register.schemas"] = not values["use.latest.version"]
-    formats = Formats(key, value, registry, **fields(values, FORMATS_OPTIONS))
     if formats.serialized and not registry:
         columns = " and ".join(f"{c.option}={c.format}" for c in formats.serialized)
         raise SinkValidationError(
@@ -115,29 +111,35 @@ def parse_formats(lowered: Mapping[str, str], from_file: frozenset[str] = frozen
 
 
 def _column(lowered: Mapping[str, str], column: Literal["key", "value"]) -> ColumnFormat:
-    declared = column_options(column)
-    values = parse_all(lowered, declared)
-    given = [o.name for o in declared if o.field in ("schema", "descriptor_file", "record_name", "record_namespace")
-             and values[o.name] is not None]
-    format = values[f"{column}Format"]
-    if format == "binary" and given:
-        raise SinkValidationError(f"option '{given[0]}' needs {column}Format=avro, json or protobuf (the {column} "
+    found = ColumnFormat(column, column_values(lowered, column))
+
+    def name(attribute: Declared[Any]) -> str:  # the option as users write it: keySchema, valueRecordName
+        return attribute.key.for_column(column).name
+    declared = ColumnSettings
+    given = [name(option) for option, value in ((declared.schema, found.schema),
+                                                (declared.descriptor_file, found.descriptor_file),
+                                                (declared.record_name, found.record_name),
+                                                (declared.record_namespace, found.record_namespace))
+             if value is not None]
+    if found.format == "binary" and given:
+        raise SinkValidationError(f"option '{given[0]}' needs {found.option}=avro, json or protobuf (the {column} "
                                   "column is written as it is)")
-    descriptor = values[f"{column}DescriptorFile"] is not None
-    if descriptor and format != "protobuf":
-        raise SinkValidationError(f"option '{column}DescriptorFile' needs {column}Format=protobuf (for "
-                                  f"{format}, give the schema's text in '{column}Schema')")
-    schema = f"{column}DescriptorFile" if descriptor else f"{column}Schema"
-    if descriptor and values[f"{column}Schema"] is not None:
-        raise SinkValidationError(f"options '{column}Schema' and '{column}DescriptorFile' both give the {column} "
+    descriptor, schema_option = name(declared.descriptor_file), name(declared.schema)
+    if found.descriptor_file is not None and found.format != "protobuf":
+        raise SinkValidationError(f"option '{descriptor}' needs {found.option}=protobuf (for "
+                                  f"{found.format}, give the schema's text in '{schema_option}')")
+    if found.descriptor_file is not None and found.schema is not None:
+        raise SinkValidationError(f"options '{schema_option}' and '{descriptor}' both give the {column} "
                                   "schema: give one")
-    naming = [g for g in given if g not in (f"{column}Schema", f"{column}DescriptorFile")]
-    if format == "protobuf" and naming == [f"{column}RecordName"]:
+    naming = [g for g in given if g not in (schema_option, descriptor)]
+    if found.format == "protobuf" and naming == [name(declared.record_name)]:
         naming = []  # with a given .proto, the record name says which of its messages is written
-    if (descriptor or values[f"{column}Schema"] is not None) and naming:
-        raise SinkValidationError(f"options '{column}RecordName' and '{column}RecordNamespace' name the derived "
-                                  f"schema's record: with '{schema}' the record is named in the schema")
-    return ColumnFormat(column, **fields(values, declared))
+    if (found.descriptor_file is not None or found.schema is not None) and naming:
+        schema = descriptor if found.descriptor_file is not None else schema_option
+        raise SinkValidationError(f"options '{name(declared.record_name)}' and '{name(declared.record_namespace)}' "
+                                  f"name the derived schema's record: with '{schema}' the record is named in the "
+                                  "schema")
+    return found
 
 
 def _check_registry(config: Mapping[str, str]) -> None:

@@ -9,18 +9,20 @@ resulting ``SinkOptions`` travel in the plan (``plan.py``) to every task.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
 import logging
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from sparkkafka_sink.config_def import Invalid
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.exactly_once.ids import WriteId, new_run
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig
+from sparkkafka_sink.sasl_keys import JAAS_CONFIG
 from sparkkafka_sink.spark import option_catalog as catalog
 from sparkkafka_sink.spark.errors import (
     KAFKA_PREFIX,
@@ -34,6 +36,7 @@ from sparkkafka_sink.spark.option_catalog import (
     EXACTLY_ONCE_TIMEOUT_MS,
     REJECTED_KAFKA_KEYS,
     SINK_LINGER_MS,
+    SinkSettings,
 )
 from sparkkafka_sink.spark.properties_file import with_properties_file
 
@@ -44,67 +47,51 @@ log = logging.getLogger(__name__)
 _SPARK_OPTIONS = ("path",)
 
 
-def _declared(name: str) -> Any:
-    """The default of the option ``name`` as its declaration states it (``option_catalog``): a
-    plan's field that an option fills takes its default from there, never a second time here."""
-    return catalog.option(name).parse(None)
+class SinkOptions(SinkSettings):
+    """What a write task needs from the options; pickled into every task.
 
+    Every sink option is a typed attribute, declared once (``option_catalog.SinkSettings``:
+    ``options.coalesce_bytes``, ``options.errors_deadletterqueue_topic_name``, ...) --
+    ``transactional_id_prefix`` holding the prefix in use under exactly-once (given, or made from
+    the target or the query: the option's documented default), None under at-least-once -- and
+    beside them what the driver derives: the producer's configuration, the columns' formats, the
+    write's owner and run."""
 
-@dataclass(frozen=True)
-class SinkOptions:
-    """What a write task needs from the options; pickled into every task."""
+    def __init__(self, values: Mapping[str, Any], producer_config: ProducerConfig | Mapping[str, Any],
+                 formats: Formats | None = None, *, streaming: bool = False, owner: str = "", run: str = ""):
+        super().__init__(values)
+        #: the ``kafka.*`` options, validated by the producer's own configuration (a mapping given
+        #: here is validated on construction)
+        self.producer_config = (producer_config if isinstance(producer_config, ProducerConfig)
+                                else ProducerConfig(producer_config))
+        #: how the key and value columns become bytes (``spark/formats.py``)
+        self.formats = formats or Formats()
+        #: a writeStream query's writer (each micro-batch's tasks name theirs)
+        self.streaming = streaming
+        #: exactly-once: the driver that owns the write (``exactly_once.owner``; set when the driver
+        #: starts the write) and this write's own run (a streaming query's: this run of it), so its
+        #: transactional ids are its own even where the prefix repeats
+        self.owner = owner
+        self.run = run
 
-    topic: str | None
-    #: the ``kafka.*`` options, validated by the producer's own configuration (a mapping given
-    #: here is validated on construction)
-    producer_config: ProducerConfig
-    coalesce_bytes: int = _declared("coalesceBytes")
-    #: exactly-once: each task writes in a transaction the driver commits; ids start with this
-    transactional_id_prefix: str | None = None
-    #: exactly-once: the driver that owns the write (``exactly_once.owner``; set when the driver
-    #: starts the write) and this write's own run (a streaming query's: this run of it), so its
-    #: transactional ids are its own even where the prefix repeats
-    owner: str = ""
-    run: str = ""
-    #: exactly-once inside foreachBatch: the micro-batch this batch write belongs to
-    batch_id: int | None = None
-    #: a writeStream query's writer (each micro-batch's tasks name theirs)
-    streaming: bool = False
-    #: exactly-once: where each write's decision is recorded (``exactly_once.decision_log``)
-    decision_topic: str = _declared("decisionTopic")
-    #: exactly-once: "process" -- the driver starts a keeper (its lease, and the end of its
-    #: writes should it die) -- or "none", for platforms that forbid extra processes
-    keeper: str = _declared("leaseKeeper")
-    #: exactly-once: how long another driver's lease is watched before it is called gone
-    lease_window_ms: int = _declared("leaseWindowMs")
-    #: the driver's check of the cluster before any task (0: none)
-    cluster_check_timeout_ms: int = _declared("clusterCheckTimeoutMs")
-    #: rate limits of each write task (None: none)
-    max_records_per_s: float | None = _declared("maxRecordsPerSecond")
-    max_bytes_per_s: float | None = _declared("maxBytesPerSecond")
-    #: idle pooled producers are closed after this (0: no pool, one producer per task)
-    producer_cache_timeout_ms: int = _declared("producerCacheTimeoutMs")
-    #: errors.tolerance=all: bad rows are skipped (and dead-lettered when a DLQ topic is set)
-    tolerate_bad_rows: bool = False
-    dead_letter_topic: str | None = _declared("errors.deadletterqueue.topic.name")
-    dead_letter_context_headers: bool = _declared("errors.deadletterqueue.context.headers.enable")
-    log_bad_rows: bool = _declared("errors.log.enable")
-    #: raise glibc's malloc thresholds in the task's Python worker (``spark/task/worker_memory.py``)
-    tune_allocator: bool = _declared("tuneAllocator")
-    #: how the key and value columns become bytes (``spark/formats.py``)
-    formats: Formats = Formats()
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.producer_config, ProducerConfig):
-            object.__setattr__(self, "producer_config", ProducerConfig(self.producer_config))
+    def owned_by(self, owner: str) -> SinkOptions:
+        """These options of a write the driver ``owner`` started."""
+        owned = copy.copy(self)
+        owned.owner = owner
+        return owned
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{host}:{port}" for host, port in self.producer_config["bootstrap.servers"])
+        return ",".join(f"{host}:{port}" for host, port in self.producer_config.bootstrap_servers)
 
     @property
     def exactly_once(self) -> bool:
         return self.transactional_id_prefix is not None
+
+    @property
+    def tolerate_bad_rows(self) -> bool:
+        """``errors.tolerance=all``: bad rows are skipped (and dead-lettered when a DLQ topic is set)."""
+        return self.errors_tolerance == "all"
 
     def write(self, batch_id: int | None = None) -> WriteId:
         """The write (a micro-batch when streaming) whose transactional ids start with the
@@ -129,20 +116,21 @@ def producer_config_from_options(options: Mapping[str, str]) -> dict:
     for key, value in options.items():
         if key.lower().startswith(KAFKA_PREFIX):
             config[key[len(KAFKA_PREFIX):].lower()] = value
-    if "linger.ms" not in config:
-        config["linger.ms"] = str(_sink_linger_ms(config))
+    linger = ProducerConfig.linger_ms.key.name
+    if linger not in config:
+        config[linger] = str(_sink_linger_ms(config))
     return config
 
 
 def _sink_linger_ms(config: Mapping[str, str]) -> int:
     """``SINK_LINGER_MS``, less where an explicit delivery.timeout.ms leaves less room beside
     request.timeout.ms (the producer asks delivery >= linger + request)."""
-    if "delivery.timeout.ms" not in config:
+    delivery, request = ProducerConfig.delivery_timeout_ms.key, ProducerConfig.request_timeout_ms.key
+    if delivery.name not in config:
         return SINK_LINGER_MS
     try:
-        room = int(config["delivery.timeout.ms"]) - int(config.get("request.timeout.ms",
-                                                                   KEYS["request.timeout.ms"].default))
-    except (TypeError, ValueError):
+        room = delivery.parse(config[delivery.name]) - request.parse(config.get(request.name))
+    except Invalid:
         return SINK_LINGER_MS  # the producer's validation reports the bad value
     return max(0, min(SINK_LINGER_MS, room))
 
@@ -163,38 +151,36 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
             '.option("kafka.bootstrap.servers", "host:9092")'
         )
     _check_known(lowered)
-    values = catalog.parse_all(lowered, catalog.SINK_OPTIONS)
+    given = SinkSettings(catalog.parse_all(lowered, catalog.SINK_OPTIONS))
     raw = producer_config_from_options(lowered)
-    _service_credential(values, raw)
+    _service_credential(given, raw)
     for key, why in REJECTED_KAFKA_KEYS.items():
         if key in raw:
             raise SinkValidationError(f"option 'kafka.{key}' is not supported: {why}")
-    if values["deliveryGuarantee"] == "exactly-once":
+    if given.delivery_guarantee == "exactly-once":
         # a task's transaction stays open until the driver commits the whole job
-        raw.setdefault("transaction.timeout.ms", str(EXACTLY_ONCE_TIMEOUT_MS))
+        raw.setdefault(ProducerConfig.transaction_timeout_ms.key.name, str(EXACTLY_ONCE_TIMEOUT_MS))
     config = _producer_config(raw)
     for key, why in config.noted.items():  # Java producer keys with no effect here (producer/java_keys.py)
         log.warning("option '%s%s' has no effect with pyprod-kafka: %s", KAFKA_PREFIX, key, in_option_names(why))
-    prefix = _exactly_once(values, lowered, config, streaming)
-    _check_dead_letters(values)
-    return SinkOptions(producer_config=config, transactional_id_prefix=prefix, run=new_run() if prefix else "",
-                       batch_id=values["batchId"], streaming=streaming,
-                       tolerate_bad_rows=values["errors.tolerance"] == "all",
-                       formats=parse_formats(lowered, from_file),
-                       **catalog.fields(values, catalog.SINK_OPTIONS))
+    prefix = _exactly_once(given, lowered, config, streaming)
+    _check_dead_letters(given)
+    values = {**given._values, SinkSettings.transactional_id_prefix.key.name: prefix}
+    return SinkOptions(values, config, parse_formats(lowered, from_file), streaming=streaming,
+                       run=new_run() if prefix else "")
 
 
-def _service_credential(values: Mapping[str, Any], raw: dict) -> None:
+def _service_credential(given: SinkSettings, raw: dict) -> None:
     """``databricks.serviceCredential`` as the producer's key, with SASL_SSL unless a protocol is given."""
-    if values["databricks.serviceCredential.scope"] is not None:
+    if given.databricks_service_credential_scope is not None:
         raise SinkValidationError(
             "option 'databricks.serviceCredential.scope' is not used here: drop it (an AWS IAM role needs no scope, "
             "Google's Managed Kafka token is made with the cloud-platform scope, and Azure Event Hubs signs in with "
             "its connection string)")
-    name = values["databricks.serviceCredential"]
+    name = given.databricks_service_credential
     if name is not None:
         raw[SERVICE_CREDENTIAL_KEY] = name
-        raw.setdefault("security.protocol", "SASL_SSL")
+        raw.setdefault(ProducerConfig.security_protocol.key.name, "SASL_SSL")
 
 
 def _check_known(lowered: Mapping[str, str]) -> None:
@@ -215,11 +201,11 @@ def _check_known(lowered: Mapping[str, str]) -> None:
             f"the registry's '{REGISTRY_PREFIX}'; every option: the configuration reference.")
 
 
-def _check_dead_letters(values: Mapping[str, Any]) -> None:
-    dlq, topic = values["errors.deadletterqueue.topic.name"], values["topic"]
+def _check_dead_letters(given: SinkSettings) -> None:
+    dlq, topic = given.errors_deadletterqueue_topic_name, given.topic
     if dlq is None:
         return
-    if values["errors.tolerance"] != "all":
+    if given.errors_tolerance != "all":
         raise SinkValidationError("option 'errors.deadletterqueue.topic.name' needs errors.tolerance=all (with none "
                                   "the first bad row fails the task, so nothing is dead-lettered)")
     if dlq == topic:
@@ -227,24 +213,24 @@ def _check_dead_letters(values: Mapping[str, Any]) -> None:
                                   f"to, {dlq!r}: bad rows need a topic of their own")
 
 
-def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config: ProducerConfig,
+def _exactly_once(given: SinkSettings, lowered: Mapping[str, str], config: ProducerConfig,
                   streaming: bool = False) -> str | None:
     """The transactional id prefix under exactly-once (None: at-least-once); checks the producer
     options that would break it."""
-    prefix = values["transactionalIdPrefix"]
-    if values["deliveryGuarantee"] == "at-least-once":
-        for option in ("transactionalIdPrefix", "batchId"):
-            if values[option] is not None:
-                raise SinkValidationError(f"option '{option}' needs deliveryGuarantee=exactly-once")
+    prefix = given.transactional_id_prefix
+    if given.delivery_guarantee == "at-least-once":
+        for option, value in ((SinkSettings.transactional_id_prefix, prefix), (SinkSettings.batch_id, given.batch_id)):
+            if value is not None:
+                raise SinkValidationError(f"option '{option.key.name}' needs deliveryGuarantee=exactly-once")
         return None
-    if config["acks"] != -1:
-        raise SinkValidationError(f"deliveryGuarantee=exactly-once needs kafka.acks=all, got {config['acks']}")
-    if config["transaction.timeout.ms"] < MIN_EXACTLY_ONCE_TIMEOUT_MS:
+    if config.acks != -1:
+        raise SinkValidationError(f"deliveryGuarantee=exactly-once needs kafka.acks=all, got {config.acks}")
+    if config.transaction_timeout_ms < MIN_EXACTLY_ONCE_TIMEOUT_MS:
         raise SinkValidationError(
             f"deliveryGuarantee=exactly-once needs kafka.transaction.timeout.ms of at least "
-            f"{MIN_EXACTLY_ONCE_TIMEOUT_MS}, got {config['transaction.timeout.ms']}: a task's transaction stays open "
+            f"{MIN_EXACTLY_ONCE_TIMEOUT_MS}, got {config.transaction_timeout_ms}: a task's transaction stays open "
             "until the driver commits the whole job, and the commit alone needs 30 s of it")
-    if not config["enable.idempotence"]:
+    if not config.enable_idempotence:
         raise SinkValidationError("deliveryGuarantee=exactly-once needs idempotence: drop kafka.enable.idempotence=false")
     if not files_here(config):
         raise SinkValidationError(
@@ -254,19 +240,20 @@ def _exactly_once(values: Mapping[str, Any], lowered: Mapping[str, str], config:
             "the executors, or the certificates inline as PEM")
     if prefix is not None:
         return prefix
-    if (streaming or values["batchId"] is not None) and not values["checkpointLocation"]:
+    if (streaming or given.batch_id is not None) and not given.checkpoint_location:
         raise SinkValidationError(
             "deliveryGuarantee=exactly-once on writeStream (or with batchId in foreachBatch) needs "
             ".option(\"checkpointLocation\", path) -- in foreachBatch the query's own -- or a transactionalIdPrefix "
             "of the query's own: the query's decisions are kept under it, so that a micro-batch replayed after a "
             "restart is not written twice")
-    if streaming or values["batchId"] is not None:
+    if streaming or given.batch_id is not None:
         # the query's own: stable across restarts, so leftovers of a crashed run are found
-        location = checkpoint_identity(values["checkpointLocation"])
+        location = checkpoint_identity(given.checkpoint_location or "")
         return f"pyprod-kafka-q{hashlib.sha1(location.encode()).hexdigest()[:16]}"
     # the target's: a later write to it finds what a crashed one left open (driver/lease.py);
-    # writes running at once have runs of their own under it
-    target = "|".join(sorted(str(lowered["kafka.bootstrap.servers"]).split(",")) + [str(lowered.get("topic", ""))])
+    # writes running at once have runs of their own under it (the servers as given: a prefix
+    # once made stays the same)
+    target = "|".join(sorted(str(lowered["kafka.bootstrap.servers"]).split(",")) + [given.topic or ""])
     return f"pyprod-kafka-t{hashlib.sha1(target.encode()).hexdigest()[:16]}"
 
 
@@ -317,13 +304,13 @@ def _producer_config(raw: dict) -> ProducerConfig:
         ) from exc
 
 
-def files_here(config: Mapping[str, Any]) -> bool:
+def files_here(config: ProducerConfig) -> bool:
     """The files the producer options name -- the TLS stores, a Krb5LoginModule's keytab -- exist
     here on the driver (on a cluster they may be shipped to the executors only, with --files or
     addFile, and named by their base name): only then can the driver check them, or connect as
     the tasks will."""
     from sparkkafka_sink.network.sasl.jaas import keytab_of  # (see _producer_config)
 
-    paths = [str(config[k]) for k in ("ssl.truststore.location", "ssl.keystore.location") if config.get(k)]
-    keytab = keytab_of(config.get("sasl.jaas.config"))
+    paths = [path for path in (config.tls.ssl_truststore_location, config.tls.ssl_keystore_location) if path]
+    keytab = keytab_of(config.get(JAAS_CONFIG.name))
     return all(os.path.exists(p) for p in paths + ([keytab] if keytab else []))

@@ -93,8 +93,8 @@ def test_a_java_job_s_byte_and_string_serializers_are_dropped_with_a_note_its_se
     assert any("value.serializer=org.apache.kafka.common.serialization.ByteArraySerializer is not used" in n
                for n in notes), notes
     formats = parsed.formats
-    assert (formats.auto_register, formats.use_latest_version) == (False, True)
-    assert formats.value.subject_strategy == "RecordNameStrategy"
+    assert (formats.registers_schemas, formats.use_latest_version) == (False, True)
+    assert formats.value.subject_name_strategy == "RecordNameStrategy"
     assert formats.registry_config == {"url": "http://registry:8081"}
 
 

@@ -76,8 +76,8 @@ def test_payload_bytes_counts_key_value_and_headers():
 def test_options_parse_and_refuse():
     base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
     o = parse_options({**base, "maxRecordsPerSecond": "5000", "MAXBYTESPERSECOND": "1e6"})
-    assert (o.max_records_per_s, o.max_bytes_per_s) == (5000.0, 1e6)
-    assert parse_options(base).max_records_per_s is None
+    assert (o.max_records_per_second, o.max_bytes_per_second) == (5000.0, 1e6)
+    assert parse_options(base).max_records_per_second is None
     for bad in ("0", "-5", "fast", "inf"):
         with pytest.raises(SinkValidationError, match="option 'maxRecordsPerSecond' must be a positive number"):
             parse_options({**base, "maxRecordsPerSecond": bad})

@@ -114,7 +114,7 @@ def test_exactly_once_options():
     # the target's prefix (a later write finds what a crashed one left); each write a run of its own
     assert eos.exactly_once and eos.transactional_id_prefix == other.transactional_id_prefix
     assert eos.write() != other.write()
-    assert eos.decision_topic == "pyprod-kafka-decisions" and eos.keeper == "process"
+    assert eos.decision_topic == "pyprod-kafka-decisions" and eos.lease_keeper == "process"
     elsewhere = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once", "topic": "t2"})
     assert elsewhere.transactional_id_prefix != eos.transactional_id_prefix
     assert eos.producer_config["transaction.timeout.ms"] == 900000
@@ -139,7 +139,7 @@ def test_exactly_once_options():
     assert transaction_budget_s(60_000) == 15.0  # the commit's 30 s, 5 s of skew, 10 s of flushing kept
     keeperless = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
                                 "leaseKeeper": "none", "decisionTopic": "ops.decisions"})
-    assert keeperless.keeper == "none" and keeperless.decision_topic == "ops.decisions"
+    assert keeperless.lease_keeper == "none" and keeperless.decision_topic == "ops.decisions"
     again = parse_options({"kafka.bootstrap.servers": "h:9092", "deliveryGuarantee": "exactly-once",
                            "batchId": "8", "checkpointLocation": "/cp/q"})
     assert again.transactional_id_prefix == in_foreach_batch.transactional_id_prefix  # stable per query
@@ -235,11 +235,11 @@ def test_tune_allocator_option():
 def test_error_handling_options():
     base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
     o = parse_options(base)
-    assert (o.tolerate_bad_rows, o.dead_letter_topic, o.dead_letter_context_headers, o.log_bad_rows) == \
+    assert (o.tolerate_bad_rows, o.errors_deadletterqueue_topic_name, o.errors_deadletterqueue_context_headers_enable, o.errors_log_enable) == \
         (False, None, True, False)
     o = parse_options({**base, "errors.tolerance": "ALL", "errors.deadletterqueue.topic.name": "dlq",
                        "errors.deadletterqueue.context.headers.enable": "false", "errors.log.enable": "true"})
-    assert (o.tolerate_bad_rows, o.dead_letter_topic, o.dead_letter_context_headers, o.log_bad_rows) == \
+    assert (o.tolerate_bad_rows, o.errors_deadletterqueue_topic_name, o.errors_deadletterqueue_context_headers_enable, o.errors_log_enable) == \
         (True, "dlq", False, True)
     for bad, message in [({"errors.tolerance": "some"}, "must be one of none, all"),
                          ({"errors.deadletterqueue.topic.name": "dlq"}, "needs errors.tolerance=all"),
@@ -251,8 +251,8 @@ def test_error_handling_options():
 
 
 def test_dead_letter_record_context_and_truncation():
-    from sparkkafka_sink.errors import RecordTooLargeError
-    from sparkkafka_sink.spark.task.dead_letters import BadRow, DeadLetters, is_bad_row
+    from sparkkafka_sink.errors import RecordTooLargeError, condemns_record
+    from sparkkafka_sink.spark.task.dead_letters import BadRow, DeadLetters
 
     dl = DeadLetters("dlq", True, False, spark_partition=3, attempt=1, max_request_size=10_000,
                      layout=ColumnLayout("value"))
@@ -266,7 +266,7 @@ def test_dead_letter_record_context_and_truncation():
         (b"events", b"2", b"42")
     assert h["__connect.errors.exception.class.name"] == b"sparkkafka_sink.errors.RecordTooLargeError"
     assert (h["__pyprod.errors.spark.partition"], h["__pyprod.errors.spark.attempt"], h["h"]) == (b"3", b"1", b"1")
-    assert is_bad_row(bad.error) and not is_bad_row(TimeoutError())
+    assert condemns_record(bad.error) and not condemns_record(TimeoutError())
     plain = DeadLetters("dlq", False, False, 0, 0, max_request_size=1048576, layout=ColumnLayout("value"))
     assert plain.record_of(BadRow(1, "t", None, bad.error, "producer", None, b"v", []))[2] == []
 

@@ -5,15 +5,14 @@ their declared defaults, and the generated page must name every one of them."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 from pathlib import Path
 
 import pytest
 
+from sparkkafka_sink.config_def import Declared, attribute_for
 from sparkkafka_sink.producer.config import BULK_BATCH_SIZE
 from sparkkafka_sink.spark import option_catalog as catalog
-from sparkkafka_sink.spark.formats import FORMATS_OPTIONS, ColumnFormat, Formats
 from sparkkafka_sink.spark.options import SinkOptions, _check_known, parse_options
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -48,23 +47,49 @@ def test_the_parser_knows_the_declared_options():
         _check_known({declared.key: "x"})  # not reported as a typo
 
 
-def test_each_declared_field_is_a_field_of_the_plan_it_fills():
-    groups = [(catalog.SINK_OPTIONS, SinkOptions), (FORMATS_OPTIONS, Formats),
-              (catalog.column_options("key"), ColumnFormat), (catalog.column_options("value"), ColumnFormat)]
-    assert sorted(o.key for group, _ in groups for o in group) == sorted(catalog.OPTIONS)  # every option in one
-    for group, plan in groups:
-        names = {f.name for f in dataclasses.fields(plan)}
-        assert {o.field for o in group if o.field} <= names, plan
+def test_each_option_is_a_typed_attribute_of_the_plan_named_after_it():
+    """Every option is declared once, as an attribute of the settings class that holds it (the
+    sink's, a column's, the serializer's); the plan reads it by that name (``deliveryGuarantee``
+    -> ``delivery_guarantee``, ``valueRecordName`` -> ``formats.value.record_name``)."""
+    classes = (catalog.SinkSettings, catalog.ColumnSettings, catalog.SerializerSettings)
+    declared = {cls: [d for d in vars(cls).values() if isinstance(d, Declared)] for cls in classes}
+    names = [d.key.for_column(c).key for d in declared[catalog.ColumnSettings] for c in catalog.COLUMNS]
+    names += [d.key.key for cls in (catalog.SinkSettings, catalog.SerializerSettings) for d in declared[cls]]
+    assert sorted(names) == sorted(catalog.OPTIONS)  # every option in one, once
+    given = {"kafka.bootstrap.servers": "h:9092", "topic": "t", "coalesceBytes": "1024", "maxRecordsPerSecond": "50",
+             "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "t.dlq", "keyFormat": "avro",
+             "keyRecordName": "K", "value.subject.name.strategy": "RecordNameStrategy", "valueFormat": "json",
+             "valueRecordName": "V", "use.latest.version": "true", "auto.register.schemas": "false",
+             "schema.registry.url": "http://registry:8081"}
+    parsed = parse_options(given)
+    assert (parsed.topic, parsed.coalesce_bytes, parsed.max_records_per_second) == ("t", 1024, 50.0)
+    assert (parsed.errors_tolerance, parsed.errors_deadletterqueue_topic_name) == ("all", "t.dlq")
+    assert parsed.tolerate_bad_rows
+    assert (parsed.formats.key.format, parsed.formats.key.record_name, parsed.formats.key.subject_name_strategy) \
+        == ("avro", "K", catalog.option("key.subject.name.strategy").default)
+    assert (parsed.formats.value.format, parsed.formats.value.record_name) == ("json", "V")
+    assert parsed.formats.value.subject_name_strategy == "RecordNameStrategy"
+    assert (parsed.formats.use_latest_version, parsed.formats.registers_schemas) == (True, False)
+    for d in declared[catalog.SinkSettings]:
+        assert d.attribute == attribute_for(d.key.name)
+        assert getattr(parsed, d.attribute) == parsed._values[d.key.name]
 
 
-def test_a_sink_plan_field_defaults_to_its_option_s_declared_default():
-    """``SinkOptions`` built by hand (as tests and the driver's helpers do) holds what a parsed
+def test_an_attribute_not_named_after_its_setting_is_refused_where_it_is_declared():
+    with pytest.raises((TypeError, RuntimeError)) as raised:  # (Python 3.11 wraps it in a RuntimeError)
+        type("Misnamed", (catalog.SinkSettings,), {"coalesce": Declared(catalog.option("coalesceBytes"))})
+    assert "coalesce_bytes for 'coalesceBytes'" in str(raised.value.__cause__ or raised.value)
+
+
+def test_a_plan_built_without_options_holds_every_declared_default():
+    """``SinkOptions`` built by hand (as the driver's helpers and tests do) holds what a parsed
     write holds for every option left out: each default is stated once, in the declaration
-    (``coalesce_bytes`` defaulted to 0 here against the option's 16 MiB)."""
-    defaults = {f.name: f.default for f in dataclasses.fields(SinkOptions)}
+    (``coalesce_bytes`` defaulted to 0 in the plan against the option's 16 MiB)."""
+    bare = SinkOptions({}, {"bootstrap.servers": "h:9092"})
     for option in catalog.SINK_OPTIONS:
-        if option.field and option.field in defaults and defaults[option.field] is not dataclasses.MISSING:
-            assert defaults[option.field] == option.parse(None), option.name
+        assert bare._values[option.name] == option.parse(None), option.name
+    assert bare.coalesce_bytes == 16 << 20
+    assert bare.formats.value.format == bare.formats.key.format == catalog.option("valueFormat").default
 
 
 def test_the_parser_applies_the_declared_defaults():
@@ -76,13 +101,14 @@ def test_the_parser_applies_the_declared_defaults():
     assert parsed.tune_allocator is declared["tuneAllocator"]
     assert parsed.exactly_once is (declared["deliveryGuarantee"] == "exactly-once")
     assert parsed.tolerate_bad_rows is (declared["errors.tolerance"] == "all")
-    assert parsed.dead_letter_context_headers is declared["errors.deadletterqueue.context.headers.enable"]
-    assert parsed.log_bad_rows is declared["errors.log.enable"]
-    assert parsed.max_records_per_s is None and parsed.max_bytes_per_s is None
+    assert parsed.errors_deadletterqueue_context_headers_enable is declared["errors.deadletterqueue.context.headers.enable"]
+    assert parsed.errors_log_enable is declared["errors.log.enable"]
+    assert parsed.max_records_per_second is None and parsed.max_bytes_per_second is None
     assert parsed.producer_config.bulk_batch_size == BULK_BATCH_SIZE  # the bulk path's, the sink's batches
-    assert parsed.producer_config["linger.ms"] == catalog.SINK_LINGER_MS
+    assert parsed.producer_config.linger_ms == catalog.SINK_LINGER_MS
     assert parsed.formats.value.format == catalog.option("valueFormat").default
-    assert parsed.formats.value.subject_strategy == catalog.option("value.subject.name.strategy").default
+    assert parsed.formats.value.subject_name_strategy == catalog.option("value.subject.name.strategy").default
+    assert parsed.formats.registers_schemas is True
 
 
 def test_the_generated_reference_names_every_option():

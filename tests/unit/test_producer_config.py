@@ -100,14 +100,16 @@ def test_the_bulk_path_fills_batches_of_its_own_size_unless_batch_size_is_set():
 def test_each_producer_setting_is_a_typed_attribute_named_after_its_key():
     """``config.linger_ms`` is ``config["linger.ms"]``: every key ``ProducerConfig`` declares is
     an attribute named after it (dots as underscores), bound to the key ``KEYS`` holds; only
-    the SASL and login keys, declared by the network layer and read there, are not."""
+    the SASL, login and TLS keys, declared for the network layer and read there (the TLS keys as
+    ``config.tls``), are not."""
     from sparkkafka_sink.config_def import Declared
     from sparkkafka_sink.sasl_keys import LOGIN_KEYS, SASL_KEYS
+    from sparkkafka_sink.tls_keys import TLS_KEYS
 
     config = ProducerConfig({"bootstrap.servers": "h:9092", "linger.ms": "7", "acks": "1",
                              "enable.idempotence": "false", "transactional.id": None})
     declared = {d.key.name: d for d in vars(ProducerConfig).values() if isinstance(d, Declared)}
-    group = {k.name for k in (*SASL_KEYS, *LOGIN_KEYS)}
+    group = {k.name for k in (*SASL_KEYS, *LOGIN_KEYS, *TLS_KEYS)}
     assert set(declared) == set(KEYS) - group
     for name, attribute in declared.items():
         assert attribute.attribute == name.replace(".", "_"), name
@@ -115,16 +117,16 @@ def test_each_producer_setting_is_a_typed_attribute_named_after_its_key():
         assert getattr(config, attribute.attribute) == config[name], name
     assert (config.linger_ms, config.acks, config.enable_idempotence) == (7, 1, False)
     assert config.bootstrap_servers == [("h", 9092)]
+    assert config.tls.ssl_protocol == config["ssl.protocol"] == "TLSv1.3"
 
 
-#: string-keyed reads of the producer's settings (``x["linger.ms"]``, ``x.get("acks")``) left
-#: outside ``producer/config.py``, module by module: the network layer's TLS and SASL readers
-#: (a scope of their own, below the producer), the sink's building of the ``kafka.*`` options
-#: it hands over, and the test helpers.  No module may read more; each is to go to zero.
+#: string-keyed reads of names of the producer's settings (``x["linger.ms"]``, ``x.get("acks")``)
+#: left outside ``producer/config.py``: the bootstrap servers, which Amazon MSK's sign-in reads
+#: in the network layer (below the producer's declaration of them, as given or parsed); names
+#: that are another client's keys, not ours -- the registry client's own ``ssl.key.password``,
+#: the librdkafka settings of the tests' confluent-kafka readers.  No module may read more.
 STRING_READS_LEFT = {
-    "network/ssl_context.py": 15, "network/sasl/settings.py": 10, "network/sasl/aws_msk_iam.py": 1,
-    "spark/options.py": 13, "spark/task/task_producer.py": 4, "spark/option_catalog.py": 2,
-    "exactly_once/keeper.py": 1, "serialization/registry_settings.py": 1, "testing/security/client_config.py": 4,
+    "network/sasl/aws_msk_iam.py": 1, "serialization/registry_settings.py": 1, "testing/security/client_config.py": 4,
 }
 
 
@@ -153,3 +155,20 @@ def test_the_producer_s_settings_are_read_by_attribute_outside_their_declaration
              if (n := _string_reads(p, set(KEYS)))}
     over = {m: (n, STRING_READS_LEFT.get(m, 0)) for m, n in found.items() if n > STRING_READS_LEFT.get(m, 0)}
     assert not over, f"settings read by string key (read the typed attribute instead): {over}"
+
+
+def test_the_sink_s_options_are_read_by_attribute_outside_their_declarations():
+    """The sink's own options (``spark/option_catalog.py``) are read as the plan's typed
+    attributes (``options.coalesce_bytes``), never by name (``values["coalesceBytes"]``) -- but
+    where the name is a DataFrame column's too (``topic``: ``spark/driver/validation.py`` reads
+    the columns found)."""
+    from pathlib import Path
+
+    import sparkkafka_sink
+    from sparkkafka_sink.spark import option_catalog as catalog
+
+    names = set(catalog.OPTIONS) | {k.name for k in catalog.OPTIONS.values()}
+    root = Path(sparkkafka_sink.__file__).parent
+    found = {str(p.relative_to(root)): n for p in sorted(root.rglob("*.py"))
+             if p.name != "option_catalog.py" if (n := _string_reads(p, names))}
+    assert found == {"spark/driver/validation.py": 1}, f"options read by name (read the attribute instead): {found}"

@@ -21,7 +21,7 @@ OUTSIDE = {"spark", "testing", "demo.py", "examples", "transactions.py"}
 #: calls whose text is a declaration (a key's documentation: ``config_def``'s keys and string
 #: keys, and a scope's helpers making them, named ``_..._key``), or marks its keys itself (the
 #: Java keys' reasons, `key` in backticks): not a message
-DECLARATIONS = {"ConfigKey", "ConfigDef", "text", "optional_text", "_noted", "_refused"}
+DECLARATIONS = {"ConfigKey", "Declared", "ConfigDef", "text", "optional_text", "_noted", "_refused"}
 
 
 def _key_pattern() -> re.Pattern[str]:

@@ -62,7 +62,7 @@ from sparkkafka_sink.oauth.token_providers import (
     load_token_provider,
 )
 from sparkkafka_sink.oauth.token_source import REFRESH_WINDOW_FACTOR_KEY, TokenSource
-from sparkkafka_sink.sasl_keys import LOGIN_KEYS, SASL
+from sparkkafka_sink.sasl_keys import LOGIN_KEYS, SASL, LoginSettings
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ def sasl_settings(config: Mapping[str, Any]) -> SaslSettings | None:
     (``ProducerConfig``), only those count for the security.protocol check.  Every error is a ConfigError naming the keys (and JAAS options)
     concerned and never showing a password, secret or token.
     """
-    protocol = protocols.parse_security_protocol(config.get("security.protocol"))
+    protocol = protocols.parse_security_protocol(config.get(protocols.SECURITY_PROTOCOL.name))
     # a config that knows which keys the user set (ProducerConfig.explicit) fills in defaults
     # (sasl.login.refresh.window.factor=0.8) that must not count as given
     explicit = getattr(config, "explicit", None)
@@ -317,12 +317,12 @@ def _service_credential(config: Mapping[str, Any], protocol: str, given: list[st
 def _token_settings(config: Mapping[str, Any], protocol: str, provider: Any, description: str | None = None,
                     extensions: Mapping[str, str] | None = None) -> SaslSettings:
     """OAUTHBEARER with ``provider``'s tokens, refreshed as the login keys say."""
-    login = {k.name: SASL.parse(k.name, config.get(k.name)) for k in LOGIN_KEYS}
+    login = LoginSettings.read(config)
     source = TokenSource(provider, _refresh_window_factor(config),
                          description=description if description is not None else getattr(provider, "description", None),
-                         jitter=float(login["sasl.login.refresh.window.jitter"]),
-                         min_refresh_period_s=float(login["sasl.login.refresh.min.period.seconds"]),
-                         refresh_buffer_s=float(login["sasl.login.refresh.buffer.seconds"]))
+                         jitter=login.sasl_login_refresh_window_jitter,
+                         min_refresh_period_s=login.sasl_login_refresh_min_period_seconds,
+                         refresh_buffer_s=login.sasl_login_refresh_buffer_seconds)
     return SaslSettings("OAUTHBEARER", protocol, token_source=source,
                         extensions=types.MappingProxyType(dict(extensions or {})))
 
@@ -489,7 +489,7 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
                                   Setting(MECHANISM), _joined(sources)))
     credentials_given = [k for k in (CLIENT_ID, CLIENT_SECRET, SCOPE) if oauth[k] is not None]
 
-    login = {k.name: SASL.parse(k.name, config.get(k.name)) for k in LOGIN_KEYS}
+    login = LoginSettings.read(config)
     if msk:
         if credentials_given:
             raise ConfigError(Message("Configuration {} (or the matching {!r} options) does not apply to Amazon "
@@ -527,7 +527,7 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
 
 
 def _endpoint_provider(endpoint: str, oauth: Mapping[str, str | None], credentials_given: list[str],
-                       login: Mapping[str, Any]) -> Any:
+                       login: LoginSettings) -> FileTokenProvider | ClientCredentialsTokenProvider:
     scheme = urllib.parse.urlsplit(endpoint).scheme.lower()
     if scheme == "file":
         if credentials_given:
@@ -537,23 +537,19 @@ def _endpoint_provider(endpoint: str, oauth: Mapping[str, str | None], credentia
     if scheme not in ("http", "https"):
         raise ConfigError(Message("Invalid configuration {!r}: expected an https://, http:// or file: URL",
                                   Setting(TOKEN_ENDPOINT)))
-    def seconds(key: str) -> float | None:
-        return None if login[key] is None else int(login[key]) / 1000
+    def seconds(ms: int | None) -> float | None:
+        return None if ms is None else ms / 1000
 
     return ClientCredentialsTokenProvider(
         endpoint, _client_credential(oauth, CLIENT_ID, "clientId"),
         _client_credential(oauth, CLIENT_SECRET, "clientSecret"), oauth[SCOPE],
-        connect_timeout_s=seconds("sasl.login.connect.timeout.ms"),
-        read_timeout_s=seconds("sasl.login.read.timeout.ms"),
-        retry_backoff_ms=int(login["sasl.login.retry.backoff.ms"]),
-        retry_backoff_max_ms=max(int(login["sasl.login.retry.backoff.max.ms"]), int(login["sasl.login.retry.backoff.ms"])),
-        urlencode_credentials=_flag(login["sasl.oauthbearer.header.urlencode"]),
-        sub_claim_name=str(login["sasl.oauthbearer.sub.claim.name"]),
-        scope_claim_name=str(login["sasl.oauthbearer.scope.claim.name"]))
-
-
-def _flag(value: Any) -> bool:
-    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+        connect_timeout_s=seconds(login.sasl_login_connect_timeout_ms),
+        read_timeout_s=seconds(login.sasl_login_read_timeout_ms),
+        retry_backoff_ms=login.sasl_login_retry_backoff_ms,
+        retry_backoff_max_ms=max(login.sasl_login_retry_backoff_max_ms, login.sasl_login_retry_backoff_ms),
+        urlencode_credentials=login.sasl_oauthbearer_header_urlencode,
+        sub_claim_name=login.sasl_oauthbearer_sub_claim_name,
+        scope_claim_name=login.sasl_oauthbearer_scope_claim_name)
 
 
 def _client_credential(oauth: Mapping[str, str | None], key: str, option: str) -> str:

@@ -33,14 +33,15 @@ def check_cluster(options: SinkOptions) -> None:
     where = f"kafka.bootstrap.servers={options.bootstrap_servers}"
     try:
         with BlockingAdmin(config, "driver-check") as admin:
-            topics = [t for t in (options.topic, options.dead_letter_topic) if t]
+            topics = [t for t in (options.topic, options.errors_deadletterqueue_topic_name) if t]
             if topics:
                 admin.check_topics_writable(topics, deadline, allow_auto_create=auto_create)
             else:
                 admin.brokers(deadline)
     except TopicCheckError as e:
-        option = ("errors.deadletterqueue.topic.name" if options.dead_letter_topic and repr(options.dead_letter_topic)
-                  in str(e) else "topic")
+        dead_letters = options.errors_deadletterqueue_topic_name
+        option = (SinkOptions.errors_deadletterqueue_topic_name if dead_letters and repr(dead_letters) in str(e)
+                  else SinkOptions.topic).key.name
         raise SinkValidationError(f"{in_option_names(e)} (option '{option}'; at {where})") from None
     except (AuthenticationError, SslError) as e:
         raise SinkValidationError(f"the cluster at {where} refused this client: {in_option_names(e)} "

@@ -67,8 +67,8 @@ def _spec(column: ColumnFormat, options: SinkOptions, arrow_type: pa.DataType, n
     assert format != "binary", "only serialized columns are planned"
     try:
         text, record_name = _schema(column, arrow_type, nullable)
-        spec = SerializerSpec(column.column, format, text, record_name, column.subject_strategy, formats.auto_register,
-                              formats.use_latest_version, formats.normalize)
+        spec = SerializerSpec(column.column, format, text, record_name, column.subject_name_strategy,
+                              formats.registers_schemas, formats.use_latest_version, formats.normalize_schemas)
         if not formats.use_latest_version:
             spec.check(arrow_type, nullable)
         if options.topic is not None or not spec.subject_uses_topic:

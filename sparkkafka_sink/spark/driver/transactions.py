@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import replace
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.exactly_once import keeper as keepers
@@ -61,7 +60,7 @@ def start_exactly_once(options: SinkOptions, streaming: bool = False, timeout_s:
     coordinator timed them out).  A streaming query's are ended at its commits.  The decisions
     topic is checked as ending a crashed write will need it (``DecisionLog.check``)."""
     process = driver_process()
-    options = replace(options, owner=driver_token(process))
+    options = options.owned_by(driver_token(process))
     config, prefix = options.producer_config, options.transactional_id_prefix
     assert prefix is not None, "exactly-once writes have a prefix"
     with TransactionAdmin(config) as admin:
@@ -92,7 +91,7 @@ def _registered(options: SinkOptions) -> str:
 def _keep(options: SinkOptions, process: tuple[int, int] | None = None, registered: str | None = None) -> None:
     """The driver's keeper beats under the prefix (started when none does), and keeps
     ``registered`` until it ends (or ``transaction.timeout.ms`` passes)."""
-    if options.keeper == "none":
+    if options.lease_keeper == "none":
         return
     prefix = options.transactional_id_prefix
     assert prefix is not None
@@ -252,13 +251,13 @@ def _said(ended: list[Settled]) -> str:
 
 
 def _unregister(options: SinkOptions, write: WriteId) -> None:
-    if options.keeper != "none" and not _per_query(options):
+    if options.lease_keeper != "none" and not _per_query(options):
         assert options.transactional_id_prefix is not None
         keepers.Registry(options.transactional_id_prefix, options.owner).unregister(write.name)
 
 
 def _abandon(options: SinkOptions, write: WriteId) -> None:
-    if options.keeper != "none":
+    if options.lease_keeper != "none":
         assert options.transactional_id_prefix is not None
         keepers.Registry(options.transactional_id_prefix, options.owner).abandon(write.name)
 

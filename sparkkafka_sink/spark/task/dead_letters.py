@@ -12,8 +12,9 @@ producer, so under exactly-once in the same transaction -- with its original key
 headers (as far as they could be read), plus context headers (Kafka Connect's names where
 Connect has one) naming the error, the intended topic and partition, and the Spark partition,
 attempt and row.  A value too large to travel at all (the row was refused for its size) is cut
-to fit ``max.request.size``, its original length in a header.  The task's ``DeliveryTracker``
-sends them (``outgoing``) and follows them as it follows the rows: one that fails fails the task.
+to fit ``max.request.size``, its original length in a header.  The task sends them
+(``send``) and its ``DeliveryTracker`` follows them as it follows the rows: one that fails fails the
+task.
 
 Bad rows are found at four stages -- the row checks, serialization (a key or value its Avro or
 JSON schema cannot hold: dead-lettered as JSON text of its data), the producer's refusal before
@@ -33,7 +34,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sparkkafka_sink.errors import InvalidHeaderError, InvalidPartitionError, InvalidRecordError, RecordTooLargeError
+from sparkkafka_sink.errors import InvalidHeaderError
+from sparkkafka_sink.producer.bulk import BulkFuture
+from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.errors import in_option_names
 from sparkkafka_sink.spark.plan import ColumnLayout
@@ -55,10 +58,14 @@ H_TRUNCATED = "__pyprod.errors.value.truncated.from"
 _RECORD_SLACK = 4096
 
 
-def is_bad_row(error: BaseException) -> bool:
-    """The record itself can never succeed (as opposed to trouble that a retry may cure)."""
-    return (isinstance(error, (InvalidRecordError, InvalidPartitionError, RecordTooLargeError))
-            or getattr(error, "condemns_record", False))  # the broker's answers that say so
+@dataclass(frozen=True, slots=True)
+class DeadLettersSent:
+    """A ``send_batch`` call of dead-letter records: each must land (a dead letter is never
+    dead-lettered); ``task_rows``: the bad row each stands for, which a failure names."""
+
+    future: BulkFuture
+    topic: str
+    task_rows: np.ndarray
 
 
 @dataclass
@@ -134,13 +141,17 @@ class DeadLetters:
                         (H_ROW, _text(bad.row))]
         return bad.key, value, headers
 
-    def outgoing(self) -> tuple[str, list, np.ndarray] | None:
-        """The dead-letter records of the bad rows queued so far -- (the topic, their (key, value,
-        headers), the bad rows' places in the task's input) -- or None: none to send."""
+    def send(self, producer: Producer) -> DeadLettersSent | None:
+        """Send the dead-letter records of the bad rows queued so far, in one ``send_batch``; the
+        send, for the task's tracker to follow (None: none to send)."""
         queued, topic = self.take(), self.topic
         if not queued or topic is None:  # (rows are queued only with a topic)
             return None
-        return topic, [self.record_of(b) for b in queued], np.array([b.row for b in queued], dtype=np.int64)
+        records = [self.record_of(b) for b in queued]
+        future = producer.send_batch(topic, values=[v for _, v, _ in records], keys=[k for k, _, _ in records],
+                                     headers=[h for _, _, h in records])
+        # a failure names the bad row by its place in the task's input, as every task failure does
+        return DeadLettersSent(future, topic, np.array([b.row for b in queued], dtype=np.int64))
 
 
 def _json_default(value: Any) -> object:

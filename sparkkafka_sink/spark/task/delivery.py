@@ -1,6 +1,8 @@
-"""Collect the outcome of every record a write task handed to the producer: its rows' and, under
-``errors.tolerance=all``, the dead-letter records of its bad rows (one tracker follows both, so a
-row's way ends here).
+"""Record what became of every row of a write task: the outcomes ``routing.route`` returns (rows
+handed to the producer, bad rows, the row the task stops at) and, as the producer's futures
+complete, each record's delivery -- its rows' and, under ``errors.tolerance=all``, the dead-letter
+records of its bad rows (``DeadLetters.send``), so a row's way ends here.  The tracker records;
+it sends nothing.
 
 Each ``send_batch`` call reports once, with the failed rows' indices.  Callbacks run on the
 producer's Sender thread (or inline when a future is already done), so they only append to a
@@ -14,20 +16,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
-from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.errors import KafkaError, condemns_record
 from sparkkafka_sink.producer.bulk import BulkFuture
 from sparkkafka_sink.producer.offset_ranges import merge_range
-from sparkkafka_sink.producer.producer import Producer
-from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.errors import in_option_names
-from sparkkafka_sink.spark.task.dead_letters import DeadLetters, is_bad_row
+from sparkkafka_sink.spark.task.dead_letters import DeadLetters, DeadLettersSent
 from sparkkafka_sink.spark.task.part import Part
+from sparkkafka_sink.spark.task.routing import Handed, Outcome, Rejected
 
 
 @dataclass
@@ -60,16 +61,6 @@ class RowsSent:
     source: Part | None
 
 
-@dataclass(frozen=True, slots=True)
-class DeadLettersSent:
-    """A ``send_batch`` call of dead-letter records: each must land (a dead letter is never
-    dead-lettered); ``task_rows``: the bad row each stands for, which a failure names."""
-
-    future: BulkFuture
-    topic: str
-    task_rows: np.ndarray
-
-
 #: a send whose every batch completed, as the Sender's callback hands it to the task thread
 CompletedSend = RowsSent | DeadLettersSent
 
@@ -97,66 +88,34 @@ class DeliveryTracker:
         # (topic, partition) -> [count, first_offset, last_offset]
         self.offsets: dict = {}
 
-    def fail_now(self, row: int, topic: str | None, partition: int | None, exc: BaseException, count: int = 1) -> None:
-        """``count`` records rejected before they were handed over (``send_batch()`` raised)."""
-        self.rejected += count
-        self._record_failure(Failure(row, topic, partition, exc, count))
-
     @property
     def tolerant(self) -> bool:
         """Bad rows go to the dead letters (errors.tolerance=all) rather than failing the task."""
         return self.dead_letters is not None
 
-    def refuse(self, part: Part, refused: Refused, stage: str, topic: str | None) -> bool:
-        """Rows of ``part`` a check refused before any was handed over: under tolerance they go to
-        the dead letters and the rest goes on (True); otherwise the first fails the task with
-        every row of the part, none of which is sent (False)."""
-        if not refused:
-            return True
-        if self.dead_letters is None:
-            row, error, partition = next(iter(refused))
-            self.fail_now(part.task_row(row), topic, partition, error, count=part.num_rows)
-            return False
-        self.dead_letters.reject_refused(part, refused, stage, topic)
-        return True
+    def record(self, outcomes: Iterable[Outcome | DeadLettersSent]) -> None:
+        """What became of rows (``routing.route``) or of dead letters sent (``DeadLetters.send``):
+        the producer's futures followed, bad rows handed to the dead letters, a stop recorded as
+        the task's failure."""
+        for outcome in outcomes:
+            if isinstance(outcome, Handed):
+                self._follow(RowsSent(outcome.future, outcome.topic, outcome.part.rows,
+                                      outcome.part if self.dead_letters is not None else None))
+            elif isinstance(outcome, DeadLettersSent):
+                self._follow(outcome)
+            elif isinstance(outcome, Rejected):
+                assert self.dead_letters is not None, "rows are rejected (not stopped at) under tolerance only"
+                self.dead_letters.reject_refused(outcome.part, outcome.refused, outcome.stage, outcome.topic)
+            else:
+                self.rejected += outcome.count
+                self._record_failure(Failure(outcome.row, outcome.topic, outcome.partition, outcome.error,
+                                             outcome.count))
 
-    def refuse_call(self, part: Part, error: KafkaError, topic: str) -> None:
-        """A call refused as a whole, nothing of ``part`` queued: under tolerance, a refusal that
-        condemns every row (a topic not authorized) sends them all to the dead letters; anything
-        else fails the task."""
-        if self.dead_letters is not None and is_bad_row(error):
-            self.dead_letters.reject_rows(part, np.arange(part.num_rows), error, "producer", topic)
-        else:
-            self.fail_now(part.task_row(0), topic, None, error, count=part.num_rows)
-
-    # -- bulk futures ----------------------------------------------------------------------
-    def track_bulk(self, future: BulkFuture, topic: str, sent: Part) -> None:
-        """A ``send_batch`` future of the rows of ``sent`` (the part is kept until it resolves only
-        when bad rows are dead-lettered: their contents are read from it)."""
-        self.sent += future.record_count
-        source = sent if self.dead_letters is not None else None
-        future.add_callback(partial(self._on_bulk_done, RowsSent(future, topic, sent.rows, source)))
-
-    def send_dead_letters(self, producer: Producer) -> int:
-        """Send the dead-letter records of the bad rows found so far, and follow them (each must
-        land, or the task fails); how many."""
-        outgoing = self.dead_letters.outgoing() if self.dead_letters is not None else None
-        if outgoing is None:
-            return 0
-        topic, records, rows = outgoing
-        future = producer.send_batch(topic, values=[v for _, v, _ in records], keys=[k for k, _, _ in records],
-                                     headers=[h for _, _, h in records])
-        self.sent += future.record_count
-        # a failure names the bad row by its place in the task's input, as every task failure does
-        future.add_callback(partial(self._on_bulk_done, DeadLettersSent(future, topic, rows)))
-        return len(records)
-
-    def send_dead_letters_until_none(self, producer: Producer, flush: Callable[[], None]) -> None:
-        """After a flush: the dead letters of the bad rows the brokers refused in it, flushed in
-        turn (``flush``: the producer's flush, then :meth:`wait_all`), until none is left or a
-        record failed."""
-        while not self.failed and self.send_dead_letters(producer):
-            flush()
+    def _follow(self, sent: CompletedSend) -> None:
+        """A ``send_batch`` future, folded once complete (its part kept until then only when bad
+        rows are dead-lettered: their contents are read from it)."""
+        self.sent += sent.future.record_count
+        sent.future.add_callback(partial(self._on_bulk_done, sent))
 
     def _on_bulk_done(self, done: CompletedSend, _result: object, _error: object) -> None:
         self._bulk_done.append(done)
@@ -182,14 +141,14 @@ class DeliveryTracker:
         failed = 0
         for exc, partition, rows in future.errors():
             failed += len(rows)
-            if self.dead_letters is not None and is_bad_row(exc) and self.transactional:
+            if self.dead_letters is not None and condemns_record(exc) and self.transactional:
                 exc = KafkaError(
                     f"{in_option_names(exc)} -- under exactly-once a record the broker refuses after it was sent "
                     "cannot be dead-lettered: Kafka does not commit a transaction with a refused batch"
                     + (" (keep kafka.max.request.size at most the topic's max.message.bytes: a larger record is "
                        "then refused before sending, and dead-lettered)"
                        if getattr(exc, "too_large", False) else ""))
-            elif self.dead_letters is not None and source is not None and is_bad_row(exc):
+            elif self.dead_letters is not None and source is not None and condemns_record(exc):
                 self.tolerated += len(rows)
                 self.dead_letters.reject_rows(source, rows, exc, "broker", topic, partition)
                 continue

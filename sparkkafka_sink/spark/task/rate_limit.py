@@ -74,9 +74,9 @@ class RateLimiter:
 
 def rate_limiter(options: SinkOptions) -> RateLimiter | None:
     """The task's limiter under ``maxRecordsPerSecond`` / ``maxBytesPerSecond``, or None."""
-    if not options.max_records_per_s and not options.max_bytes_per_s:
+    if not options.max_records_per_second and not options.max_bytes_per_second:
         return None
-    return RateLimiter(options.max_records_per_s, options.max_bytes_per_s)
+    return RateLimiter(options.max_records_per_second, options.max_bytes_per_second)
 
 
 def payload_bytes(layout: ColumnLayout) -> Callable[[pa.Table], int]:

@@ -1,51 +1,101 @@
-"""Rows to the producer: out what has no topic, split by topic, encode, send.
+"""Rows to the producer: out what has no topic, split by topic, encode, send -- and what became
+of them, as data.
 
 A part of an Arrow batch (``part.Part``) goes through four steps, each handling a row once:
 rows without a topic are taken out; the rest are split by topic; each topic's rows are encoded
 when a column is written in a registry format (``encoders``: the rows their schema cannot hold
 come back as data); each topic's rows go to the producer in one ``send_batch`` (the rows it
 refuses -- too large, a partition that does not exist, a header without a key -- come back as
-data too, under ``errors.tolerance=all``).  Every row leaves here once, to the
-``DeliveryTracker``: handed over with its ``send_batch`` future, or refused (the tracker fails
-the task at the first, before any row of its part is sent, or under tolerance hands it to the
-dead letters).
+data too, under ``errors.tolerance=all``).  Every row leaves here once, in one of the outcomes
+:func:`route` returns, which the task's ``DeliveryTracker`` records: :class:`Handed` to the
+producer with its ``send_batch`` future, :class:`Rejected` as a bad row (under tolerance), or
+:class:`Stopped` -- the task fails at it, nothing of its part sent.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow.compute as pc
 
-from sparkkafka_sink.errors import InvalidRecordError, KafkaError
-from sparkkafka_sink.producer.bulk import BulkSendError
+from sparkkafka_sink.errors import InvalidRecordError, KafkaError, condemns_record
+from sparkkafka_sink.producer.bulk import BulkFuture, BulkSendError
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.plan import ColumnLayout
-from sparkkafka_sink.spark.task.delivery import DeliveryTracker
 from sparkkafka_sink.spark.task.encoders import TaskEncoders
 from sparkkafka_sink.spark.task.part import Part
 
 NULL_TOPIC = "topic is null and no 'topic' option is set"
 
 
-def send_arrow_batch(producer: Producer, part: Part, layout: ColumnLayout, topic_option: str | None,
-                     tracker: DeliveryTracker, encoders: TaskEncoders | None = None) -> None:
-    """Hand every row of ``part`` to the producer, one ``send_batch`` per topic, or to
-    ``tracker`` as refused (a row without a topic, a row its schema cannot hold, a row the
-    producer refuses)."""
+@dataclass(frozen=True, slots=True)
+class Handed:
+    """The rows of ``part`` handed to the producer for ``topic`` in one ``send_batch``: its future."""
+
+    future: BulkFuture
+    topic: str
+    part: Part
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """Bad rows of ``part`` (under ``errors.tolerance=all``), refused before any was sent, each with
+    its error: at the row ``stage`` ("row check", "serialization" or "producer")."""
+
+    part: Part
+    refused: Refused
+    stage: str
+    topic: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """The task fails here: ``count`` records not handed over, the first the task's row ``row``."""
+
+    row: int
+    topic: str | None
+    partition: int | None
+    error: BaseException
+    count: int
+
+
+#: what became of a part's rows
+Outcome = Handed | Rejected | Stopped
+
+
+def route(producer: Producer, part: Part, layout: ColumnLayout, topic_option: str | None,
+          encoders: TaskEncoders | None, tolerant: bool) -> list[Outcome]:
+    """Hand every row of ``part`` to the producer, one ``send_batch`` per topic; what became of
+    them.  A row refused on the way (no topic, a schema that cannot hold it, the producer's
+    refusal) is a bad row when ``tolerant``; otherwise its part stops there, unsent."""
+    outcomes: list[Outcome] = []
     without_topic = _without_topic(part, layout, topic_option)
-    if not tracker.refuse(part, without_topic, "row check", None):
-        return
-    part = part.without(without_topic.rows) if without_topic else part
+    if without_topic:
+        if not tolerant:
+            return [_stop(part, without_topic, None)]
+        outcomes.append(Rejected(part, without_topic, "row check", None))
+        part = part.without(without_topic.rows)
     for topic, group in _topic_groups(part, layout, topic_option):
         if encoders:
             encoded, refused = encoders.encode(group, topic)
-            if not tracker.refuse(group, refused, "serialization", topic):  # read as the user gave them
-                continue
+            if refused:
+                if not tolerant:
+                    outcomes.append(_stop(group, refused, topic))
+                    continue
+                outcomes.append(Rejected(group, refused, "serialization", topic))  # read as the user gave them
             group = encoded.without(refused.rows) if refused else encoded
             if not group.num_rows:
                 continue
-        _send(producer, group, layout, topic, tracker)
+        outcomes += _send(producer, group, layout, topic, tolerant)
+    return outcomes
+
+
+def _stop(part: Part, refused: Refused, topic: str | None) -> Stopped:
+    """The first refused row of ``part`` fails the task, with every row of the part."""
+    row, error, partition = next(iter(refused))
+    return Stopped(part.task_row(row), topic, partition, error, part.num_rows)
 
 
 def _without_topic(part: Part, layout: ColumnLayout, topic_option: str | None) -> Refused:
@@ -72,9 +122,9 @@ def _topic_groups(part: Part, layout: ColumnLayout, topic_option: str | None) ->
     return [(t, part.take(np.flatnonzero(pc.equal(col, t).to_numpy(zero_copy_only=False)))) for t in topics]
 
 
-def _send(producer: Producer, part: Part, layout: ColumnLayout, topic: str, tracker: DeliveryTracker) -> None:
+def _send(producer: Producer, part: Part, layout: ColumnLayout, topic: str, tolerant: bool) -> list[Outcome]:
     """One ``send_batch`` of ``part``.  Under tolerance the producer leaves out the rows it
-    refuses and returns them; otherwise the first refused row fails the task, nothing of the
+    refuses and returns them; otherwise the first refused row stops the task, nothing of the
     part sent."""
     col = part.column
     try:
@@ -85,18 +135,21 @@ def _send(producer: Producer, part: Part, layout: ColumnLayout, topic: str, trac
             headers=col(layout.headers) if layout.headers else None,
             partitions=col(layout.partition) if layout.partition else None,
             timestamps=col(layout.timestamp) if layout.timestamp else None,
-            refused="return" if tracker.tolerant else "raise",
+            refused="return" if tolerant else "raise",
         )
     except BulkSendError as exc:
+        outcomes: list[Outcome] = []
         if exc.partial is not None:  # the rows queued before the error travel on
-            tracker.track_bulk(exc.partial, topic, part)
-        if tracker.tolerant:
-            tracker.refuse(part, exc.refused, "producer", topic)
+            outcomes.append(Handed(exc.partial, topic, part))
+        if tolerant and exc.refused:
+            outcomes.append(Rejected(part, exc.refused, "producer", topic))
         first = exc.row if exc.row is not None else exc.first_row_not_sent  # the row at fault, or the first left
-        tracker.fail_now(part.task_row(first), topic, exc.partition, exc.error, count=len(exc.rows_not_sent))
-        return
+        outcomes.append(Stopped(part.task_row(first), topic, exc.partition, exc.error, len(exc.rows_not_sent)))
+        return outcomes
     except KafkaError as exc:  # the call as a whole: nothing of it was queued
-        tracker.refuse_call(part, exc, topic)
-        return
-    tracker.refuse(part, future.refused, "producer", topic)
-    tracker.track_bulk(future, topic, part)
+        if tolerant and condemns_record(exc):  # a refusal that condemns every row (a topic not authorized)
+            every = np.arange(part.num_rows)
+            return [Rejected(part, Refused(every, (exc,) * len(every), (None,) * len(every)), "producer", topic)]
+        return [Stopped(part.task_row(0), topic, None, exc, part.num_rows)]
+    handed: Outcome = Handed(future, topic, part)
+    return [Rejected(part, future.refused, "producer", topic), handed] if future.refused else [handed]

@@ -18,15 +18,17 @@ from sparkkafka_sink.exactly_once.ids import WriteId
 from sparkkafka_sink.network.sasl.jaas import keytab_of, parse_jaas
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.producer import Producer
+from sparkkafka_sink.sasl_keys import JAAS_CONFIG
 from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.task.producer_pool import POOL
 from sparkkafka_sink.spark.task.task_info import TaskInfo
+from sparkkafka_sink.tls_keys import TlsSettings
 
 _CLOSE_AFTER_FAILURE_S = 2.0
 #: options naming files, which on a cluster are shipped to the executors with --files / addFile
 #: (and the keyTab of a Krb5LoginModule line)
-_FILE_OPTIONS = ("ssl.truststore.location", "ssl.keystore.location")
+_FILE_OPTIONS = (TlsSettings.ssl_truststore_location.key.name, TlsSettings.ssl_keystore_location.key.name)
 #: cumulative producer counters: a pooled producer's task reports what changed during the task
 _PRODUCER_COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_failed", "retries", "batch_splits",
                       "requests", "request_latency_sum_ms")
@@ -116,16 +118,17 @@ class TaskProducer:
 def task_config(options: SinkOptions, task: TaskInfo, pooled: bool = False) -> ProducerConfig:
     config = options.producer_config
     changes = {key: _local_file(config[key]) for key in _FILE_OPTIONS if config[key]}
-    keytab_jaas = _jaas_with_local_keytab(config["sasl.jaas.config"])
+    keytab_jaas = _jaas_with_local_keytab(config[JAAS_CONFIG.name])
     if keytab_jaas is not None:
-        changes["sasl.jaas.config"] = keytab_jaas
-    if "client.id" not in config.explicit:
+        changes[JAAS_CONFIG.name] = keytab_jaas
+    client_id = ProducerConfig.client_id.key.name
+    if client_id not in config.explicit:
         # a pooled producer serves many tasks of this Python worker: named after the worker
-        changes["client.id"] = (f"pyprod-kafka-worker-{os.getpid()}" if pooled
-                                else f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
+        changes[client_id] = (f"pyprod-kafka-worker-{os.getpid()}" if pooled
+                              else f"pyprod-kafka-s{task.stage}-p{task.partition}-a{task.attempt}")
     if options.exactly_once:
         # one id per task attempt: attempts never fence each other, the driver commits the winner's
-        changes["transactional.id"] = transactional_id(options, task)
+        changes[ProducerConfig.transactional_id.key.name] = transactional_id(options, task)
     return config.updated(changes)
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from functools import partial
 from typing import Any
 
 from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
@@ -36,7 +35,7 @@ from sparkkafka_sink.spark.task.delivery import DeliveryTracker
 from sparkkafka_sink.spark.task.encoders import TaskEncoders
 from sparkkafka_sink.spark.task.part import Part
 from sparkkafka_sink.spark.task.rate_limit import rate_limiter
-from sparkkafka_sink.spark.task.routing import send_arrow_batch
+from sparkkafka_sink.spark.task.routing import route
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.task_producer import TaskProducer
 from sparkkafka_sink.spark.task.worker_memory import raise_malloc_thresholds
@@ -52,7 +51,8 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
     options = plan.options
     if options.tune_allocator:
         raise_malloc_thresholds()
-    dead_letters = (DeadLetters(options.dead_letter_topic, options.dead_letter_context_headers, options.log_bad_rows,
+    dead_letters = (DeadLetters(options.errors_deadletterqueue_topic_name,
+                                options.errors_deadletterqueue_context_headers_enable, options.errors_log_enable,
                                 task.partition, task.attempt, options.producer_config.max_request_size, plan.layout)
                     if options.tolerate_bad_rows else None)
     tracker = DeliveryTracker(dead_letters, transactional=options.exactly_once)  # the rows and their dead letters
@@ -61,7 +61,6 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
     rows_seen = 0
     ok = False
     limiter = rate_limiter(options)
-    dead_lettering = _dead_lettering(options)
     try:
         for table in paced(coalesced(batches, options.coalesce_bytes), limiter, plan.layout):
             if producer.current is None:  # the task's first rows (an empty partition opens none)
@@ -74,18 +73,20 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
                 _within_transaction_timeout(plan, task)
             current = producer.open()
             with _step(task, "could not serialize its rows") if encoders else nullcontext():
-                send_arrow_batch(current, Part.of(table, rows_seen), plan.layout, options.topic, tracker, encoders)
+                tracker.record(route(current, Part.of(table, rows_seen), plan.layout, options.topic, encoders,
+                                     tracker.tolerant))
             rows_seen += table.num_rows
             tracker.drain()
             if tracker.failed:
                 break
-            with _step(task, dead_lettering):
-                tracker.send_dead_letters(current)
+            _send_dead_letters(current, dead_letters, tracker, task, options)  # (their memory bounded by a table's)
         opened = producer.current  # None: no rows, no producer
         if opened is not None:
             _flush(opened, tracker, options, task)
-            with _step(task, dead_lettering):  # bad rows the broker refused at the flush, then theirs
-                tracker.send_dead_letters_until_none(opened, partial(_flush, opened, tracker, options, task))
+            # every row's outcome is known: the bad rows the brokers refused in the flush, dead-lettered
+            # in turn (a dead letter is never dead-lettered: one round)
+            if not tracker.failed and _send_dead_letters(opened, dead_letters, tracker, task, options):
+                _flush(opened, tracker, options, task)
         metrics = task_metrics(producer.metrics(), tracker.delivered, tracker.failed,
                                task.micro_batch, limiter.throttled_s if limiter is not None else 0.0,
                                skipped=dead_letters.skipped if dead_letters is not None else 0,
@@ -140,6 +141,18 @@ def _within_transaction_timeout(plan: WritePlan, task: TaskInfo) -> None:
             "900000 by default: raise that too), or write less per job")
 
 
+def _send_dead_letters(producer: Producer, dead_letters: DeadLetters | None, tracker: DeliveryTracker,
+                       task: TaskInfo, options: SinkOptions) -> bool:
+    """Send the dead letters of the bad rows found so far, for the tracker to follow; whether any."""
+    if dead_letters is None:
+        return False
+    with _step(task, _dead_lettering(options)):
+        sent = dead_letters.send(producer)
+    if sent is not None:
+        tracker.record([sent])
+    return sent is not None
+
+
 def _flush(producer: Producer, tracker: DeliveryTracker, options: SinkOptions, task: TaskInfo) -> None:
     """Flush, then wait for every callback; a timeout becomes a clear task error."""
     bound = options.producer_config.delivery_timeout_ms / 1000 + _FLUSH_MARGIN_S
@@ -176,7 +189,7 @@ def _task(task: TaskInfo) -> str:
 
 
 def _dead_lettering(options: SinkOptions) -> str:
-    return f"writing bad rows to the dead-letter topic {options.dead_letter_topic!r} failed"
+    return f"writing bad rows to the dead-letter topic {options.errors_deadletterqueue_topic_name!r} failed"
 
 
 def _failure(tracker: DeliveryTracker, task: TaskInfo, options: SinkOptions) -> SinkWriteError:

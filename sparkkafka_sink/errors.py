@@ -3,7 +3,7 @@
 It sits below ``protocol/`` so that codecs, the network client, the producer and
 the Spark sink raise and catch the same types.  Broker error codes get one
 subclass of :class:`BrokerResponseError` each, generated in
-``sparkkafka_sink.protocol.errors`` from the protocol's error table.
+``sparkkafka_sink.protocol.error_codes`` from the protocol's error table.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class KafkaError(Exception):
     retriable: bool = False
     #: the record itself can never be written as it is -- a bad row, not bad luck: refused before
     #: sending (too large, malformed, a partition that does not exist) or by the broker (the
-    #: broker's errors that say so, ``protocol.errors``)
+    #: broker's errors that say so, ``protocol.error_codes``)
     condemns_record: bool = False
 
 
@@ -206,7 +206,7 @@ class ProducerFencedError(KafkaError):
 class BrokerResponseError(KafkaError):
     """A broker answered with a non-zero error code.
 
-    Subclasses (one per code) are generated in ``protocol.errors``; the code,
+    Subclasses (one per code) are generated in ``protocol.error_codes``; the code,
     its protocol name and whether it is retriable are class attributes.
     """
 

@@ -22,7 +22,7 @@ again": all is, once ended); a query's micro-batches without gap; nothing twice;
 recorded in the decisions topic completed (its winners committed, as their coordinator says); no
 transaction left holding readers back.
 
-``tests/transactions/test_chaos.py`` runs a handful; docs/delivery.md gives the long runs'
+``tests/exactly_once/test_chaos.py`` runs a handful; docs/delivery.md gives the long runs'
 counts.
 """
 

@@ -23,7 +23,7 @@ from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.testing.waiting import wait_until
 
-JOB = Path(__file__).parent / "transactions" / "crash_job.py"
+JOB = Path(__file__).parent / "exactly_once" / "crash_job.py"
 STREAM_JOB = Path(__file__).parent / "spark" / "exactly_once_stream_job.py"
 AFTER = 100  # rows another producer writes after the crash
 #: the jobs' leaseWindowMs, as the command's --lease-window below: the drivers here are dead or

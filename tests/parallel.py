@@ -27,7 +27,7 @@ import pytest
 #: directories and modules of tests/ in the second share, the one that runs the
 #: ``retrying_spark`` modules; everything else (``tests/spark``, ``tests/security``, ``tests/docs``) is the first
 BROKERS_SHARE = (
-    "compat", "deploy", "failover", "faults", "integration", "oracle", "transactions", "unit",
+    "compat", "deploy", "failover", "faults", "integration", "oracle", "exactly_once", "unit",
     "test_infra_brokers.py",
 )
 

@@ -43,7 +43,7 @@ from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.producer.partitioner import murmur2_partition
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.protocol import messages
-from sparkkafka_sink.protocol.errors import (
+from sparkkafka_sink.protocol.error_codes import (
     ClusterAuthorizationFailedError,
     TopicAlreadyExistsError,
     TopicAuthorizationFailedError,

@@ -19,7 +19,7 @@ from sparkkafka_sink.network.sasl.settings import SaslSettings
 
 # messages.X, not "from ...messages import X": mypy cannot see a module __getattr__'s names in an import cycle
 from sparkkafka_sink.protocol import messages
-from sparkkafka_sink.protocol.errors import (
+from sparkkafka_sink.protocol.error_codes import (
     ERROR_CLASSES,
     IllegalSaslStateError,
     SaslAuthenticationFailedError,

@@ -22,7 +22,7 @@ from sparkkafka_sink.network.in_flight import ClientResponse
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import SUPPORTED_VERSIONS, ApiKey
 from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
-from sparkkafka_sink.protocol.errors import broker_error
+from sparkkafka_sink.protocol.error_codes import broker_error
 
 log = logging.getLogger(__name__)
 

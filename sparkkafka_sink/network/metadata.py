@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
-from sparkkafka_sink.protocol.errors import LeaderNotAvailableError, error_for_code
+from sparkkafka_sink.protocol.error_codes import LeaderNotAvailableError, error_for_code
 from sparkkafka_sink.protocol.messages import write_refused
 
 

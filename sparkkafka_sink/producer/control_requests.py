@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from sparkkafka_sink.errors import KafkaError, Message, ProducerFencedError, Setting
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
-from sparkkafka_sink.protocol.errors import (
+from sparkkafka_sink.protocol.error_codes import (
     InvalidTopicExceptionError,
     InvalidTransactionTimeoutError,
     LeaderNotAvailableError,

@@ -57,8 +57,12 @@ from sparkkafka_sink.producer.metrics import ProducerMetrics
 from sparkkafka_sink.producer.network_stack import network_stack
 from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2_partition
 from sparkkafka_sink.producer.sender import Sender
-from sparkkafka_sink.producer.transactions import TransactionManager
-from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError, error_for_code
+from sparkkafka_sink.producer.transaction_manager import TransactionManager
+from sparkkafka_sink.protocol.error_codes import (
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
 from sparkkafka_sink.record.arrow import ColumnLike, HeadersColumnLike, IntColumnLike, RecordColumns
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, estimate_record_size
 from sparkkafka_sink.record.compression import from_name, level_setting

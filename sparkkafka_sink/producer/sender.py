@@ -26,9 +26,9 @@ from sparkkafka_sink.producer.control_requests import ControlRequest, Outcome
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
-from sparkkafka_sink.producer.transactions import TransactionManager, TransactionState
+from sparkkafka_sink.producer.transaction_manager import TransactionManager, TransactionState
 from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
-from sparkkafka_sink.protocol.errors import OutOfOrderSequenceNumberError, error_for_code
+from sparkkafka_sink.protocol.error_codes import OutOfOrderSequenceNumberError, error_for_code
 from sparkkafka_sink.protocol.produce import ProduceRequest
 from sparkkafka_sink.record.batch import BuiltBatch
 

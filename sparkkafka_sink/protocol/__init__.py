@@ -19,7 +19,7 @@ from sparkkafka_sink.protocol.api import (  # noqa: F401
     is_flexible,
     negotiate,
 )
-from sparkkafka_sink.protocol.errors import ERROR_CLASSES, error_for_code  # noqa: F401
+from sparkkafka_sink.protocol.error_codes import ERROR_CLASSES, error_for_code  # noqa: F401
 from sparkkafka_sink.protocol.framing import FrameReader  # noqa: F401
 from sparkkafka_sink.protocol.header import decode_response_header, encode_request  # noqa: F401
 from sparkkafka_sink.protocol.primitives import Reader, Writer  # noqa: F401

@@ -19,7 +19,7 @@ from typing import Any
 from sparkkafka_sink.errors import ProtocolError
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import DECLARED, SUPPORTED_VERSIONS, ApiKey
-from sparkkafka_sink.protocol.errors import UnsupportedVersionBrokerError as UnsupportedVersionAnswer
+from sparkkafka_sink.protocol.error_codes import UnsupportedVersionBrokerError as UnsupportedVersionAnswer
 from sparkkafka_sink.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameReader
 from sparkkafka_sink.protocol.header import decode_response_header, encode_request
 from sparkkafka_sink.protocol.produce import ProduceRequest, decode_produce_response

@@ -19,8 +19,8 @@ except ImportError as exc:  # say which extra brings it, not just "No module nam
         f"(from a checkout: pip install '.[spark]'); the producer alone works without it ({exc})") from exc
 
 from sparkkafka_sink.spark.datasource import FORMAT, PyprodKafkaDataSource
-from sparkkafka_sink.spark.errors import SinkValidationError, SinkWriteError
 from sparkkafka_sink.spark.registration import register
+from sparkkafka_sink.spark.sink_errors import SinkValidationError, SinkWriteError
 from sparkkafka_sink.spark.sink_metrics import SinkMetrics
 
 __all__ = ["FORMAT", "PyprodKafkaDataSource", "SinkMetrics", "SinkValidationError", "SinkWriteError", "register"]

@@ -1,7 +1,7 @@
 """What a write task reports back to the driver's ``commit()`` / ``abort()``.
 
 Spark passes the tasks' ``WriterCommitMessage`` objects to ``commit()`` (all succeeded) or
-``abort()`` (some failed; failed tasks give None); ``driver/commit.py`` acts on them.
+``abort()`` (some failed; failed tasks give None); ``driver/write_end.py`` acts on them.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ class PyprodKafkaDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> PyprodKafkaWriter:
         from sparkkafka_sink.spark.driver.planning import plan_write
         from sparkkafka_sink.spark.driver.validation import check_save_mode
-        from sparkkafka_sink.spark.errors import SinkValidationError
+        from sparkkafka_sink.spark.sink_errors import SinkValidationError
         from sparkkafka_sink.spark.writer import PyprodKafkaWriter
 
         try:
@@ -61,7 +61,7 @@ class PyprodKafkaDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> PyprodKafkaStreamWriter:
         from sparkkafka_sink.spark.driver.planning import plan_write
-        from sparkkafka_sink.spark.errors import SinkValidationError
+        from sparkkafka_sink.spark.sink_errors import SinkValidationError
         from sparkkafka_sink.spark.stream_writer import PyprodKafkaStreamWriter
 
         try:  # overwrite is True for output mode "complete": Kafka just receives the rows again

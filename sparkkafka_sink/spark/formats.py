@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from sparkkafka_sink.config_def import Declared, declarations
 from sparkkafka_sink.errors import ConfigError
-from sparkkafka_sink.spark.errors import REGISTRY_PREFIX, SinkValidationError, in_option_names
 from sparkkafka_sink.spark.option_catalog import ColumnSettings, SerializerSettings, column_values, parse_all
+from sparkkafka_sink.spark.sink_errors import REGISTRY_PREFIX, SinkValidationError, in_option_names
 
 #: the serialization options of both columns together (the serializer's settings)
 FORMATS_OPTIONS = declarations(SerializerSettings)

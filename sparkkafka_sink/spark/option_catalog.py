@@ -28,7 +28,7 @@ from sparkkafka_sink.exactly_once.ids import DEFAULT_DECISION_TOPIC
 from sparkkafka_sink.exactly_once.leases import BEAT_S as LEASE_BEAT_S
 from sparkkafka_sink.exactly_once.leases import WINDOW_S as LEASE_WINDOW_S
 from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, STRATEGY_NAMES, strategy_named
-from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.sink_errors import SinkValidationError
 
 __all__ = ["SINK_OPTIONS", "SERIALIZATION_OPTIONS", "OPTIONS", "option", "parse_all",
            "REJECTED_KAFKA_KEYS", "SINK_LINGER_MS", "SinkSettings", "ColumnSettings", "SerializerSettings",

@@ -24,13 +24,6 @@ from sparkkafka_sink.exactly_once.ids import WriteId, new_run
 from sparkkafka_sink.producer.config import KEYS, ProducerConfig
 from sparkkafka_sink.sasl_keys import JAAS_CONFIG
 from sparkkafka_sink.spark import option_catalog as catalog
-from sparkkafka_sink.spark.errors import (
-    KAFKA_PREFIX,
-    REGISTRY_PREFIX,
-    SERVICE_CREDENTIAL_KEY,
-    SinkValidationError,
-    in_option_names,
-)
 from sparkkafka_sink.spark.formats import Formats, parse_formats
 from sparkkafka_sink.spark.option_catalog import (
     EXACTLY_ONCE_TIMEOUT_MS,
@@ -39,6 +32,13 @@ from sparkkafka_sink.spark.option_catalog import (
     SinkSettings,
 )
 from sparkkafka_sink.spark.properties_file import with_properties_file
+from sparkkafka_sink.spark.sink_errors import (
+    KAFKA_PREFIX,
+    REGISTRY_PREFIX,
+    SERVICE_CREDENTIAL_KEY,
+    SinkValidationError,
+    in_option_names,
+)
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import logging
 from collections.abc import Mapping
 
 from sparkkafka_sink.producer.config import read_properties
-from sparkkafka_sink.spark.errors import KAFKA_PREFIX, REGISTRY_PREFIX, SinkValidationError
 from sparkkafka_sink.spark.option_catalog import SERIALIZATION_OPTIONS
+from sparkkafka_sink.spark.sink_errors import KAFKA_PREFIX, REGISTRY_PREFIX, SinkValidationError
 
 log = logging.getLogger(__name__)
 

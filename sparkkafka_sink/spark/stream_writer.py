@@ -4,7 +4,7 @@ Each micro-batch runs the same task as a batch write; ``commit``/``abort`` log p
 micro-batch.  At-least-once (the default), a failed micro-batch is re-run by Spark from the
 checkpoint, so its records can appear twice in Kafka, as with Spark's Kafka sink.
 Exactly-once, ``commit`` completes the batch's transactions once, recording it beside the
-checkpoint (``driver/transactions.py``).  Output mode ``complete`` re-sends the whole result
+checkpoint (``driver/exactly_once_writes.py``).  Output mode ``complete`` re-sends the whole result
 every batch; that is allowed, since nothing has to be truncated.
 
 The tasks take Arrow batches on every pyspark: from 4.1 through ``DataSourceStreamArrowWriter``;
@@ -19,7 +19,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.spark.commit_message import task_messages
-from sparkkafka_sink.spark.driver.commit import abort_write, commit_write
+from sparkkafka_sink.spark.driver.write_end import abort_write, commit_write
 from sparkkafka_sink.spark.writer import SinkWriter
 
 try:

@@ -1,7 +1,7 @@
 """Batch writer: ``df.write.format("pyprod-kafka").mode("append").save()``.
 
 Built on the driver by ``DataSource.writer()`` and pickled into every task: ``write()`` runs in
-the tasks (``task/``), ``commit()``/``abort()`` back on the driver (``driver/commit.py``), in a
+the tasks (``task/``), ``commit()``/``abort()`` back on the driver (``driver/write_end.py``), in a
 process that unpickles the writer and so imports this module -- which therefore imports the
 task package only inside ``write()``: the driver's processes never load pyarrow, numpy or the
 producer.
@@ -19,9 +19,9 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.spark.commit_message import CommitMessages, TaskCommitMessage, task_messages
-from sparkkafka_sink.spark.driver.commit import abort_write, commit_write
-from sparkkafka_sink.spark.errors import SinkWriteError
+from sparkkafka_sink.spark.driver.write_end import abort_write, commit_write
 from sparkkafka_sink.spark.plan import WritePlan
+from sparkkafka_sink.spark.sink_errors import SinkWriteError
 
 if TYPE_CHECKING:  # the driver's processes load neither
     import pyarrow as pa

@@ -47,12 +47,12 @@ from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
 from sparkkafka_sink.spark.datasource import PyprodKafkaDataSource
-from sparkkafka_sink.spark.driver import transactions
+from sparkkafka_sink.spark.driver import exactly_once_writes
+from sparkkafka_sink.spark.driver.exactly_once_writes import TransactionCommitError
 from sparkkafka_sink.spark.driver.planning import plan_write
-from sparkkafka_sink.spark.driver.transactions import TransactionCommitError
-from sparkkafka_sink.spark.errors import SinkValidationError, SinkWriteError
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+from sparkkafka_sink.spark.sink_errors import SinkValidationError, SinkWriteError
 from sparkkafka_sink.spark.task import task_producer, write_task
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.task_producer import TaskProducer, transactional_id
@@ -835,7 +835,7 @@ def _(w: World) -> str:
 def _(w: World) -> str:
     plan = task_plan(w.options(topic=w.topic(), deliveryGuarantee="exactly-once"))
     winner = write_task.run_write_task(iter([values("a")]), plan, None, task=TaskInfo(0, 1, 0, attempt_id=1))
-    transactions.commit_all([winner], plan.options)
+    exactly_once_writes.commit_all([winner], plan.options)
     return failed_task(plan, [values("late")], task=TaskInfo(0, 1, 1, attempt_id=2))
 
 
@@ -850,7 +850,7 @@ def _(w: World) -> str:
     def rows():
         yield values("late-1")
         wait_until("the late attempt's first row delivered", lambda: producers.sent() == 1)
-        transactions.commit_all([winner], plan.options)  # the driver ends the write now
+        exactly_once_writes.commit_all([winner], plan.options)  # the driver ends the write now
         yield values("late-2")
 
     return failed_task(plan, rows(), producers, TaskInfo(0, 1, 1, attempt_id=2))
@@ -939,7 +939,7 @@ def _(w: World) -> str:
 # At the commit --------------------------------------------------------------------------------------
 def started(options: dict) -> WritePlan:
     """The plan of an exactly-once write as the driver starts it (its owner named, its keeper beating)."""
-    return WritePlan(transactions.start_exactly_once(parse_options(options)), VALUE_ONLY)
+    return WritePlan(exactly_once_writes.start_exactly_once(parse_options(options)), VALUE_ONLY)
 
 
 def written(plan: WritePlan, attempt_id: int = 7) -> TaskCommitMessage:
@@ -949,7 +949,7 @@ def written(plan: WritePlan, attempt_id: int = 7) -> TaskCommitMessage:
 
 def commit_refused(plan: WritePlan, message: TaskCommitMessage) -> str:
     with pytest.raises(TransactionCommitError) as info:
-        transactions.commit_all([message], plan.options)
+        exactly_once_writes.commit_all([message], plan.options)
     return str(info.value)
 
 
@@ -994,7 +994,7 @@ def held_commit(w: World, holding: bytes, api_key: int | None = None, also: tupl
         if also is not None:
             proxy.blackhole_request(*also)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(transactions, "_END_TIMEOUT_S", 6.0)
+            patch.setattr(exactly_once_writes, "_END_TIMEOUT_S", 6.0)
             text = commit_refused(plan, message)
         proxy.clear_faults()
         proxy.cut_all()
@@ -1137,7 +1137,7 @@ LEAST = 16
 #: messages made of another error's text, by (module, source of the message): the entries that
 #: document them
 PASSED_ON = {
-    ("driver/transactions.py", "f'pyprod-kafka: {in_option_names(e)}'"): [
+    ("driver/exactly_once_writes.py", "f'pyprod-kafka: {in_option_names(e)}'"): [
         "exactly-once write … was ended before its driver closed it",
         "exactly-once write …: the transactions of … are no longer open",
         "exactly-once write …: the decision's transaction got no answer",

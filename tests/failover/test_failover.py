@@ -600,7 +600,7 @@ def test_transaction_coordinator_killed_during_commit_completes_after_failover(k
 @pytest.mark.parametrize("moment", ["describe", "end"])
 def test_the_drivers_commit_completes_whole_with_a_winners_coordinator_killed(kafka_cluster, monkeypatch, moment):
     """The driver's whole commit of an exactly-once write of three tasks
-    (``spark.driver.transactions.commit_all``: close, describe the winners, list, fence, record
+    (``spark.driver.exactly_once_writes.commit_all``: close, describe the winners, list, fence, record
     the decision, EndTxn per winner), with the coordinator of a winner killed while the commit is
     in flight -- at its DescribeTransactions, before anything is decided (``describe``: the node
     never reads it), or at its EndTxn, after the decision (``end``: the node took the commit, its
@@ -609,7 +609,7 @@ def test_the_drivers_commit_completes_whole_with_a_winners_coordinator_killed(ka
     commit raise, Spark's abort follows it (``abort_all``) and must complete the write as decided."""
     import pyarrow as pa
 
-    from sparkkafka_sink.spark.driver import transactions
+    from sparkkafka_sink.spark.driver import exactly_once_writes
     from sparkkafka_sink.spark.options import parse_options
     from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
     from sparkkafka_sink.spark.task.task_info import TaskInfo
@@ -617,7 +617,7 @@ def test_the_drivers_commit_completes_whole_with_a_winners_coordinator_killed(ka
 
     topic = _create_topic(kafka_cluster, 3)
     prefix = f"{topic}-txn"
-    options = transactions.start_exactly_once(parse_options({
+    options = exactly_once_writes.start_exactly_once(parse_options({
         "kafka.bootstrap.servers": kafka_cluster.bootstrap_servers, "topic": topic,
         "deliveryGuarantee": "exactly-once", "transactionalIdPrefix": prefix, "leaseKeeper": "none",
         "kafka.acks": "all", **{f"kafka.{k}": str(v) for k, v in _ADMIN_CONFIG.items()}}))
@@ -638,7 +638,7 @@ def test_the_drivers_commit_completes_whole_with_a_winners_coordinator_killed(ka
     config = dict(_ADMIN_CONFIG, **{"bootstrap.servers": kafka_cluster.bootstrap_servers})
     with TransactionAdmin(config) as observer:
         victim = kafka_cluster.node(observer.coordinator(target.transactional_id, time.monotonic() + 30))
-        real_admin, killers = transactions.TransactionAdmin, []
+        real_admin, killers = exactly_once_writes.TransactionAdmin, []
 
         def commit_admin(admin_config):
             """The commit's admin with the killer; Spark's abort after it gets a plain one."""
@@ -649,12 +649,12 @@ def test_the_drivers_commit_completes_whole_with_a_winners_coordinator_killed(ka
                     "unread" if moment == "describe" else "taken", target.transactional_id, observer))
             return admin
 
-        monkeypatch.setattr(transactions, "TransactionAdmin", commit_admin)
+        monkeypatch.setattr(exactly_once_writes, "TransactionAdmin", commit_admin)
         try:
-            said, failed = transactions.commit_all(messages, options), None
-        except transactions.TransactionCommitError as e:
+            said, failed = exactly_once_writes.commit_all(messages, options), None
+        except exactly_once_writes.TransactionCommitError as e:
             failed = e
-            said = transactions.abort_all(messages, options)  # what Spark does after a failed commit
+            said = exactly_once_writes.abort_all(messages, options)  # what Spark does after a failed commit
         monkeypatch.undo()
         (killer,) = killers
         print(f"node {victim.node_id} killed at the {moment} of {target.transactional_id} (requests to "

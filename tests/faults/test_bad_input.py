@@ -18,7 +18,7 @@ from kafka_helpers import consume_all
 
 from sparkkafka_sink import BulkSendError
 from sparkkafka_sink import errors as E
-from sparkkafka_sink.protocol import errors as PE
+from sparkkafka_sink.protocol import error_codes as PE
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.header import decode_response_header
 from sparkkafka_sink.testing.brokers import create_topics

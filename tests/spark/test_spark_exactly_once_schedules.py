@@ -13,7 +13,7 @@ the fault proxy holds, a transaction seen open at the coordinator, a lease seen 
 * the operator's command run against a streaming query's decided micro-batch.
 
 Each ends with every row once, none of a write partly visible, nothing left open.  The driver
-killed at each step of its commit: tests/transactions/test_crash_recovery.py.  (Here, in the
+killed at each step of its commit: tests/exactly_once/test_crash_recovery.py.  (Here, in the
 spark share of a parallel run: most of these run Spark drivers of their own.)"""
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ from sparkkafka_sink.exactly_once.leases import alive_owners
 from sparkkafka_sink.exactly_once.settle import settle
 from sparkkafka_sink.producer.handover import TransactionAdmin
 from sparkkafka_sink.protocol.api import ApiKey
-from sparkkafka_sink.spark.driver import transactions
-from sparkkafka_sink.spark.errors import SinkWriteError
+from sparkkafka_sink.spark.driver import exactly_once_writes
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+from sparkkafka_sink.spark.sink_errors import SinkWriteError
 from sparkkafka_sink.spark.task import task_producer
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.write_task import run_write_task
@@ -108,7 +108,7 @@ def rows(start: int, n: int) -> list[pa.RecordBatch]:
 
 def started(bootstrap: str, topic: str) -> WritePlan:
     """An exactly-once write planned as the driver plans it (owner named, keeper beating)."""
-    return WritePlan(transactions.start_exactly_once(parse_options({
+    return WritePlan(exactly_once_writes.start_exactly_once(parse_options({
         "kafka.bootstrap.servers": bootstrap, "topic": topic, "deliveryGuarantee": "exactly-once",
         "transactionalIdPrefix": f"{topic}-txn", "producerCacheTimeoutMs": "0"})), ColumnLayout("value"))
 
@@ -172,7 +172,7 @@ def test_a_late_attempt_beginning_after_the_sweep_listed_the_write_is_never_comm
         return found
 
     monkeypatch.setattr("sparkkafka_sink.exactly_once.commit.list_write", listing_then_the_late_attempt_begins)
-    transactions.commit_all([winner], plan.options)
+    exactly_once_writes.commit_all([winner], plan.options)
     attempt.join(120)
     assert not attempt.is_alive()
     # it may have flushed and handed its transaction over before the fence, or failed fenced
@@ -198,16 +198,16 @@ def test_a_winner_whose_commit_fails_after_the_decision_is_completed_never_abort
     messages = [run_write_task(iter(rows(p * 1000, 100)), plan, None, TaskInfo(0, p, 0, attempt_id=40 + p))
                 for p in (0, 1)]
     held = proxy.blackhole_request(lambda frame: b"-p1-t41" in frame, ApiKey.END_TXN)
-    monkeypatch.setattr(transactions, "_END_TIMEOUT_S", 8.0)
-    with pytest.raises(transactions.TransactionCommitError, match="is decided .* nothing decided is ever aborted"):
-        transactions.commit_all(messages, plan.options)
+    monkeypatch.setattr(exactly_once_writes, "_END_TIMEOUT_S", 8.0)
+    with pytest.raises(exactly_once_writes.TransactionCommitError, match="is decided .* nothing decided is ever aborted"):
+        exactly_once_writes.commit_all(messages, plan.options)
     assert held.wait(0)
     direct = cluster.bootstrap_servers
     assert read_committed(direct, topic, 100) == list(range(100)), "partition 0's winner is committed, visible"
     assert open_transactions(direct, f"{topic}-txn"), "partition 1's winner is open (held), not aborted"
     proxy.clear_faults()
     proxy.cut_all()
-    text = transactions.abort_all(messages, plan.options)
+    text = exactly_once_writes.abort_all(messages, plan.options)
     assert "completed as decided (1 committed, 0 aborted)" in text, text
     assert read_committed(direct, topic, 200) == list(range(100)) + list(range(1000, 1100))
     assert open_transactions(direct, f"{topic}-txn") == []
@@ -231,7 +231,7 @@ def test_a_close_whose_connection_is_cut_is_read_back_and_the_write_commits(clus
     decision_id = plan.options.write().decision_id
     cut = proxy.cut_in_flight(ApiKey.INIT_PRODUCER_ID, every=0, at={"answer": "response"}.get(lost, lost), times=1,
                               predicate=lambda frame: decision_id.encode() in frame)
-    transactions.commit_all(messages, plan.options)
+    exactly_once_writes.commit_all(messages, plan.options)
     assert cut.hits == 1, "the close's connection was not cut: the test did not bite"
     direct = cluster.bootstrap_servers
     assert read_committed(direct, topic, 200) == list(range(100)) + list(range(1000, 1100))
@@ -256,7 +256,7 @@ def test_lease_keeper_none_starts_no_keeper_and_the_write_commits(apache_kafka, 
     an observer judges the driver gone at once (the crash table's keeper-dead rows)."""
     monkeypatch.setenv("SPARKKAFKA_LEASE_DIR", str(tmp_path / "leases"))
     bootstrap = apache_kafka.bootstrap_servers
-    options = transactions.start_exactly_once(parse_options({
+    options = exactly_once_writes.start_exactly_once(parse_options({
         "kafka.bootstrap.servers": bootstrap, "topic": topic, "deliveryGuarantee": "exactly-once",
         "transactionalIdPrefix": f"{topic}-txn", "leaseKeeper": "none", "producerCacheTimeoutMs": "0"}))
     plan = WritePlan(options, ColumnLayout("value"))
@@ -265,7 +265,7 @@ def test_lease_keeper_none_starts_no_keeper_and_the_write_commits(apache_kafka, 
     with TransactionAdmin({"bootstrap.servers": bootstrap}) as admin:
         owner = (options.transactional_id_prefix, options.owner)
         assert alive_owners(admin, {owner}, time.monotonic() + 30, window_s=3) == set()
-    transactions.commit_all([message], options)
+    exactly_once_writes.commit_all([message], options)
     assert read_committed(bootstrap, topic, 100) == list(range(100))
     assert open_transactions(bootstrap, f"{topic}-txn") == []
 
@@ -374,7 +374,7 @@ def test_a_streaming_driver_killed_around_its_commits_then_restarted_checkpointe
     2. between the decision and the last commit of micro-batch 4: the EndTxn of partition 1's
        transaction never reaches the broker (partition 0's may be committed).  The keeper
        commits what the decision records, and the replay finds micro-batch 4 decided (the
-       query's latest decision, in the decisions topic) and aborts its own new transactions.
+       query's latest decision, in the decisions topic) and aborts its own new exactly_once_writes.
     3. after the sink committed micro-batch 6, before Spark recorded it.  Killing between two
        steps would be a race, so the driver is stopped at an observed point just after --
        micro-batch 7's first commit request (nothing of 7 decided) -- and Spark's checkpoint is

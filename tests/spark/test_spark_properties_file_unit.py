@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.properties_file import options_of
+from sparkkafka_sink.spark.sink_errors import SinkValidationError
 
 FILE = """\
 # Confluent Cloud's client.properties, as it hands it out

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import ColumnLayout
+from sparkkafka_sink.spark.sink_errors import SinkValidationError
 from sparkkafka_sink.spark.task.rate_limit import RateLimiter, payload_bytes
 
 

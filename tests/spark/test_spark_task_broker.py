@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 from readback import read_records
 
-from sparkkafka_sink.spark.errors import SinkWriteError
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+from sparkkafka_sink.spark.sink_errors import SinkWriteError
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.write_task import run_write_task
 

@@ -15,9 +15,9 @@ from pyspark.sql.types import (
 from sparkkafka_sink.errors import ConfigError
 from sparkkafka_sink.producer.config import read_properties
 from sparkkafka_sink.spark.driver.validation import check_save_mode, validate_schema
-from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import ColumnLayout
+from sparkkafka_sink.spark.sink_errors import SinkValidationError
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 

@@ -14,9 +14,9 @@ from kafka_helpers import consume_all
 from sparkkafka_sink.errors import BufferExhaustedError, InvalidPartitionError
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
-from sparkkafka_sink.spark.errors import SinkWriteError
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+from sparkkafka_sink.spark.sink_errors import SinkWriteError
 from sparkkafka_sink.spark.sink_metrics import MetricsParam
 from sparkkafka_sink.spark.task.batches import coalesced as _coalesced
 from sparkkafka_sink.spark.task.task_info import TaskInfo

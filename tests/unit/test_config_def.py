@@ -11,7 +11,7 @@ from sparkkafka_sink.producer.config import KEYS
 from sparkkafka_sink.redaction import REDACTED
 from sparkkafka_sink.serialization.registry_settings import REGISTRY_KEYS
 from sparkkafka_sink.spark import option_catalog as catalog
-from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.sink_errors import SinkValidationError
 
 WAIT = ConfigKey("wait.ms", "integer", 100, "a wait", minimum=0, maximum=1000, unit="ms")
 SHARE = ConfigKey("share", "number", None, "a share", above=0, unit="seconds")

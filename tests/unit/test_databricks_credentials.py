@@ -187,8 +187,8 @@ def test_a_wrong_mechanism_and_class_pair_says_which_setting_to_change(monkeypat
 # -- the sink's option --------------------------------------------------------------------------------------
 def test_the_sinks_option_as_databricks_writes_it(standin):
     pytest.importorskip("pyspark")
-    from sparkkafka_sink.spark.errors import SinkValidationError
     from sparkkafka_sink.spark.options import parse_options
+    from sparkkafka_sink.spark.sink_errors import SinkValidationError
 
     options = {"kafka.bootstrap.servers": f"{MSK_HOST}:9098", "topic": "orders",
                "databricks.serviceCredential": "msk-writer"}

@@ -26,7 +26,7 @@ def test_spark_layer_names_the_extra_when_pyspark_is_missing():
 
 @pytest.mark.parametrize("module", ["pyspark_pyprod_kafka", "sparkkafka_sink.spark.writer",
                                     "sparkkafka_sink.spark.stream_writer", "sparkkafka_sink.spark.driver.planning",
-                                    "sparkkafka_sink.spark.driver.commit"])
+                                    "sparkkafka_sink.spark.driver.write_end"])
 def test_driver_side_processes_import_neither_numpy_nor_pyarrow_nor_the_producer(module):
     """Spark imports every top-level ``pyspark_*`` module in a Python process of its own at each
     data-source lookup, and unpickles the writer in another to commit: each pays our imports,

@@ -338,7 +338,7 @@ def test_a_topic_without_write_permission_fails_send_before_anything_is_sent(mak
                                                                              metadata_max):
     from fake_broker import DEFAULT_API_VERSIONS
 
-    from sparkkafka_sink.protocol.errors import TopicAuthorizationFailedError
+    from sparkkafka_sink.protocol.error_codes import TopicAuthorizationFailedError
 
     b = make_broker(api_versions={**DEFAULT_API_VERSIONS, METADATA: (0, metadata_max)})
     for name in ("ro", "rw", "unknown-ops", "zero-ops"):

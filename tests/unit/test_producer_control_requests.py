@@ -1,7 +1,7 @@
 """The control-request handlers without a broker: what each answer means (the one retry policy),
 what a handler hands its owner, and the coordinator lookup they share.  The Sender and the
 blocking admin drive them against brokers: tests/unit/test_sender_fake_broker.py,
-tests/transactions and tests/failover."""
+tests/exactly_once and tests/failover."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from sparkkafka_sink.producer.control_requests import (
     outcome_of,
 )
 from sparkkafka_sink.producer.handover import PreparedTransaction
-from sparkkafka_sink.producer.transactions import TransactionManager, TransactionState
-from sparkkafka_sink.protocol import errors as perr
+from sparkkafka_sink.producer.transaction_manager import TransactionManager, TransactionState
+from sparkkafka_sink.protocol import error_codes as perr
 from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
 

@@ -120,8 +120,8 @@ def test_the_spark_driver_logs_one_line_per_noted_key(caplog):
 
 
 def test_the_spark_sink_reports_a_refused_key_in_option_names():
-    from sparkkafka_sink.spark.errors import SinkValidationError
     from sparkkafka_sink.spark.options import parse_options
+    from sparkkafka_sink.spark.sink_errors import SinkValidationError
 
     with pytest.raises(SinkValidationError, match="'kafka.partitioner.class'.*Java class") as info:
         parse_options({"kafka.bootstrap.servers": "h:9092", "topic": "t",

@@ -24,7 +24,7 @@ from fake_broker import (
 )
 
 from sparkkafka_sink.errors import KafkaError, KafkaTimeoutError
-from sparkkafka_sink.protocol import errors as perrors
+from sparkkafka_sink.protocol import error_codes as perrors
 from sparkkafka_sink.testing.waiting import wait_until
 
 NOT_ENOUGH_REPLICAS = 19

@@ -95,8 +95,8 @@ def test_a_plain_message_is_left_as_it_is():
     ({"bootstrap.servers": "x:1", "acks": "1", "enable.idempotence": "true"}, "kafka.acks must be 'all'"),
 ])
 def test_the_sink_names_producer_settings_as_its_options(raw, shown):
-    from sparkkafka_sink.spark.errors import SinkValidationError
     from sparkkafka_sink.spark.options import parse_options
+    from sparkkafka_sink.spark.sink_errors import SinkValidationError
 
     options = {"kafka." + k: v for k, v in raw.items()} | {"topic": "t"}
     with pytest.raises(SinkValidationError) as caught:

@@ -16,8 +16,8 @@ import time
 from sparkkafka_sink.errors import AuthenticationError, KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
 from sparkkafka_sink.producer.admin import BlockingAdmin
 from sparkkafka_sink.producer.control_requests import TopicCheckError
-from sparkkafka_sink.spark.errors import SinkValidationError, in_option_names
 from sparkkafka_sink.spark.options import SinkOptions, files_here
+from sparkkafka_sink.spark.sink_errors import SinkValidationError, in_option_names
 
 
 def check_cluster(options: SinkOptions) -> None:

@@ -28,7 +28,7 @@ def plan_write(option_map: Mapping[str, str], schema: StructType, streaming: boo
 
         check_cluster(options)
     if options.exactly_once:
-        from sparkkafka_sink.spark.driver.transactions import start_exactly_once
+        from sparkkafka_sink.spark.driver.exactly_once_writes import start_exactly_once
 
         options = start_exactly_once(options, streaming)
     key_serializer = value_serializer = None

@@ -24,10 +24,10 @@ from pyspark.sql.types import DataType, StructType
 
 from sparkkafka_sink.errors import ConfigError, KafkaError
 from sparkkafka_sink.serialization.serializer import SerializerSpec, derived_schema, record_name_of
-from sparkkafka_sink.spark.errors import REGISTRY_PREFIX, SinkValidationError, in_option_names
 from sparkkafka_sink.spark.formats import ColumnFormat
 from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.plan import ColumnLayout
+from sparkkafka_sink.spark.sink_errors import REGISTRY_PREFIX, SinkValidationError, in_option_names
 
 if TYPE_CHECKING:
     import pyarrow as pa

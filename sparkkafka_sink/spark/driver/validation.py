@@ -22,8 +22,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkkafka_sink.spark.errors import SinkValidationError
 from sparkkafka_sink.spark.plan import ColumnLayout
+from sparkkafka_sink.spark.sink_errors import SinkValidationError
 
 #: the ``headers`` column's type (record.arrow.HEADERS_TYPE in Spark's words; not imported from
 #: there: the driver plans a write in a process of its own, and that module pulls in numpy)

@@ -38,8 +38,8 @@ from sparkkafka_sink.errors import InvalidHeaderError
 from sparkkafka_sink.producer.bulk import BulkFuture
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.record.refusals import Refused
-from sparkkafka_sink.spark.errors import in_option_names
 from sparkkafka_sink.spark.plan import ColumnLayout
+from sparkkafka_sink.spark.sink_errors import in_option_names
 from sparkkafka_sink.spark.task.part import Part
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from sparkkafka_sink.network.sasl.jaas import keytab_of, parse_jaas
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.sasl_keys import JAAS_CONFIG
-from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.sink_errors import PREFIX, SinkWriteError
 from sparkkafka_sink.spark.task.producer_pool import POOL
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.tls_keys import TlsSettings

@@ -11,7 +11,7 @@ serializing, writing dead letters) raises it naming the step.  Within a task the
 re-sends the whole partition.  At-least-once (the default), what a failed attempt delivered is
 then in Kafka twice.  Exactly-once, each attempt writes in a transaction of its own and hands it
 over in its commit message (``TaskProducer.prepare``): the driver commits the attempts Spark kept
-and aborts the others (``driver/transactions.py``).
+and aborts the others (``driver/exactly_once_writes.py``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeou
 from sparkkafka_sink.exactly_once.commit import CLOCK_SKEW_S, COMMIT_NEEDS_S
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
-from sparkkafka_sink.spark.errors import PREFIX, SinkWriteError, in_option_names
 from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.plan import WritePlan
+from sparkkafka_sink.spark.sink_errors import PREFIX, SinkWriteError, in_option_names
 from sparkkafka_sink.spark.sink_metrics import task_metrics
 from sparkkafka_sink.spark.task.batches import coalesced, paced
 from sparkkafka_sink.spark.task.dead_letters import DeadLetters

@@ -14,9 +14,9 @@ from sparkkafka_sink.exactly_once.decision import Decision
 from sparkkafka_sink.exactly_once.decision_log import SLOTS, DecisionLog, DecisionRecorder, DecisionTopicError
 from sparkkafka_sink.exactly_once.ids import WriteId
 from sparkkafka_sink.producer.handover import TransactionAdmin
-from sparkkafka_sink.spark.driver import transactions
-from sparkkafka_sink.spark.errors import SinkValidationError
+from sparkkafka_sink.spark.driver import exactly_once_writes
 from sparkkafka_sink.spark.options import parse_options
+from sparkkafka_sink.spark.sink_errors import SinkValidationError
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker, pytest.mark.transactions]
@@ -60,7 +60,7 @@ def test_a_prefixs_decision_is_found_after_the_topic_grew(apache_kafka):
 
 
 def start(apache_kafka, decision_topic: str):
-    return transactions.start_exactly_once(parse_options({
+    return exactly_once_writes.start_exactly_once(parse_options({
         "kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "topic": "t", "deliveryGuarantee": "exactly-once",
         "decisionTopic": decision_topic, "leaseKeeper": "none", "transactionalIdPrefix": f"{decision_topic}-txn"}))
 

@@ -1,7 +1,7 @@
 """Commit-message aggregation, driver summaries and metric merging."""
 
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
-from sparkkafka_sink.spark.driver.commit import abort_summary, commit_summary, merge_offsets
+from sparkkafka_sink.spark.driver.write_end import abort_summary, commit_summary, merge_offsets
 from sparkkafka_sink.spark.sink_metrics import MetricsParam, SinkMetrics, snapshot_of, task_metrics
 
 

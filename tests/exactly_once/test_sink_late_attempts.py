@@ -14,10 +14,10 @@ import pytest
 from kafka_helpers import consume_all, open_transactions
 
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
-from sparkkafka_sink.spark.driver import transactions
-from sparkkafka_sink.spark.errors import SinkWriteError
+from sparkkafka_sink.spark.driver import exactly_once_writes
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.plan import ColumnLayout, WritePlan
+from sparkkafka_sink.spark.sink_errors import SinkWriteError
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.task_producer import transactional_id
 from sparkkafka_sink.spark.task.write_task import run_write_task
@@ -34,7 +34,7 @@ def rows(start: int, n: int):
 def write(apache_kafka):
     topic = f"late-{uuid.uuid4().hex[:8]}"
     create_topics(apache_kafka.bootstrap_servers, {topic: 1})
-    options = transactions.start_exactly_once(parse_options({
+    options = exactly_once_writes.start_exactly_once(parse_options({
         "kafka.bootstrap.servers": apache_kafka.bootstrap_servers, "topic": topic, "deliveryGuarantee": "exactly-once",
         "transactionalIdPrefix": f"{topic}-txn"}))
     return topic, WritePlan(options, ColumnLayout("value"))
@@ -43,7 +43,7 @@ def write(apache_kafka):
 def test_an_attempt_starting_after_the_commit_writes_nothing(apache_kafka, write):
     topic, plan = write
     winner = run_write_task(iter(rows(0, 100)), plan, None, TaskInfo(0, 1, 0, attempt_id=11))
-    transactions.commit_all([winner], plan.options)
+    exactly_once_writes.commit_all([winner], plan.options)
     with pytest.raises(SinkWriteError, match="the driver already ended this write"):
         run_write_task(iter(rows(1000, 100)), plan, None, TaskInfo(0, 1, 1, attempt_id=12))
     assert open_transactions(apache_kafka.bootstrap_servers, plan.options.transactional_id_prefix) == []
@@ -69,7 +69,7 @@ def test_an_attempt_initialised_before_the_commit_is_fenced(apache_kafka, write,
         def init_then_commit(timeout=None):
             real_init(timeout)
             assert config["transactional.id"] == transactional_id(plan.options, late_task)
-            transactions.commit_all([winner], plan.options)  # the driver ends the write right now
+            exactly_once_writes.commit_all([winner], plan.options)  # the driver ends the write right now
 
         producer.init_transactions = init_then_commit
         return producer

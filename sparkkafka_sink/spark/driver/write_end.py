@@ -4,7 +4,7 @@ Spark passes the tasks' ``TaskCommitMessage`` objects to ``commit()`` (all succe
 ``abort()`` (some failed; failed tasks give None).  At-least-once, Kafka has nothing to commit or
 roll back, so both only log: the summary says where the data went, the abort note says what is
 already in Kafka and will be written again when the job is re-run.  Exactly-once, the tasks'
-transactions are committed or aborted first (``transactions.py``).
+transactions are committed or aborted first (``exactly_once_writes.py``).
 """
 
 from __future__ import annotations
@@ -48,16 +48,16 @@ def _end_transactions(messages: CommitMessages, options: SinkOptions, batch_id: 
                       commit: bool) -> tuple[str, bool]:
     """Exactly-once: commit (or end as decided) the tasks' transactions; the line saying what
     was done, and whether the micro-batch was a replay of one decided before."""
-    from sparkkafka_sink.spark.driver import transactions  # the network stack: exactly-once only
+    from sparkkafka_sink.spark.driver import exactly_once_writes  # the network stack: exactly-once only
 
     micro_batch = batch_id if batch_id is not None else options.batch_id  # foreachBatch's batchId option
     replay = False
     if micro_batch is None:
-        text = (transactions.commit_all if commit else transactions.abort_all)(messages, options)
+        text = (exactly_once_writes.commit_all if commit else exactly_once_writes.abort_all)(messages, options)
     elif commit:
-        text, replay = transactions.commit_micro_batch(messages, micro_batch, options)
+        text, replay = exactly_once_writes.commit_micro_batch(messages, micro_batch, options)
     else:
-        text = transactions.abort_micro_batch(messages, micro_batch, options)
+        text = exactly_once_writes.abort_micro_batch(messages, micro_batch, options)
     return "pyprod-kafka: exactly-once: " + text, replay
 
 

@@ -1,4 +1,4 @@
-"""An exactly-once batch write for tests/transactions/ (crash recovery and schedules), in a process
+"""An exactly-once batch write for tests/exactly_once/ (crash recovery and schedules), in a process
 group of its own so a test can kill the whole driver (its JVM and its Python):
 ``python crash_job.py BOOTSTRAP TOPIC FIRST ROWS RECORDS_PER_SECOND [DELAY_S]`` writes the values
 FIRST..FIRST+ROWS-1 in two tasks, each paced at RECORDS_PER_SECOND (0: no limit), with the sink's

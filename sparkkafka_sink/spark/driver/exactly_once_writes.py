@@ -31,10 +31,10 @@ from sparkkafka_sink.exactly_once.owner import driver_process, driver_token
 from sparkkafka_sink.exactly_once.replay import Replay, judge_micro_batch
 from sparkkafka_sink.exactly_once.settle import LIVE_STATES, Settled, settle
 from sparkkafka_sink.producer.handover import HANDOVER_APIS, BrokerLacking, PreparedTransaction, TransactionAdmin
-from sparkkafka_sink.protocol.errors import InvalidTransactionTimeoutError
+from sparkkafka_sink.protocol.error_codes import InvalidTransactionTimeoutError
 from sparkkafka_sink.spark.commit_message import CommitMessages, TaskCommitMessage
-from sparkkafka_sink.spark.errors import SinkValidationError, in_option_names
 from sparkkafka_sink.spark.options import SinkOptions
+from sparkkafka_sink.spark.sink_errors import SinkValidationError, in_option_names
 
 log = logging.getLogger("sparkkafka_sink.spark")
 

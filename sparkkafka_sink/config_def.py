@@ -20,7 +20,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, SupportsFloat, TypeVar, overload
 
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
@@ -105,7 +105,7 @@ class ConfigKey(Generic[T]):
         return is_secret_key(self.name) if self.secret is None else self.secret
 
     # -- parsing ----------------------------------------------------------------------------
-    def parse(self, raw: Any) -> T:
+    def parse(self, raw: object) -> T:
         """The value ``raw`` stands for (None: not given, the default's), or :class:`Invalid`."""
         found: Any
         if raw is None:
@@ -125,7 +125,7 @@ class ConfigKey(Generic[T]):
         return replace(self, name=filled(self.name), doc=filled(self.doc), unset=filled(self.unset),
                        hint=filled(self.hint))
 
-    def _value(self, raw: Any) -> Any:
+    def _value(self, raw: object) -> object:
         if self.kind == "custom":
             assert self.parser is not None, f"{self.name}: a custom key needs its parser"
             return self.parser(raw)
@@ -144,7 +144,7 @@ class ConfigKey(Generic[T]):
             raise Invalid(self.accepted)
         return found
 
-    def _string(self, raw: Any) -> str | None:
+    def _string(self, raw: object) -> str | None:
         if not isinstance(raw, str):
             raise Invalid(self.accepted)
         text = raw if self.blank == "value" else raw.strip()
@@ -156,14 +156,14 @@ class ConfigKey(Generic[T]):
             raise Invalid(self.accepted, f"it has {len(text)} characters", "too long", len(text))
         return text
 
-    def _choice(self, raw: Any) -> str | None:
+    def _choice(self, raw: object) -> str | None:
         if not isinstance(raw, str):
             return None
         text = raw.strip()
         found = next((c for c in self.choices if c.lower() == text.lower()), None)
         return found if found is not None or self.spelling is None else self.spelling(text)
 
-    def _number(self, raw: Any) -> float | int | None:
+    def _number(self, raw: object) -> float | int | None:
         if isinstance(raw, bool):
             return None
         try:
@@ -173,8 +173,12 @@ class ConfigKey(Generic[T]):
                         return None
                     raw = int(raw)
                 number: float = raw if isinstance(raw, int) else int(str(raw).strip())
+            elif isinstance(raw, str):
+                number = float(raw.strip())
+            elif isinstance(raw, (SupportsFloat, bytes, bytearray)):
+                number = float(raw)
             else:
-                number = float(raw.strip() if isinstance(raw, str) else raw)
+                return None
         except (TypeError, ValueError, OverflowError):
             return None
         if not math.isfinite(number):
@@ -236,7 +240,7 @@ class ConfigKey(Generic[T]):
             return str(self.default).lower()
         return str(self.default)
 
-    def shown(self, value: Any) -> str:
+    def shown(self, value: object) -> str:
         """``value`` as a message may show it."""
         return REDACTED if self.is_secret else repr(value)
 
@@ -277,7 +281,7 @@ def number_text(value: float, named: bool = False) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def client_error(key: ConfigKey, raw: Any, invalid: Invalid) -> ConfigError:
+def client_error(key: ConfigKey[Any], raw: object, invalid: Invalid) -> ConfigError:
     """The clients' wording (the producer's, the registry's), as the Java client's."""
     if invalid.detail is not None and key.kind == "custom":
         return ConfigError(Message("Invalid value {} for configuration {!r}: {}", key.shown(raw), Setting(key.name),
@@ -286,7 +290,7 @@ def client_error(key: ConfigKey, raw: Any, invalid: Invalid) -> ConfigError:
                                Setting(key.name), invalid.accepted))
 
 
-def value_of(key: ConfigKey[T], raw: Any) -> T:
+def value_of(key: ConfigKey[T], raw: object) -> T:
     """``key``'s value given ``raw`` (None: not given), errors in the clients' wording: for a key
     read outside a scope's :class:`ConfigDef` (the SASL settings, a token source)."""
     try:
@@ -417,7 +421,7 @@ class ConfigDef(Mapping[str, ConfigKey]):
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._find(name) in self._keys
 
-    def parse(self, name: str, raw: Any) -> Any:
+    def parse(self, name: str, raw: object) -> Any:
         """The value of setting ``name`` given ``raw`` (None: not given), or the scope's error."""
         key = self[name]
         try:

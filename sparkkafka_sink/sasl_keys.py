@@ -6,7 +6,7 @@ the network layer."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from sparkkafka_sink.cloud.databricks import KEY as SERVICE_CREDENTIAL
 from sparkkafka_sink.config_def import (
@@ -24,9 +24,12 @@ from sparkkafka_sink.oauth.token_source import REFRESH_WINDOW_FACTOR_KEY
 from sparkkafka_sink.security_protocol import SASL_MECHANISM
 
 
-def _callable_or_str(value: Any) -> Any:
-    if callable(value) or isinstance(value, str):
+def _callable_or_str(value: object) -> str | Callable[..., object]:
+    if isinstance(value, str):
         return value
+    if callable(value):
+        provider: Callable[..., object] = value
+        return provider
     raise Invalid("a callable or an importable 'module:function' string")
 
 

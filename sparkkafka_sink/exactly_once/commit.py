@@ -40,6 +40,7 @@ from sparkkafka_sink.exactly_once.decision_log import DecisionLog, DecisionRecor
 from sparkkafka_sink.exactly_once.ids import WriteId
 from sparkkafka_sink.exactly_once.settle import describe_winners, list_write, plan, settle
 from sparkkafka_sink.producer.handover import PreparedTransaction, TransactionAdmin
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 __all__ = ["CommitError", "WriteEndedError", "NothingDecidedError", "UndecidedError", "IncompleteCommitError",
            "Committed", "commit_write", "COMMIT_NEEDS_S", "COMMIT_NEEDS_PER_WINNER_S", "CLOCK_SKEW_S",
@@ -99,7 +100,7 @@ class Committed:
     aborted: list[str] = field(default_factory=list)
 
 
-def time_left_s(described: Any, now_s: float) -> float:
+def time_left_s(described: ProtocolMessage, now_s: float) -> float:
     """Seconds before a transaction's coordinator aborts it (its start, as the coordinator
     recorded it, plus its timeout), less the clocks' possible skew."""
     return (described.start_time_ms + described.timeout_ms) / 1000 - now_s - CLOCK_SKEW_S

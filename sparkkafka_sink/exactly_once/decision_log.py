@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, ProducerFencedError
@@ -50,6 +50,7 @@ from sparkkafka_sink.protocol.error_codes import (
     UnknownTopicOrPartitionError,
     broker_error,
 )
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 from sparkkafka_sink.record.batch import decode_batches
 
 __all__ = ["DEFAULT_TOPIC", "SLOTS", "DecisionTopicError", "DecisionLog", "DecisionRecorder", "fence", "partition_of"]
@@ -356,10 +357,10 @@ class DecisionLog:
             offset = max(offset, got[-1].base_offset + got[-1].last_offset_delta + 1)
         return batches
 
-    def _call(self, partition: int, request: Any, deadline: float, fresh: bool) -> Any:
+    def _call(self, partition: int, request: ProtocolMessage, deadline: float, fresh: bool) -> ProtocolMessage:
         return self._asked(lambda again: self._leader(partition, deadline, fresh or again), request, deadline)
 
-    def _asked(self, node: Callable[[bool], int | None], request: Any, deadline: float) -> Any:
+    def _asked(self, node: Callable[[bool], int | None], request: ProtocolMessage, deadline: float) -> ProtocolMessage:
         """``request``'s answer from ``node(fresh)``, asked again (fresh metadata naming the node
         there is now) while the connection to it drops before the answer, within ``deadline``."""
         fresh = False
@@ -380,7 +381,7 @@ class DecisionLog:
         return True
 
 
-def _committed(markers: Any, offset: int) -> bool:
+def _committed(markers: Iterable[tuple[int, bool]], offset: int) -> bool:
     """The first marker of a record's producer after it says commit (none yet: still open)."""
     after = [(at, committed) for at, committed in markers if at > offset]
     return bool(after) and min(after)[1]

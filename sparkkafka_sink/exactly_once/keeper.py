@@ -40,7 +40,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from sparkkafka_sink.errors import KafkaError
 from sparkkafka_sink.exactly_once.ids import lease_id, owned_prefix, parse
@@ -49,6 +49,7 @@ from sparkkafka_sink.exactly_once.owner import Process, alive, stat
 
 if TYPE_CHECKING:  # (imported where used: the keeper process starts light)
     from sparkkafka_sink.exactly_once.decision_log import DecisionLog
+    from sparkkafka_sink.exactly_once.settle import Settled
     from sparkkafka_sink.producer.handover import TransactionAdmin
 
 __all__ = ["IDLE_S", "RETAIN_S", "KeeperSpec", "Registry", "ensure_keeper", "keep", "main", "sweep"]
@@ -178,7 +179,7 @@ class Registry:
                 continue
         return found
 
-    def lock(self) -> Any:
+    def lock(self) -> IO[str]:
         """An exclusive lock on the registry (two writes planning at once start one keeper)."""
         handle = open(self.dir / "keeper.lock", "w")
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -401,7 +402,7 @@ def _end_all(admin: TransactionAdmin, decisions: DecisionLog, spec: KeeperSpec, 
             pause = min(pause * 2, _MAX_PAUSE_S)
 
 
-def _said(settled: Any) -> str:
+def _said(settled: Settled) -> str:
     how = "decided: committed as recorded" if settled.decided else "undecided: aborted"
     return (f"write {settled.write} {how} ({len(settled.committed)} committed, {len(settled.aborted)} aborted"
             + (f", {len(settled.lost)} lost to their coordinator's timeout" if settled.lost else "") + ")")

@@ -33,6 +33,7 @@ from sparkkafka_sink.errors import Message, Setting
 from sparkkafka_sink.exactly_once.decision_log import DecisionLog, fence
 from sparkkafka_sink.exactly_once.ids import WriteId
 from sparkkafka_sink.producer.handover import PreparedTransaction, TransactionAdmin
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 __all__ = ["LIVE_STATES", "OPEN", "COMMITTED", "ABORTED", "UNKNOWN", "Listed", "Ending", "Settled", "fate",
            "list_write", "describe_winners", "plan", "apply", "settle"]
@@ -97,7 +98,7 @@ class Settled:
         return not self.lost and not self.unknown
 
 
-def fate(winner: PreparedTransaction, described: Any) -> str:
+def fate(winner: PreparedTransaction, described: ProtocolMessage | None) -> str:
     """Where ``winner`` stands by its coordinator's description (a ``TransactionDescription``,
     None when the coordinator does not know the id)."""
     if described is None or described.producer_id != winner.producer_id:

@@ -11,7 +11,6 @@ requests and reads answers; ``ConnectionSetup`` sends them.  Failures become
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from sparkkafka_sink.errors import AuthenticationError, KafkaError, Message, Setting
 from sparkkafka_sink.network.sasl.client import SaslClient
@@ -25,6 +24,7 @@ from sparkkafka_sink.protocol.error_codes import (
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
 )
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 #: Kafka's broker (KafkaChannel) accepts at most one re-authentication per second per connection
 _MIN_REAUTH_INTERVAL_MS = 1050.0
@@ -49,10 +49,10 @@ class SaslAuthenticator:
         return AuthenticationError(Message("SASL {} {} of {} with broker {} failed: {}", self.mechanism, what, who,
                                            self.address, reason))
 
-    def handshake_request(self) -> Any:
+    def handshake_request(self) -> ProtocolMessage:
         return messages.SaslHandshakeRequest(mechanism=self.mechanism)
 
-    def on_handshake(self, response: Any) -> Any:
+    def on_handshake(self, response: ProtocolMessage) -> ProtocolMessage:
         """The first SaslAuthenticate request, after the broker accepted the mechanism."""
         error = ERROR_CLASSES.get(response.error_code)
         if error is UnsupportedSaslMechanismError:
@@ -79,7 +79,7 @@ class SaslAuthenticator:
             raise failure from None
         return messages.SaslAuthenticateRequest(auth_bytes=first)
 
-    def on_authenticate(self, response: Any) -> Any | None:
+    def on_authenticate(self, response: ProtocolMessage) -> ProtocolMessage | None:
         """The next SaslAuthenticate request, or None when the exchange is complete."""
         if response.error_code:
             detail = response.error_message or f"error code {response.error_code}"

@@ -23,7 +23,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkkafka_sink.errors import (
     AuthenticationError,
@@ -45,7 +45,10 @@ from sparkkafka_sink.network.in_flight import ClientResponse, InFlightRequest, I
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.network.metadata_updater import MetadataUpdater
 from sparkkafka_sink.protocol.api import ApiKey, negotiate
-from sparkkafka_sink.protocol.broker_protocol import PendingRequest
+from sparkkafka_sink.protocol.broker_protocol import PendingRequest, Request
+
+if TYPE_CHECKING:
+    from sparkkafka_sink.network.sasl.settings import SaslSettings
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +68,7 @@ class NetworkClient:
                  connections_max_idle_ms: int = -1, send_buffer_bytes: int = -1,
                  receive_buffer_bytes: int = -1, allow_auto_topic_creation: bool = True,
                  software_version: str = "0", ssl_context: ssl.SSLContext | None = None,
-                 sasl: Any = None):
+                 sasl: SaslSettings | None = None):
         self.metadata = metadata
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -244,7 +247,7 @@ class NetworkClient:
             raise UnsupportedVersionError(
                 f"Broker {conn.address}: {e} (it answers as {kafka_release(conn.api_versions)} does)") from None
 
-    def send(self, node_id: int, request: Any, callback: Callable[[ClientResponse], None] | None,
+    def send(self, node_id: int, request: Request, callback: Callable[[ClientResponse], None] | None,
              now: float, *, expect_response: bool = True, context: Any = None,
              version: int | None = None, max_version: int | None = None) -> InFlightRequest:
         """Queue ``request`` to a READY node (check ``ready()`` first), at ``version`` or the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkkafka_sink.errors import AuthenticationError, KafkaError, Message, Setting, UnsupportedVersionError
 from sparkkafka_sink.network.authenticator import SaslAuthenticator
@@ -23,12 +23,16 @@ from sparkkafka_sink.protocol import messages
 from sparkkafka_sink.protocol.api import SUPPORTED_VERSIONS, ApiKey
 from sparkkafka_sink.protocol.broker_protocol import BrokerProtocol
 from sparkkafka_sink.protocol.error_codes import broker_error
+from sparkkafka_sink.protocol.schema import ProtocolMessage
+
+if TYPE_CHECKING:
+    from sparkkafka_sink.network.sasl.settings import SaslSettings
 
 log = logging.getLogger(__name__)
 
 
 class ConnectionSetup:
-    def __init__(self, sasl: Any, software_version: str, *, send: Callable[..., Any],
+    def __init__(self, sasl: SaslSettings | None, software_version: str, *, send: Callable[..., Any],
                  close: Callable[[BrokerConnection, KafkaError, float], None],
                  ready: Callable[[BrokerConnection, float], None]):
         #: ``network.sasl.settings.SaslSettings`` when the listener wants SASL
@@ -79,6 +83,7 @@ class ConnectionSetup:
     # -- SASL (KIP-152), renewed before the session expires (KIP-368) -------------------------
     def authenticate(self, conn: BrokerConnection, now: float) -> None:
         """Start a SASL exchange: on a new connection, or on a READY one whose session is due."""
+        assert self.sasl is not None, "only a client with SASL settings authenticates"
         reauth = conn.state is ConnectionState.READY
         auth = SaslAuthenticator(self.sasl, conn.address, reauthentication=reauth, now_ms=now)
         conn.mark_authenticating(auth, now)
@@ -102,7 +107,7 @@ class ConnectionSetup:
                if c.reauthenticate_at_ms is not None and c.state is ConnectionState.READY]
         return max(min(due) - now, 0.0) if due else float("inf")
 
-    def _send_sasl(self, conn: BrokerConnection, auth: SaslAuthenticator, request: Any,
+    def _send_sasl(self, conn: BrokerConnection, auth: SaslAuthenticator, request: ProtocolMessage,
                    handler: Callable, now: float) -> None:
         try:
             self._send(conn.node_id, request, lambda resp: handler(conn, auth, resp), now)
@@ -110,14 +115,16 @@ class ConnectionSetup:
             self._close(conn, AuthenticationError(Message("SASL with broker {}: {}", conn.address, e)), now)
 
     @staticmethod
-    def _sasl_answer(conn: BrokerConnection, auth: SaslAuthenticator, resp: ClientResponse) -> bool:
-        return resp.response is not None and conn.sock is not None and conn.authenticator is auth
+    def _sasl_answer(conn: BrokerConnection, auth: SaslAuthenticator, resp: ClientResponse) -> ProtocolMessage | None:
+        """The answer for ``auth``, while its connection stands (None: none, or too late)."""
+        return resp.response if conn.sock is not None and conn.authenticator is auth else None
 
     def _handle_sasl_handshake(self, conn: BrokerConnection, auth: SaslAuthenticator, resp: ClientResponse) -> None:
-        if not self._sasl_answer(conn, auth, resp):
+        answer = self._sasl_answer(conn, auth, resp)
+        if answer is None:
             return
         try:
-            request = auth.on_handshake(resp.response)
+            request = auth.on_handshake(answer)
         except AuthenticationError as e:
             self._close(conn, e, resp.received_ms)
             return
@@ -125,11 +132,12 @@ class ConnectionSetup:
 
     def _handle_sasl_authenticate(self, conn: BrokerConnection, auth: SaslAuthenticator,
                                   resp: ClientResponse) -> None:
-        if not self._sasl_answer(conn, auth, resp):
+        answer = self._sasl_answer(conn, auth, resp)
+        if answer is None:
             return
         now = resp.received_ms
         try:
-            request = auth.on_authenticate(resp.response)
+            request = auth.on_authenticate(answer)
         except AuthenticationError as e:
             self._close(conn, e, now)
             return

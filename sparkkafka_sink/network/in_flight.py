@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkkafka_sink.errors import KafkaError
+from sparkkafka_sink.protocol.broker_protocol import Request
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 
 @dataclass(eq=False)
@@ -21,7 +23,7 @@ class InFlightRequest:
     correlation_id: int
     api_key: int
     api_version: int
-    request: Any
+    request: Request
     callback: Callable[[ClientResponse], None] | None
     created_ms: float
     expect_response: bool = True
@@ -34,7 +36,7 @@ class ClientResponse:
     """What a request's callback receives: the decoded response or why there is none."""
 
     request: InFlightRequest
-    response: Any = None
+    response: ProtocolMessage | None = None
     received_ms: float = 0.0
     disconnected: bool = False
     error: KafkaError | None = None

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 from sparkkafka_sink.network.cluster import BrokerNode, Cluster, PartitionInfo
 from sparkkafka_sink.protocol.error_codes import LeaderNotAvailableError, error_for_code
 from sparkkafka_sink.protocol.messages import write_refused
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 
 class Metadata:
@@ -66,7 +66,7 @@ class Metadata:
         backoff = max(self.last_refresh_ms + self.refresh_backoff_ms - now_ms, 0.0)
         return max(due, backoff)
 
-    def update(self, response: Any, now_ms: float) -> None:
+    def update(self, response: ProtocolMessage, now_ms: float) -> None:
         """Install the cluster described by a MetadataResponse."""
         brokers = {b.node_id: BrokerNode(b.node_id, b.host, b.port, getattr(b, "rack", None))
                    for b in response.brokers}

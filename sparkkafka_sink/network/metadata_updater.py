@@ -9,13 +9,14 @@ so a ``send()`` waiting for metadata can say so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from sparkkafka_sink.errors import KafkaConnectionError, Message, UnsupportedVersionError
 from sparkkafka_sink.network.connection import BrokerConnection, ConnectionState
 from sparkkafka_sink.network.in_flight import ClientResponse
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.protocol.messages import metadata_request
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 
 class UpdatedClient(Protocol):
@@ -38,7 +39,7 @@ class UpdatedClient(Protocol):
 
     def ready(self, node_id: int, now: float) -> bool: ...
 
-    def send(self, node_id: int, request: Any, callback: Callable[[ClientResponse], None] | None,
+    def send(self, node_id: int, request: ProtocolMessage, callback: Callable[[ClientResponse], None] | None,
              now: float) -> object: ...
 
     def close_bootstrap_connections(self) -> None: ...

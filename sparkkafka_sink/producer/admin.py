@@ -18,6 +18,7 @@ from sparkkafka_sink.network.client import now_ms
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.control_requests import ControlRequest, Coordinators, Outcome, TopicMetadata
 from sparkkafka_sink.producer.network_stack import network_stack
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 _Admin = TypeVar("_Admin", bound="BlockingAdmin")
 
@@ -43,7 +44,7 @@ class BlockingAdmin:
         self.close()
 
     # -- one request ---------------------------------------------------------------------------
-    def call(self, node: int | None, request: Any, deadline: float, max_version: int | None = None) -> Any:
+    def call(self, node: int | None, request: ProtocolMessage, deadline: float, max_version: int | None = None) -> ProtocolMessage:
         """Send ``request`` to ``node`` (None: any broker) and wait for its answer.
 
         A named node (a coordinator) that cannot be reached, that the metadata no longer names

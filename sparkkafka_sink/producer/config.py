@@ -50,7 +50,7 @@ BULK_BATCH_SIZE = 262_144
 
 
 # -- values of their own shape --------------------------------------------------------------------
-def _bootstrap(value: Any) -> list[tuple[str, int]]:
+def _bootstrap(value: object) -> list[tuple[str, int]]:
     """'h1:9092,h2:9093' (or a list of such) -> [(host, port), ...]."""
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
@@ -73,7 +73,7 @@ def _bootstrap(value: Any) -> list[tuple[str, int]]:
 _BOOTSTRAP = "a comma-separated list of host:port"
 
 
-def _acks(value: Any) -> int:
+def _acks(value: object) -> int:
     v = value.strip().lower() if isinstance(value, str) else value
     if not isinstance(v, bool):
         for number, spellings in ((-1, ("all", -1, "-1")), (0, (0, "0")), (1, (1, "1"))):
@@ -82,7 +82,7 @@ def _acks(value: Any) -> int:
     raise Invalid("one of all, -1, 0, 1")
 
 
-def _gzip_level(value: Any) -> int:
+def _gzip_level(value: object) -> int:
     try:
         level = _LEVEL.parse(value)
     except Invalid:
@@ -95,16 +95,17 @@ def _gzip_level(value: Any) -> int:
 _LEVEL = ConfigKey[int]("compression.gzip.level", "integer", None, "", minimum=-1, maximum=9)
 
 
-def _partitioner(value: Any) -> str | Callable[..., int]:
+def _partitioner(value: object) -> str | Callable[..., int]:
     if callable(value):
-        return value
+        partition: Callable[..., int] = value
+        return partition
     return _PARTITIONER_NAMES.parse(value)
 
 
 _PARTITIONER_NAMES = ConfigKey[str]("partitioner", "choice", None, "", choices=PARTITIONERS)
 
 
-def _transactional_id(value: Any) -> str:
+def _transactional_id(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise Invalid("a non-empty string (or unset)")
     return value

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 from sparkkafka_sink.errors import KafkaError, Message, ProducerFencedError, Setting
 from sparkkafka_sink.protocol import messages
@@ -32,6 +35,7 @@ from sparkkafka_sink.protocol.error_codes import (
     broker_error,
     error_for_code,
 )
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 #: FindCoordinator's key type of a transactional id
 COORDINATOR_TRANSACTION = 1
@@ -63,15 +67,15 @@ class ControlRequest:
     #: the transactional id whose coordinator must answer (None: any broker)
     coordinator_key: str | None = None
 
-    def __init__(self, on_outcome: Callable[[ControlRequest, Outcome], None] | None = None):
-        self._on_outcome = on_outcome
+    def __init__(self, on_outcome: Callable[[Self, Outcome], None] | None = None):
+        self._on_outcome: Callable[[Self, Outcome], None] | None = on_outcome
         #: what the answer said (per handler), once DONE
         self.result: Any = None
         #: FATAL: what to raise; otherwise the last refusal, for a timeout's message
         self.error: BaseException | None = None
 
     # -- what subclasses say ------------------------------------------------------------------
-    def build(self) -> Any:
+    def build(self) -> ProtocolMessage:
         raise NotImplementedError
 
     @property
@@ -82,7 +86,7 @@ class ControlRequest:
     def describe(self) -> str:
         raise NotImplementedError
 
-    def read(self, response: Any) -> Outcome:
+    def read(self, response: ProtocolMessage) -> Outcome:
         """Apply an answer: set ``result`` and return DONE, or ``self.refused(error)``."""
         raise NotImplementedError
 
@@ -98,7 +102,7 @@ class ControlRequest:
         return self.error if self.error is not None else KafkaError(f"{self.describe()} failed")
 
     # -- driven by the Sender or the blocking admin -------------------------------------------
-    def handle(self, response: Any) -> Outcome:
+    def handle(self, response: ProtocolMessage) -> Outcome:
         return self._tell(self.read(response))
 
     def no_answer(self, error: BaseException | None) -> Outcome:
@@ -124,7 +128,7 @@ class ControlRequest:
         self.error = error
         return self._tell(Outcome.FATAL)
 
-    def _tell(self, outcome: Outcome) -> Outcome:
+    def _tell(self: Self, outcome: Outcome) -> Outcome:
         if self._on_outcome is not None:
             self._on_outcome(self, outcome)
         return outcome
@@ -140,7 +144,7 @@ def fenced_error(transactional_id: str, error: BaseException) -> ProducerFencedE
 class TransactionalRequest(ControlRequest):
     """A request to a transactional id's coordinator."""
 
-    def __init__(self, transactional_id: str, on_outcome: Callable[[Any, Outcome], None] | None = None):
+    def __init__(self, transactional_id: str, on_outcome: Callable[[Self, Outcome], None] | None = None):
         super().__init__(on_outcome)
         self.transactional_id = transactional_id
         self.coordinator_key = transactional_id
@@ -149,18 +153,18 @@ class TransactionalRequest(ControlRequest):
 class FindCoordinator(ControlRequest):
     """Which broker coordinates ``key`` (a transactional id); ``result``: its node id."""
 
-    def __init__(self, key: str, on_outcome: Callable[[Any, Outcome], None] | None = None):
+    def __init__(self, key: str, on_outcome: Callable[[Self, Outcome], None] | None = None):
         super().__init__(on_outcome)
         self.key = key
 
-    def build(self) -> Any:
+    def build(self) -> ProtocolMessage:
         return messages.FindCoordinatorRequest(key=self.key, key_type=COORDINATOR_TRANSACTION,
                                                coordinator_keys=[self.key])
 
     def describe(self) -> str:
         return f"FindCoordinator for {self.key!r}"
 
-    def read(self, response: Any) -> Outcome:
+    def read(self, response: ProtocolMessage) -> Outcome:
         answer = response.coordinators[0] if getattr(response, "coordinators", None) else response
         if answer.error_code:
             return self.refused(broker_error(answer.error_code, self.describe()))
@@ -205,7 +209,7 @@ class InitProducerId(ControlRequest):
     unknown, or further on, is initialised again."""
 
     def __init__(self, transactional_id: str | None, transaction_timeout_ms: int, producer_id: int = -1,
-                 producer_epoch: int = -1, on_outcome: Callable[[Any, Outcome], None] | None = None,
+                 producer_epoch: int = -1, on_outcome: Callable[[Self, Outcome], None] | None = None,
                  resume_lost: bool = False):
         super().__init__(on_outcome)
         self.transactional_id = transactional_id
@@ -219,7 +223,7 @@ class InitProducerId(ControlRequest):
         #: the answer was the unanswered request's, read from DescribeTransactions
         self.resumed = False
 
-    def build(self) -> Any:
+    def build(self) -> ProtocolMessage:
         if self._asking is not None:
             return self._asking.build()
         return messages.InitProducerIdRequest(
@@ -236,7 +240,7 @@ class InitProducerId(ControlRequest):
             self._asking = DescribeTransactions(self.transactional_id)
         return super().no_answer(error)
 
-    def read(self, response: Any) -> Outcome:
+    def read(self, response: ProtocolMessage) -> Outcome:
         if self._asking is not None:
             return self._read_description(response)
         if response.error_code:
@@ -247,7 +251,7 @@ class InitProducerId(ControlRequest):
         self.result = (response.producer_id, response.producer_epoch)
         return Outcome.DONE
 
-    def _read_description(self, response: Any) -> Outcome:
+    def _read_description(self, response: ProtocolMessage) -> Outcome:
         asking = self._asking
         assert asking is not None
         outcome = asking.read(response)
@@ -275,7 +279,7 @@ class AddPartitionsToTxn(TransactionalRequest):
     ``result``: the partitions added; ``failed``: those refused (asked again unless fatal)."""
 
     def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                 partitions: Iterable[tuple[str, int]], on_outcome: Callable[[Any, Outcome], None] | None = None):
+                 partitions: Iterable[tuple[str, int]], on_outcome: Callable[[Self, Outcome], None] | None = None):
         super().__init__(transactional_id, on_outcome)
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
@@ -283,7 +287,7 @@ class AddPartitionsToTxn(TransactionalRequest):
         self.result: frozenset = frozenset()
         self.failed: frozenset = self.partitions
 
-    def build(self) -> Any:
+    def build(self) -> ProtocolMessage:
         schema = messages.schema_of("AddPartitionsToTxnRequest")
         topic_cls = schema.structs["AddPartitionsToTxnTopic"].cls
         by_topic: dict[str, list[int]] = {}
@@ -297,7 +301,7 @@ class AddPartitionsToTxn(TransactionalRequest):
     def describe(self) -> str:
         return f"AddPartitionsToTxn for {self.transactional_id!r}"
 
-    def read(self, response: Any) -> Outcome:
+    def read(self, response: ProtocolMessage) -> Outcome:
         refusals = [((topic.name, p.partition_index), p.partition_error_code)
                     for topic in response.results_by_topic_v3_and_below or ()
                     for p in topic.results_by_partition if p.partition_error_code]
@@ -315,14 +319,14 @@ class EndTxn(TransactionalRequest):
     bumped epoch (``result``: ``(producer_id, producer_epoch)``, or None under v1)."""
 
     def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                 transaction_v2: bool, on_outcome: Callable[[Any, Outcome], None] | None = None):
+                 transaction_v2: bool, on_outcome: Callable[[Self, Outcome], None] | None = None):
         super().__init__(transactional_id, on_outcome)
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.commit = commit
         self.transaction_v2 = transaction_v2
 
-    def build(self) -> Any:
+    def build(self) -> ProtocolMessage:
         return messages.EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
                                       producer_epoch=self.producer_epoch, committed=self.commit)
 
@@ -333,7 +337,7 @@ class EndTxn(TransactionalRequest):
     def describe(self) -> str:
         return f"EndTxn({'commit' if self.commit else 'abort'}) of {self.transactional_id!r}"
 
-    def read(self, response: Any) -> Outcome:
+    def read(self, response: ProtocolMessage) -> Outcome:
         if response.error_code:
             return self.refused(broker_error(response.error_code, self.describe()))
         pid, epoch = getattr(response, "producer_id", -1), getattr(response, "producer_epoch", -1)
@@ -359,13 +363,13 @@ class DescribeTransactions(TransactionalRequest):
     """The coordinator's view of a transactional id; ``result`` a :class:`TransactionDescription`,
     None when the coordinator does not know the id."""
 
-    def build(self) -> Any:
+    def build(self) -> ProtocolMessage:
         return messages.DescribeTransactionsRequest(transactional_ids=[self.transactional_id])
 
     def describe(self) -> str:
         return f"DescribeTransactions {self.transactional_id!r}"
 
-    def read(self, response: Any) -> Outcome:
+    def read(self, response: ProtocolMessage) -> Outcome:
         (answer,) = response.transaction_states
         error = error_for_code(answer.error_code, self.describe())
         if error is None:
@@ -382,12 +386,12 @@ class ListTransactions(ControlRequest):
     """The transactions the broker asked coordinates (each knows only its own) in ``states``
     whose ids start with ``prefix``; ``result``: ``[(transactional id, producer id, state)]``."""
 
-    def __init__(self, prefix: str, states: Iterable[str], on_outcome: Callable[[Any, Outcome], None] | None = None):
+    def __init__(self, prefix: str, states: Iterable[str], on_outcome: Callable[[Self, Outcome], None] | None = None):
         super().__init__(on_outcome)
         self.prefix = prefix
         self.states = list(states)
 
-    def build(self) -> Any:
+    def build(self) -> ProtocolMessage:
         # v2 (KIP-1152) lets the broker keep to the prefix (a Java regex, the prefix quoted); the
         # answer is filtered here too, for the brokers before it
         pattern = f"\\Q{self.prefix}\\E.*" if self.prefix and "\\E" not in self.prefix else None
@@ -397,7 +401,7 @@ class ListTransactions(ControlRequest):
     def describe(self) -> str:
         return f"ListTransactions under {self.prefix!r}"
 
-    def read(self, response: Any) -> Outcome:
+    def read(self, response: ProtocolMessage) -> Outcome:
         if response.error_code:
             return self.refused(broker_error(response.error_code, self.describe()))
         self.result = [(t.transactional_id, t.producer_id, t.transaction_state)
@@ -423,19 +427,19 @@ class TopicMetadata(ControlRequest):
     AUTO_CREATE_ANSWERS = 20
 
     def __init__(self, topics: Iterable[str], allow_auto_create: bool = False,
-                 on_outcome: Callable[[Any, Outcome], None] | None = None):
+                 on_outcome: Callable[[Self, Outcome], None] | None = None):
         super().__init__(on_outcome)
         self.topics = sorted(set(topics))
         self.allow_auto_create = allow_auto_create
         self._unknown_answers = 0
 
-    def build(self) -> Any:
+    def build(self) -> ProtocolMessage:
         return messages.metadata_request(self.topics, allow_auto_topic_creation=self.allow_auto_create)
 
     def describe(self) -> str:
         return f"Metadata for {', '.join(map(repr, self.topics))}"
 
-    def read(self, response: Any) -> Outcome:
+    def read(self, response: ProtocolMessage) -> Outcome:
         found, transient, unknown = {}, None, False
         for t in response.topics:
             error = error_for_code(t.error_code, f"topic {t.name!r}")

@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from sparkkafka_sink.errors import Message, Setting
 
@@ -255,7 +254,7 @@ def accepted_or_explained() -> list[str]:
     return [*_RULES, *sorted(OTHER_CLIENT_KEYS)]
 
 
-def judge(key: str, value: Any) -> tuple[str, Message] | None:
+def judge(key: str, value: object) -> tuple[str, Message] | None:
     """For a key ``producer.config`` does not know: ``(NOTED, why it has no effect here)``,
     ``(REFUSED, why and the way here)``, or None when Java's producer has no such key either."""
     rule = _RULES.get(key)

@@ -9,7 +9,7 @@ starts, and the first OAUTHBEARER token is fetched here, not on the I/O thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkkafka_sink.network.client import NetworkClient
 from sparkkafka_sink.network.metadata import Metadata
@@ -18,13 +18,16 @@ from sparkkafka_sink.network.ssl_context import build_ssl_context
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.version import __version__
 
+if TYPE_CHECKING:
+    from sparkkafka_sink.network.sasl.settings import SaslSettings
+
 
 @dataclass
 class NetworkStack:
     metadata: Metadata
     client: NetworkClient
     #: the SASL settings (their token refresher, for OAUTHBEARER), or None
-    sasl: Any
+    sasl: SaslSettings | None
 
     def close(self) -> None:
         self.client.close()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from typing import Any
 
 from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, Message, ProtocolError, Setting
 from sparkkafka_sink.network.client import NetworkClient, now_ms
@@ -30,6 +29,7 @@ from sparkkafka_sink.producer.transaction_manager import TransactionManager, Tra
 from sparkkafka_sink.protocol.api import ApiKey, transactions_max_version
 from sparkkafka_sink.protocol.error_codes import OutOfOrderSequenceNumberError, error_for_code
 from sparkkafka_sink.protocol.produce import ProduceRequest
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 from sparkkafka_sink.record.batch import BuiltBatch
 
 log = logging.getLogger(__name__)
@@ -386,7 +386,7 @@ class Sender(threading.Thread):
         self.accumulator.deallocate(batch)
 
 
-def _describe(batch: ProducerBatch, p: Any) -> str:
+def _describe(batch: ProducerBatch, p: ProtocolMessage) -> str:
     """The topic-partition and whatever the broker said about the refused batch."""
     detail = f"{batch.topic}-{batch.partition}"
     if p.error_message:

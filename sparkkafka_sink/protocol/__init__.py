@@ -9,8 +9,6 @@ frames bytes with ``FrameReader`` and adds headers with ``encode_request`` /
 
 from __future__ import annotations
 
-from typing import Any
-
 from sparkkafka_sink.protocol.api import (  # noqa: F401
     DECLARED,
     SUPPORTED_VERSIONS,
@@ -24,9 +22,10 @@ from sparkkafka_sink.protocol.framing import FrameReader  # noqa: F401
 from sparkkafka_sink.protocol.header import decode_response_header, encode_request  # noqa: F401
 from sparkkafka_sink.protocol.primitives import Reader, Writer  # noqa: F401
 from sparkkafka_sink.protocol.produce import ProduceRequest, decode_produce_response  # noqa: F401
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[ProtocolMessage]:
     """Declared message classes (``ApiVersionsResponse``, ``MetadataRequest``, ...), on first use."""
     import importlib
 

@@ -23,11 +23,16 @@ from sparkkafka_sink.protocol.error_codes import UnsupportedVersionBrokerError a
 from sparkkafka_sink.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameReader
 from sparkkafka_sink.protocol.header import decode_response_header, encode_request
 from sparkkafka_sink.protocol.produce import ProduceRequest, decode_produce_response
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 log = logging.getLogger(__name__)
 
 #: how many unanswered acks=0 correlation ids to remember per connection
 _UNANSWERED_MEMORY = 4096
+
+
+#: a request as it is sent: a generated message, or the Produce fast path's own (``produce``)
+Request = ProtocolMessage | ProduceRequest
 
 
 @dataclass(eq=False)
@@ -37,18 +42,18 @@ class PendingRequest:
     correlation_id: int
     api_key: int
     version: int
-    request: Any
+    request: Request
     context: Any = None
 
 
-def encode_body(request: Any, version: int) -> list:
+def encode_body(request: Request, version: int) -> list:
     """A request's body as buffers: the Produce fast path, else the generic codec."""
     if isinstance(request, ProduceRequest):
         return request.encode(version)
     return messages.encode_body(request, version)
 
 
-def decode_response(api_key: int, body: bytes | bytearray | memoryview, version: int) -> Any:
+def decode_response(api_key: int, body: bytes | bytearray | memoryview, version: int) -> ProtocolMessage:
     """A response body of a declared API: the Produce fast path, else the generic codec."""
     if api_key == ApiKey.PRODUCE:
         return decode_produce_response(body, version)
@@ -63,7 +68,7 @@ class BrokerProtocol:
         self._frames = FrameReader(max_frame_bytes)
         self._next_correlation_id = 1
 
-    def send(self, request: Any, version: int, *, expect_response: bool = True,
+    def send(self, request: Request, version: int, *, expect_response: bool = True,
              context: Any = None) -> tuple[PendingRequest, list]:
         """Number and frame ``request``: returns its ``PendingRequest`` and the frame's buffers
         (record batches by reference).  Without ``expect_response`` it is not awaited."""
@@ -124,7 +129,7 @@ class BrokerProtocol:
         return lost
 
     @staticmethod
-    def api_versions_retry(response: Any, sent_version: int) -> int | None:
+    def api_versions_retry(response: ProtocolMessage, sent_version: int) -> int | None:
         """The ApiVersions version to ask again with after an UNSUPPORTED_VERSION answer (KIP-511):
         the highest the broker says it knows within ours, or v0 from brokers before 2.4, which
         do not say (as Java does); None when there is nothing lower to try."""

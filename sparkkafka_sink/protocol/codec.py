@@ -14,7 +14,7 @@ from typing import Any
 from sparkkafka_sink.errors import ProtocolError, UnsupportedVersionError
 from sparkkafka_sink.protocol.api import DECLARED, check_version
 from sparkkafka_sink.protocol.primitives import ZERO_UUID, Reader, Writer
-from sparkkafka_sink.protocol.schema import Field, MessageSchema, StructSchema
+from sparkkafka_sink.protocol.schema import Field, MessageSchema, ProtocolMessage, StructSchema
 
 _FIXED_WRITE: dict[str, Callable[[Writer, Any], None]] = {
     "bool": Writer.boolean, "int8": Writer.int8, "int16": Writer.int16, "uint16": Writer.uint16,
@@ -65,7 +65,7 @@ def _plan(schema: StructSchema, version: int, flexible: bool) -> _Plan:
 # encoding
 # ---------------------------------------------------------------------------------------------
 
-def encode(message: MessageSchema, obj: Any, version: int, declared_versions_only: bool = True) -> list:
+def encode(message: MessageSchema, obj: ProtocolMessage, version: int, declared_versions_only: bool = True) -> list:
     """The body of ``obj`` (an instance of ``message.cls``) at ``version``, as buffers.
     ``declared_versions_only=False`` allows any version the spec has (tools that read other
     clients' traffic)."""
@@ -75,7 +75,7 @@ def encode(message: MessageSchema, obj: Any, version: int, declared_versions_onl
     return w.parts()
 
 
-def _write_struct(w: Writer, schema: StructSchema, obj: Any, version: int, flexible: bool) -> None:
+def _write_struct(w: Writer, schema: StructSchema, obj: ProtocolMessage, version: int, flexible: bool) -> None:
     plan = _plan(schema, version, flexible)
     for f in plan.regular:
         _write_field(w, f, getattr(obj, f.name), version, flexible)
@@ -83,7 +83,7 @@ def _write_struct(w: Writer, schema: StructSchema, obj: Any, version: int, flexi
         _write_tagged(w, plan, obj, version)
 
 
-def _write_tagged(w: Writer, plan: _Plan, obj: Any, version: int) -> None:
+def _write_tagged(w: Writer, plan: _Plan, obj: ProtocolMessage, version: int) -> None:
     present = obj._tags or ()
     unknown = obj._unknown_tags or {}
     out: dict[int, bytes] = dict(unknown)
@@ -153,7 +153,7 @@ def _write_value(w: Writer, f: Field, type_: str, value: Any, version: int, flex
 # ---------------------------------------------------------------------------------------------
 
 def decode(message: MessageSchema, body: bytes | bytearray | memoryview, version: int,
-           declared_versions_only: bool = True) -> Any:
+           declared_versions_only: bool = True) -> ProtocolMessage:
     """An instance of ``message.cls`` from ``body`` at ``version``; trailing bytes are an error."""
     _check(message, version, declared_versions_only)
     r = Reader(body)
@@ -163,7 +163,7 @@ def decode(message: MessageSchema, body: bytes | bytearray | memoryview, version
     return obj
 
 
-def _read_struct(r: Reader, schema: StructSchema, version: int, flexible: bool) -> Any:
+def _read_struct(r: Reader, schema: StructSchema, version: int, flexible: bool) -> ProtocolMessage:
     plan = _plan(schema, version, flexible)
     obj = schema.cls()
     for f in plan.regular:

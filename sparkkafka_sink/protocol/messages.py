@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from sparkkafka_sink.protocol import codec
 from sparkkafka_sink.protocol.api import DECLARED, ApiKey
-from sparkkafka_sink.protocol.schema import MessageSchema, load
+from sparkkafka_sink.protocol.schema import MessageSchema, ProtocolMessage, load
 
 #: the spec names of every declared message, requests and responses
 SPEC_NAMES: tuple[str, ...] = tuple(f"{d.spec}{kind}" for d in DECLARED.values()
@@ -32,12 +32,12 @@ def schema_of(name: str) -> MessageSchema:
     return message
 
 
-def encode_body(message: Any, version: int) -> list:
+def encode_body(message: ProtocolMessage, version: int) -> list:
     """The body of any declared message instance, as buffers."""
     return codec.encode(schema_of(type(message).__name__), message, version)
 
 
-def decode_body(name: str, body: bytes | bytearray | memoryview, version: int) -> Any:
+def decode_body(name: str, body: bytes | bytearray | memoryview, version: int) -> ProtocolMessage:
     return codec.decode(schema_of(name), body, version)
 
 
@@ -66,7 +66,7 @@ class ApiVersionsResponse(_ApiVersionsResponseData):
         return None
 
 
-def metadata_request(topics: list[str] | None, allow_auto_topic_creation: bool = True) -> Any:
+def metadata_request(topics: list[str] | None, allow_auto_topic_creation: bool = True) -> ProtocolMessage:
     """A MetadataRequest for topic names (``None``: every topic; ``[]``: brokers only).
 
     It asks for each topic's authorized operations (``write_refused`` reads them): a topic the
@@ -101,7 +101,7 @@ def write_refused(topic_authorized_operations: int | None) -> bool:
     return bool(operations_refused(topic_authorized_operations, ("WRITE",)))
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[ProtocolMessage]:
     if name in _API_OF:
         return schema_of(name).cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import struct
 import uuid as _uuid
-from typing import Any
+from typing import Any, Protocol
 
 from sparkkafka_sink.errors import ProtocolError
 from sparkkafka_sink.varint import decode_unsigned_varint
@@ -33,6 +33,19 @@ _MAX_UVARINT_BYTES = 5  # lengths, counts and tags are at most 32 bits
 
 def _utf8(value: str) -> bytes:
     return value.encode("utf-8")
+
+
+class Pieces(Protocol):
+    """A value written by reference in pieces: a record batch kept as its buffers."""
+
+    @property
+    def parts(self) -> list: ...
+
+    def __len__(self) -> int: ...
+
+
+#: what a bytes field holds: bytes, or a record batch in pieces
+Payload = builtins.bytes | bytearray | memoryview | Pieces
 
 
 class Writer:
@@ -111,28 +124,28 @@ class Writer:
             self.compact_string(v)
 
     # -- bytes (int32 length / compact). ``external=True`` keeps a reference, no copy. -------
-    def bytes(self, v: Any, external: bool = False) -> None:
+    def bytes(self, v: Payload, external: bool = False) -> None:
         self._buf += _I32.pack(_nbytes(v))
         self._payload(v, external)
 
-    def nullable_bytes(self, v: Any, external: bool = False) -> None:
+    def nullable_bytes(self, v: Payload | None, external: bool = False) -> None:
         if v is None:
             self._buf += b"\xff\xff\xff\xff"
         else:
             self.bytes(v, external)
 
-    def compact_bytes(self, v: Any, external: bool = False) -> None:
+    def compact_bytes(self, v: Payload, external: bool = False) -> None:
         self.uvarint(_nbytes(v) + 1)
         self._payload(v, external)
 
-    def compact_nullable_bytes(self, v: Any, external: bool = False) -> None:
+    def compact_nullable_bytes(self, v: Payload | None, external: bool = False) -> None:
         if v is None:
             self._buf.append(0)
         else:
             self.compact_bytes(v, external)
 
-    def _payload(self, v: Any, external: bool) -> None:
-        if external:
+    def _payload(self, v: Payload, external: bool) -> None:
+        if external or not isinstance(v, (builtins.bytes, bytearray, memoryview)):  # (pieces go by reference)
             self.external(v)
         else:
             self._buf += v
@@ -151,7 +164,7 @@ class Writer:
         self._buf.append(0)
 
     # -- output ------------------------------------------------------------------------------
-    def external(self, data: Any) -> None:
+    def external(self, data: Payload) -> None:
         """Append ``data`` by reference: it becomes its own element of ``parts()`` (a value with
         ``parts``, a record batch kept as its buffers, becomes one element per buffer)."""
         if self._buf:
@@ -177,7 +190,7 @@ class Writer:
         return sum(map(_nbytes, self._parts)) + len(self._buf)
 
 
-def _nbytes(data: Any) -> int:
+def _nbytes(data: Payload) -> int:
     return data.nbytes if isinstance(data, memoryview) else len(data)
 
 

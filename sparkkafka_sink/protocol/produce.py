@@ -12,10 +12,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from sparkkafka_sink.protocol.api import ApiKey, check_version, first_flexible_version
-from sparkkafka_sink.protocol.primitives import Reader, Writer
+from sparkkafka_sink.protocol.primitives import Payload, Reader, Writer
+from sparkkafka_sink.protocol.schema import ProtocolMessage
 
 _API = ApiKey.PRODUCE
 _PARTITION_V3 = struct.Struct(">ihqq")    # index, error_code, base_offset, log_append_time_ms
@@ -41,7 +42,7 @@ class ProduceRequest:
     transactional_id: str | None
     acks: int
     timeout_ms: int
-    topic_data: Sequence[tuple[str, Sequence[tuple[int, object]]]]
+    topic_data: Sequence[tuple[str, Sequence[tuple[int, Payload]]]]
 
     @property
     def expects_response(self) -> bool:
@@ -71,7 +72,7 @@ class ProduceRequest:
             w.empty_tagged_fields()
         return w.parts()
 
-    def as_message(self) -> Any:
+    def as_message(self) -> ProtocolMessage:
         """The same request as an instance of the declared class (generic codec, tests)."""
         from sparkkafka_sink.protocol.messages import schema_of
 
@@ -84,7 +85,7 @@ class ProduceRequest:
                                  for t, parts in self.topic_data])
 
 
-def decode_produce_response(body: bytes | bytearray | memoryview, version: int) -> Any:
+def decode_produce_response(body: bytes | bytearray | memoryview, version: int) -> ProtocolMessage:
     """The declared ``ProduceResponse`` from ``body``, read field by field in one pass."""
     from sparkkafka_sink.protocol.messages import schema_of
 

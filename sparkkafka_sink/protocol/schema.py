@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field, make_dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 SPECS = Path(__file__).with_name("specs")
 ZERO_UUID = uuid.UUID(int=0)
@@ -24,6 +24,25 @@ ZERO_UUID = uuid.UUID(int=0)
 #: primitive type names of the spec language
 PRIMITIVES = frozenset({"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
                         "string", "bytes", "records", "uuid"})
+
+
+class ProtocolMessage:
+    """A request, a response or one of their structs: a class generated from Kafka's JSON message
+    definitions (:func:`load`), one attribute per field, snake_case.  mypy cannot see generated
+    fields, so a field read is ``Any`` (``__getattr__``, for the type checker only); but a value
+    that is not a message where one belongs is caught."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        #: a request's API (``messages.install`` sets it on the request classes)
+        API_KEY: ClassVar[int]
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -97,7 +116,7 @@ class Field:
 class StructSchema:
     name: str
     fields: list[Field]
-    cls: type = object  # the generated class, set once the fields are read (they may refer back)
+    cls: type[ProtocolMessage] = ProtocolMessage  # the generated class, set once the fields are read (they may refer back)
 
     def field(self, name: str) -> Field:
         for f in self.fields:
@@ -179,7 +198,7 @@ class _Loader:
                      _default(type_, nullable is not None, f.get("default")), struct)
 
 
-def _make_class(name: str, fields: list[Field]) -> type:
+def _make_class(name: str, fields: list[Field]) -> type[ProtocolMessage]:
     """A slotted class with one attribute per field (keyword or positional, in spec order).
 
     Fields appearing twice under different versions (FindCoordinator's ``NodeId``) share one
@@ -194,7 +213,7 @@ def _make_class(name: str, fields: list[Field]) -> type:
         spec.append((f.name, Any, field(default_factory=f.new_default)))
     spec.append(("_tags", Any, field(default=None, repr=False, compare=False)))
     spec.append(("_unknown_tags", Any, field(default=None, repr=False, compare=False)))
-    return make_dataclass(name, spec, slots=True)
+    return make_dataclass(name, spec, slots=True, bases=(ProtocolMessage,))
 
 
 @cache

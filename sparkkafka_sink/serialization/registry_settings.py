@@ -406,7 +406,7 @@ def tls_context(ca: str | None, cert: str | None, key: str | None, key_password:
     return ctx
 
 
-def _cannot_load(cert: str, key: str | None, joint: str, why: str, *parts: Any) -> Message:
+def _cannot_load(cert: str, key: str | None, joint: str, why: str, *parts: object) -> Message:
     """"Cannot load" the client certificate (and its key, when a file of its own), then ``why``."""
     template, named = "Cannot load {} {!r}", [Setting("ssl.certificate.location"), cert]
     if key:

@@ -15,6 +15,7 @@ import difflib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from sparkkafka_sink.bootstrap import BOOTSTRAP_SERVERS
 from sparkkafka_sink.config_def import (
     INT_MAX,
     LONG_MAX,
@@ -50,27 +51,6 @@ BULK_BATCH_SIZE = 262_144
 
 
 # -- values of their own shape --------------------------------------------------------------------
-def _bootstrap(value: object) -> list[tuple[str, int]]:
-    """'h1:9092,h2:9093' (or a list of such) -> [(host, port), ...]."""
-    items = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, (list, tuple)):
-        raise Invalid(_BOOTSTRAP)
-    out = []
-    for item in items:
-        item = str(item).strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        host = host.strip("[]")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise Invalid(_BOOTSTRAP, Message("{!r} is not host:port with a port in [1, 65535]", item))
-        out.append((host, int(port)))
-    if not out:
-        raise Invalid(_BOOTSTRAP, "it names no host:port")
-    return out
-
-
-_BOOTSTRAP = "a comma-separated list of host:port"
 
 
 def _acks(value: object) -> int:
@@ -135,9 +115,7 @@ class ProducerConfig(Settings, Mapping[str, Any]):
     as a mapping by the Java key names too (``config["linger.ms"]``: the same parsed value), as
     code that takes any mapping of settings (the network layer's TLS and SASL readers) reads it."""
 
-    bootstrap_servers: Declared[list[tuple[str, int]]] = Declared(ConfigKey(
-        "bootstrap.servers", "custom", None, "host:port list used to discover the cluster", parser=_bootstrap,
-        accepts=_BOOTSTRAP, unset="required"))
+    bootstrap_servers: Declared[list[tuple[str, int]]] = Declared(BOOTSTRAP_SERVERS)
     client_id = _text_key("client.id", "name sent to brokers in every request", "sparkkafka-sink")
     acks: Declared[int] = Declared(ConfigKey(
         "acks", "custom", "all", "acknowledgements the leader waits for: 0, 1 or all (-1)", parser=_acks,

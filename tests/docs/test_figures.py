@@ -297,6 +297,31 @@ def declared_once(doc: dict, header: list[str]) -> dict:
     return rows
 
 
+def typed_settings(doc: dict, header: list[str]) -> dict:
+    """Each cell's pairs of neighbouring runs (before, after): records/s, their ratio (and its
+    median), and each run's CPU besides the broker's."""
+    def cell(run: dict, value: int, codec: str) -> dict:
+        (found,) = [c for c in run["cells"] if c["value_size"] == value and c["compression"] == codec]
+        return found
+
+    def pairs(value: int, codec: str) -> list[tuple[dict, dict]]:
+        a = [r for r in doc["runs"] if r["series"] == "A"]
+        b = [r for r in doc["runs"] if r["series"] == "B"]
+        found = [(a[1], a[0]), (a[3], a[2])]
+        return found + ([(b[0], b[1]), (b[3], b[2]), (b[4], b[5])] if (value, codec) == (1024, "none") else [])
+
+    rows = {}
+    for label, value, codec in (("100 B, none", 100, "none"), ("100 B, lz4", 100, "lz4"),
+                                ("1 KiB, none", 1024, "none"), ("1 KiB, lz4", 1024, "lz4")):
+        both = pairs(value, codec)
+        rate = [[cell(run, value, codec)["records_per_s"] / 1000 for run in side] for side in zip(*both, strict=True)]  # (k)
+        ratios = [after / before for before, after in zip(*rate, strict=True)]
+        rest = [[cell(run, value, codec)["cpu_machine_s"] - cell(run, value, codec)["cpu_broker_s"] for run in side]
+                for side in zip(*both, strict=True)]
+        rows[(label,)] = [rate[0], rate[1], [*ratios, statistics.median(ratios)], rest[0], rest[1]]
+    return rows
+
+
 def decision_in_kafka(doc: dict, header: list[str]) -> dict:
     """The exactly-once write's best records/s per alternation, before and after, and their ratio."""
     def eos(side: str, alternation: int, codec: str) -> float:
@@ -366,6 +391,8 @@ TABLES = [
     Table(BENCHMARKS, "| config | value, partitions | ours rows/s | mapInArrow+`ProtobufSerializer` rows/s | ours ÷ it | "
                       "Protobuf's cost (ours ÷ pre-encoded) | Avro's cost, same run |", "protobuf-matrix-apache-4.4.json",
           2, protobuf_matrix),
+    Table(BENCHMARKS, "| cell | before | after | after ÷ before, per pair | CPU s but the broker's, before | after |",
+          "before-after-typed-settings.json", 1, typed_settings),
     Table(BENCHMARKS, "| codec | before | after | after ÷ before, per alternation |",
           "before-after-decision-in-kafka.json", 1, decision_in_kafka),
     Table(BENCHMARKS, "| mode | pyspark | median s | rows/s | ratio to 4.3 |", "pyspark-lines-4.0-4.3.json", 2,

@@ -12,7 +12,7 @@ import sparkkafka_sink
 ROOT = Path(sparkkafka_sink.__file__).parent
 #: the layers, bottom first; a module may import its own layer and those below
 LAYERS = {
-    "errors": 0, "config_def": 0, "varint": 0, "redaction": 0, "version": 0, "security_protocol": 0, "sasl_keys": 0, "tls_keys": 0, "lazy_exports": 0, "oauth": 0, "cloud": 0,
+    "errors": 0, "config_def": 0, "varint": 0, "redaction": 0, "version": 0, "security_protocol": 0, "sasl_keys": 0, "tls_keys": 0, "bootstrap": 0, "lazy_exports": 0, "oauth": 0, "cloud": 0,
     "varint_columns": 0, "arrow_views": 0,
     "protocol": 1, "record": 1,
     "network": 2,

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sparkkafka_sink.bootstrap import BOOTSTRAP_SERVERS
 from sparkkafka_sink.cloud.aws import DEFAULT_ROLE_SESSION_NAME, AwsCredentials, AwsLogin, region_from_environment
 from sparkkafka_sink.cloud.msk import MskIamSigner, region_in_host
 from sparkkafka_sink.errors import AuthenticationError, ConfigError, Message, Setting
@@ -99,7 +100,7 @@ def msk_region(config: Mapping[str, Any], hosts: list[str]) -> str | None:
 
 
 def bootstrap_hosts(config: Mapping[str, Any]) -> list[str]:
-    servers = config.get("bootstrap.servers") or []
+    servers = config.get(BOOTSTRAP_SERVERS.name) or []  # as given (text) or parsed (host, port pairs)
     if isinstance(servers, str):
         return [s.strip().rpartition(":")[0].strip("[]") for s in servers.split(",") if s.strip()]
     return [h for h, _ in servers]

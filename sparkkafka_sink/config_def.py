@@ -7,7 +7,10 @@ Every scope of settings is a :class:`ConfigDef` of such keys: the producer's Jav
 (``spark.option_catalog``) and the Schema Registry client's (``serialization.registry_settings``).
 A scope frames its errors in its own words (the clients' "Invalid value ... for configuration
 ...", the sink's "option ... must be ..."), but what a key accepts is said here, once, for the
-error and for the configuration reference alike.
+error and for the configuration reference alike.  Each scope is also a :class:`Settings` class
+whose body declares its keys as :class:`Declared` attributes named after them
+(``linger_ms = ...("linger.ms", ...)``): the code reads ``config.linger_ms``, typed, never
+``config["linger.ms"]``.
 
 This module sits at the bottom (beside ``errors`` and ``redaction``): the network layer's SASL
 keys and the oauth token source declare theirs with it too.
@@ -25,8 +28,8 @@ from typing import Any, Generic, Literal, SupportsFloat, TypeVar, overload
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.redaction import REDACTED, is_secret_key, redact
 
-__all__ = ["ConfigKey", "ConfigDef", "Declared", "Invalid", "KeyGroup", "OptionDoc", "Settings", "attribute_for", "client_error",
-           "declarations", "number_text", "optional_text", "text", "value_of", "INT_MAX", "LONG_MAX"]
+__all__ = ["ConfigKey", "ConfigDef", "Declared", "Invalid", "KeyGroup", "OptionDoc", "Settings", "attribute_for",
+           "client_error", "declarations", "number_text", "optional_text", "text", "value_of", "INT_MAX", "LONG_MAX"]
 
 #: Java's int and long: the bounds of most of Kafka's numeric settings
 INT_MAX = 2**31 - 1

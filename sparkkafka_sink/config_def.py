@@ -251,10 +251,18 @@ class ConfigKey(Generic[T]):
         return OptionDoc(prefix + self.name, self.type, self.default_text, self.doc)
 
 
-def text(name: str, doc: str, default: str | None = None, **more: Any) -> ConfigKey[str | None]:
+@overload
+def text(name: str, doc: str, default: str, *, unset: str = "") -> ConfigKey[str]: ...
+
+
+@overload
+def text(name: str, doc: str, default: None = None, *, unset: str = "") -> ConfigKey[str | None]: ...
+
+
+def text(name: str, doc: str, default: str | None = None, *, unset: str = "") -> ConfigKey[str] | ConfigKey[str | None]:
     """A string kept exactly as given, blank included (as Java's clients keep theirs:
-    ``ssl.endpoint.identification.algorithm=""`` means something)."""
-    return ConfigKey(name, "string", default, doc, blank="value", **more)
+    ``ssl.endpoint.identification.algorithm=""`` means something); typed ``str`` with a default."""
+    return ConfigKey(name, "string", default, doc, blank="value", unset=unset)
 
 
 def optional_text(name: str, doc: str, default: str | None = None, **more: Any) -> ConfigKey[str | None]:

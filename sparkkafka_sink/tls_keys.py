@@ -6,19 +6,13 @@ producer's configuration."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from sparkkafka_sink.config_def import ConfigKey, Declared, Settings, declarations
+from sparkkafka_sink.config_def import Declared, Settings, declarations, text
 
 __all__ = ["TLS_KEYS", "TlsSettings"]
 
 
-def _text(name: str, doc: str, default: str) -> Declared[str]:
-    return Declared(ConfigKey[str](name, "string", default, doc, blank="value"))
-
-
-def _optional_text(name: str, doc: str, **more: Any) -> Declared[str | None]:
-    return Declared(ConfigKey[str | None](name, "string", None, doc, blank="value", **more))
+def _optional_text(name: str, doc: str, unset: str = "") -> Declared[str | None]:
+    return Declared(text(name, doc, unset=unset))
 
 
 class TlsSettings(Settings):
@@ -47,11 +41,11 @@ class TlsSettings(Settings):
     ssl_key_password = _optional_text("ssl.key.password",
                                       "password of an encrypted PEM private key, or of a JKS keystore's key",
                                       unset="ssl.keystore.password")
-    ssl_endpoint_identification_algorithm = _text(
+    ssl_endpoint_identification_algorithm = Declared(text(
         "ssl.endpoint.identification.algorithm",
-        "'https' verifies the broker's host name against its certificate; '' turns that off", "https")
-    ssl_enabled_protocols = _text("ssl.enabled.protocols", "TLS versions allowed", "TLSv1.2,TLSv1.3")
-    ssl_protocol = _text("ssl.protocol", "highest TLS version offered (TLSv1.3, TLSv1.2)", "TLSv1.3")
+        "'https' verifies the broker's host name against its certificate; '' turns that off", "https"))
+    ssl_enabled_protocols = Declared(text("ssl.enabled.protocols", "TLS versions allowed", "TLSv1.2,TLSv1.3"))
+    ssl_protocol = Declared(text("ssl.protocol", "highest TLS version offered (TLSv1.3, TLSv1.2)", "TLSv1.3"))
     ssl_cipher_suites = _optional_text("ssl.cipher.suites", "TLS 1.2 cipher suites (Java/IANA or OpenSSL names)",
                                        unset="OpenSSL's")
 

@@ -42,7 +42,6 @@ def build_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext | None:
     (``config``: the settings by name, as given or parsed: a ``ProducerConfig``, whose
     ``explicit`` keys alone count as given)."""
     protocol = value_of(SECURITY_PROTOCOL, config.get(SECURITY_PROTOCOL.name))
-    tls = TlsSettings.read(config)
     if not uses_tls(protocol):
         explicit = getattr(config, "explicit", config.keys())
         never_off = TlsSettings.ssl_endpoint_identification_algorithm.key.name  # (on by default, whatever the protocol)
@@ -52,6 +51,7 @@ def build_ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext | None:
             raise ConfigError(Message("{} given but {} is {}: TLS options need SSL or SASL_SSL",
                                       _listed(sorted(given)), Setting(SECURITY_PROTOCOL.name), protocol))
         return None
+    tls = TlsSettings.read(config)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.verify_mode = ssl.CERT_REQUIRED
     algorithm = tls.ssl_endpoint_identification_algorithm.strip().lower()

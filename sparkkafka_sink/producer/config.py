@@ -26,6 +26,7 @@ from sparkkafka_sink.config_def import (
     KeyGroup,
     Settings,
     declarations,
+    text,
 )
 from sparkkafka_sink.errors import ConfigError, Message, Setting
 from sparkkafka_sink.producer import java_keys
@@ -105,10 +106,6 @@ def _bool_key(name: str, default: bool, doc: str) -> Declared[bool]:
     return Declared(ConfigKey(name, "boolean", default, doc))
 
 
-def _text_key(name: str, doc: str, default: str) -> Declared[str]:
-    return Declared(ConfigKey[str](name, "string", default, doc, blank="value"))
-
-
 class ProducerConfig(Settings, Mapping[str, Any]):
     """Validated producer settings: each a typed attribute (``config.linger_ms``), declared once
     below -- the declarations parse, check, redact and document them (``KEYS``) -- and readable
@@ -116,7 +113,7 @@ class ProducerConfig(Settings, Mapping[str, Any]):
     code that takes any mapping of settings (the network layer's TLS and SASL readers) reads it."""
 
     bootstrap_servers: Declared[list[tuple[str, int]]] = Declared(BOOTSTRAP_SERVERS)
-    client_id = _text_key("client.id", "name sent to brokers in every request", "sparkkafka-sink")
+    client_id = Declared(text("client.id", "name sent to brokers in every request", "sparkkafka-sink"))
     acks: Declared[int] = Declared(ConfigKey(
         "acks", "custom", "all", "acknowledgements the leader waits for: 0, 1 or all (-1)", parser=_acks,
         accepts="one of all, -1, 0, 1"))

@@ -304,9 +304,9 @@ def parse_all(lowered: Mapping[str, Any], declared: Iterable[ConfigKey[Any]]) ->
 def column_values(lowered: Mapping[str, Any], column: str) -> dict[str, Any]:
     """The values of one column's options (``ColumnSettings``), by their declared (placeholder)
     names: ``{"{column}Format": "avro", ...}``."""
-    declared = declarations(ColumnSettings)
-    values = parse_all(lowered, [key.for_column(column) for key in declared])
-    return {key.name: values[key.for_column(column).name] for key in declared}
+    named = [(key.name, key.for_column(column)) for key in declarations(ColumnSettings)]
+    values = parse_all(lowered, [filled for _, filled in named])
+    return {template: values[filled.name] for template, filled in named}
 
 
 # -- the other options, in the same shape, for the reference -------------------------------------

@@ -295,7 +295,7 @@ def _service_credential(config: Mapping[str, Any], protocol: str, given: list[st
                 raise ConfigError(Message("Amazon MSK's IAM token ({}) needs the cluster's AWS region: set {!r}, or "
                                           "AWS_REGION in the environment (the bootstrap host names none)",
                                           Setting(SERVICE_CREDENTIAL), Setting(AWS_REGION)))
-            return _token_settings(config, protocol, MskTokenProvider(region, login))
+            return _token_settings(LoginSettings.read(config), config, protocol, MskTokenProvider(region, login))
         raise ConfigError(Message("{} {!r} is an AWS IAM role, which signs in to Amazon MSK with {} AWS_MSK_IAM "
                                   "(the default) or OAUTHBEARER, not {}", Setting(SERVICE_CREDENTIAL), credential.name,
                                   Setting(MECHANISM), mechanism))
@@ -307,17 +307,18 @@ def _service_credential(config: Mapping[str, Any], protocol: str, given: list[st
         if AWS_REGION in given:
             raise ConfigError(Message("Configuration {!r} applies to Amazon MSK, not to the Google service account "
                                       "{!r}", Setting(AWS_REGION), credential.name))
-        return _token_settings(config, protocol, GoogleTokenProvider(credentials=credential.provider))
+        return _token_settings(LoginSettings.read(config), config, protocol,
+                               GoogleTokenProvider(credentials=credential.provider))
     what = "an Azure credential" if cloud == "azure" else f"a {type(credential.provider()).__name__}"
     raise ConfigError(Message("{} {!r} is {}: the sink signs in with AWS IAM roles (Amazon MSK) and Google service "
                               "accounts (Managed Kafka); for Azure Event Hubs use its connection string (PLAIN)",
                               Setting(SERVICE_CREDENTIAL), credential.name, what))
 
 
-def _token_settings(config: Mapping[str, Any], protocol: str, provider: Any, description: str | None = None,
+def _token_settings(login: LoginSettings, config: Mapping[str, Any], protocol: str, provider: Any,
+                    description: str | None = None,
                     extensions: Mapping[str, str] | None = None) -> SaslSettings:
     """OAUTHBEARER with ``provider``'s tokens, refreshed as the login keys say."""
-    login = LoginSettings.read(config)
     source = TokenSource(provider, _refresh_window_factor(config),
                          description=description if description is not None else getattr(provider, "description", None),
                          jitter=login.sasl_login_refresh_window_jitter,
@@ -523,7 +524,7 @@ def _oauthbearer(config: Mapping[str, Any], jaas: JaasConfig | None, protocol: s
             provider = load_token_provider(provider_spec)
             description = f"token provider {provider_spec.strip()}" if isinstance(provider_spec, str) \
                 else None
-    return _token_settings(config, protocol, provider, description, extensions)
+    return _token_settings(login, config, protocol, provider, description, extensions)
 
 
 def _endpoint_provider(endpoint: str, oauth: Mapping[str, str | None], credentials_given: list[str],

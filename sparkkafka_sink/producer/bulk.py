@@ -21,12 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from sparkkafka_sink.arrow_views import one_array
 from sparkkafka_sink.errors import (
     InvalidPartitionError,
-    InvalidRecordError,
     KafkaError,
     KafkaTimeoutError,
     Message,
@@ -38,7 +35,7 @@ from sparkkafka_sink.producer.future import ProduceRequestResult
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.producer.partitioner import Partitioner
 from sparkkafka_sink.producer.producer_batch import ProducerBatch
-from sparkkafka_sink.record.arrow import ArrowRecords, IntColumnLike, RecordColumns, Slice
+from sparkkafka_sink.record.arrow import ArrowRecords, RecordColumns, Slice
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD
 from sparkkafka_sink.record.refusals import Refused
 
@@ -242,7 +239,7 @@ def sub_calls(sizes: np.ndarray, limit: int) -> list[tuple[int, int]]:
 
 def memory_bound(sizes: np.ndarray, groups: int, batch_size: int) -> int:
     """Bytes a range of rows may take once queued, an upper bound: the records' size bounds
-    wherever they land (``RecordColumns.size_upper_bounds``), and for every batch they could
+    wherever they land (``RecordColumns.size_bounds``), and for every batch they could
     start a header and a codec's framing (greedy packing: at most two batches per
     ``batch.size`` of records, plus one per partition)."""
     total = int(sizes.sum())
@@ -260,7 +257,7 @@ def group_rows(parts: np.ndarray, columns: RecordColumns, first_row: int = 0) ->
 
 def oversized(topic: str, sizes: np.ndarray, max_request_size: int) -> Refused:
     """The rows no request could carry (sizes: the records' bounds,
-    ``RecordColumns.size_upper_bounds``, as ``send()`` counts them)."""
+    ``RecordColumns.size_bounds``, as ``send()`` counts them)."""
     too_big = np.flatnonzero(sizes + BATCH_OVERHEAD > max_request_size)
     return Refused.of([(row, RecordTooLargeError(Message(
         "Row {} for topic {!r} is {} bytes when serialized, which is larger than {}, the value of {} ({} row(s) "
@@ -337,34 +334,23 @@ def group_by_partition(parts: np.ndarray) -> tuple[np.ndarray | None, np.ndarray
     return order, starts
 
 
-def resolve_partitions(topic: str, partitions: IntColumnLike | int | None, keys: pa.Array, sizes: np.ndarray,
+def resolve_partitions(topic: str, given: np.ndarray | None, keys: pa.Array, sizes: np.ndarray,
                        num_partitions: int, available: list[int], partitioner: Partitioner
                        ) -> tuple[np.ndarray, Refused]:
-    """Each row's partition: the given one, else the partitioner's choice; and the rows whose
-    given partition does not exist."""
-    n = len(sizes)
-    if partitions is None:
+    """Each row's partition: the one given (``RecordColumns.partitions``), else (-1, or none
+    given) the partitioner's choice; and the rows whose given partition the topic does not have."""
+    if given is None:
         return partitioner.partition_many(topic, keys, sizes, num_partitions, available), Refused()
-    if isinstance(partitions, int):
-        parts_arr = pa.array(np.full(n, partitions, dtype=np.int64))
-    elif isinstance(partitions, (pa.Array, pa.ChunkedArray)):
-        parts_arr = one_array(partitions)
-    else:
-        parts_arr = pa.array(list(partitions), pa.int64())
-    if len(parts_arr) != n:
-        raise InvalidRecordError(f"{len(parts_arr)} partitions for {n} records")
-    valid = parts_arr.is_valid().to_numpy(zero_copy_only=False)
-    explicit = pc.fill_null(parts_arr.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
-    bad = valid & ((explicit < 0) | (explicit >= num_partitions))
+    bad = given >= num_partitions
     refused = Refused()
     if bad.any():
         count = int(bad.sum())
         refused = Refused.of([(row, InvalidPartitionError(
-            f"Row {row}: partition {int(explicit[row])} of topic {topic!r} does not exist: the topic has "
+            f"Row {row}: partition {int(given[row])} of topic {topic!r} does not exist: the topic has "
             f"{num_partitions} partition(s) [0..{num_partitions - 1}] ({count} row(s) out of range)"),
-            int(explicit[row])) for row in np.flatnonzero(bad).tolist()])
-        explicit = np.where(bad, 0, explicit)  # (refused: the caller leaves them out)
-    if valid.all():
-        return explicit.astype(np.int32), refused
+            int(given[row])) for row in np.flatnonzero(bad).tolist()])
+        given = np.where(bad, 0, given)  # (refused: the caller leaves them out)
+    if (given >= 0).all():
+        return given.astype(np.int32), refused
     chosen = partitioner.partition_many(topic, keys, sizes, num_partitions, available)
-    return np.where(valid, explicit, chosen).astype(np.int32), refused
+    return np.where(given >= 0, given, chosen).astype(np.int32), refused

@@ -277,18 +277,19 @@ class Producer:
         start = now_ms()
         validate_topic(topic)
         cluster = self._wait_on_metadata(topic, None, self._max_block_ms)
-        columns = RecordColumns(keys, values, timestamps, headers)  # checked and measured once, for every step
+        # checked and measured once, for every step
+        columns = RecordColumns(keys, values, timestamps, headers, partitions=partitions)
         if columns.n == 0:
             return BulkFuture(topic, [])
         n, returning = columns.n, refused == "return"
         left_out = columns.refused
         if left_out and not returning:
             raise refused_before_queueing(left_out, n)
-        sizes = columns.size_upper_bounds()
+        sizes = columns.size_bounds
         too_large = oversized(topic, sizes, self.config.max_request_size)
         if too_large and not returning:
             raise refused_before_queueing(too_large, n)
-        parts, no_partition = resolve_partitions(topic, partitions, columns.keys, sizes,
+        parts, no_partition = resolve_partitions(topic, columns.partitions, columns.keys, sizes,
                                                  cluster.partition_count(topic), cluster.available_partitions(topic),
                                                  self._partitioner)
         if no_partition and not returning:

@@ -25,14 +25,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkkafka_sink.arrow_views import binary_view_of, one_array
-from sparkkafka_sink.errors import InvalidHeaderError, InvalidRecordError
+from sparkkafka_sink.arrow_views import binary_view_of
+from sparkkafka_sink.errors import InvalidHeaderError, InvalidPartitionError, InvalidRecordError
 from sparkkafka_sink.record.batch import (
     BATCH_OVERHEAD,
     MAX_RECORD_OVERHEAD,
     NO_TIMESTAMP,
     batch_attributes,
-    encode_headers,
     finish_batch,
     finish_batch_in_place,
 )
@@ -57,6 +56,7 @@ __all__ = [
     "ArrowRecords",
     "RecordColumns",
     "binary_column",
+    "one_array",
     "encode_batch_from_arrow",
     "encode_batches_from_arrow",
     "record_size_bounds",
@@ -146,11 +146,11 @@ class RecordColumns:
     None)`` pairs per row.  A bad column raises ``InvalidRecordError`` naming it."""
 
     __slots__ = ("n", "keys", "values", "key_len", "value_len", "ts", "ts_spread", "ts_mixed_default", "headers",
-                 "tail_size", "refused", "gather")
+                 "tail_size", "size_bounds", "partitions", "refused", "gather")
 
     def __init__(self, keys: ColumnLike | None, values: ColumnLike | None,
                  timestamps_ms: IntColumnLike | int | None = None, headers: HeadersColumnLike | None = None,
-                 default_timestamp_ms: int | None = None):
+                 default_timestamp_ms: int | None = None, *, partitions: IntColumnLike | int | None = None):
         n = next((len(c) for c in (keys, values) if c is not None), None)
         if n is None:
             raise InvalidRecordError("at least one of keys and values must be a column")
@@ -168,9 +168,12 @@ class RecordColumns:
         self.value_len = _lengths(self.values)
         self.ts, self.ts_mixed_default = _timestamps(timestamps_ms, n, default_timestamp_ms)
         self.ts_spread = _spread(self.ts)
+        #: each row's partition as given (-1: none, the partitioner's to choose), or None: none given
+        self.partitions, bad_partitions = _partitions(partitions, n)
         #: rows whose headers cannot be encoded (a header without a key): measured without them
-        self.headers, header_size, self.refused = _header_column(headers, n)
-        self.tail_size = _field_sizes(self.key_len) + _field_sizes(self.value_len) + header_size
+        self.headers, header_size, bad_headers = _header_column(headers, n)
+        #: the rows no record can be made of (a negative partition, a header without a key)
+        self.refused = bad_partitions | bad_headers
         #: None: row i is row i of ``keys``, ``values`` and ``headers``; else row i is their row
         #: ``gather[i]`` (regrouped by ``take`` without copying their bytes, or values kept in
         #: pieces: see ``VIEW_JOIN_MIN_BYTES``)
@@ -180,6 +183,12 @@ class RecordColumns:
                 self.gather = np.arange(n)
             else:
                 self.values = self.values.combine_chunks()
+        self.tail_size = _tail_sizes(self.key_len, self.value_len, header_size)
+        #: each record's ``record.batch.estimate_record_size``: its encoded size wherever it lands
+        #: in a batch (the worst case of its length, offset and timestamp deltas).  ``send()`` and
+        #: ``send_batch()`` hand the partitioner the same sizes, so the sticky partitioner switches
+        #: partitions at the same records on both paths.
+        self.size_bounds = MAX_RECORD_OVERHEAD + self.tail_size
 
     def checked(self) -> RecordColumns:
         """These columns, or the error of their first refused row (for callers that encode
@@ -187,13 +196,6 @@ class RecordColumns:
         if self.refused:
             raise next(iter(self.refused))[1]
         return self
-
-    def size_upper_bounds(self) -> np.ndarray:
-        """Each record's ``record.batch.estimate_record_size``: its encoded size wherever it lands
-        in a batch (the worst case of its length, offset and timestamp deltas).  ``send()`` and
-        ``send_batch()`` hand the partitioner the same sizes, so the sticky partitioner switches
-        partitions at the same records on both paths."""
-        return MAX_RECORD_OVERHEAD + self.tail_size
 
     def take(self, indices: np.ndarray) -> RecordColumns:
         """The records at ``indices`` (int64), in that order: their bytes copied by Arrow's take,
@@ -222,8 +224,9 @@ class RecordColumns:
         out = object.__new__(RecordColumns)
         out.n, out.keys, out.values, out.gather = n, arrow(self.keys), arrow(self.values), gather
         out.headers = self.headers if isinstance(self.headers, pa.Scalar) else arrow(self.headers)
-        out.key_len, out.value_len, out.tail_size, out.ts = (numpy(a) for a in (self.key_len, self.value_len,
-                                                                                self.tail_size, self.ts))
+        out.key_len, out.value_len, out.tail_size, out.size_bounds, out.ts = (
+            numpy(a) for a in (self.key_len, self.value_len, self.tail_size, self.size_bounds, self.ts))
+        out.partitions = None if self.partitions is None else numpy(self.partitions)
         out.ts_spread = _spread(out.ts) if self.ts_spread else 0
         out.ts_mixed_default = self.ts_mixed_default  # (some rows may have left: still a safe bound)
         out.refused = Refused()  # (the refused rows are the caller's to leave out)
@@ -234,9 +237,13 @@ def _spread(ts: np.ndarray) -> int:
     return int(ts.max()) - int(ts.min()) if len(ts) else 0
 
 
-def _field_sizes(lengths: np.ndarray) -> np.ndarray:
-    """Encoded size of a key or value field: its varint length (-1: null) and its bytes."""
-    return length_varint_sizes_np(lengths) + np.maximum(lengths, 0)
+def _tail_sizes(key_len: np.ndarray, value_len: np.ndarray, header_size: np.ndarray) -> np.ndarray:
+    """Each record's bytes from its key length field to its end: its key and value fields (their
+    varint lengths, -1 for null, and bytes) and its headers."""
+    lengths = np.concatenate((key_len, value_len))
+    fields = length_varint_sizes_np(lengths) + np.maximum(lengths, 0)
+    n = len(key_len)
+    return fields[:n] + fields[n:] + header_size
 
 
 def _nbytes(words: tuple[Any, Any]) -> np.ndarray:
@@ -247,6 +254,16 @@ def _nbytes(words: tuple[Any, Any]) -> np.ndarray:
 def _varint_sizes(signed: np.ndarray) -> np.ndarray:
     """Zigzag varint sizes of any int64s (a timestamp delta may be negative)."""
     return unsigned_varint_sizes_np(zigzag_np(signed))
+
+
+def one_array(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``col`` as one array: an array or a column of one piece as it is (Arrow's
+    ``combine_chunks`` would copy even that), several pieces joined (a copy)."""
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    return col.combine_chunks()
 
 
 def binary_column(col: ColumnLike | None, n: int, what: str) -> pa.Array:
@@ -298,6 +315,21 @@ def _lengths(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return lengths
 
 
+def _int_column(col: IntColumnLike, n: int, what: str) -> pa.Array:
+    """``n`` integers (or timestamps) as one Arrow array, nulls kept; a sequence's None a null."""
+    if isinstance(col, (pa.Array, pa.ChunkedArray)):
+        arr = one_array(col)
+    else:  # a sequence (None: a null) or a numpy array
+        try:
+            arr = pa.array(np.asarray(col, dtype=np.int64) if isinstance(col, np.ndarray) else col, pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise InvalidRecordError(f"{what} must be int64 milliseconds or a timestamp column: {exc}"
+                                     if what == "timestamps" else f"{what} must be integers: {exc}") from exc
+    if len(arr) != n:
+        raise InvalidRecordError(f"{len(arr)} {what} for {n} records")
+    return arr
+
+
 def _timestamps(timestamps_ms: IntColumnLike | int | None, n: int, default_ms: int | None) -> tuple[np.ndarray, bool]:
     """int64 milliseconds per row; nulls (and ``None``) become ``default_ms``, else now.
 
@@ -309,47 +341,85 @@ def _timestamps(timestamps_ms: IntColumnLike | int | None, n: int, default_ms: i
         return np.full(n, default_ms, dtype=np.int64), False
     if isinstance(timestamps_ms, (int, np.integer)):
         return np.full(n, int(timestamps_ms), dtype=np.int64), False
-    col = timestamps_ms
-    if isinstance(col, (pa.Array, pa.ChunkedArray)):
-        col = one_array(col)
-    else:  # a sequence (None: the default) or a numpy array
-        try:
-            col = pa.array(np.asarray(col, dtype=np.int64) if isinstance(col, np.ndarray) else col, pa.int64())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
-            raise InvalidRecordError(f"timestamps must be int64 milliseconds or a timestamp column: {exc}") from exc
+    col = _int_column(timestamps_ms, n, "timestamps")
     if pa.types.is_timestamp(col.type):
         col = col.cast(pa.timestamp("ms"), safe=False).cast(pa.int64())
     elif not pa.types.is_integer(col.type):
         raise InvalidRecordError(f"timestamps must be int64 milliseconds or a timestamp column, not {col.type}")
-    if len(col) != n:
-        raise InvalidRecordError(f"{len(col)} timestamps for {n} records")
     mixed = 0 < col.null_count < n
     if col.null_count:
         col = col.fill_null(default_ms)
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64), mixed
 
 
+def _partitions(partitions: IntColumnLike | int | None, n: int) -> tuple[np.ndarray | None, Refused]:
+    """Each row's partition as given, -1 for a null (the partitioner's to choose), or None: none
+    given; and the rows given a negative partition, which never exists (whether one beyond does
+    is the producer's to check: it knows the topic)."""
+    if partitions is None:
+        return None, Refused()
+    if isinstance(partitions, (int, np.integer)):
+        given = np.full(n, int(partitions), dtype=np.int64)
+        valid = None
+    else:
+        col = _int_column(partitions, n, "partitions")
+        if not pa.types.is_integer(col.type):
+            raise InvalidRecordError(f"partitions must be integers, not {col.type}")
+        given = np.array(pc.fill_null(col.cast(pa.int64()), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else None
+    negative = given < 0 if valid is None else (given < 0) & valid
+    if not negative.any():
+        return given, Refused()
+    rows = np.flatnonzero(negative)
+    refused = Refused.of([(row, InvalidPartitionError(
+        f"Row {row}: partition {int(given[row])} does not exist: partitions are numbered from 0 "
+        f"({len(rows)} row(s) out of range)"), int(given[row])) for row in rows.tolist()])
+    given[rows] = -1  # (refused: the caller leaves them out)
+    return given, refused
+
+
 def _header_column(headers: HeadersColumnLike | None, n: int) -> tuple[pa.Array | pa.Scalar, np.ndarray, Refused]:
     """Encoded headers per row (``P3``: count + headers), their sizes, and the rows whose headers
-    cannot be encoded (encoded as none)."""
+    cannot be encoded (encoded as none).  Headers as Python objects (one sequence of ``(str,
+    bytes | None)`` pairs per row) are first made the Arrow column Spark hands over."""
     if headers is None:
         return _scalar(b"\x00"), np.ones(n, dtype=np.int64), Refused()
+    refused = Refused()
     if isinstance(headers, pa.ChunkedArray):
         headers = one_array(headers)
-    if isinstance(headers, pa.Array):
-        return _arrow_headers(headers, n)
-    # Python objects: one sequence of (str, bytes | None) per row.  The slower path.
-    encoded, refused = [], []
+    elif not isinstance(headers, pa.Array):
+        headers, refused = _headers_array(headers)
+    col, sizes, more = _arrow_headers(headers, n)
+    return col, sizes, refused | more
+
+
+def _headers_array(headers: Sequence[HeaderPairs | None]) -> tuple[pa.Array, Refused]:
+    """Python headers as a ``HEADERS_TYPE`` column; the rows that are not ``(str, bytes | None)``
+    pairs refused, their headers left out (the slower path: a look at each pair)."""
+    rows: list[HeaderPairs | None] = []
+    refused = []
     for row, h in enumerate(headers):
         try:
-            encoded.append(encode_headers(h))
-        except (TypeError, AttributeError, ValueError) as exc:
-            encoded.append(b"\x00")
+            if h and not all(isinstance(k, str) and (v is None or isinstance(v, _BYTES)) for k, v in h):
+                raise TypeError("each header is a (str, bytes | None) pair")
+            rows.append(h)
+        except (TypeError, ValueError) as exc:  # (ValueError: not a pair)
             refused.append((row, InvalidHeaderError(f"Row {row}: cannot encode its headers: {exc}", row), None))
-    if len(encoded) != n:
-        raise InvalidRecordError(f"{len(encoded)} header rows for {n} records")
-    col = pa.array(encoded, pa.binary())
-    return col, _lengths(col), Refused.of(refused)
+            rows.append(None)
+    try:
+        return pa.array(rows, HEADERS_TYPE), Refused.of(refused)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError):  # text that is not UTF-8 (a lone surrogate)
+        pass
+    for row, h in enumerate(rows):  # the rows at fault, one at a time
+        try:
+            pa.array([h], HEADERS_TYPE)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeError) as exc:
+            refused.append((row, InvalidHeaderError(f"Row {row}: cannot encode its headers: {exc}", row), None))
+            rows[row] = None
+    return pa.array(rows, HEADERS_TYPE), Refused.of(refused)
+
+
+_BYTES = (bytes, bytearray, memoryview)
 
 
 def _arrow_headers(headers: pa.Array, n: int) -> tuple[pa.Array | pa.Scalar, np.ndarray, Refused]:

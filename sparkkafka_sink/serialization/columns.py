@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkkafka_sink.arrow_views import binary_view_of, one_array
+from sparkkafka_sink.arrow_views import binary_view_of
+from sparkkafka_sink.record.arrow import one_array
 from sparkkafka_sink.serialization.arrow_types import TIME_UNIT_MICROS
 from sparkkafka_sink.serialization.encoded import EncodedColumn
 

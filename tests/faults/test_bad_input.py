@@ -112,6 +112,10 @@ def test_record_over_buffer_memory_is_rejected(broker):
 
 @pytest.mark.parametrize("kwargs, row, error, message", [
     ({"values": [b"a", b"b"], "partitions": [0, 7]}, 1, E.InvalidPartitionError, r"Row 1: partition 7 .* 2 partition\(s\)"),
+    ({"values": [b"a", b"b"], "partitions": pa.array([None, -1])}, 1, E.InvalidPartitionError,
+     r"Row 1: partition -1 does not exist: partitions are numbered from 0"),
+    ({"values": [b"a", b"b"], "headers": [[("h", b"1")], [(b"bytes key", b"2")]]}, 1, E.InvalidHeaderError,
+     r"Row 1: cannot encode its headers: each header is a \(str, bytes \| None\) pair"),
     ({"values": [b"a", b"b", b"x" * 300_000]}, 2, E.RecordTooLargeError, r"Row 2 .* max.request.size"),
     ({"values": [b"a", b"b", b"c"], "headers": [[("h", b"1")], [(None, b"2")], []]}, 1, E.InvalidHeaderError,
      r"Row 1: cannot encode its headers"),
@@ -144,17 +148,18 @@ def test_send_batch_returns_every_refused_row_and_sends_the_others(broker):
     headers[9] = [(None, b"3")]
     partitions = [0] * n
     partitions[2] = partitions[10] = 7
+    partitions[5] = -2
     with make_producer(broker.bootstrap_servers, **{"max.request.size": 200_000}) as p:
         future = p.send_batch("good", values=values, headers=headers, partitions=partitions, refused="return")
         future.get(30)
         refused = list(future.refused)
         assert [(row, type(error)) for row, error, _ in refused] == [
-            (2, E.InvalidPartitionError), (4, E.RecordTooLargeError), (7, E.InvalidHeaderError),
-            (9, E.InvalidHeaderError), (10, E.InvalidPartitionError)]
-        assert [partition for _, _, partition in refused] == [7, None, None, None, 7]
+            (2, E.InvalidPartitionError), (4, E.RecordTooLargeError), (5, E.InvalidPartitionError),
+            (7, E.InvalidHeaderError), (9, E.InvalidHeaderError), (10, E.InvalidPartitionError)]
+        assert [partition for _, _, partition in refused] == [7, None, -2, None, None, 7]
         assert all(str(error).startswith(f"Row {row}") for row, error, _ in refused)
-        assert future.record_count == n - 5 and future.errors() == []
-    _only(broker, "good", [values[i] for i in range(n) if i not in (2, 4, 7, 9, 10)])
+        assert future.record_count == n - 6 and future.errors() == []
+    _only(broker, "good", [values[i] for i in range(n) if i not in (2, 4, 5, 7, 9, 10)])
 
 
 def test_send_batch_refuses_columns_that_are_not_records(broker):

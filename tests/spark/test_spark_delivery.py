@@ -15,8 +15,7 @@ from sparkkafka_sink import Producer
 from sparkkafka_sink.spark.plan import ColumnLayout
 from sparkkafka_sink.spark.task.dead_letters import H_ROW, H_STAGE, DeadLetters
 from sparkkafka_sink.spark.task.delivery import DeliveryTracker
-from sparkkafka_sink.spark.task.part import Part
-from sparkkafka_sink.spark.task.routing import route
+from sparkkafka_sink.spark.task.routing import Part, route
 from sparkkafka_sink.testing.brokers import create_topics
 
 pytestmark = [pytest.mark.broker]

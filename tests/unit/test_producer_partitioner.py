@@ -113,7 +113,7 @@ def _planned(keys, values, opens=None, batch_size=4096):
 
     keys_b, values_b = pa.array(keys, pa.binary()), pa.array(values, pa.binary())
     columns = RecordColumns(keys_b, values_b)
-    sizes = columns.size_upper_bounds()
+    sizes = columns.size_bounds
     parts, _ = resolve_partitions("t", None, keys_b, sizes, 5, list(range(5)), make_partitioner("murmur2", batch_size))
     rows = group_rows(parts, columns)
     pieces = plan_pieces(rows, opens or {}, batch_size)

@@ -39,8 +39,8 @@ def test_the_partitioner_counts_the_same_sizes_on_both_paths():
     headers = pa.array([[{"key": k, "value": v} for k, v in h] for _, _, h in rows], HEADERS_TYPE)
     expected = [estimate_record_size(None if k is None else len(k), None if v is None else len(v), h)
                 for k, v, h in rows]
-    assert RecordColumns(keys, values, None, headers).size_upper_bounds().tolist() == expected
-    assert RecordColumns(keys, values, None, [h for _, _, h in rows]).size_upper_bounds().tolist() == expected
+    assert RecordColumns(keys, values, None, headers).size_bounds.tolist() == expected
+    assert RecordColumns(keys, values, None, [h for _, _, h in rows]).size_bounds.tolist() == expected
 
 
 def test_send_and_send_batch_put_the_same_records_in_the_same_partitions(broker, cluster, make_producer,

@@ -345,7 +345,7 @@ def _check_regrouped(got, idx, keys, values, ts, headers, arrow_headers, ctype, 
     for name in ("key_len", "value_len", "ts", "tail_size"):
         assert getattr(got, name).tolist() == getattr(fresh, name).tolist(), name
     assert got.ts_spread == fresh.ts_spread
-    assert got.size_upper_bounds().tolist() == fresh.size_upper_bounds().tolist()
+    assert got.size_bounds.tolist() == fresh.size_bounds.tolist()
     if idx:
         assert ([bytes(b) for _, _, b in ArrowRecords(got).encode(ctype, write_limit=1 << 20)]
                 == [bytes(b) for _, _, b in ArrowRecords(fresh).encode(ctype, write_limit=1 << 20)])
@@ -368,7 +368,7 @@ def test_null_header_elements_or_keys_are_refused_row_by_row():
             f"Row {r}: its headers hold a null element or a null key (each header needs a key)" for r in (1, 3)]
         kept = columns.take(np.array([0, 2]))  # the others encode as they would alone
         alone = RecordColumns(None, pa.array([b"a", b"c"]), headers=headers.take(pa.array([0, 2])))
-        assert kept.size_upper_bounds().tolist() == alone.size_upper_bounds().tolist()
+        assert kept.size_bounds.tolist() == alone.size_bounds.tolist()
         with pytest.raises(InvalidHeaderError, match="Row 1: its headers hold") as e:
             columns.checked()  # for callers that encode every row or none
         assert e.value.row == 1
@@ -386,7 +386,7 @@ def test_a_column_of_one_piece_is_read_in_place_and_of_several_joined():
     """A Spark task's table of one batch hands the producer columns of one piece: read where they
     are (Arrow's combine_chunks would copy even one); several pieces are joined (short rows) or
     kept apart (long rows: ``VIEW_JOIN_MIN_BYTES``)."""
-    from sparkkafka_sink.arrow_views import one_array
+    from sparkkafka_sink.record.arrow import one_array
 
     values = pa.array([b"v" * 20] * 4)
     assert one_array(values) is values

@@ -5,8 +5,9 @@ came through.
 
 The graph is built from the source (``ast``): a call resolves through the names a module
 imports, and a method call through the annotated type of its receiver (a parameter, a local
-made by a constructor, an attribute ``__init__`` set).  ``part`` and ``task_info`` are values
-every stage reads, not stages: calls into them are left out.
+made by a constructor, an attribute ``__init__`` set).  ``task_info`` is a value every stage
+reads, not a stage: calls into it are left out (a ``routing.Part`` the later stages are handed
+is read by its fields: they call nothing of ``routing``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sparkkafka_sink
 TASK = Path(sparkkafka_sink.__file__).parent / "spark" / "task"
 PACKAGE = "sparkkafka_sink.spark.task."
 #: values, not stages
-VALUES = {"part", "task_info"}
+VALUES = {"task_info"}
 #: the task's entry: it builds every stage and drives them
 ENTRY = "write_task"
 

@@ -19,7 +19,7 @@ task.
 Bad rows are found at four stages -- the row checks, serialization (a key or value its Avro or
 JSON schema cannot hold: dead-lettered as JSON text of its data), the producer's refusal before
 sending, the broker's refusal -- and each hands them over with ``reject_rows``, naming them in
-the part they were found in (``part.Part``).
+the part they were found in (``routing.Part``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.plan import ColumnLayout
 from sparkkafka_sink.spark.sink_errors import in_option_names
-from sparkkafka_sink.spark.task.part import Part
+from sparkkafka_sink.spark.task.routing import Part
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +110,8 @@ class DeadLetters:
         """Rows ``indices`` of ``part`` are bad rows (meant for ``topic`` and ``partition``, where
         known), with their contents as far as they can be read."""
         for i in indices:
-            self.reject(BadRow(part.task_row(int(i)), topic, partition, error, stage,
-                               *_row_contents(part.batch, self.layout, int(i), with_headers)))
+            key, value, headers = _row_contents(part.batch, self.layout, int(i), with_headers)
+            self.reject(BadRow(int(part.rows[i]), topic, partition, error, stage, key, value, headers))
 
     def reject_refused(self, part: Part, refused: Refused, stage: str, topic: str | None) -> None:
         """The rows of ``part`` a check refused, each with its own error (a header without a key:

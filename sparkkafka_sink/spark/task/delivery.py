@@ -27,8 +27,7 @@ from sparkkafka_sink.producer.bulk import BulkFuture
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.spark.sink_errors import in_option_names
 from sparkkafka_sink.spark.task.dead_letters import DeadLetters, DeadLettersSent
-from sparkkafka_sink.spark.task.part import Part
-from sparkkafka_sink.spark.task.routing import Handed, Outcome, Rejected
+from sparkkafka_sink.spark.task.routing import Handed, Outcome, Part, Rejected
 
 
 @dataclass

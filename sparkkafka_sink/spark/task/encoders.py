@@ -17,13 +17,13 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
 from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.serialization.encoded import RecordSchemaError
 from sparkkafka_sink.serialization.serializer import ColumnSerializer, SerializerSpec
 from sparkkafka_sink.spark.plan import WritePlan
-from sparkkafka_sink.spark.task.part import Part
 
 if TYPE_CHECKING:
     from sparkkafka_sink.serialization.registry import SchemaRegistryClient
@@ -49,11 +49,11 @@ class TaskEncoders:
     def __bool__(self) -> bool:
         return bool(self._columns)
 
-    def encode(self, part: Part, topic: str) -> tuple[Part, Refused]:
-        """``part`` with its serialized columns replaced by their encodings, and the rows its
-        schemas cannot hold (positions in ``part``, ascending; their encodings are null), each
-        with a ``RecordSchemaError`` naming the row (its number in the task's input) and field."""
-        batch = part.batch
+    def encode(self, batch: pa.Table, rows: np.ndarray, topic: str) -> tuple[pa.Table, np.ndarray, Refused]:
+        """``batch`` with its serialized columns replaced by their encodings, without the rows its
+        schemas cannot hold; the positions in ``batch`` of the rows kept (ascending); and the
+        rows left out, each with a ``RecordSchemaError`` naming the row (its number in the
+        task's input, ``rows``) and field."""
         bad: dict[int, tuple[str, str]] = {}
         for name, spec in self._columns:
             array = batch.column(name)
@@ -61,8 +61,13 @@ class TaskEncoders:
             for i, row in enumerate(encoded.bad_rows.tolist()):
                 bad.setdefault(row, (encoded.fields[i], encoded.reasons[i]))
             batch = batch.set_column(batch.schema.get_field_index(name), name, encoded.values)
-        return part.with_batch(batch), Refused.of([(row, RecordSchemaError(reason, part.task_row(row), field), None)
-                                                   for row, (field, reason) in bad.items()])
+        kept = np.arange(batch.num_rows)
+        if not bad:
+            return batch, kept, Refused()
+        refused = Refused.of([(row, RecordSchemaError(reason, int(rows[row]), field), None)
+                              for row, (field, reason) in bad.items()])
+        kept = np.delete(kept, refused.rows)
+        return batch.take(pa.array(kept)), kept, refused
 
     def _serializer(self, name: str, spec: SerializerSpec, topic: str, arrow_type: pa.DataType
                     ) -> ColumnSerializer:

@@ -1,22 +1,25 @@
 """Rows to the producer: out what has no topic, split by topic, encode, send -- and what became
 of them, as data.
 
-A part of an Arrow batch (``part.Part``) goes through four steps, each handling a row once:
-rows without a topic are taken out; the rest are split by topic; each topic's rows are encoded
-when a column is written in a registry format (``encoders``: the rows their schema cannot hold
-come back as data); each topic's rows go to the producer in one ``send_batch`` (the rows it
-refuses -- too large, a partition that does not exist, a header without a key -- come back as
-data too, under ``errors.tolerance=all``).  Every row leaves here once, in one of the outcomes
-:func:`route` returns, which the task's ``DeliveryTracker`` records: :class:`Handed` to the
-producer with its ``send_batch`` future, :class:`Rejected` as a bad row (under tolerance), or
-:class:`Stopped` -- the task fails at it, nothing of its part sent.
+A :class:`Part` of an Arrow batch -- some rows, and each row's number in the task's input --
+goes through four steps, each handling a row once: rows without a topic are taken out; the rest
+are split by topic; each topic's rows are encoded when a column is written in a registry format
+(``encoders``: the rows their schema cannot hold come back as data, left out); each topic's rows
+go to the producer in one ``send_batch`` (the rows it refuses -- too large, a partition that does
+not exist, a header without a key -- come back as data too, under ``errors.tolerance=all``).
+Every row leaves here once, in one of the outcomes :func:`route` returns, which the task's
+``DeliveryTracker`` records: :class:`Handed` to the producer with its ``send_batch`` future,
+:class:`Rejected` as a bad row (under tolerance), or :class:`Stopped` -- the task fails at it,
+nothing of its part sent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkkafka_sink.errors import InvalidRecordError, KafkaError, condemns_record
@@ -25,7 +28,48 @@ from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.plan import ColumnLayout
 from sparkkafka_sink.spark.task.encoders import TaskEncoders
-from sparkkafka_sink.spark.task.part import Part
+
+
+@dataclass(frozen=True)
+class Part:
+    """Some rows of one Arrow table on their way to the producer, and where each came from.
+
+    The task numbers its input's rows from its first Arrow batch.  It sends them a table at a
+    time (Spark's batches grouped, ``batches.coalesced``), and what it sends of a table may be
+    only some of them -- one topic's rows, or the rest once bad rows were taken out -- so a part
+    carries, beside its rows, each row's number in the task's input (``rows``).  Failures and
+    bad rows are named by that number wherever they are found."""
+
+    #: the rows (an Arrow table, its pieces Spark's batches; a record batch does as well)
+    batch: pa.Table
+    #: each row's number in the task's input (ascending)
+    rows: np.ndarray
+
+    @classmethod
+    def of(cls, batch: pa.Table, first_row: int) -> Part:
+        """All of ``batch``, whose first row is row ``first_row`` of the task's input."""
+        return cls(batch, np.arange(first_row, first_row + batch.num_rows, dtype=np.int64))
+
+    @property
+    def num_rows(self) -> int:
+        return self.batch.num_rows
+
+    def nulls(self, name: str) -> np.ndarray:
+        """The positions (ascending) of the nulls of column ``name``."""
+        col = self.batch.column(name)
+        if not col.null_count:
+            return np.empty(0, dtype=np.int64)
+        return np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+
+    def take(self, indices: np.ndarray) -> Part:
+        """The rows at ``indices`` (ascending)."""
+        return Part(self.batch.take(pa.array(indices)), self.rows[indices])
+
+    def without(self, indices: Sequence[int] | np.ndarray) -> Part:
+        """This part without the rows at ``indices``."""
+        keep = np.delete(np.arange(self.num_rows), np.asarray(indices, dtype=np.int64))
+        return self.take(keep)
+
 
 NULL_TOPIC = "topic is null and no 'topic' option is set"
 
@@ -78,24 +122,14 @@ def route(producer: Producer, part: Part, layout: ColumnLayout, topic_option: st
         outcomes.append(Rejected(part, without_topic, "row check", None))
         part = part.without(without_topic.rows)
     for topic, group in _topic_groups(part, layout, topic_option):
-        if encoders:
-            encoded, refused = encoders.encode(group, topic)
-            if refused:
-                if not tolerant:
-                    outcomes.append(_stop(group, refused, topic))
-                    continue
-                outcomes.append(Rejected(group, refused, "serialization", topic))  # read as the user gave them
-            group = encoded.without(refused.rows) if refused else encoded
-            if not group.num_rows:
-                continue
-        outcomes += _send(producer, group, layout, topic, tolerant)
+        outcomes += _send(producer, group, layout, topic, encoders, tolerant)
     return outcomes
 
 
 def _stop(part: Part, refused: Refused, topic: str | None) -> Stopped:
     """The first refused row of ``part`` fails the task, with every row of the part."""
     row, error, partition = next(iter(refused))
-    return Stopped(part.task_row(row), topic, partition, error, part.num_rows)
+    return Stopped(int(part.rows[row]), topic, partition, error, part.num_rows)
 
 
 def _without_topic(part: Part, layout: ColumnLayout, topic_option: str | None) -> Refused:
@@ -115,18 +149,32 @@ def _topic_groups(part: Part, layout: ColumnLayout, topic_option: str | None) ->
     if part.num_rows == 0:
         return []
     assert layout.topic is not None, "validate_schema: no topic option, so a topic column"
-    col = part.column(layout.topic)
+    col = part.batch.column(layout.topic)
     topics = pc.unique(col).to_pylist()
     if len(topics) == 1:
         return [(topics[0], part)]
     return [(t, part.take(np.flatnonzero(pc.equal(col, t).to_numpy(zero_copy_only=False)))) for t in topics]
 
 
-def _send(producer: Producer, part: Part, layout: ColumnLayout, topic: str, tolerant: bool) -> list[Outcome]:
-    """One ``send_batch`` of ``part``.  Under tolerance the producer leaves out the rows it
-    refuses and returns them; otherwise the first refused row stops the task, nothing of the
-    part sent."""
-    col = part.column
+def _send(producer: Producer, given: Part, layout: ColumnLayout, topic: str, encoders: TaskEncoders | None,
+          tolerant: bool) -> list[Outcome]:
+    """``given``'s rows for ``topic``, encoded (when a column is written in a registry format),
+    in one ``send_batch``.  Under tolerance the rows the encoders or the producer refuse are
+    left out and returned as bad rows; otherwise the first refused row stops the task, nothing
+    of the part sent."""
+    outcomes: list[Outcome] = []
+    part = given
+    if encoders:
+        encoded, kept, refused = encoders.encode(given.batch, given.rows, topic)
+        if refused:
+            if not tolerant:  # (as ``_stop`` does)
+                row, error, partition = next(iter(refused))
+                return [Stopped(int(given.rows[row]), topic, partition, error, given.num_rows)]
+            outcomes.append(Rejected(given, refused, "serialization", topic))  # read as the user gave them
+            if not len(kept):
+                return outcomes
+        part = Part(encoded, given.rows[kept])
+    col = part.batch.column
     try:
         future = producer.send_batch(
             topic,
@@ -138,18 +186,22 @@ def _send(producer: Producer, part: Part, layout: ColumnLayout, topic: str, tole
             refused="return" if tolerant else "raise",
         )
     except BulkSendError as exc:
-        outcomes: list[Outcome] = []
         if exc.partial is not None:  # the rows queued before the error travel on
             outcomes.append(Handed(exc.partial, topic, part))
         if tolerant and exc.refused:
             outcomes.append(Rejected(part, exc.refused, "producer", topic))
         first = exc.row if exc.row is not None else exc.first_row_not_sent  # the row at fault, or the first left
-        outcomes.append(Stopped(part.task_row(first), topic, exc.partition, exc.error, len(exc.rows_not_sent)))
+        outcomes.append(Stopped(int(part.rows[first]), topic, exc.partition, exc.error, len(exc.rows_not_sent)))
         return outcomes
     except KafkaError as exc:  # the call as a whole: nothing of it was queued
         if tolerant and condemns_record(exc):  # a refusal that condemns every row (a topic not authorized)
-            every = np.arange(part.num_rows)
-            return [Rejected(part, Refused(every, (exc,) * len(every), (None,) * len(every)), "producer", topic)]
-        return [Stopped(part.task_row(0), topic, None, exc, part.num_rows)]
-    handed: Outcome = Handed(future, topic, part)
-    return [Rejected(part, future.refused, "producer", topic), handed] if future.refused else [handed]
+            every = np.arange(len(part.rows))
+            outcomes.append(Rejected(part, Refused(every, (exc,) * len(every), (None,) * len(every)), "producer",
+                                     topic))
+            return outcomes
+        outcomes.append(Stopped(int(part.rows[0]), topic, None, exc, len(part.rows)))
+        return outcomes
+    if future.refused:
+        outcomes.append(Rejected(part, future.refused, "producer", topic))
+    outcomes.append(Handed(future, topic, part))
+    return outcomes

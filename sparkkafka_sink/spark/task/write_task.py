@@ -33,9 +33,8 @@ from sparkkafka_sink.spark.task.batches import coalesced, paced
 from sparkkafka_sink.spark.task.dead_letters import DeadLetters
 from sparkkafka_sink.spark.task.delivery import DeliveryTracker
 from sparkkafka_sink.spark.task.encoders import TaskEncoders
-from sparkkafka_sink.spark.task.part import Part
 from sparkkafka_sink.spark.task.rate_limit import rate_limiter
-from sparkkafka_sink.spark.task.routing import route
+from sparkkafka_sink.spark.task.routing import Part, route
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.task_producer import TaskProducer
 from sparkkafka_sink.spark.task.worker_memory import raise_malloc_thresholds
@@ -73,8 +72,9 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
                 _within_transaction_timeout(plan, task)
             current = producer.open()
             with _step(task, "could not serialize its rows") if encoders else nullcontext():
-                tracker.record(route(current, Part.of(table, rows_seen), plan.layout, options.topic, encoders,
-                                     tracker.tolerant))
+                outcomes = route(current, Part.of(table, rows_seen), plan.layout, options.topic, encoders,
+                                 tracker.tolerant)
+            tracker.record(outcomes)
             rows_seen += table.num_rows
             tracker.drain()
             if tracker.failed:

@@ -322,6 +322,29 @@ def typed_settings(doc: dict, header: list[str]) -> dict:
     return rows
 
 
+def row_walk(doc: dict, header: list[str]) -> dict:
+    """Each cell's pairs of neighbouring runs (``doc["pairs"]``: before, after): records/s, their
+    ratio (and its median), and each run's CPU besides the broker's."""
+    def cell(series: str, side: str, order: int, value: int, codec: str) -> dict:
+        (run,) = [r for r in doc["runs"] if (r["series"], r["side"], r["order"]) == (series, side, order)]
+        (found,) = [c for c in run["cells"] if c["value_size"] == value and c["compression"] == codec]
+        return found
+
+    rows = {}
+    for label, series, value, codec in (("Spark, 100 B, none", "A", 100, "none"), ("Spark, 100 B, lz4", "A", 100, "lz4"),
+                                        ("Spark, 1 KiB, none", "AB", 1024, "none"),
+                                        ("Spark, 1 KiB, lz4", "AB", 1024, "lz4"),
+                                        ("send_batch alone, 1 KiB, none", "C", 1024, "none"),
+                                        ("send_batch alone, 1 KiB, lz4", "C", 1024, "lz4")):
+        pairs = [p for p in doc["pairs"] if p["series"] in series]
+        sides = [[cell(p["series"], side, p[side], value, codec) for p in pairs] for side in ("before", "after")]
+        rate = [[c["records_per_s"] / 1000 for c in side] for side in sides]  # (k)
+        ratios = [after / before for before, after in zip(*rate, strict=True)]
+        rest = [[c["cpu_machine_s"] - c["cpu_broker_s"] for c in side] for side in sides]
+        rows[(label,)] = [rate[0], rate[1], [*ratios, statistics.median(ratios)], rest[0], rest[1]]
+    return rows
+
+
 def decision_in_kafka(doc: dict, header: list[str]) -> dict:
     """The exactly-once write's best records/s per alternation, before and after, and their ratio."""
     def eos(side: str, alternation: int, codec: str) -> float:
@@ -393,6 +416,8 @@ TABLES = [
           2, protobuf_matrix),
     Table(BENCHMARKS, "| cell | before | after | after ÷ before, per pair | CPU s but the broker's, before | after |",
           "before-after-typed-settings.json", 1, typed_settings),
+    Table(BENCHMARKS, "| cell | before | after | after ÷ before, per pair | CPU s but the broker's, before | after |",
+          "before-after-row-walk.json", 1, row_walk),
     Table(BENCHMARKS, "| codec | before | after | after ÷ before, per alternation |",
           "before-after-decision-in-kafka.json", 1, decision_in_kafka),
     Table(BENCHMARKS, "| mode | pyspark | median s | rows/s | ratio to 4.3 |", "pyspark-lines-4.0-4.3.json", 2,

@@ -26,6 +26,7 @@ from sparkkafka_sink.lazy_exports import lazy_exports
 from sparkkafka_sink.version import __version__
 
 if TYPE_CHECKING:  # what __getattr__ loads on first use, for type checkers and IDEs
+    from sparkkafka_sink.otel.spans import traceparent
     from sparkkafka_sink.producer import (
         BulkFuture,
         BulkResult,
@@ -68,6 +69,7 @@ __all__ = [
     "abort_lingering",
     "complete_transaction",
     "register",
+    "traceparent",
 ]
 
 #: loaded on first use (``lazy_exports``): the producer's names from its package, which loads
@@ -78,6 +80,7 @@ _LAZY = {
                     "sparkkafka_sink.producer"),
     "register": "sparkkafka_sink.spark",
     "SinkMetrics": "sparkkafka_sink.spark",
+    "traceparent": "sparkkafka_sink.otel.spans",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 from sparkkafka_sink.errors import BufferExhaustedError, KafkaError, Message, RecordTooLargeError, Setting
 
 
 class BufferPool:
-    def __init__(self, total_memory: int):
+    def __init__(self, total_memory: int, on_wait: Callable[[float], None] | None = None):
         self.total_memory = total_memory
+        #: told how long (ms) a caller waited for memory, each time one had to
+        self._on_wait = on_wait
         self._available = total_memory
         self._lock = threading.Lock()
         self._waiters: deque[threading.Condition] = deque()
@@ -46,7 +49,8 @@ class BufferPool:
                 return
             cond = threading.Condition(self._lock)
             self._waiters.append(cond)
-            deadline = time.monotonic() + max_time_ms / 1000.0
+            started = time.monotonic()
+            deadline = started + max_time_ms / 1000.0
             try:
                 while True:
                     if self._closed:
@@ -67,6 +71,8 @@ class BufferPool:
                 self._waiters.remove(cond)
                 if self._waiters:
                     self._waiters[0].notify()
+                if self._on_wait is not None:
+                    self._on_wait((time.monotonic() - started) * 1000)
 
     def take(self, size: int) -> None:
         """Reserve ``size`` bytes now, even past the limit (a bound that fell short: the memory

@@ -143,6 +143,9 @@ class ProducerConfig(Settings, Mapping[str, Any]):
     max_in_flight_requests_per_connection = _int_key("max.in.flight.requests.per.connection", 5,
                                                      "unanswered requests per broker connection", 1)
     enable_idempotence = _bool_key("enable.idempotence", True, "producer id + sequence numbers: no duplicates on retry")
+    enable_metrics_push = _bool_key(
+        "enable.metrics.push", True, "push this producer's metrics to the brokers whose client-metrics "
+        "subscriptions ask for them (KIP-714, Apache Kafka 3.7+), as Java's client does")
     reconnect_backoff_ms = _long_key("reconnect.backoff.ms", 50, "first wait before reconnecting to a broker")
     reconnect_backoff_max_ms = _long_key("reconnect.backoff.max.ms", 1000, "cap of the exponential reconnect backoff")
     socket_connection_setup_timeout_ms = _long_key("socket.connection.setup.timeout.ms", 10000,

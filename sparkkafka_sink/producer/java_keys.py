@@ -162,9 +162,6 @@ _RULES: dict[str, _Rule] = {
         "config providers are Java classes that resolve ${provider:path:key} placeholders",
         "give the values themselves (in Spark, read the secret on the driver and pass it as the option)",
         accepted=("",), accepted_reason="no provider given"),
-    "enable.metrics.push": _noted(
-        "client metrics are not pushed to the broker (KIP-714): this producer sends no "
-        "GetTelemetrySubscriptions/PushTelemetry requests"),
     "interceptor.classes": _refused(
         f"producer interceptors are Java classes, {_JAVA_CLASS}",
         "change the rows before the write (a Spark select/transform), or wrap Producer.send in Python",

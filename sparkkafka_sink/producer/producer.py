@@ -49,11 +49,12 @@ from sparkkafka_sink.producer.bulk import (
     resolve_partitions,
     sub_calls,
 )
+from sparkkafka_sink.producer.client_telemetry import ClientTelemetry
 from sparkkafka_sink.producer.config import ProducerConfig
 from sparkkafka_sink.producer.future import FutureRecordMetadata
 from sparkkafka_sink.producer.handover import PreparedTransaction
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
-from sparkkafka_sink.producer.metrics import ProducerMetrics
+from sparkkafka_sink.producer.metrics import MetricsObserver, ProducerMetrics
 from sparkkafka_sink.producer.network_stack import network_stack
 from sparkkafka_sink.producer.partitioner import make_partitioner, murmur2_partition
 from sparkkafka_sink.producer.sender import Sender
@@ -63,7 +64,7 @@ from sparkkafka_sink.protocol.error_codes import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from sparkkafka_sink.record.arrow import ColumnLike, HeadersColumnLike, IntColumnLike, RecordColumns
+from sparkkafka_sink.record.arrow import ColumnLike, ExtraHeader, HeadersColumnLike, IntColumnLike, RecordColumns
 from sparkkafka_sink.record.batch import BATCH_OVERHEAD, MAX_RECORD_OVERHEAD, estimate_record_size
 from sparkkafka_sink.record.compression import from_name, level_setting
 
@@ -140,7 +141,7 @@ class Producer:
         self._metadata, self._client = network.metadata, network.client
         self._closed = False
         self._metrics = ProducerMetrics()
-        self._pool = BufferPool(c.buffer_memory)
+        self._pool = BufferPool(c.buffer_memory, on_wait=self._metrics.record_buffer_wait)
         self._transactions: TransactionManager | None
         self._idempotence: IdempotenceManager | None
         if c.transactional_id is not None:
@@ -173,7 +174,8 @@ class Producer:
             request_timeout_ms=c.request_timeout_ms, delivery_timeout_ms=c.delivery_timeout_ms,
             max_request_size=c.max_request_size, retry_backoff_ms=c.retry_backoff_ms,
             guarantee_order=c.max_in_flight_requests_per_connection == 1,
-            idempotence=self._idempotence, metrics=self._metrics, client_id=self.client_id)
+            idempotence=self._idempotence, metrics=self._metrics, client_id=self.client_id,
+            telemetry=ClientTelemetry(self.metrics, self.client_id) if c.enable_metrics_push else None)
         self._sender.start()
 
     # -- context manager ---------------------------------------------------------------
@@ -250,13 +252,15 @@ class Producer:
     def send_batch(self, topic: str, values: ColumnLike | None = None, keys: ColumnLike | None = None,
                    headers: HeadersColumnLike | None = None, partitions: IntColumnLike | int | None = None,
                    timestamps: IntColumnLike | int | None = None,
-                   refused: Literal["raise", "return"] = "raise") -> BulkFuture:
+                   refused: Literal["raise", "return"] = "raise", extra_header: ExtraHeader | None = None) -> BulkFuture:
         """Queue many records at once from Arrow columns (or sequences); one future for all.
 
         ``values``/``keys``: binary or string columns (nulls allowed: tombstones, null keys);
         ``headers``: ``list<struct<key: string, value: binary>>`` column or per-row pair lists;
         ``partitions``: int column (nulls use the partitioner) or one int; ``timestamps``: int64
-        milliseconds or timestamp column, or one int (nulls and None: now).  Records are encoded
+        milliseconds or timestamp column, or one int (nulls and None: now); ``extra_header``: one
+        more header on every record, after its own, ``(key, value)`` -- the value the same bytes for
+        every record, or a column (a null: no such header there).  Records are encoded
         straight from the columns, each record byte-identical to sending it alone, into each
         partition's open batch (filled across calls up to ``batch.size``, as ``send()`` fills
         it) and whole batches beyond.  Blocks up to max.block.ms for metadata and buffer memory.
@@ -278,7 +282,7 @@ class Producer:
         validate_topic(topic)
         cluster = self._wait_on_metadata(topic, None, self._max_block_ms)
         # checked and measured once, for every step
-        columns = RecordColumns(keys, values, timestamps, headers, partitions=partitions)
+        columns = RecordColumns(keys, values, timestamps, headers, partitions=partitions, extra_header=extra_header)
         if columns.n == 0:
             return BulkFuture(topic, [])
         n, returning = columns.n, refused == "return"
@@ -512,9 +516,17 @@ class Producer:
         state = "closed" if self._closed else "open"
         return f"<Producer {self.client_id} {protocol}{principal} {state}>"
 
+    def observe(self, observer: MetricsObserver | None) -> None:
+        """Report each event -- a request answered, a batch sent or retried, records failed, a
+        wait for buffer memory -- to ``observer`` as it happens, beside the counters of
+        :meth:`metrics` (``sparkkafka_sink.otel.instruments.ProducerInstruments`` records them
+        on OpenTelemetry's meter); None: stop."""
+        self._metrics.observer = observer
+
     def metrics(self) -> dict[str, float]:
         snap = self._metrics.snapshot()
         snap["buffer_available_bytes"] = self._pool.available_memory
+        snap["buffer_total_bytes"] = self._pool.total_memory
         return snap
 
     def __del__(self) -> None:

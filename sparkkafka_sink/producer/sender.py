@@ -21,6 +21,7 @@ from sparkkafka_sink.network.client import NetworkClient, now_ms
 from sparkkafka_sink.network.in_flight import ClientResponse
 from sparkkafka_sink.network.metadata import Metadata
 from sparkkafka_sink.producer.accumulator import RecordAccumulator
+from sparkkafka_sink.producer.client_telemetry import ClientTelemetry
 from sparkkafka_sink.producer.control_requests import ControlRequest, Outcome
 from sparkkafka_sink.producer.idempotence import IdempotenceManager
 from sparkkafka_sink.producer.metrics import ProducerMetrics
@@ -44,7 +45,8 @@ class Sender(threading.Thread):
     def __init__(self, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator, *,
                  acks: int, retries: int, request_timeout_ms: int, delivery_timeout_ms: int,
                  max_request_size: int, retry_backoff_ms: int, guarantee_order: bool,
-                 idempotence: IdempotenceManager | None, metrics: ProducerMetrics, client_id: str):
+                 idempotence: IdempotenceManager | None, metrics: ProducerMetrics, client_id: str,
+                 telemetry: ClientTelemetry | None = None):
         super().__init__(name=f"sparkkafka-sink-sender-{client_id}", daemon=True)
         self.client = client
         self.metadata = metadata
@@ -69,6 +71,8 @@ class Sender(threading.Thread):
         self._control_next: ControlRequest | None = None
         self._control_pending = False
         self._control_retry_at = 0.0
+        #: the client's metrics pushed to the brokers that ask for them (KIP-714), or None
+        self.telemetry = telemetry
 
     # -- lifecycle ---------------------------------------------------------------------
     def run(self) -> None:
@@ -81,10 +85,10 @@ class Sender(threading.Thread):
             while not self._force_close and (self.accumulator.has_incomplete()
                                              or self.accumulator.appends_in_progress):
                 self._run_once_safely()
+            self._push_terminating_telemetry()
             if self._force_close:
-                failed = self.accumulator.abort_incomplete(
-                    KafkaError("Producer was closed forcefully before the record was acknowledged"))
-                self.metrics.records_failed += failed
+                error = KafkaError("Producer was closed forcefully before the record was acknowledged")
+                self.metrics.record_failure(self.accumulator.abort_incomplete(error), error)
         finally:
             self.client.close()
 
@@ -117,7 +121,8 @@ class Sender(threading.Thread):
             return
         control = self.idempotence
         control_timeout = self._maybe_send_control_request(control, now) if control is not None else float("inf")
-        self.client.poll(min(self._send_producer_data(now), control_timeout), now)
+        telemetry_timeout = self._maybe_send_telemetry(now) if self.telemetry is not None else float("inf")
+        self.client.poll(min(self._send_producer_data(now), control_timeout, telemetry_timeout), now)
 
     def _send_producer_data(self, now: float) -> float:
         cluster = self.metadata.cluster
@@ -253,7 +258,56 @@ class Sender(threading.Thread):
 
     def _fail_everything(self, error: BaseException) -> None:
         self._in_flight.clear()
-        self.metrics.records_failed += self.accumulator.abort_incomplete(error)
+        self.metrics.record_failure(self.accumulator.abort_incomplete(error), error)
+
+    # -- client metrics (KIP-714) -------------------------------------------------------
+    def _maybe_send_telemetry(self, now: float) -> float:
+        """Send the telemetry request that is due to the least loaded broker; returns how long
+        the loop may sleep before the next is due."""
+        telemetry = self.telemetry
+        assert telemetry is not None
+        wait = telemetry.due_in(now, self.request_timeout_ms)
+        if wait > 0:
+            return wait
+        node = self.client.least_loaded_node(now)
+        if node is None:
+            return self.retry_backoff_ms
+        if not self.client.ready(node, now):
+            return self.client.connection_delay(node, now)
+        request = telemetry.request(now)
+        if request is None:
+            return telemetry.due_in(now, self.request_timeout_ms)
+        try:
+            self.client.send(node, request, self._telemetry_answered, now)
+        except KafkaError as e:  # the broker does not speak the telemetry APIs (before 3.7, ZooKeeper mode)
+            log.debug("client telemetry off: %s", e)
+            telemetry.unsupported()
+            return float("inf")
+        return telemetry.due_in(now, self.request_timeout_ms)
+
+    def _telemetry_answered(self, resp: ClientResponse) -> None:
+        assert self.telemetry is not None
+        if resp.response is not None:
+            self.telemetry.answered(resp.response, resp.received_ms)
+        else:
+            self.telemetry.failed(resp.received_ms)
+
+    def _push_terminating_telemetry(self) -> None:
+        """Closing: the last push, marked terminating, if a broker subscribed to this producer's
+        metrics and a connection is open to carry it (none is opened for it) -- its answer
+        waited for at most ``request.timeout.ms``."""
+        telemetry = self.telemetry
+        if telemetry is None or self._force_close:
+            return
+        telemetry.initiate_close()
+        now = now_ms()
+        node = self.client.least_loaded_node(now)
+        if not telemetry.closing or node is None or not self.client.ready(node, now):
+            return
+        deadline = now + self.request_timeout_ms
+        while telemetry.closing and not self._force_close and now < deadline:
+            self.client.poll(min(self._maybe_send_telemetry(now), deadline - now), now)
+            now = now_ms()
 
     # -- produce -----------------------------------------------------------------------
     def _send_produce_request(self, node: int, batches: list[ProducerBatch], now: float) -> None:
@@ -316,7 +370,7 @@ class Sender(threading.Thread):
             if self.idempotence is not None:
                 self.idempotence.complete(batch, acknowledged_ms=now)
             if batch.done(base_offset, log_append_time, None):
-                self.metrics.record_batch_sent(batch.record_count, len(batch.wire))
+                self.metrics.record_batch_sent(batch.topic, batch.record_count, len(batch.wire))
             self.accumulator.deallocate(batch)
             return
         if batch.result.is_done():  # expired while in flight: already failed
@@ -343,7 +397,7 @@ class Sender(threading.Thread):
                 idem.request_reset()
         if retriable and self._can_retry(batch, now):
             log.debug("retrying %s after %s", batch, error)
-            self.metrics.retries += 1
+            self.metrics.record_retry(batch.topic, batch.record_count, error)
             if getattr(error, "invalid_metadata", False) or isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
                 self.metadata.request_update()
             self.accumulator.reenqueue(batch, now)
@@ -382,7 +436,7 @@ class Sender(threading.Thread):
         if self.guarantee_order:
             self.accumulator.unmute(batch.tp)
         if batch.done(-1, -1, error):
-            self.metrics.records_failed += batch.record_count
+            self.metrics.record_failure(batch.record_count, error, batch.topic)
         self.accumulator.deallocate(batch)
 
 

@@ -46,6 +46,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
 
 
 class ApiDeclaration(NamedTuple):
@@ -83,6 +85,9 @@ DECLARED: dict[int, ApiDeclaration] = {
     ApiKey.FETCH: ApiDeclaration("Fetch", 4, 12),
     # ... and its settings checked (compacted, nothing deleted by age)
     ApiKey.DESCRIBE_CONFIGS: ApiDeclaration("DescribeConfigs", 1, 4),
+    # the client's metrics, pushed to the brokers that ask for them (KIP-714)
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: ApiDeclaration("GetTelemetrySubscriptions", 0, 0),
+    ApiKey.PUSH_TELEMETRY: ApiDeclaration("PushTelemetry", 0, 0),
 }
 
 #: the highest version of an API a transaction of transactions v1 may use (KIP-890 part 2:

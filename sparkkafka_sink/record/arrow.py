@@ -37,6 +37,7 @@ from sparkkafka_sink.record.batch import (
 )
 from sparkkafka_sink.record.compression import CompressionType, compress
 from sparkkafka_sink.record.refusals import Refused
+from sparkkafka_sink.varint import encode_varint
 from sparkkafka_sink.varint_columns import (
     encode_varint_rows,
     encode_varints,
@@ -49,6 +50,7 @@ from sparkkafka_sink.varint_columns import (
 
 __all__ = [
     "ColumnLike",
+    "ExtraHeader",
     "HeaderPairs",
     "HeadersColumnLike",
     "IntColumnLike",
@@ -150,7 +152,8 @@ class RecordColumns:
 
     def __init__(self, keys: ColumnLike | None, values: ColumnLike | None,
                  timestamps_ms: IntColumnLike | int | None = None, headers: HeadersColumnLike | None = None,
-                 default_timestamp_ms: int | None = None, *, partitions: IntColumnLike | int | None = None):
+                 default_timestamp_ms: int | None = None, *, partitions: IntColumnLike | int | None = None,
+                 extra_header: ExtraHeader | None = None):
         n = next((len(c) for c in (keys, values) if c is not None), None)
         if n is None:
             raise InvalidRecordError("at least one of keys and values must be a column")
@@ -171,7 +174,7 @@ class RecordColumns:
         #: each row's partition as given (-1: none, the partitioner's to choose), or None: none given
         self.partitions, bad_partitions = _partitions(partitions, n)
         #: rows whose headers cannot be encoded (a header without a key): measured without them
-        self.headers, header_size, bad_headers = _header_column(headers, n)
+        self.headers, header_size, bad_headers = _header_column(headers, n, extra_header)
         #: the rows no record can be made of (a negative partition, a header without a key)
         self.refused = bad_partitions | bad_headers
         #: None: row i is row i of ``keys``, ``values`` and ``headers``; else row i is their row
@@ -378,19 +381,70 @@ def _partitions(partitions: IntColumnLike | int | None, n: int) -> tuple[np.ndar
     return given, refused
 
 
-def _header_column(headers: HeadersColumnLike | None, n: int) -> tuple[pa.Array | pa.Scalar, np.ndarray, Refused]:
-    """Encoded headers per row (``P3``: count + headers), their sizes, and the rows whose headers
-    cannot be encoded (encoded as none).  Headers as Python objects (one sequence of ``(str,
-    bytes | None)`` pairs per row) are first made the Arrow column Spark hands over."""
+#: one more header on every record, after its own: its key, and its value -- the same bytes for
+#: every record, or a column (a null: no such header on that record)
+ExtraHeader: TypeAlias = tuple[str, "bytes | ColumnLike"]
+
+
+class _Extra(NamedTuple):
+    """An extra header encoded (key and value fields): one scalar for every record, or a column
+    (empty where a record has none), and how many each record gets (1, or 0/1 per record)."""
+
+    encoded: pa.Scalar | pa.Array
+    per_record: int | np.ndarray
+
+
+def _extra_header(extra: ExtraHeader | None, n: int) -> _Extra | None:
+    if extra is None:
+        return None
+    name, value = extra
+    key_bytes = name.encode("utf-8")
+    key_part = encode_varint(len(key_bytes)) + key_bytes
+    if isinstance(value, _BYTES):
+        data = bytes(value)
+        return _Extra(_scalar(key_part + encode_varint(len(data)) + data), 1)
+    values = binary_column(value, n, f"header {name!r}")
+    if len(values) != n:
+        raise InvalidRecordError(f"{len(values)} values of header {name!r} for {n} records")
+    each = pc.binary_join_element_wise(_scalar(key_part), binary_view_of(*encode_varints(_lengths(values))), values,
+                                       _scalar(b""), options=_JOIN)
+    if not values.null_count:
+        return _Extra(each, 1)
+    present = values.is_valid()
+    return _Extra(pc.if_else(present, each, _scalar(b"")), present.to_numpy(zero_copy_only=False).astype(np.int64))
+
+
+def _header_column(headers: HeadersColumnLike | None, n: int, extra_header: ExtraHeader | None = None
+                   ) -> tuple[pa.Array | pa.Scalar, np.ndarray, Refused]:
+    """Encoded headers per row (``P3``: count + headers, then the extra header), their sizes, and
+    the rows whose headers cannot be encoded (encoded as none).  Headers as Python objects (one
+    sequence of ``(str, bytes | None)`` pairs per row) are first made the Arrow column Spark
+    hands over."""
+    extra = _extra_header(extra_header, n)
     if headers is None:
-        return _scalar(b"\x00"), np.ones(n, dtype=np.int64), Refused()
+        return _headers_of(None, np.zeros(n, dtype=np.int64), extra, n) + (Refused(),)
     refused = Refused()
     if isinstance(headers, pa.ChunkedArray):
         headers = one_array(headers)
     elif not isinstance(headers, pa.Array):
         headers, refused = _headers_array(headers)
-    col, sizes, more = _arrow_headers(headers, n)
+    col, sizes, more = _arrow_headers(headers, n, extra)
     return col, sizes, refused | more
+
+
+def _headers_of(joined: pa.Array | None, counts: np.ndarray, extra: _Extra | None, n: int
+                ) -> tuple[pa.Array | pa.Scalar, np.ndarray]:
+    """``P3`` of each record: its header count, its headers' fields joined (None: none), then
+    the extra header's; and their sizes."""
+    if joined is None and (extra is None or isinstance(extra.encoded, pa.Scalar)):  # the same for every record
+        data = encode_varint(extra.per_record if extra is not None else 0)  # type: ignore[arg-type]
+        data += extra.encoded.as_py() if extra is not None else b""
+        return _scalar(data), np.full(n, len(data), dtype=np.int64)
+    total = counts + extra.per_record if extra is not None else counts
+    parts = [binary_view_of(*encode_varints(total)), joined if joined is not None else _scalar(b"")]
+    col = pc.binary_join_element_wise(*parts, extra.encoded if extra is not None else _scalar(b""), _scalar(b""),
+                                      options=_JOIN)
+    return col, _lengths(col)
 
 
 def _headers_array(headers: Sequence[HeaderPairs | None]) -> tuple[pa.Array, Refused]:
@@ -422,7 +476,8 @@ def _headers_array(headers: Sequence[HeaderPairs | None]) -> tuple[pa.Array, Ref
 _BYTES = (bytes, bytearray, memoryview)
 
 
-def _arrow_headers(headers: pa.Array, n: int) -> tuple[pa.Array | pa.Scalar, np.ndarray, Refused]:
+def _arrow_headers(headers: pa.Array, n: int, extra: _Extra | None = None
+                   ) -> tuple[pa.Array | pa.Scalar, np.ndarray, Refused]:
     """Vectorized headers from a ``list<struct<key, value>>`` column (Spark's layout)."""
     if len(headers) != n:
         raise InvalidRecordError(f"{len(headers)} header rows for {n} records")
@@ -431,7 +486,7 @@ def _arrow_headers(headers: pa.Array, n: int) -> tuple[pa.Array | pa.Scalar, np.
     counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
     items = pc.list_flatten(headers)  # headers of non-null rows, in row order
     if len(items) == 0:
-        return _scalar(b"\x00"), np.ones(n, dtype=np.int64), Refused()
+        return _headers_of(None, np.zeros(n, dtype=np.int64), extra, n) + (Refused(),)
     try:
         hkeys = binary_column(items.field("key"), len(items), "header key")
         hvals = binary_column(items.field("value"), len(items), "header value")
@@ -445,17 +500,14 @@ def _arrow_headers(headers: pa.Array, n: int) -> tuple[pa.Array | pa.Scalar, np.
             for row in rows.tolist()])
         mask = np.zeros(n, dtype=bool)
         mask[rows] = True
-        col, sizes, _ = _arrow_headers(pc.if_else(pa.array(mask), pa.scalar(None, headers.type), headers), n)
+        col, sizes, _ = _arrow_headers(pc.if_else(pa.array(mask), pa.scalar(None, headers.type), headers), n, extra)
         return col, sizes, refused
     each = pc.binary_join_element_wise(
         binary_view_of(*encode_varints(_lengths(hkeys))), hkeys,
         binary_view_of(*encode_varints(_lengths(hvals))), hvals, _scalar(b""), options=_JOIN,
     )
     grouped = pa.ListArray.from_arrays(pa.array(_offsets(counts), pa.int32()), each)
-    col = pc.binary_join_element_wise(
-        binary_view_of(*encode_varints(counts)), pc.binary_join(grouped, _scalar(b"")), _scalar(b""), options=_JOIN
-    )
-    return col, _lengths(col), Refused()
+    return _headers_of(pc.binary_join(grouped, _scalar(b"")), counts, extra, n) + (Refused(),)
 
 
 def _view_column(word: np.ndarray, sizes: np.ndarray) -> pa.Array:

@@ -31,6 +31,9 @@ class TaskCommitMessage(WriterCommitMessage):
     #: streaming: Spark's id of the query (kept in its checkpoint: the same across restarts, a
     #: new one for a new query on a reused checkpoint location), or None
     query: str | None = None
+    #: the task's span (OpenTelemetry), a W3C ``traceparent``, for the driver's commit span to
+    #: link; None: not traced
+    trace: str | None = None
 
 
 #: what Spark hands ``commit()`` and ``abort()``: one per task, None for a task that failed

@@ -27,6 +27,7 @@ from sparkkafka_sink.config_def import ConfigDef, ConfigKey, Declared, Invalid, 
 from sparkkafka_sink.exactly_once.ids import DEFAULT_DECISION_TOPIC
 from sparkkafka_sink.exactly_once.leases import BEAT_S as LEASE_BEAT_S
 from sparkkafka_sink.exactly_once.leases import WINDOW_S as LEASE_WINDOW_S
+from sparkkafka_sink.otel.spans import valid_traceparent
 from sparkkafka_sink.serialization.subjects import DEFAULT_STRATEGY, STRATEGY_NAMES, strategy_named
 from sparkkafka_sink.spark.sink_errors import SinkValidationError
 
@@ -45,6 +46,21 @@ def _sink_error(key: ConfigKey, raw: Any, invalid: Invalid) -> SinkValidationErr
                                    f"got {invalid.length}")
     hint = f" ({key.hint})" if key.hint else ""
     return SinkValidationError(f"option '{key.name}' must be {invalid.accepted}{hint}, got {key.shown(raw)}")
+
+
+def _traceparent(raw: object) -> str:
+    text = str(raw).strip()
+    if not valid_traceparent(text):
+        raise Invalid("a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, lower case, neither id all zeros)")
+    return text
+
+
+def _hook(raw: object) -> str:
+    text = str(raw).strip()
+    module, sep, function = text.partition(":")
+    if not sep or not module or not function.isidentifier() or not all(p.isidentifier() for p in module.split(".")):
+        raise Invalid("module:function (an importable module and a function of it)")
+    return text
 
 
 GUARANTEES = ("at-least-once", "exactly-once")
@@ -218,6 +234,32 @@ class SinkSettings(Settings):
     errors_log_enable: Declared[bool] = Declared(ConfigKey(
         "errors.log.enable", "boolean", False,
         "Log each bad row as a warning of its task (never its key or value)."))
+    open_telemetry: Declared[bool] = Declared(ConfigKey(
+        "openTelemetry", "boolean", True,
+        "Spans of the write (one per task, one for the driver's commit) and its producers' metrics, "
+        "through OpenTelemetry's API when it is installed (the `[otel]` extra; an SDK set up in the "
+        "process decides where they go). `false`: none, even with it installed."))
+    trace_headers: Declared[str] = Declared(ConfigKey(
+        "traceHeaders", "choice", "none",
+        "A W3C `traceparent` header on every record, for the services that read them to continue the "
+        "trace: `task` the write task's span (OpenTelemetry's: needs the `[otel]` extra and an SDK set up "
+        "where the tasks run, `openTelemetrySetup`), `column` each row's own from a string column "
+        "`traceparent` (a null row: the task's span when traced, else no header; a value that is not a "
+        "traceparent: a bad row). After the row's own headers.",
+        choices=("none", "task", "column")))
+    trace_parent: Declared[str | None] = Declared(ConfigKey(
+        "traceParent", "custom", None,
+        "The span the write's spans continue, as a W3C `traceparent`: `sparkkafka_sink.traceparent()` "
+        "gives the caller's current one, so a write started inside a traced pipeline continues its trace.",
+        parser=_traceparent, accepts="a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)",
+        unset="a new trace per write"))
+    open_telemetry_setup: Declared[str | None] = Declared(ConfigKey(
+        "openTelemetrySetup", "custom", None,
+        "`module:function` called once in each Python process of the write before its first span -- "
+        "every task's Python worker, the driver's planning and commit processes, which the caller's own "
+        "set-up never reaches -- to set up OpenTelemetry's SDK and its exporters there.",
+        parser=_hook, accepts="module:function (an importable module and a function of it)",
+        unset="none: what the processes set up themselves (OTEL_* variables read by their own code)"))
 
 
 class ColumnSettings(Settings):

@@ -165,9 +165,26 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> Sin
         log.warning("option '%s%s' has no effect with pyprod-kafka: %s", KAFKA_PREFIX, key, in_option_names(why))
     prefix = _exactly_once(given, lowered, config, streaming)
     _check_dead_letters(given)
+    _check_trace_headers(given)
     values = {**given._values, SinkSettings.transactional_id_prefix.key.name: prefix}
     return SinkOptions(values, config, parse_formats(lowered, from_file), streaming=streaming,
                        run=new_run() if prefix else "")
+
+
+def _check_trace_headers(given: SinkSettings) -> None:
+    """``traceHeaders=task`` writes the task's span: it needs OpenTelemetry, traced."""
+    if given.trace_headers != "task":
+        return
+    if not given.open_telemetry:
+        raise SinkValidationError("option 'traceHeaders' is 'task', which writes each task's span, but "
+                                  "'openTelemetry' is false: drop one of them")
+    from sparkkafka_sink import otel
+
+    if not otel.available():
+        raise SinkValidationError(
+            "option 'traceHeaders' is 'task', which writes each task's OpenTelemetry span, but OpenTelemetry is "
+            "not installed: pip install 'sparkkafka-sink[otel]' (where the driver and the tasks run), with an SDK "
+            "set up there (option 'openTelemetrySetup')")
 
 
 def _service_credential(given: SinkSettings, raw: dict) -> None:

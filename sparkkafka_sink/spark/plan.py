@@ -24,6 +24,8 @@ class ColumnLayout:
     partition: str | None = None
     headers: str | None = None
     timestamp: str | None = None
+    #: ``traceHeaders=column``: the string column of each row's W3C traceparent
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ CHOICES = {
     "acks": (["all", "ALL", "-1", -1, "0", 0, "1", 1], ["2", 2, "none", "leader", True, 1.5]),
     "compression.type": (["none", "gzip", "snappy", "lz4", "zstd", "ZSTD"], ["brotli", "", 1, None.__class__]),
     "enable.idempotence": ([True, False, "true", "FALSE"], ["yes", 1, 0, "on"]),
+    "enable.metrics.push": ([True, False, "false", "TRUE"], ["yes", 1, 0, "on"]),
     "allow.auto.create.topics": ([True, "false"], ["no", 1]),
     "partitioner.ignore.keys": ([False, "true"], ["maybe", 0]),
     "partitioner": (["murmur2", "round_robin", "random", lambda t, k, n: 0], ["sticky", 3]),

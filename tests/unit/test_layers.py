@@ -17,7 +17,7 @@ LAYERS = {
     "protocol": 1, "record": 1,
     "network": 2,
     "producer": 3,
-    "serialization": 4, "exactly_once": 4,
+    "serialization": 4, "exactly_once": 4, "otel": 4,
     "spark": 5,
 }
 #: beside the layers: they use the product, the product never uses them

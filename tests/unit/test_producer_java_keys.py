@@ -42,9 +42,9 @@ def test_the_keys_named_by_the_issue_are_where_it_asks():
                 "sasl.login.refresh.buffer.seconds", "sasl.login.refresh.min.period.seconds",
                 "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
                 "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name",
-                "send.buffer.bytes", "receive.buffer.bytes"]
+                "send.buffer.bytes", "receive.buffer.bytes", "enable.metrics.push"]
     noted = ["client.dns.lookup", "metric.reporters", "metrics.num.samples", "metrics.recording.level",
-             "metrics.sample.window.ms", "enable.metrics.push", "metadata.recovery.strategy"]
+             "metrics.sample.window.ms", "metadata.recovery.strategy"]
     refused = ["partitioner.class", "interceptor.classes", "key.serializer", "value.serializer"]
     for keys, expected in ((honoured, java_keys.HONOURED), (noted, java_keys.NOTED), (refused, java_keys.REFUSED)):
         assert {k: java_key_status(k) for k in keys} == {k: expected for k in keys}
@@ -53,8 +53,8 @@ def test_the_keys_named_by_the_issue_are_where_it_asks():
 def test_noted_keys_are_accepted_and_say_why():
     config = ProducerConfig({**BOOT, "client.dns.lookup": "use_all_dns_ips", "metric.reporters": "com.acme.Reporter",
                              "enable.metrics.push": "false", "metadata.recovery.strategy": "rebootstrap"})
-    assert set(config.noted) == {"client.dns.lookup", "metric.reporters", "enable.metrics.push",
-                                 "metadata.recovery.strategy"}
+    assert set(config.noted) == {"client.dns.lookup", "metric.reporters", "metadata.recovery.strategy"}
+    assert config.enable_metrics_push is False  # honoured (KIP-714), not noted
     assert "every address" in config.noted["client.dns.lookup"]
     assert "Producer.metrics()" in config.noted["metric.reporters"]
     assert "client.dns.lookup" not in config  # no value: nothing reads it

@@ -31,7 +31,9 @@ def test_supported_and_flexible_versions():
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         # the exactly-once decisions topic: created and read back (Fetch stops before topic ids)
         ApiKey.CREATE_TOPICS: (2, 7), ApiKey.LIST_OFFSETS: (1, 9), ApiKey.FETCH: (4, 12),
-        ApiKey.DESCRIBE_CONFIGS: (1, 4)}
+        ApiKey.DESCRIBE_CONFIGS: (1, 4),
+        # the client's metrics, pushed to the brokers that ask for them (KIP-714)
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0), ApiKey.PUSH_TELEMETRY: (0, 0)}
     assert not is_flexible(ApiKey.PRODUCE, 8) and is_flexible(ApiKey.PRODUCE, 9)
     assert not is_flexible(ApiKey.SASL_HANDSHAKE, 1)
     with pytest.raises(UnsupportedVersionError):

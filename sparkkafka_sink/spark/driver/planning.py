@@ -19,7 +19,8 @@ from sparkkafka_sink.spark.plan import WritePlan
 
 def plan_write(option_map: Mapping[str, str], schema: StructType, streaming: bool = False) -> WritePlan:
     options = parse_options(option_map, streaming=streaming)
-    layout = validate_schema(schema, options.topic, [c.column for c in options.formats.serialized])
+    layout = validate_schema(schema, options.topic, [c.column for c in options.formats.serialized],
+                             trace_column=options.trace_headers == "column")
     # The two checks ask the cluster, so they bring the network stack: imported only when they
     # run, which a streaming query's at-least-once micro-batches never do.
     if not streaming:  # Spark plans a stream's writer again each micro-batch: a broker

@@ -71,7 +71,8 @@ def _is_headers_type(dt: DataType) -> bool:
     )
 
 
-def validate_schema(schema: StructType, topic_option: str | None, serialized: Collection[str] = ()) -> ColumnLayout:
+def validate_schema(schema: StructType, topic_option: str | None, serialized: Collection[str] = (),
+                    trace_column: bool = False) -> ColumnLayout:
     """Check the Kafka columns; return where to find them in each Arrow batch.
 
     Columns other than value/key/topic/partition/headers/timestamp are ignored,
@@ -111,6 +112,13 @@ def validate_schema(schema: StructType, topic_option: str | None, serialized: Co
             "no topic: the DataFrame has no 'topic' column (string) and the 'topic' option is "
             'not set. Add .option("topic", "<name>") or a \'topic\' column.'
         )
+    trace = _find(schema, "traceparent") if trace_column else None
+    if trace_column and (trace is None or not isinstance(trace.dataType, StringType)):
+        raise SinkValidationError(
+            "traceHeaders=column takes each row's W3C traceparent from a string column 'traceparent'"
+            + (f", which has type {trace.dataType.simpleString()}" if trace is not None else
+               f": the DataFrame has none (columns present: {present})")
+            + "; or write every record's from the task's span: .option(\"traceHeaders\", \"task\")")
     return ColumnLayout(
         value=found["value"],
         key=found.get("key"),
@@ -118,4 +126,5 @@ def validate_schema(schema: StructType, topic_option: str | None, serialized: Co
         partition=found.get("partition"),
         headers=found.get("headers"),
         timestamp=found.get("timestamp"),
+        traceparent=trace.name if trace is not None else None,
     )

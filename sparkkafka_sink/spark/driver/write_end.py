@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from sparkkafka_sink import otel
+from sparkkafka_sink.otel.spans import Span
 from sparkkafka_sink.producer.offset_ranges import merge_range
 from sparkkafka_sink.spark.commit_message import CommitMessages, TaskCommitMessage
+from sparkkafka_sink.spark.observability import end_span
 from sparkkafka_sink.spark.plan import WritePlan
 
 if TYPE_CHECKING:
@@ -28,20 +32,40 @@ _MAX_LISTED = 8
 
 def commit_write(messages: CommitMessages, plan: WritePlan | None, batch_id: int | None = None) -> None:
     """Spark's ``commit()`` of a write (``batch_id``: of a streaming micro-batch)."""
-    if plan is not None and plan.options.exactly_once:
-        text, replay = _end_transactions(messages, plan.options, batch_id, commit=True)
-        log_line(logging.INFO, text)
-        if replay:  # its rows were aborted: the summary would name records nobody sees
-            return
-    log_line(logging.INFO, commit_summary(messages, what=_what(batch_id)))
+    with _traced(messages, plan, batch_id, commit=True) as span:
+        if plan is not None and plan.options.exactly_once:
+            text, replay = _end_transactions(messages, plan.options, batch_id, commit=True)
+            log_line(logging.INFO, text)
+            if replay:  # its rows were aborted: the summary would name records nobody sees
+                span.set({"sparkkafka_sink.decision": "replay"})
+                return
+        log_line(logging.INFO, commit_summary(messages, what=_what(batch_id)))
+        span.set({"sparkkafka_sink.decision": "commit"})
 
 
 def abort_write(messages: CommitMessages, plan: WritePlan | None, batch_id: int | None = None) -> None:
     """Spark's ``abort()`` of a write (``batch_id``: of a streaming micro-batch)."""
-    if plan is not None and plan.options.exactly_once:
-        log_line(logging.WARNING, _end_transactions(messages, plan.options, batch_id, commit=False)[0])
-        return
-    log_line(logging.WARNING, abort_summary(messages, what=_what(batch_id)))
+    with _traced(messages, plan, batch_id, commit=False) as span:
+        if plan is not None and plan.options.exactly_once:
+            log_line(logging.WARNING, _end_transactions(messages, plan.options, batch_id, commit=False)[0])
+        else:
+            log_line(logging.WARNING, abort_summary(messages, what=_what(batch_id)))
+        span.set({"sparkkafka_sink.decision": "abort"})
+
+
+@contextmanager
+def _traced(messages: CommitMessages, plan: WritePlan | None, batch_id: int | None, commit: bool) -> Iterator[Span]:
+    """The span of this end of the write (OpenTelemetry's; nothing when not traced): its error
+    recorded, ended and flushed (this process ends soon after)."""
+    span = end_span(plan.options if plan is not None else None, messages, batch_id, commit)
+    try:
+        yield span
+    except BaseException as failed:
+        span.fail(failed)
+        raise
+    finally:
+        span.end()
+        otel.flush()
 
 
 def _end_transactions(messages: CommitMessages, options: SinkOptions, batch_id: int | None,

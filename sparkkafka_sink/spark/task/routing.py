@@ -23,8 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkkafka_sink.errors import InvalidRecordError, KafkaError, condemns_record
+from sparkkafka_sink.otel.spans import TRACEPARENT_PATTERN
 from sparkkafka_sink.producer.bulk import BulkFuture, BulkSendError
 from sparkkafka_sink.producer.producer import Producer
+from sparkkafka_sink.record.arrow import ExtraHeader
 from sparkkafka_sink.record.refusals import Refused
 from sparkkafka_sink.spark.plan import ColumnLayout
 from sparkkafka_sink.spark.task.encoders import TaskEncoders
@@ -110,19 +112,22 @@ Outcome = Handed | Rejected | Stopped
 
 
 def route(producer: Producer, part: Part, layout: ColumnLayout, topic_option: str | None,
-          encoders: TaskEncoders | None, tolerant: bool) -> list[Outcome]:
+          encoders: TaskEncoders | None, tolerant: bool, trace: str | None = None) -> list[Outcome]:
     """Hand every row of ``part`` to the producer, one ``send_batch`` per topic; what became of
-    them.  A row refused on the way (no topic, a schema that cannot hold it, the producer's
-    refusal) is a bad row when ``tolerant``; otherwise its part stops there, unsent."""
+    them.  A row refused on the way (no topic, a traceparent that is not one, a schema that
+    cannot hold it, the producer's refusal) is a bad row when ``tolerant``; otherwise its part
+    stops there, unsent.  ``trace``: the task's span as a W3C traceparent, written as every
+    record's ``traceparent`` header (``traceHeaders=task``), or where a row has none of its own
+    (``traceHeaders=column``: ``layout.traceparent``)."""
     outcomes: list[Outcome] = []
-    without_topic = _without_topic(part, layout, topic_option)
-    if without_topic:
+    unroutable = _without_topic(part, layout, topic_option) | _bad_traceparent(part, layout)
+    if unroutable:
         if not tolerant:
-            return [_stop(part, without_topic, None)]
-        outcomes.append(Rejected(part, without_topic, "row check", None))
-        part = part.without(without_topic.rows)
+            return [_stop(part, unroutable, None)]
+        outcomes.append(Rejected(part, unroutable, "row check", None))
+        part = part.without(unroutable.rows)
     for topic, group in _topic_groups(part, layout, topic_option):
-        outcomes += _send(producer, group, layout, topic, encoders, tolerant)
+        outcomes += _send(producer, group, layout, topic, encoders, tolerant, trace)
     return outcomes
 
 
@@ -142,6 +147,25 @@ def _without_topic(part: Part, layout: ColumnLayout, topic_option: str | None) -
     return Refused(nulls, (error,) * len(nulls), (None,) * len(nulls))
 
 
+def _bad_traceparent(part: Part, layout: ColumnLayout) -> Refused:
+    """``traceHeaders=column``: the rows whose ``traceparent`` is not a W3C traceparent (a null
+    is not refused: the task's span stands in)."""
+    if layout.traceparent is None or part.num_rows == 0:
+        return Refused()
+    col = part.batch.column(layout.traceparent)
+    valid = pc.match_substring_regex(col, TRACEPARENT_PATTERN).fill_null(True)
+    if pc.all(valid).as_py():
+        return Refused()
+    rows = np.flatnonzero(~valid.to_numpy(zero_copy_only=False))
+    errors = tuple(InvalidRecordError(f"Row {int(part.rows[r])}: its traceparent {col[int(r)].as_py()!r} is not a "
+                                      "W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)") for r in rows)
+    return Refused(rows, errors, (None,) * len(rows))
+
+
+#: the header a traceparent is written as
+TRACEPARENT_HEADER = "traceparent"
+
+
 def _topic_groups(part: Part, layout: ColumnLayout, topic_option: str | None) -> list[tuple[str, Part]]:
     """``[(topic, its rows)]``; the topic option wins over the column (which has no nulls here)."""
     if topic_option is not None:
@@ -157,7 +181,7 @@ def _topic_groups(part: Part, layout: ColumnLayout, topic_option: str | None) ->
 
 
 def _send(producer: Producer, given: Part, layout: ColumnLayout, topic: str, encoders: TaskEncoders | None,
-          tolerant: bool) -> list[Outcome]:
+          tolerant: bool, trace: str | None) -> list[Outcome]:
     """``given``'s rows for ``topic``, encoded (when a column is written in a registry format),
     in one ``send_batch``.  Under tolerance the rows the encoders or the producer refuse are
     left out and returned as bad rows; otherwise the first refused row stops the task, nothing
@@ -175,6 +199,12 @@ def _send(producer: Producer, given: Part, layout: ColumnLayout, topic: str, enc
                 return outcomes
         part = Part(encoded, given.rows[kept])
     col = part.batch.column
+    extra: ExtraHeader | None = None
+    if layout.traceparent is not None:  # each row's own, the task's where it has none
+        own = col(layout.traceparent)
+        extra = (TRACEPARENT_HEADER, own.fill_null(trace) if trace is not None else own)
+    elif trace is not None:
+        extra = (TRACEPARENT_HEADER, trace.encode("ascii"))
     try:
         future = producer.send_batch(
             topic,
@@ -184,6 +214,7 @@ def _send(producer: Producer, given: Part, layout: ColumnLayout, topic: str, enc
             partitions=col(layout.partition) if layout.partition else None,
             timestamps=col(layout.timestamp) if layout.timestamp else None,
             refused="return" if tolerant else "raise",
+            extra_header=extra,
         )
     except BulkSendError as exc:
         if exc.partial is not None:  # the rows queued before the error travel on

@@ -17,6 +17,7 @@ from sparkkafka_sink.exactly_once.fence import write_closed
 from sparkkafka_sink.exactly_once.ids import WriteId
 from sparkkafka_sink.network.sasl.jaas import keytab_of, parse_jaas
 from sparkkafka_sink.producer.config import ProducerConfig
+from sparkkafka_sink.producer.metrics import MetricsObserver
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.sasl_keys import JAAS_CONFIG
 from sparkkafka_sink.spark.options import SinkOptions
@@ -37,9 +38,11 @@ _PRODUCER_COUNTERS = ("records_sent", "bytes_sent", "batches_sent", "records_fai
 class TaskProducer:
     """The task's producer, opened at the task's first rows (an empty partition opens none)."""
 
-    def __init__(self, options: SinkOptions, task: TaskInfo):
+    def __init__(self, options: SinkOptions, task: TaskInfo, observer: MetricsObserver | None = None):
         self.options = options
         self.task = task
+        #: told each event of the producer (OpenTelemetry's instruments), or None
+        self.observer = observer
         # at-least-once tasks of one Python worker share producers (producer_pool.py)
         self.pooled = not options.exactly_once and options.producer_cache_timeout_ms > 0
         #: exactly-once: the write this attempt belongs to
@@ -60,6 +63,7 @@ class TaskProducer:
                 self._baseline = _producer_metrics(producer) if reused else {}
             else:
                 producer, reused = Producer(self.config), False
+            producer.observe(self.observer)
             self.current = producer
             self.created = 0 if reused else 1
         return self.current

@@ -21,10 +21,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
+from sparkkafka_sink import otel
 from sparkkafka_sink.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, SslError
 from sparkkafka_sink.exactly_once.commit import CLOCK_SKEW_S, COMMIT_NEEDS_S
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.spark.commit_message import TaskCommitMessage
+from sparkkafka_sink.spark.observability import instruments, record_task, task_span
 from sparkkafka_sink.spark.options import SinkOptions
 from sparkkafka_sink.spark.plan import WritePlan
 from sparkkafka_sink.spark.sink_errors import PREFIX, SinkWriteError, in_option_names
@@ -55,12 +57,14 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
                                 task.partition, task.attempt, options.producer_config.max_request_size, plan.layout)
                     if options.tolerate_bad_rows else None)
     tracker = DeliveryTracker(dead_letters, transactional=options.exactly_once)  # the rows and their dead letters
-    producer = TaskProducer(options, task)
+    span = task_span(options, task.partition, task.attempt, task.micro_batch[1] if task.micro_batch else None)
+    producer = TaskProducer(options, task, instruments(options))
     encoders = TaskEncoders(plan)  # valueFormat/keyFormat avro, json or protobuf
     rows_seen = 0
     ok = False
     limiter = rate_limiter(options)
     try:
+        trace = _trace_header(span.traceparent, options, task)  # the records' traceparent header, or None
         for table in paced(coalesced(batches, options.coalesce_bytes), limiter, plan.layout):
             if producer.current is None:  # the task's first rows (an empty partition opens none)
                 with _step(task, "could not open its producer"):
@@ -73,7 +77,7 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
             current = producer.open()
             with _step(task, "could not serialize its rows") if encoders else nullcontext():
                 outcomes = route(current, Part.of(table, rows_seen), plan.layout, options.topic, encoders,
-                                 tracker.tolerant)
+                                 tracker.tolerant, trace)
             tracker.record(outcomes)
             rows_seen += table.num_rows
             tracker.drain()
@@ -91,6 +95,7 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
                                task.micro_batch, limiter.throttled_s if limiter is not None else 0.0,
                                skipped=dead_letters.skipped if dead_letters is not None else 0,
                                dead_lettered=tracker.dead_lettered, producers_created=producer.created)
+        record_task(span, metrics, opened.config.transactional_id if opened is not None else None)
         if metrics_total is not None:  # a Spark accumulator of the sink's metrics
             metrics_total.add(metrics)
         if tracker.failed:
@@ -106,9 +111,15 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
             transaction=transaction,
             write=producer.write.name if producer.write is not None else None,
             query=task.micro_batch[0] if task.micro_batch else None,
+            trace=span.traceparent,
         )
+    except BaseException as failed:
+        span.fail(failed)
+        raise
     finally:
         producer.finish(ok)
+        span.end()
+        otel.flush()  # (an SDK's: the task's spans and metrics out before its worker may be ended)
 
 
 #: the part of ``transaction.timeout.ms`` an exactly-once write may run before its tasks stop,
@@ -139,6 +150,19 @@ def _within_transaction_timeout(plan: WritePlan, task: TaskInfo) -> None:
             "transactions before the driver could commit them, so it stops here and nothing of it becomes "
             "visible. Raise kafka.transaction.timeout.ms (the brokers cap it with transaction.max.timeout.ms, "
             "900000 by default: raise that too), or write less per job")
+
+
+def _trace_header(traceparent: str | None, options: SinkOptions, task: TaskInfo) -> str | None:
+    """The traceparent the records carry (``traceHeaders``): the task's span; ``task`` fails
+    the task when it has none (OpenTelemetry records nothing in this process)."""
+    if options.trace_headers == "none":
+        return None
+    if traceparent is None and options.trace_headers == "task":
+        raise SinkWriteError(
+            f"{_task(task)}: traceHeaders=task, but this task's span records nothing: OpenTelemetry has no SDK "
+            "set up in its Python worker (give openTelemetrySetup=<module:function> setting one up, or "
+            "openTelemetry=true if it was turned off)")
+    return traceparent
 
 
 def _send_dead_letters(producer: Producer, dead_letters: DeadLetters | None, tracker: DeliveryTracker,

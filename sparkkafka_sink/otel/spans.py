@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Span", "traceparent", "valid_traceparent", "TRACEPARENT_PATTERN"]
 
-AttributeValue = str | bool | int | float
+AttributeValue = str | bool | int | float | list[str]
 
 
 #: a W3C traceparent of version 00, lower-case hex (neither id may be all zeros besides)

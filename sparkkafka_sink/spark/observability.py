@@ -2,7 +2,8 @@
 
 * One PRODUCER span per write task (``send <topic>``), the child of the write's ``traceParent``
   (else a trace of its own), carrying what the task did once it is known -- records, bytes,
-  batches, retries, bad rows skipped and dead-lettered, its transactional id under exactly-once
+  batches, retries, the topic-partitions written, bad rows skipped and dead-lettered, its
+  transactional id under exactly-once
   -- and its error when it failed; its context goes home in the task's commit message.
 * One span for the driver's end of the write (``pyprod-kafka commit`` or ``... abort``), the
   child of the same ``traceParent``, linked to every task's span, carrying the decision:
@@ -15,6 +16,8 @@ producers report to no one.  Shared by the tasks and the driver (``task/write_ta
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from sparkkafka_sink import otel
 from sparkkafka_sink.otel.spans import Span
@@ -61,9 +64,11 @@ _TASK_ATTRIBUTES = (("messaging.batch.message_count", "records_sent"), ("sparkka
                     ("sparkkafka_sink.records_dead_lettered", "records_dead_lettered"))
 
 
-def record_task(span: Span, metrics: dict, transactional_id: str | None) -> None:
-    """What the task did, on its span (``metrics``: the task's, ``sink_metrics.task_metrics``)."""
+def record_task(span: Span, metrics: dict, written: Iterable[tuple[str, int]], transactional_id: str | None) -> None:
+    """What the task did, on its span (``metrics``: the task's, ``sink_metrics.task_metrics``;
+    ``written``: the topic-partitions it wrote to, as ``topic-partition`` names)."""
     span.set({**{attribute: metrics.get(metric, 0) for attribute, metric in _TASK_ATTRIBUTES},
+              "sparkkafka_sink.topic_partitions": [f"{topic}-{partition}" for topic, partition in sorted(written)],
               "sparkkafka_sink.transactional_id": transactional_id})
 
 

@@ -95,7 +95,7 @@ def run_write_task(batches: Iterator, plan: WritePlan, metrics_total: Any, task:
                                task.micro_batch, limiter.throttled_s if limiter is not None else 0.0,
                                skipped=dead_letters.skipped if dead_letters is not None else 0,
                                dead_lettered=tracker.dead_lettered, producers_created=producer.created)
-        record_task(span, metrics, opened.config.transactional_id if opened is not None else None)
+        record_task(span, metrics, tracker.offsets, opened.config.transactional_id if opened is not None else None)
         if metrics_total is not None:  # a Spark accumulator of the sink's metrics
             metrics_total.add(metrics)
         if tracker.failed:

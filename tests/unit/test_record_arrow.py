@@ -396,3 +396,27 @@ def test_a_column_of_one_piece_is_read_in_place_and_of_several_joined():
     joined = one_array(pa.chunked_array([values, values]))
     assert joined.to_pylist() == values.to_pylist() * 2
     assert one_array(pa.chunked_array([], pa.binary())).to_pylist() == []
+
+
+@pytest.mark.parametrize("extra_value, expected", [
+    (b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+     [b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"] * 5),
+    (pa.array(["t1", None, "", "t4", None]), [b"t1", None, b"", b"t4", None]),
+])
+@pytest.mark.parametrize("form", ["none", "python", "arrow"])
+def test_an_extra_header_is_the_records_last_as_if_each_had_it(extra_value, expected, form):
+    """``extra_header`` (the sink's traceparent): the same bytes as every record given that header
+    after its own -- a constant encoded once, a column's null adding none."""
+    own = [[("a", b"1")], None, [], [("b", None), ("c", b"xyz")], [("d", b"")]]
+    given = {"none": None, "python": own, "arrow": pa.array(own, HEADERS_TYPE)}[form]
+    rows = [list(h or []) if form != "none" else [] for h in own]
+    appended = [r + ([("trace", e)] if e is not None else []) for r, e in zip(rows, expected, strict=True)]
+    keys, values = [b"k"] * 5, [b"v"] * 5
+    got = RecordColumns(keys, values, TS, given, extra_header=("trace", extra_value))
+    want = RecordColumns(keys, values, TS, appended)
+
+    def p3(c):
+        return [c.headers.as_py()] * c.n if isinstance(c.headers, pa.Scalar) else c.headers.to_pylist()
+
+    assert p3(got) == p3(want) and got.tail_size.tolist() == want.tail_size.tolist()
+    assert not got.refused

@@ -243,7 +243,7 @@ class SinkSettings(Settings):
         "traceHeaders", "choice", "none",
         "A W3C `traceparent` header on every record, for the services that read them to continue the "
         "trace: `task` the write task's span (OpenTelemetry's: needs the `[otel]` extra and an SDK set up "
-        "where the tasks run, `openTelemetrySetup`), `column` each row's own from a string column "
+        "where the tasks run, `openTelemetrySetup`; without one the write's `traceParent`), `column` each row's own from a string column "
         "`traceparent` (a null row: the task's span when traced, else no header; a value that is not a "
         "traceparent: a bad row). After the row's own headers.",
         choices=("none", "task", "column")))

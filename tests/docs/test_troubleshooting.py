@@ -312,6 +312,21 @@ def _(w: World) -> str:
     return refused({**NOWHERE, "topic": "t", "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "t"})
 
 
+@entry("option 'traceHeaders' is 'task', which writes each task's span, but 'openTelemetry' is false")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "traceHeaders": "task", "openTelemetry": "false"})
+
+
+@entry("option 'traceHeaders' is 'task', which writes each task's OpenTelemetry span, but OpenTelemetry is not installed")
+def _(w: World) -> str:
+    from unittest.mock import patch
+
+    from sparkkafka_sink import otel
+
+    with patch.object(otel, "available", lambda: False):  # (installed here: the [test] extra has it)
+        return refused({**NOWHERE, "topic": "t", "traceHeaders": "task"})
+
+
 # Before any task: the DataFrame's schema --------------------------------------------------------------
 @entry("save mode 'overwrite' is not supported")
 def _(w: World) -> str:
@@ -323,6 +338,11 @@ def _(w: World) -> str:
 @entry("the DataFrame has no 'value' column")
 def _(w: World) -> str:
     return refused({**NOWHERE, "topic": "t"}, StructType([StructField("payload", StringType())]))
+
+
+@entry("traceHeaders=column takes each row's W3C traceparent from a string column 'traceparent'")
+def _(w: World) -> str:
+    return refused({**NOWHERE, "topic": "t", "traceHeaders": "column"})
 
 
 @entry("no topic: the DataFrame has no 'topic' column")

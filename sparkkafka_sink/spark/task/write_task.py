@@ -16,6 +16,7 @@ and aborts the others (``driver/exactly_once_writes.py``).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -40,6 +41,8 @@ from sparkkafka_sink.spark.task.routing import Part, route
 from sparkkafka_sink.spark.task.task_info import TaskInfo
 from sparkkafka_sink.spark.task.task_producer import TaskProducer
 from sparkkafka_sink.spark.task.worker_memory import raise_malloc_thresholds
+
+log = logging.getLogger("sparkkafka_sink.spark")
 
 # Slack on top of delivery.timeout.ms for the final flush: by then the producer
 # must have failed every record it could not deliver.
@@ -153,15 +156,16 @@ def _within_transaction_timeout(plan: WritePlan, task: TaskInfo) -> None:
 
 
 def _trace_header(traceparent: str | None, options: SinkOptions, task: TaskInfo) -> str | None:
-    """The traceparent the records carry (``traceHeaders``): the task's span; ``task`` fails
-    the task when it has none (OpenTelemetry records nothing in this process)."""
+    """The traceparent the records carry (``traceHeaders``): the task's span -- or, where it
+    records nothing (no OpenTelemetry SDK set up in this Python worker), the write's
+    ``traceParent``, the span the task's would have been the child of (logged once per task)."""
     if options.trace_headers == "none":
         return None
-    if traceparent is None and options.trace_headers == "task":
-        raise SinkWriteError(
-            f"{_task(task)}: traceHeaders=task, but this task's span records nothing: OpenTelemetry has no SDK "
-            "set up in its Python worker (give openTelemetrySetup=<module:function> setting one up, or "
-            "openTelemetry=true if it was turned off)")
+    if traceparent is None:
+        log.warning("%s: traceHeaders=%s, but its span records nothing (no OpenTelemetry SDK set up in its Python "
+                    "worker: give openTelemetrySetup): its records carry %s", _task(task), options.trace_headers,
+                    "the write's traceParent" if options.trace_parent else "no traceparent of the task")
+        return options.trace_parent
     return traceparent
 
 

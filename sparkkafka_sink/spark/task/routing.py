@@ -191,9 +191,8 @@ def _send(producer: Producer, given: Part, layout: ColumnLayout, topic: str, enc
     if encoders:
         encoded, kept, refused = encoders.encode(given.batch, given.rows, topic)
         if refused:
-            if not tolerant:  # (as ``_stop`` does)
-                row, error, partition = next(iter(refused))
-                return [Stopped(int(given.rows[row]), topic, partition, error, given.num_rows)]
+            if not tolerant:
+                return [_stop(given, refused, topic)]
             outcomes.append(Rejected(given, refused, "serialization", topic))  # read as the user gave them
             if not len(kept):
                 return outcomes

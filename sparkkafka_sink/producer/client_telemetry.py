@@ -143,6 +143,8 @@ class ClientTelemetry:
     # -- when ------------------------------------------------------------------------------
     def due_in(self, now: float, request_timeout_ms: float) -> float:
         """How long until a request should go (0: now; inf: never)."""
+        if not self.enabled:  # (once off, never on again: read without the lock, as every Sender loop asks)
+            return float("inf")
         with self._lock:
             state, last, interval = self.state, self._last_ms, self._interval_ms
             if not self.enabled:

@@ -422,7 +422,7 @@ def _header_column(headers: HeadersColumnLike | None, n: int, extra_header: Extr
     hands over."""
     extra = _extra_header(extra_header, n)
     if headers is None:
-        return _headers_of(None, np.zeros(n, dtype=np.int64), extra, n) + (Refused(),)
+        return _headers_of(None, None, extra, n) + (Refused(),)
     refused = Refused()
     if isinstance(headers, pa.ChunkedArray):
         headers = one_array(headers)
@@ -432,18 +432,23 @@ def _header_column(headers: HeadersColumnLike | None, n: int, extra_header: Extr
     return col, sizes, refused | more
 
 
-def _headers_of(joined: pa.Array | None, counts: np.ndarray, extra: _Extra | None, n: int
+def _headers_of(joined: pa.Array | None, counts: np.ndarray | None, extra: _Extra | None, n: int
                 ) -> tuple[pa.Array | pa.Scalar, np.ndarray]:
-    """``P3`` of each record: its header count, its headers' fields joined (None: none), then
-    the extra header's; and their sizes."""
+    """``P3`` of each record: its header count (``counts`` None: no headers), its headers'
+    fields joined (None: none), then the extra header's; and their sizes."""
     if joined is None and (extra is None or isinstance(extra.encoded, pa.Scalar)):  # the same for every record
         data = encode_varint(extra.per_record if extra is not None else 0)  # type: ignore[arg-type]
         data += extra.encoded.as_py() if extra is not None else b""
         return _scalar(data), np.full(n, len(data), dtype=np.int64)
-    total = counts + extra.per_record if extra is not None else counts
-    parts = [binary_view_of(*encode_varints(total)), joined if joined is not None else _scalar(b"")]
-    col = pc.binary_join_element_wise(*parts, extra.encoded if extra is not None else _scalar(b""), _scalar(b""),
-                                      options=_JOIN)
+    total = np.zeros(n, dtype=np.int64) if counts is None else counts
+    if extra is not None:
+        total = total + extra.per_record
+    parts = [binary_view_of(*encode_varints(total))]
+    if joined is not None:
+        parts.append(joined)
+    if extra is not None:
+        parts.append(extra.encoded)
+    col = pc.binary_join_element_wise(*parts, _scalar(b""), options=_JOIN)
     return col, _lengths(col)
 
 
@@ -486,7 +491,7 @@ def _arrow_headers(headers: pa.Array, n: int, extra: _Extra | None = None
     counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
     items = pc.list_flatten(headers)  # headers of non-null rows, in row order
     if len(items) == 0:
-        return _headers_of(None, np.zeros(n, dtype=np.int64), extra, n) + (Refused(),)
+        return _headers_of(None, None, extra, n) + (Refused(),)
     try:
         hkeys = binary_column(items.field("key"), len(items), "header key")
         hvals = binary_column(items.field("value"), len(items), "header value")

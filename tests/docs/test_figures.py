@@ -31,6 +31,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FIGURES = REPO / "benchmarks" / "figures"
 README, BENCHMARKS, DELIVERY = "README.md", "benchmarks/README.md", "docs/delivery.md"
+OBSERVABILITY_PAGE = "docs/operations/observability.md"
 
 #: a number as the pages write it: digits, thousands separators, decimals (no sign: "7-28" is a range)
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
@@ -345,6 +346,52 @@ def row_walk(doc: dict, header: list[str]) -> dict:
     return rows
 
 
+OBSERVABILITY = "observability-cost-apache-4.4.json"
+#: its comparisons: (the table's label as read, series, base side, other side)
+OBSERVABILITY_ROWS = (("Spark, OpenTelemetry absent: 3230e77 ÷ 91ff028", "D", "before", "after"),
+                      ("Spark, the same code against itself: 91ff028 ÷ 91ff028", "G", "before", "after"),
+                      ("send_batch alone, OpenTelemetry absent: 3230e77 ÷ 91ff028", "F", "before", "after"),
+                      ("Spark: an SDK set up ÷ the [otel] extra alone", "E", "api", "sdk"),
+                      ("Spark: traceHeaders=task ÷ an SDK set up", "E", "sdk", "task"))
+
+
+def observability_runs(doc: dict, series: str, base: str, other: str) -> list[tuple[dict, dict]]:
+    """The (base, other) runs of a comparison's pairs."""
+    def run(order: int) -> dict:
+        (found,) = [r for r in doc["runs"] if (r["series"], r["order"]) == (series, order)]
+        return found
+    return [(run(p["base"]), run(p["other"])) for p in doc["pairs"]
+            if (p["series"], p["base_side"], p["other_side"]) == (series, base, other)]
+
+
+def cpu_us_per_row(doc: dict, run: dict) -> float:
+    """The Python workers' CPU (send_batch alone: the producer's process's) per row, µs."""
+    return run.get("cpu_python_workers_s", run.get("cpu_producer_process_s", 0.0)) / doc["rows"] * 1e6
+
+
+def observability_cost(doc: dict, header: list[str]) -> dict:
+    """Each comparison: its pairs; records/s, other ÷ base per pair (median, lowest, highest); the
+    median CPU per row of each side; the CPU per pair, other ÷ base (median, lowest, highest); and
+    Spark's JVM's CPU, other ÷ base (median; None without Spark)."""
+    def spread(values: list[float]) -> list[float]:
+        return [statistics.median(values), min(values), max(values)]
+
+    rows = {}
+    for label, series, base, other in OBSERVABILITY_ROWS:
+        pairs = observability_runs(doc, series, base, other)
+        cpu = [(cpu_us_per_row(doc, b), cpu_us_per_row(doc, o)) for b, o in pairs]
+        jvm = [o["cpu_spark_jvm_s"] / b["cpu_spark_jvm_s"] for b, o in pairs if "cpu_spark_jvm_s" in b]
+        rows[(label,)] = [[len(pairs)], spread([o["records_per_s"] / b["records_per_s"] for b, o in pairs]),
+                          [statistics.median(c[0] for c in cpu), statistics.median(c[1] for c in cpu)],
+                          spread([o / b for b, o in cpu]), [statistics.median(jvm)] if jvm else None]
+    return rows
+
+
+def observability_bytes(doc: dict, side: str) -> float:
+    """Bytes the broker took in per record (series E's ``side``), the median of its runs."""
+    return statistics.median(r["bytes_in"] / doc["rows"] for r in doc["runs"] if (r["series"], r["side"]) == ("E", side))
+
+
 def decision_in_kafka(doc: dict, header: list[str]) -> dict:
     """The exactly-once write's best records/s per alternation, before and after, and their ratio."""
     def eos(side: str, alternation: int, codec: str) -> float:
@@ -418,6 +465,9 @@ TABLES = [
           "before-after-typed-settings.json", 1, typed_settings),
     Table(BENCHMARKS, "| cell | before | after | after ÷ before, per pair | CPU s but the broker's, before | after |",
           "before-after-row-walk.json", 1, row_walk),
+    Table(BENCHMARKS, "| comparison | pairs | records/s, other ÷ base: median (lowest–highest) | our CPU µs per row, "
+                      "base → other (medians) | our CPU, other ÷ base: median (lowest–highest) | Spark JVM's CPU, other "
+                      "÷ base: median |", OBSERVABILITY, 1, observability_cost),
     Table(BENCHMARKS, "| codec | before | after | after ÷ before, per alternation |",
           "before-after-decision-in-kafka.json", 1, decision_in_kafka),
     Table(BENCHMARKS, "| mode | pyspark | median s | rows/s | ratio to 4.3 |", "pyspark-lines-4.0-4.3.json", 2,
@@ -657,6 +707,16 @@ PROSE = [
           lambda d: [eos_phase(d, "spark-pyprod-eos", "after_tasks"), eos_phase(d, OURS, "after_tasks"),
                      d["meta"]["spark_rounds"], commit_seconds(d) / d["meta"]["spark_partitions"] * 1000,
                      eos_phase(d, "spark-pyprod-eos", "tasks"), eos_phase(d, OURS, "tasks")]),
+    Prose(BENCHMARKS, rf"one write task of {N} rows makes {N} calls on its own thread on 91ff028 and {N} on 3230e77 "
+                      rf"\(its Sender {N} and {N}\)", OBSERVABILITY,
+          lambda d: [100_000, d["calls"]["before"]["task_thread"], d["calls"]["after"]["task_thread"],
+                     d["calls"]["before"]["sender_thread"], d["calls"]["after"]["sender_thread"]]),
+    Prose(BENCHMARKS, rf"the broker took in {N} bytes a record without the header and {N} with it", OBSERVABILITY,
+          lambda d: [observability_bytes(d, "sdk"), observability_bytes(d, "task")]),
+    Prose(OBSERVABILITY_PAGE, rf"at 100 B values the broker took in {N} bytes a record without it and {N} with it",
+          OBSERVABILITY, lambda d: [observability_bytes(d, "sdk"), observability_bytes(d, "task")]),
+    Prose(OBSERVABILITY_PAGE, rf"the workers' CPU per row rose by a median of {N} % in those runs", OBSERVABILITY,
+          lambda d: [(observability_cost(d, [])[("Spark: traceHeaders=task ÷ an SDK set up",)][3][0] - 1) * 100]),
     Prose(BENCHMARKS, rf"`--spark-partitions {N} --spark-rows {N} --compression none --spark-rounds {N}`", EOS_TASKS,
           lambda d: [d["meta"]["spark_partitions"], d["meta"]["spark_rows"], d["meta"]["spark_rounds"]]),
 ]

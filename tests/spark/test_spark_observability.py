@@ -5,9 +5,14 @@ Spark runs them in (``sparkkafka_sink.testing.otel_capture``, set up there by th
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from kafka_helpers import consume_all
@@ -19,6 +24,8 @@ from sparkkafka_sink.testing.brokers import create_topics
 pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk is in the [test] extra")
 
 SETUP = "sparkkafka_sink.testing.otel_capture:set_up"
+REPO = Path(__file__).resolve().parents[2]
+ABSENT = Path(__file__).with_name("otel_absent")  # sitecustomize hiding OpenTelemetry, and the job
 
 
 def _trace() -> tuple[str, str, str]:
@@ -210,3 +217,34 @@ def test_trace_headers_column_needs_the_column(spark, apache_kafka):
     df = spark.createDataFrame([("a",)], "value string")
     with pytest.raises(Exception, match="traceHeaders=column takes each row's W3C traceparent from a string column"):
         _writer(df, apache_kafka, topic, traceparent, traceHeaders="column").save()
+
+
+def test_without_the_extra_a_write_imports_none_of_it(apache_kafka, tmp_path):
+    """OpenTelemetry absent from every process of a spark-submit job (``otel_absent/sitecustomize``
+    answers "not found" for it, as an install without the ``[otel]`` extra does): the write lands
+    as without the options, no process imports any of it -- each only looks whether it is there --
+    and ``traceHeaders=task`` is refused naming the extra."""
+    topic = _topic(apache_kafka, 3)
+    traceparent, _, _ = _trace()
+    rows = 3000
+    log = tmp_path / "asked.tsv"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ABSENT), str(REPO)]), "OTEL_ABSENT_LOG": str(log),
+           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    out = subprocess.run([str(Path(sys.executable).with_name("spark-submit")), str(ABSENT / "write_job.py"),
+                          "--bootstrap-servers", apache_kafka.bootstrap_servers, "--topic", topic,
+                          "--rows", str(rows), "--trace-parent", traceparent],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-5000:]
+    (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("ABSENT_RESULT ")]
+    result = json.loads(line.split(" ", 1)[1])
+    records = consume_all(apache_kafka.bootstrap_servers, topic, expected_count=rows)
+    assert len(records) == rows and all(r.headers == [] for r in records)  # no header the options did not ask for
+    assert "OpenTelemetry is not installed: pip install 'sparkkafka-sink[otel]'" in result["refused"]
+    assert result["traceparent"] is None and result["imported"] == []
+
+    asked = [ln.split("\t") for ln in log.read_text(encoding="utf-8").splitlines()]
+    looks = [a for a in asked if a[3].endswith(os.path.join("sparkkafka_sink", "otel", "__init__.py") + ":available")]
+    assert asked == looks, f"not a look of otel.available(): {[a for a in asked if a not in looks]}"
+    assert {a[2] for a in looks} == {"look"}
+    # more than one process looked (the driver, the tasks' Python workers, the planner's) and found nothing
+    assert len({a[0] for a in looks}) >= 2, asked

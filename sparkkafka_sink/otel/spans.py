@@ -13,6 +13,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from sparkkafka_sink.otel import available
 from sparkkafka_sink.version import __version__
 
@@ -20,22 +23,28 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span as OtelSpan
     from opentelemetry.trace import SpanContext
 
-__all__ = ["Span", "traceparent", "valid_traceparent", "TRACEPARENT_PATTERN"]
+__all__ = ["Span", "traceparent", "valid_traceparent", "valid_traceparents", "TRACEPARENT_PATTERN"]
 
 AttributeValue = str | bool | int | float | list[str]
 
 
-#: a W3C traceparent of version 00, lower-case hex (neither id may be all zeros besides)
+#: a W3C traceparent of version 00, lower-case hex (neither id may be all zeros besides:
+#: ``_ZERO_TRACE``, ``_ZERO_SPAN``, which can stand nowhere else in a text of the pattern)
 TRACEPARENT_PATTERN = "^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
+_ZERO_TRACE, _ZERO_SPAN = "00-" + "0" * 32 + "-", "-" + "0" * 16 + "-"
 
 
 def valid_traceparent(text: str) -> bool:
     """Whether ``text`` is a W3C ``traceparent`` (version 00: ``00-<32 hex>-<16 hex>-<2 hex>``,
     lower case, neither id all zeros)."""
-    if re.fullmatch(TRACEPARENT_PATTERN, text) is None:
-        return False
-    _, trace_id, span_id, _ = text.split("-")
-    return int(trace_id, 16) != 0 and int(span_id, 16) != 0
+    return re.fullmatch(TRACEPARENT_PATTERN, text) is not None and not text.startswith(_ZERO_TRACE) \
+        and _ZERO_SPAN not in text
+
+
+def valid_traceparents(texts: pa.Array) -> pa.BooleanArray:
+    """:func:`valid_traceparent` of each string of a column (a null stays null)."""
+    zero_id = pc.or_(pc.starts_with(texts, _ZERO_TRACE), pc.match_substring(texts, _ZERO_SPAN))
+    return pc.and_(pc.match_substring_regex(texts, TRACEPARENT_PATTERN), pc.invert(zero_id))
 
 
 def _format(context: SpanContext) -> str:

@@ -4,9 +4,10 @@ nothing paid or imported when turned off.  Spark's processes: tests/spark/test_s
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
-from sparkkafka_sink.otel.spans import Span, valid_traceparent
+from sparkkafka_sink.otel.spans import Span, valid_traceparent, valid_traceparents
 from sparkkafka_sink.producer.metrics import ProducerMetrics
 from sparkkafka_sink.spark.options import parse_options
 from sparkkafka_sink.spark.sink_errors import SinkValidationError
@@ -48,6 +49,7 @@ def recorded():
 ])
 def test_a_traceparent_is_checked_as_w3c_defines_it(text, valid):
     assert valid_traceparent(text) is valid
+    assert valid_traceparents(pa.array([text, None])).to_pylist() == [valid, None]  # a column's, as routing checks it
 
 
 def test_a_span_continues_the_trace_it_is_given_and_links_others(recorded):

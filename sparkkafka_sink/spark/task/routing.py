@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkkafka_sink.errors import InvalidRecordError, KafkaError, condemns_record
-from sparkkafka_sink.otel.spans import TRACEPARENT_PATTERN
+from sparkkafka_sink.otel.spans import valid_traceparents
 from sparkkafka_sink.producer.bulk import BulkFuture, BulkSendError
 from sparkkafka_sink.producer.producer import Producer
 from sparkkafka_sink.record.arrow import ExtraHeader
@@ -153,7 +153,7 @@ def _bad_traceparent(part: Part, layout: ColumnLayout) -> Refused:
     if layout.traceparent is None or part.num_rows == 0:
         return Refused()
     col = part.batch.column(layout.traceparent)
-    valid = pc.match_substring_regex(col, TRACEPARENT_PATTERN).fill_null(True)
+    valid = valid_traceparents(col).fill_null(True)
     if pc.all(valid).as_py():
         return Refused()
     rows = np.flatnonzero(~valid.to_numpy(zero_copy_only=False))

@@ -23,7 +23,10 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-__all__ = ["available", "set_up", "flush"]
+__all__ = ["available", "set_up", "flush", "MESSAGING_SYSTEM"]
+
+#: what every span and instrument of the package carries (OpenTelemetry's messaging conventions)
+MESSAGING_SYSTEM = {"messaging.system": "kafka"}
 
 
 @functools.cache

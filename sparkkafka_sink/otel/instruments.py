@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sparkkafka_sink.otel import MESSAGING_SYSTEM
 from sparkkafka_sink.version import __version__
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ BATCH_SIZE = "sparkkafka_sink.producer.batch.size"
 RETRIES = "sparkkafka_sink.producer.retries"
 BUFFER_WAIT = "sparkkafka_sink.producer.buffer.wait.duration"
 
-_KAFKA = {"messaging.system": "kafka"}
 #: OpenTelemetry's advice for messaging durations (seconds)
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
 _BATCH_BUCKETS = (1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
@@ -58,7 +58,7 @@ class ProducerInstruments:
         meter = get_meter("sparkkafka_sink", __version__)
         # (no client id: a Spark write's every task has its producer, and an attribute per producer
         # would make a series of each)
-        self._client = dict(_KAFKA)
+        self._client = dict(MESSAGING_SYSTEM)
         self._sent = meter.create_counter(SENT, unit="{message}", description=(
             "Records the brokers acknowledged, and records that failed (with error.type)"))
         self._duration = _histogram(meter, DURATION, "s", "Produce requests, from sent to answered",

@@ -27,8 +27,6 @@ from sparkkafka_sink.spark.options import SinkOptions
 
 __all__ = ["traced", "task_span", "record_task", "instruments", "end_span"]
 
-_KAFKA = {"messaging.system": "kafka"}
-
 
 def traced(options: SinkOptions) -> bool:
     """Whether the write is traced in this process: asked for (the default) and OpenTelemetry
@@ -40,7 +38,7 @@ def traced(options: SinkOptions) -> bool:
 
 
 def _common(options: SinkOptions, batch_id: int | None) -> dict[str, str | int]:
-    return {**_KAFKA, "sparkkafka_sink.delivery_guarantee": options.delivery_guarantee,
+    return {**otel.MESSAGING_SYSTEM, "sparkkafka_sink.delivery_guarantee": options.delivery_guarantee,
             **({"messaging.destination.name": options.topic} if options.topic else {}),
             **({"spark.streaming.batch.id": batch_id} if batch_id is not None else {})}
 

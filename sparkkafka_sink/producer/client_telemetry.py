@@ -185,8 +185,8 @@ class ClientTelemetry:
                           else TelemetryState.PUSH_IN_PROGRESS)
         codec, payload = self._payload(subscription)
         return messages.PushTelemetryRequest(client_instance_id=subscription.client_instance_id,
-                                    subscription_id=subscription.subscription_id, terminating=terminating,
-                                    compression_type=codec, metrics=payload)
+                                             subscription_id=subscription.subscription_id, terminating=terminating,
+                                             compression_type=codec, metrics=payload)
 
     def points(self, subscription: Subscription) -> list[MetricPoint]:
         """The metrics the subscription wants, now: counters as sums (cumulative since the
@@ -242,7 +242,11 @@ class ClientTelemetry:
                 self.pushes += 1
                 self.state = TelemetryState.PUSH_NEEDED
                 self._last_ms = now
-                self._interval_ms = self.subscription.push_interval_ms if self.subscription else DEFAULT_PUSH_INTERVAL_MS
+                self._interval_ms = self._push_interval()
+
+    def _push_interval(self) -> float:
+        """The subscription's interval between pushes (none loaded yet: Java's default)."""
+        return self.subscription.push_interval_ms if self.subscription else DEFAULT_PUSH_INTERVAL_MS
 
     def _subscribed(self, response: ProtocolMessage, now: float) -> None:
         interval = response.push_interval_ms if response.push_interval_ms > 0 else DEFAULT_PUSH_INTERVAL_MS
@@ -267,7 +271,7 @@ class ClientTelemetry:
     def _error(self, code: int, now: float) -> None:
         """As Java's ``ClientTelemetryUtils.maybeFetchErrorIntervalMs``: ask again now, later, or never."""
         error = ERROR_CLASSES.get(code)
-        interval = self.subscription.push_interval_ms if self.subscription else DEFAULT_PUSH_INTERVAL_MS
+        interval = self._push_interval()
         self.state = TelemetryState.SUBSCRIPTION_NEEDED
         self._last_ms = now
         if error in (UnknownSubscriptionIdError, UnsupportedCompressionTypeError):
@@ -289,7 +293,7 @@ class ClientTelemetry:
                 return
             self.state = TelemetryState.SUBSCRIPTION_NEEDED
             self._last_ms = now
-            self._interval_ms = self.subscription.push_interval_ms if self.subscription else DEFAULT_PUSH_INTERVAL_MS
+            self._interval_ms = self._push_interval()
 
     def unsupported(self) -> None:
         """The broker asked does not speak the telemetry APIs: this producer pushes nothing."""

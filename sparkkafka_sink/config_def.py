@@ -46,11 +46,12 @@ Reason = Literal["", "empty", "too long"]
 
 
 class Invalid(ValueError):
-    """A value a key refuses: ``accepted`` says what it takes; ``detail`` (optional) what is
-    wrong with this one, where that says more, ``reason`` which of a string's limits it broke
-    and ``length`` the characters counted when it is "too long"."""
+    """A value a key refuses: ``accepted`` says what it takes (a custom key's parser leaves it
+    empty: its key's ``accepts`` is filled in); ``detail`` (optional) what is wrong with this
+    one, where that says more, ``reason`` which of a string's limits it broke and ``length`` the
+    characters counted when it is "too long"."""
 
-    def __init__(self, accepted: str, detail: Message | str | None = None, reason: Reason = "",
+    def __init__(self, accepted: str = "", detail: Message | str | None = None, reason: Reason = "",
                  length: int | None = None):
         super().__init__(accepted)
         self.accepted, self.detail, self.reason, self.length = accepted, detail, reason, length
@@ -131,7 +132,12 @@ class ConfigKey(Generic[T]):
     def _value(self, raw: object) -> object:
         if self.kind == "custom":
             assert self.parser is not None, f"{self.name}: a custom key needs its parser"
-            return self.parser(raw)
+            try:
+                return self.parser(raw)
+            except Invalid as e:
+                if e.accepted:
+                    raise
+                raise Invalid(self.accepts, e.detail, e.reason, e.length) from None
         if self.kind == "string":
             return self._string(raw)
         found: Any

@@ -51,7 +51,7 @@ def _sink_error(key: ConfigKey, raw: Any, invalid: Invalid) -> SinkValidationErr
 def _traceparent(raw: object) -> str:
     text = str(raw).strip()
     if not valid_traceparent(text):
-        raise Invalid("a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, lower case, neither id all zeros)")
+        raise Invalid()  # (what the key accepts)
     return text
 
 
@@ -59,7 +59,7 @@ def _hook(raw: object) -> str:
     text = str(raw).strip()
     module, sep, function = text.partition(":")
     if not sep or not module or not function.isidentifier() or not all(p.isidentifier() for p in module.split(".")):
-        raise Invalid("module:function (an importable module and a function of it)")
+        raise Invalid()  # (what the key accepts)
     return text
 
 
@@ -251,7 +251,7 @@ class SinkSettings(Settings):
         "traceParent", "custom", None,
         "The span the write's spans continue, as a W3C `traceparent`: `sparkkafka_sink.traceparent()` "
         "gives the caller's current one, so a write started inside a traced pipeline continues its trace.",
-        parser=_traceparent, accepts="a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)",
+        parser=_traceparent, accepts="a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, lower case, neither id all zeros)",
         unset="a new trace per write"))
     open_telemetry_setup: Declared[str | None] = Declared(ConfigKey(
         "openTelemetrySetup", "custom", None,

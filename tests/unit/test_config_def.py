@@ -111,3 +111,24 @@ def test_the_sasl_settings_read_only_declared_keys():
              if k.isupper() and isinstance(v, str) and v.startswith("sasl.")}
     assert len(names) >= 16 and names <= set(SASL), names - set(SASL)
     assert set(SASL) <= set(KEYS)
+
+
+def test_a_custom_parser_says_what_is_wrong_and_its_key_what_it_accepts():
+    def even(raw: object) -> int:
+        number = int(str(raw))
+        if number % 2:
+            raise Invalid(detail=f"{number} is odd")  # what it accepts is the key's to say
+        return number
+
+    key = ConfigKey[int]("even.number", "custom", None, "an even number", parser=even, accepts="an even whole number")
+    assert key.parse("4") == 4
+    with pytest.raises(Invalid) as refused:
+        key.parse("3")
+    assert (refused.value.accepted, refused.value.detail) == ("an even whole number", "3 is odd")
+
+    def in_its_own_words(raw: object) -> int:
+        raise Invalid("its own words")
+
+    own = ConfigKey[int]("own.words", "custom", None, "", parser=in_its_own_words, accepts="what the key says")
+    with pytest.raises(Invalid, match="its own words"):
+        own.parse("x")

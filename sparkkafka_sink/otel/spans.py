@@ -13,13 +13,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from sparkkafka_sink.otel import available
 from sparkkafka_sink.version import __version__
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from opentelemetry.trace import Span as OtelSpan
     from opentelemetry.trace import SpanContext
 
@@ -42,7 +40,10 @@ def valid_traceparent(text: str) -> bool:
 
 
 def valid_traceparents(texts: pa.Array) -> pa.BooleanArray:
-    """:func:`valid_traceparent` of each string of a column (a null stays null)."""
+    """:func:`valid_traceparent` of each string of a column (a null stays null; pyarrow imported
+    here: the driver's processes, which check the option, import neither it nor numpy)."""
+    import pyarrow.compute as pc
+
     zero_id = pc.or_(pc.starts_with(texts, _ZERO_TRACE), pc.match_substring(texts, _ZERO_SPAN))
     return pc.and_(pc.match_substring_regex(texts, TRACEPARENT_PATTERN), pc.invert(zero_id))
 
